@@ -1,0 +1,99 @@
+//! Every byte that crosses a nam process boundary.
+//!
+//! - [`message`]: control messages ([`Request`], [`Reply`]) carried in UCX active messages
+//!   ([`AM_ID_REQUEST`], [`AM_ID_REPLY`]); `docs/protocol.md` gives their byte layout.
+//! - [`limits`]: every bound, as a named constant, checked where input arrives.
+//! - [`Status`]: the status vocabulary shared by server, client library and C API.
+//! - [`size`]: human sizes (`64MiB`) for the command line and config files.
+//!
+//! Decoding never panics: malformed, truncated or oversized input gives a [`DecodeError`].
+//!
+//! ```
+//! use nam_proto::{Request, Alloc};
+//! let bytes = Request::Alloc(Alloc { size: 4096, align: 0, flags: 0, name: String::new() }).encode(7);
+//! let (id, request) = Request::decode(&bytes).unwrap();
+//! assert_eq!(id, 7);
+//! assert!(matches!(request, Request::Alloc(a) if a.size == 4096));
+//! assert!(Request::decode(&bytes[..10]).is_err());
+//! ```
+#![deny(missing_docs)]
+
+pub mod codec;
+pub mod limits;
+pub mod message;
+pub mod size;
+mod status;
+
+pub use message::*;
+pub use status::Status;
+
+/// Why bytes could not be decoded as a nam message. Each variant names the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The message ended inside `field`.
+    #[error("message truncated in field `{field}`: need {need} bytes, have {have}")]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// Bytes needed.
+        need: usize,
+        /// Bytes left.
+        have: usize,
+    },
+    /// The first four bytes are not the nam magic.
+    #[error("bad magic 0x{found:08x}: not a nam message")]
+    BadMagic {
+        /// What was found.
+        found: u32,
+    },
+    /// The peer speaks another protocol version.
+    #[error("protocol version {found}, this build speaks {expected}")]
+    Version {
+        /// The peer's version.
+        found: u16,
+        /// Ours.
+        expected: u16,
+    },
+    /// Unknown message kind.
+    #[error("unknown message kind {kind}")]
+    UnknownKind {
+        /// The kind code.
+        kind: u16,
+    },
+    /// Unknown status code in a reply.
+    #[error("unknown status code {code}")]
+    UnknownStatus {
+        /// The code.
+        code: u16,
+    },
+    /// A variable-length field exceeds its limit.
+    #[error("field `{field}` is {len} long, the limit is {max}")]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its declared length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A string field is not UTF-8.
+    #[error("field `{field}` is not valid UTF-8")]
+    InvalidUtf8 {
+        /// The field.
+        field: &'static str,
+    },
+    /// The header's body length disagrees with the bytes received.
+    #[error("header declares a {declared}-byte body but {actual} bytes follow")]
+    LengthMismatch {
+        /// Declared length.
+        declared: usize,
+        /// Actual length.
+        actual: usize,
+    },
+    /// Bytes left over after the last field.
+    #[error("{extra} unexpected bytes after the last field")]
+    TrailingBytes {
+        /// How many.
+        extra: usize,
+    },
+}

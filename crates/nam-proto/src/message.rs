@@ -1,0 +1,483 @@
+//! Control messages: requests from clients and the server's replies. `docs/protocol.md`
+//! gives the byte layout; this file is its implementation.
+
+use crate::codec::{Reader, Writer};
+use crate::limits::*;
+use crate::status::Status;
+use crate::DecodeError;
+
+/// Active-message id of client-to-server requests.
+pub const AM_ID_REQUEST: u16 = 1;
+/// Active-message id of server-to-client replies.
+pub const AM_ID_REPLY: u16 = 2;
+/// Size of the fixed header that starts every message.
+pub const HEADER_LEN: usize = 24;
+/// Bit set in the kind of every reply.
+pub const REPLY_BIT: u16 = 0x8000;
+
+/// Allocation flag: other clients of the same tenant may open it by name.
+pub const ALLOC_FLAG_SHARED: u32 = 1 << 0;
+/// Allocation flag: survives the disconnect of every holder (and, with a file-backed pool,
+/// a server restart) until freed explicitly.
+pub const ALLOC_FLAG_PERSISTENT: u32 = 1 << 1;
+/// Every allocation flag this version understands.
+pub const ALLOC_FLAGS_KNOWN: u32 = ALLOC_FLAG_SHARED | ALLOC_FLAG_PERSISTENT;
+
+/// First message on a connection: who the client is and which tenant it acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Tenant name (`"default"` when the server has no tenant configuration).
+    pub tenant: String,
+    /// The tenant's secret token.
+    pub token: String,
+    /// Free-form label shown by `nam status`.
+    pub client_name: String,
+    /// Process id of the client, for operators.
+    pub pid: u32,
+}
+
+/// Allocate `size` bytes aligned to `align`, optionally named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alloc {
+    /// Bytes requested (1..=[`ALLOC_SIZE_MAX`]).
+    pub size: u64,
+    /// Alignment, a power of two up to [`ALIGN_MAX`]; 0 means [`ALIGN_MIN`].
+    pub align: u64,
+    /// [`ALLOC_FLAG_SHARED`], [`ALLOC_FLAG_PERSISTENT`].
+    pub flags: u32,
+    /// Name for [`Request::Open`]; empty for an anonymous allocation.
+    pub name: String,
+}
+
+/// The counters a client reports when it says goodbye: its one-sided traffic, which the
+/// server cannot see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrafficReport {
+    /// Put operations issued.
+    pub puts: u64,
+    /// Get operations issued.
+    pub gets: u64,
+    /// Atomic operations issued.
+    pub atomics: u64,
+    /// Bytes put.
+    pub bytes_put: u64,
+    /// Bytes got.
+    pub bytes_got: u64,
+}
+
+/// A client request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Kind 1.
+    Hello(Hello),
+    /// Kind 2.
+    Alloc(Alloc),
+    /// Kind 3: open a shared allocation by name.
+    Open {
+        /// The allocation's name.
+        name: String,
+    },
+    /// Kind 4: release this client's reference to an allocation.
+    Free {
+        /// The handle from an alloc or open reply.
+        handle: u64,
+    },
+    /// Kind 5: server statistics.
+    Status,
+    /// Kind 6: the client is leaving; its non-persistent allocations are released now.
+    Goodbye(TrafficReport),
+}
+
+/// What the server tells a new client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelloReply {
+    /// This connection's id on the server.
+    pub client_id: u64,
+    /// How long the allocations of a vanished client are kept before reclaim.
+    pub lease_ms: u64,
+    /// Pool capacity in bytes.
+    pub capacity: u64,
+    /// The server's name.
+    pub server_name: String,
+}
+
+/// Where an allocation lives and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocReply {
+    /// Handle for free and for naming the allocation in later requests.
+    pub handle: u64,
+    /// Usable size in bytes.
+    pub size: u64,
+    /// Remote virtual address of the first byte, for RMA.
+    pub remote_addr: u64,
+    /// The allocation's flags.
+    pub flags: u32,
+    /// Packed UCX remote key of the pool, handed out only to authenticated tenants.
+    pub rkey: Vec<u8>,
+}
+
+/// Usage of one tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantUsage {
+    /// Tenant name.
+    pub name: String,
+    /// Bytes allocated.
+    pub used: u64,
+    /// Quota in bytes.
+    pub quota: u64,
+    /// Live allocations.
+    pub allocations: u64,
+}
+
+/// Server statistics for `nam status`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatusReply {
+    /// The server's name.
+    pub server_name: String,
+    /// Pool capacity in bytes.
+    pub capacity: u64,
+    /// Bytes allocated.
+    pub used: u64,
+    /// Live allocations.
+    pub allocations: u64,
+    /// Connected clients.
+    pub clients: u64,
+    /// Clients that disconnected but whose lease has not expired.
+    pub clients_lingering: u64,
+    /// Clients accepted since start.
+    pub clients_total: u64,
+    /// Control requests handled.
+    pub requests: u64,
+    /// Control requests that failed.
+    pub request_errors: u64,
+    /// Control bytes received.
+    pub bytes_in: u64,
+    /// Control bytes sent.
+    pub bytes_out: u64,
+    /// Allocations reclaimed after a lease expired.
+    pub leases_reclaimed: u64,
+    /// One-sided traffic reported by departed clients.
+    pub reported: TrafficReport,
+    /// Per-tenant usage.
+    pub tenants: Vec<TenantUsage>,
+}
+
+/// A reply body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// To [`Request::Hello`].
+    Hello(HelloReply),
+    /// To [`Request::Alloc`] and [`Request::Open`].
+    Alloc(AllocReply),
+    /// To [`Request::Free`] and [`Request::Goodbye`].
+    Done,
+    /// To [`Request::Status`].
+    Status(StatusReply),
+    /// Any request that failed.
+    Error {
+        /// Why.
+        status: Status,
+        /// The exact cause, for the user.
+        message: String,
+    },
+}
+
+/// The fixed header of every message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Message kind; replies have [`REPLY_BIT`] set.
+    pub kind: u16,
+    /// Chosen by the client; echoed in the reply.
+    pub request_id: u64,
+}
+
+fn write_header(w: &mut Writer, kind: u16, request_id: u64) {
+    w.u32(MESSAGE_MAGIC);
+    w.u16(PROTOCOL_VERSION);
+    w.u16(kind);
+    w.u64(request_id);
+    w.u32(0); // body length, patched by finish_message
+    w.u32(0); // reserved
+}
+
+fn finish_message(mut w: Writer) -> Vec<u8> {
+    let body_len = (w.len() - HEADER_LEN) as u32;
+    w.patch_u32(16, body_len);
+    w.finish()
+}
+
+/// Reads and checks the header; returns it and the body.
+pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
+    if bytes.len() > MESSAGE_LEN_MAX {
+        return Err(DecodeError::TooLong {
+            field: "message",
+            len: bytes.len(),
+            max: MESSAGE_LEN_MAX,
+        });
+    }
+    let mut r = Reader::new(bytes);
+    let magic = r.u32("magic")?;
+    if magic != MESSAGE_MAGIC {
+        return Err(DecodeError::BadMagic { found: magic });
+    }
+    let version = r.u16("version")?;
+    if version != PROTOCOL_VERSION {
+        return Err(DecodeError::Version {
+            found: version,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    let kind = r.u16("kind")?;
+    let request_id = r.u64("request_id")?;
+    let body_len = r.u32("body_len")? as usize;
+    let _reserved = r.u32("reserved")?;
+    let body = &bytes[HEADER_LEN..];
+    if body.len() != body_len {
+        return Err(DecodeError::LengthMismatch {
+            declared: body_len,
+            actual: body.len(),
+        });
+    }
+    Ok((Header { kind, request_id }, body))
+}
+
+impl Request {
+    /// The kind code of this request.
+    pub fn kind(&self) -> u16 {
+        match self {
+            Request::Hello(_) => 1,
+            Request::Alloc(_) => 2,
+            Request::Open { .. } => 3,
+            Request::Free { .. } => 4,
+            Request::Status => 5,
+            Request::Goodbye(_) => 6,
+        }
+    }
+
+    /// Encodes the request with `request_id`.
+    pub fn encode(&self, request_id: u64) -> Vec<u8> {
+        let mut w = Writer::with_capacity(HEADER_LEN + 64);
+        write_header(&mut w, self.kind(), request_id);
+        match self {
+            Request::Hello(h) => {
+                w.str16(&h.tenant);
+                w.str16(&h.token);
+                w.str16(&h.client_name);
+                w.u32(h.pid);
+            }
+            Request::Alloc(a) => {
+                w.u64(a.size);
+                w.u64(a.align);
+                w.u32(a.flags);
+                w.str16(&a.name);
+            }
+            Request::Open { name } => w.str16(name),
+            Request::Free { handle } => w.u64(*handle),
+            Request::Status => {}
+            Request::Goodbye(t) => write_traffic(&mut w, t),
+        }
+        finish_message(w)
+    }
+
+    /// Decodes a request; never panics, whatever the bytes.
+    pub fn decode(bytes: &[u8]) -> Result<(u64, Request), DecodeError> {
+        let (header, body) = decode_header(bytes)?;
+        let mut r = Reader::new(body);
+        let request = match header.kind {
+            1 => Request::Hello(Hello {
+                tenant: r.str16("tenant", TENANT_NAME_LEN_MAX)?,
+                token: r.str16("token", TOKEN_LEN_MAX)?,
+                client_name: r.str16("client_name", CLIENT_NAME_LEN_MAX)?,
+                pid: r.u32("pid")?,
+            }),
+            2 => Request::Alloc(Alloc {
+                size: r.u64("size")?,
+                align: r.u64("align")?,
+                flags: r.u32("flags")?,
+                name: r.str16("name", NAME_LEN_MAX)?,
+            }),
+            3 => Request::Open {
+                name: r.str16("name", NAME_LEN_MAX)?,
+            },
+            4 => Request::Free {
+                handle: r.u64("handle")?,
+            },
+            5 => Request::Status,
+            6 => Request::Goodbye(read_traffic(&mut r)?),
+            kind => return Err(DecodeError::UnknownKind { kind }),
+        };
+        r.finish()?;
+        Ok((header.request_id, request))
+    }
+}
+
+fn write_traffic(w: &mut Writer, t: &TrafficReport) {
+    for v in [t.puts, t.gets, t.atomics, t.bytes_put, t.bytes_got] {
+        w.u64(v);
+    }
+}
+
+fn read_traffic(r: &mut Reader<'_>) -> Result<TrafficReport, DecodeError> {
+    Ok(TrafficReport {
+        puts: r.u64("puts")?,
+        gets: r.u64("gets")?,
+        atomics: r.u64("atomics")?,
+        bytes_put: r.u64("bytes_put")?,
+        bytes_got: r.u64("bytes_got")?,
+    })
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary (for outgoing texts).
+pub fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Reply {
+    /// Encodes the reply to request `kind` with `request_id`.
+    pub fn encode(&self, request_kind: u16, request_id: u64) -> Vec<u8> {
+        let mut w = Writer::with_capacity(HEADER_LEN + 64);
+        write_header(&mut w, request_kind | REPLY_BIT, request_id);
+        match self {
+            Reply::Error { status, message } => {
+                w.u16(status.code());
+                w.str16(truncate_utf8(message, ERROR_TEXT_LEN_MAX));
+            }
+            ok => {
+                w.u16(Status::Ok.code());
+                encode_ok_body(&mut w, ok);
+            }
+        }
+        finish_message(w)
+    }
+
+    /// Decodes a reply; returns the request kind it answers, the request id and the body.
+    pub fn decode(bytes: &[u8]) -> Result<(u16, u64, Reply), DecodeError> {
+        let (header, body) = decode_header(bytes)?;
+        if header.kind & REPLY_BIT == 0 {
+            return Err(DecodeError::UnknownKind { kind: header.kind });
+        }
+        let kind = header.kind & !REPLY_BIT;
+        let mut r = Reader::new(body);
+        let code = r.u16("status")?;
+        let status = Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?;
+        let reply = if status != Status::Ok {
+            Reply::Error {
+                status,
+                message: r.str16("message", ERROR_TEXT_LEN_MAX)?,
+            }
+        } else {
+            decode_ok_body(kind, &mut r)?
+        };
+        r.finish()?;
+        Ok((kind, header.request_id, reply))
+    }
+}
+
+fn encode_ok_body(w: &mut Writer, reply: &Reply) {
+    match reply {
+        Reply::Hello(h) => {
+            w.u64(h.client_id);
+            w.u64(h.lease_ms);
+            w.u64(h.capacity);
+            w.str16(truncate_utf8(&h.server_name, SERVER_NAME_LEN_MAX));
+        }
+        Reply::Alloc(a) => {
+            w.u64(a.handle);
+            w.u64(a.size);
+            w.u64(a.remote_addr);
+            w.u32(a.flags);
+            w.bytes32(&a.rkey);
+        }
+        Reply::Done | Reply::Error { .. } => {}
+        Reply::Status(s) => {
+            w.str16(truncate_utf8(&s.server_name, SERVER_NAME_LEN_MAX));
+            for v in [
+                s.capacity,
+                s.used,
+                s.allocations,
+                s.clients,
+                s.clients_lingering,
+                s.clients_total,
+                s.requests,
+                s.request_errors,
+                s.bytes_in,
+                s.bytes_out,
+                s.leases_reclaimed,
+            ] {
+                w.u64(v);
+            }
+            write_traffic(w, &s.reported);
+            w.u32(s.tenants.len() as u32);
+            for t in &s.tenants {
+                w.str16(&t.name);
+                w.u64(t.used);
+                w.u64(t.quota);
+                w.u64(t.allocations);
+            }
+        }
+    }
+}
+
+fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
+    Ok(match kind {
+        1 => Reply::Hello(HelloReply {
+            client_id: r.u64("client_id")?,
+            lease_ms: r.u64("lease_ms")?,
+            capacity: r.u64("capacity")?,
+            server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?,
+        }),
+        2 | 3 => Reply::Alloc(AllocReply {
+            handle: r.u64("handle")?,
+            size: r.u64("size")?,
+            remote_addr: r.u64("remote_addr")?,
+            flags: r.u32("flags")?,
+            rkey: r.bytes32("rkey", RKEY_LEN_MAX)?,
+        }),
+        4 | 6 => Reply::Done,
+        5 => Reply::Status(decode_status(r)?),
+        kind => return Err(DecodeError::UnknownKind { kind }),
+    })
+}
+
+fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
+    let mut s = StatusReply {
+        server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?,
+        ..Default::default()
+    };
+    s.capacity = r.u64("capacity")?;
+    s.used = r.u64("used")?;
+    s.allocations = r.u64("allocations")?;
+    s.clients = r.u64("clients")?;
+    s.clients_lingering = r.u64("clients_lingering")?;
+    s.clients_total = r.u64("clients_total")?;
+    s.requests = r.u64("requests")?;
+    s.request_errors = r.u64("request_errors")?;
+    s.bytes_in = r.u64("bytes_in")?;
+    s.bytes_out = r.u64("bytes_out")?;
+    s.leases_reclaimed = r.u64("leases_reclaimed")?;
+    s.reported = read_traffic(r)?;
+    let count = r.u32("tenant_count")? as usize;
+    if count > TENANTS_MAX {
+        return Err(DecodeError::TooLong {
+            field: "tenants",
+            len: count,
+            max: TENANTS_MAX,
+        });
+    }
+    for _ in 0..count {
+        s.tenants.push(TenantUsage {
+            name: r.str16("tenant_name", TENANT_NAME_LEN_MAX)?,
+            used: r.u64("tenant_used")?,
+            quota: r.u64("tenant_quota")?,
+            allocations: r.u64("tenant_allocations")?,
+        });
+    }
+    Ok(s)
+}

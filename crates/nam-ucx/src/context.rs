@@ -1,0 +1,112 @@
+//! The UCP context: one per process and purpose, shared by its workers.
+
+use crate::error::{check, Result};
+use crate::ffi;
+use std::ptr;
+use std::sync::Arc;
+
+/// Which UCP features a context enables. Ask only for what is used: some transports are
+/// skipped when they cannot provide a requested feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// One-sided put/get.
+    pub rma: bool,
+    /// 64-bit atomics.
+    pub amo64: bool,
+    /// Active messages (the control plane).
+    pub am: bool,
+    /// Event-fd wake-up, so an idle progress loop can sleep.
+    pub wakeup: bool,
+}
+
+impl Features {
+    /// Everything a memory server needs: RMA target, atomics, AM and wake-up.
+    pub const SERVER: Features = Features {
+        rma: true,
+        amo64: true,
+        am: true,
+        wakeup: true,
+    };
+    /// Everything a client needs: it busy-polls inside its deadlines, so no wake-up.
+    pub const CLIENT: Features = Features {
+        rma: true,
+        amo64: true,
+        am: true,
+        wakeup: false,
+    };
+
+    fn mask(self) -> u64 {
+        let mut mask = 0u64;
+        if self.rma {
+            mask |= ffi::UCP_FEATURE_RMA as u64;
+        }
+        if self.amo64 {
+            mask |= ffi::UCP_FEATURE_AMO64 as u64;
+        }
+        if self.am {
+            mask |= ffi::UCP_FEATURE_AM as u64;
+        }
+        if self.wakeup {
+            mask |= ffi::UCP_FEATURE_WAKEUP as u64;
+        }
+        mask
+    }
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) raw: ffi::ucp_context_h,
+}
+
+// SAFETY: a UCP context may be used from any thread; nam creates workers from it under
+// its own serialization and never mutates it after creation.
+unsafe impl Send for ContextInner {}
+unsafe impl Sync for ContextInner {}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // SAFETY: every worker and memory region holds an Arc to this inner, so none is alive.
+        unsafe { ffi::ucp_cleanup(self.raw) };
+    }
+}
+
+/// A UCP context (`ucp_context_h`): reads the `UCX_*` environment (transports, devices)
+/// once and is shared by the workers and memory regions made from it.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+impl Context {
+    /// Creates a context with `features`, configured from the `UCX_*` environment.
+    pub fn new(features: Features) -> Result<Context> {
+        let mut config: *mut ffi::ucp_config_t = ptr::null_mut();
+        // SAFETY: out-pointer is valid; null prefix and file mean "environment only".
+        check("ucp_config_read", unsafe {
+            ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config)
+        })?;
+        let params = ffi::ucp_params_t {
+            field_mask: (ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED)
+                as u64,
+            features: features.mask(),
+            mt_workers_shared: 0,
+            ..Default::default()
+        };
+        let mut raw: ffi::ucp_context_h = ptr::null_mut();
+        // SAFETY: params and config are valid for the call; raw is an out-pointer.
+        let status = unsafe {
+            ffi::ucp_init_version(
+                ffi::UCP_API_MAJOR,
+                ffi::UCP_API_MINOR,
+                &params,
+                config,
+                &mut raw,
+            )
+        };
+        // SAFETY: config came from ucp_config_read and is released exactly once.
+        unsafe { ffi::ucp_config_release(config) };
+        check("ucp_init", status)?;
+        Ok(Context {
+            inner: Arc::new(ContextInner { raw }),
+        })
+    }
+}
