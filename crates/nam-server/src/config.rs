@@ -1,0 +1,302 @@
+//! Server configuration: a TOML file, overridden by command-line flags.
+//!
+//! ```toml
+//! name = "nam0"              # shown by `nam status`
+//! listen = "0.0.0.0:13337"
+//! capacity = "4GiB"
+//! backing = "/var/lib/nam/pool"   # optional: file-backed pool that survives restarts
+//! lease_ms = 10000           # keep a vanished client's allocations this long
+//! idle_spin_us = 2000        # busy-poll this long after the last event before sleeping
+//!
+//! [[tenant]]                 # without any [[tenant]], one tenant "default" with an
+//! name = "climate"           # empty token and the whole pool as quota
+//! token = "s3cret"
+//! quota = "1GiB"
+//! ```
+
+use crate::manager::TenantConfig;
+use nam_proto::limits::{TENANTS_MAX, TENANT_NAME_LEN_MAX, TOKEN_LEN_MAX};
+use nam_proto::size::{parse_size, SizeError};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The port `nam serve` listens on by default.
+pub const DEFAULT_PORT: u16 = 13337;
+/// Default lease of a vanished client's allocations.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+/// Default busy-poll window after the last event (keeps latency at polling level while
+/// traffic flows; an idle server sleeps on the worker's event fd after it).
+pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_millis(2);
+/// Name of the tenant used when the configuration declares none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (names the key and line).
+        message: String,
+    },
+    /// A size field is invalid.
+    #[error("config field `{field}`: {source}")]
+    Size {
+        /// The field.
+        field: String,
+        /// Why.
+        source: SizeError,
+    },
+    /// Any other invalid value.
+    #[error("config field `{field}`: {message}")]
+    Invalid {
+        /// The field.
+        field: String,
+        /// Why.
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    name: Option<String>,
+    listen: Option<String>,
+    capacity: Option<String>,
+    backing: Option<PathBuf>,
+    lease_ms: Option<u64>,
+    idle_spin_us: Option<u64>,
+    #[serde(default)]
+    tenant: Vec<FileTenant>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTenant {
+    name: String,
+    #[serde(default)]
+    token: String,
+    quota: Option<String>,
+}
+
+/// Everything a server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Name shown by `nam status`.
+    pub name: String,
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Pool size in bytes.
+    pub capacity_bytes: u64,
+    /// File that backs the pool, if any.
+    pub backing: Option<PathBuf>,
+    /// How long a vanished client's allocations are kept.
+    pub lease: Duration,
+    /// Busy-poll window before sleeping.
+    pub idle_spin: Duration,
+    /// Tenants; never empty.
+    pub tenants: Vec<TenantConfig>,
+}
+
+impl ServerConfig {
+    /// A configuration with defaults and the single default tenant.
+    pub fn new(listen: SocketAddr, capacity_bytes: u64) -> ServerConfig {
+        ServerConfig {
+            name: default_name(),
+            listen,
+            capacity_bytes,
+            backing: None,
+            lease: DEFAULT_LEASE,
+            idle_spin: DEFAULT_IDLE_SPIN,
+            tenants: vec![TenantConfig {
+                name: DEFAULT_TENANT.into(),
+                token: String::new(),
+                quota_bytes: u64::MAX,
+            }],
+        }
+    }
+
+    /// Reads a TOML file on top of the defaults.
+    pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Parses TOML text (`origin` names it in errors).
+    pub fn from_toml(text: &str, origin: &Path) -> Result<ServerConfig, ConfigError> {
+        let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.into(),
+            message: e.to_string(),
+        })?;
+        let listen = match &file.listen {
+            Some(l) => parse_listen(l)?,
+            None => SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
+        };
+        let capacity = match &file.capacity {
+            Some(c) => parse_size(c).map_err(|source| ConfigError::Size {
+                field: "capacity".into(),
+                source,
+            })?,
+            None => 1 << 30,
+        };
+        let mut config = ServerConfig::new(listen, capacity);
+        if let Some(name) = file.name {
+            config.name = name;
+        }
+        config.backing = file.backing;
+        if let Some(ms) = file.lease_ms {
+            config.lease = Duration::from_millis(ms);
+        }
+        if let Some(us) = file.idle_spin_us {
+            config.idle_spin = Duration::from_micros(us);
+        }
+        if !file.tenant.is_empty() {
+            config.tenants = tenants_from_file(file.tenant)?;
+        }
+        Ok(config)
+    }
+
+    /// Checks the values that flags may have changed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.capacity_bytes == 0 {
+            return Err(ConfigError::Invalid {
+                field: "capacity".into(),
+                message: "must be at least 1 byte".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Parses `HOST:PORT` (a name such as `localhost` is resolved).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
+    use std::net::ToSocketAddrs;
+    let invalid = |message: String| ConfigError::Invalid {
+        field: "listen".into(),
+        message,
+    };
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| invalid(format!("{text:?} is not HOST:PORT ({e})")))?;
+    addrs
+        .find(|a| a.is_ipv4())
+        .or_else(|| text.to_socket_addrs().ok()?.next())
+        .ok_or_else(|| invalid(format!("{text:?} resolves to nothing")))
+}
+
+fn tenants_from_file(entries: Vec<FileTenant>) -> Result<Vec<TenantConfig>, ConfigError> {
+    if entries.len() > TENANTS_MAX {
+        return Err(ConfigError::Invalid {
+            field: "tenant".into(),
+            message: format!("at most {TENANTS_MAX} tenants"),
+        });
+    }
+    let mut tenants: Vec<TenantConfig> = Vec::new();
+    for t in entries {
+        let field = format!("tenant.{}", t.name);
+        if t.name.is_empty() || t.name.len() > TENANT_NAME_LEN_MAX {
+            return Err(ConfigError::Invalid {
+                field,
+                message: format!("name must be 1..={TENANT_NAME_LEN_MAX} bytes"),
+            });
+        }
+        if t.token.len() > TOKEN_LEN_MAX {
+            return Err(ConfigError::Invalid {
+                field,
+                message: format!("token longer than {TOKEN_LEN_MAX} bytes"),
+            });
+        }
+        if tenants.iter().any(|x| x.name == t.name) {
+            return Err(ConfigError::Invalid {
+                field,
+                message: "declared twice".into(),
+            });
+        }
+        let quota_bytes = match &t.quota {
+            Some(q) => parse_size(q).map_err(|source| ConfigError::Size {
+                field: format!("{field}.quota"),
+                source,
+            })?,
+            None => u64::MAX,
+        };
+        tenants.push(TenantConfig {
+            name: t.name,
+            token: t.token,
+            quota_bytes,
+        });
+    }
+    Ok(tenants)
+}
+
+fn default_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    let host = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "nam".into()
+    };
+    format!("{host}:{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_file() {
+        let text = r#"
+            name = "n0"
+            listen = "127.0.0.1:4000"
+            capacity = "64MiB"
+            lease_ms = 250
+            [[tenant]]
+            name = "a"
+            token = "x"
+            quota = "1MiB"
+        "#;
+        let c = ServerConfig::from_toml(text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.capacity_bytes, 64 << 20);
+        assert_eq!(c.lease, Duration::from_millis(250));
+        assert_eq!(
+            c.tenants,
+            vec![TenantConfig {
+                name: "a".into(),
+                token: "x".into(),
+                quota_bytes: 1 << 20
+            }]
+        );
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let e = ServerConfig::from_toml("capcity = \"1GiB\"", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("capcity"), "{e}");
+        let e =
+            ServerConfig::from_toml("capacity = \"1 parsec\"", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("capacity"), "{e}");
+        let e = ServerConfig::from_toml(
+            "[[tenant]]\nname=\"a\"\n[[tenant]]\nname=\"a\"",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("declared twice"), "{e}");
+    }
+}

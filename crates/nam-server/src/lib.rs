@@ -1,0 +1,34 @@
+//! The nam memory server: the Network Attached Memory of seed 000 and the memory blade of
+//! seed 004, in software over UCX.
+//!
+//! A tour:
+//! - [`Server`]: binds a listener, maps the [`Pool`] once, and runs the progress loop
+//!   ([`Server::run`]) that answers control requests, watches for failed clients and
+//!   reclaims their allocations after a lease.
+//! - [`Manager`]: the allocation manager: sizes, alignment, shared/exclusive, names,
+//!   persistence, tenants with tokens and quotas. Pure bookkeeping, unit-tested.
+//! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
+//! - [`ServerConfig`]: TOML file and defaults.
+//!
+//! ```no_run
+//! use nam_server::{Server, ServerConfig};
+//! use std::sync::atomic::AtomicBool;
+//! let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), 64 << 20);
+//! let mut server = Server::bind(config)?;
+//! println!("listening on {}", server.address());
+//! server.run(&AtomicBool::new(false))?;
+//! # Ok::<(), nam_server::ServerError>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod allocator;
+pub mod config;
+pub mod manager;
+pub mod pool;
+mod server;
+
+pub use allocator::RangeAllocator;
+pub use config::ServerConfig;
+pub use manager::Manager;
+pub use pool::Pool;
+pub use server::{manifest_path_for, Server, ServerError};

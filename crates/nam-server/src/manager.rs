@@ -1,0 +1,682 @@
+//! The allocation manager (the NAM manager of seed 000): allocations with size, alignment,
+//! sharing, names and persistence; tenants with tokens and quotas; per-client references.
+//!
+//! Pure bookkeeping with no I/O, so every rule here is unit-tested directly. An allocation
+//! lives while some client holds it; a persistent one (which must be named) also outlives
+//! its holders until it is freed explicitly.
+
+use crate::allocator::RangeAllocator;
+use nam_proto::limits::{ALIGN_MAX, ALIGN_MIN, ALLOC_SIZE_MAX, HANDLES_PER_CLIENT_MAX};
+use nam_proto::size::format_size;
+use nam_proto::{
+    Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A refused manager operation: the status for the wire and the exact cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status}: {message}")]
+pub struct Refusal {
+    /// Status code sent to the client.
+    pub status: Status,
+    /// What exactly was wrong.
+    pub message: String,
+}
+
+fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal {
+        status,
+        message: message.into(),
+    })
+}
+
+/// A tenant as configured: who may connect and how much they may allocate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantConfig {
+    /// Tenant name.
+    pub name: String,
+    /// Secret token clients must present.
+    pub token: String,
+    /// Bytes this tenant may hold at once.
+    pub quota_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Tenant {
+    token: String,
+    quota_bytes: u64,
+    used_bytes: u64,
+    allocations: u64,
+}
+
+/// One allocation, as recorded in the manifest of a file-backed pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationRecord {
+    /// Handle clients use for it.
+    pub handle: u64,
+    /// Offset in the pool.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Wire flags.
+    pub flags: u32,
+    /// Name, if any.
+    pub name: Option<String>,
+    /// Owning tenant.
+    pub tenant: String,
+}
+
+/// The persistent allocations of a pool, saved beside a backing file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Pool capacity the manifest was written for.
+    pub capacity: u64,
+    /// Next handle to issue, so handles are never reused across restarts.
+    pub next_handle: u64,
+    /// The persistent allocations.
+    pub allocations: Vec<AllocationRecord>,
+}
+
+#[derive(Debug)]
+struct Allocation {
+    record: AllocationRecord,
+    holders: BTreeSet<u64>,
+}
+
+/// Where a granted allocation is and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Handle.
+    pub handle: u64,
+    /// Offset in the pool.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Flags.
+    pub flags: u32,
+}
+
+/// The allocation manager.
+#[derive(Debug)]
+pub struct Manager {
+    ranges: RangeAllocator,
+    allocations: HashMap<u64, Allocation>,
+    names: HashMap<(String, String), u64>,
+    tenants: BTreeMap<String, Tenant>,
+    client_tenant: HashMap<u64, String>,
+    client_handles: HashMap<u64, BTreeSet<u64>>,
+    next_handle: u64,
+    manifest_dirty: bool,
+}
+
+impl Manager {
+    /// A manager for a pool of `capacity` bytes serving `tenants`.
+    pub fn new(capacity: u64, tenants: &[TenantConfig]) -> Manager {
+        let tenants = tenants
+            .iter()
+            .map(|t| {
+                let tenant = Tenant {
+                    token: t.token.clone(),
+                    quota_bytes: t.quota_bytes,
+                    used_bytes: 0,
+                    allocations: 0,
+                };
+                (t.name.clone(), tenant)
+            })
+            .collect();
+        Manager {
+            ranges: RangeAllocator::new(capacity),
+            allocations: HashMap::new(),
+            names: HashMap::new(),
+            tenants,
+            client_tenant: HashMap::new(),
+            client_handles: HashMap::new(),
+            next_handle: 1,
+            manifest_dirty: false,
+        }
+    }
+
+    /// Checks a tenant's token and attaches `client` to it.
+    pub fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
+        let Some(t) = self.tenants.get(tenant) else {
+            return refuse(Status::AuthFailed, format!("unknown tenant {tenant:?}"));
+        };
+        if !constant_time_eq(t.token.as_bytes(), token.as_bytes()) {
+            return refuse(
+                Status::AuthFailed,
+                format!("wrong token for tenant {tenant:?}"),
+            );
+        }
+        self.client_tenant.insert(client, tenant.to_string());
+        self.client_handles.entry(client).or_default();
+        Ok(())
+    }
+
+    fn tenant_of(&self, client: u64) -> Result<String, Refusal> {
+        match self.client_tenant.get(&client) {
+            Some(t) => Ok(t.clone()),
+            None => refuse(
+                Status::NotConnected,
+                "send Hello with a valid tenant token first",
+            ),
+        }
+    }
+
+    /// Validates and performs an allocation for `client`.
+    pub fn allocate(&mut self, client: u64, request: &Alloc) -> Result<Grant, Refusal> {
+        let tenant_name = self.tenant_of(client)?;
+        let align = validate_alloc(request)?;
+        let name = (!request.name.is_empty()).then(|| request.name.clone());
+        if let Some(n) = &name {
+            if self.names.contains_key(&(tenant_name.clone(), n.clone())) {
+                return refuse(
+                    Status::NameExists,
+                    format!("tenant {tenant_name:?} already has an allocation named {n:?}"),
+                );
+            }
+        }
+        if self.client_handles[&client].len() >= HANDLES_PER_CLIENT_MAX {
+            return refuse(
+                Status::TooMany,
+                format!("client holds {HANDLES_PER_CLIENT_MAX} allocations, the limit"),
+            );
+        }
+        let tenant = self
+            .tenants
+            .get_mut(&tenant_name)
+            .expect("authenticated tenant exists");
+        if tenant.used_bytes + request.size > tenant.quota_bytes {
+            return refuse(
+                Status::QuotaExceeded,
+                format!(
+                    "tenant {tenant_name:?} holds {} of its {} quota; {} more does not fit",
+                    format_size(tenant.used_bytes),
+                    format_size(tenant.quota_bytes),
+                    format_size(request.size)
+                ),
+            );
+        }
+        let Some(offset) = self.ranges.allocate(request.size, align) else {
+            return refuse(
+                Status::PoolExhausted,
+                format!(
+                    "no free range of {} aligned to {align} ({} of {} free)",
+                    format_size(request.size),
+                    format_size(self.ranges.free_bytes()),
+                    format_size(self.ranges.capacity())
+                ),
+            );
+        };
+        tenant.used_bytes += request.size;
+        tenant.allocations += 1;
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        let record = AllocationRecord {
+            handle,
+            offset,
+            size: request.size,
+            flags: request.flags,
+            name,
+            tenant: tenant_name.clone(),
+        };
+        if let Some(n) = &record.name {
+            self.names.insert((tenant_name, n.clone()), handle);
+        }
+        self.manifest_dirty |= record.flags & ALLOC_FLAG_PERSISTENT != 0;
+        let grant = grant_of(&record);
+        self.allocations.insert(
+            handle,
+            Allocation {
+                record,
+                holders: BTreeSet::from([client]),
+            },
+        );
+        self.client_handles
+            .get_mut(&client)
+            .expect("attached")
+            .insert(handle);
+        Ok(grant)
+    }
+
+    /// Opens a shared allocation of the client's tenant by name.
+    pub fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
+        let tenant = self.tenant_of(client)?;
+        let Some(&handle) = self.names.get(&(tenant.clone(), name.to_string())) else {
+            return refuse(
+                Status::NameNotFound,
+                format!("tenant {tenant:?} has no allocation named {name:?}"),
+            );
+        };
+        let allocation = self
+            .allocations
+            .get_mut(&handle)
+            .expect("named allocation exists");
+        if allocation.record.flags & ALLOC_FLAG_SHARED == 0 && !allocation.holders.contains(&client)
+        {
+            return refuse(
+                Status::NotShared,
+                format!("allocation {name:?} is exclusive to its creator"),
+            );
+        }
+        allocation.holders.insert(client);
+        let grant = grant_of(&allocation.record);
+        self.client_handles
+            .get_mut(&client)
+            .expect("attached")
+            .insert(handle);
+        Ok(grant)
+    }
+
+    /// Releases `client`'s reference to `handle`; the space is returned when nobody holds
+    /// it (an explicit free releases persistent allocations too).
+    pub fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
+        self.tenant_of(client)?;
+        let held = self
+            .client_handles
+            .get_mut(&client)
+            .is_some_and(|h| h.remove(&handle));
+        if !held {
+            return if self.allocations.contains_key(&handle)
+                || handle >= self.next_handle
+                || handle == 0
+            {
+                refuse(
+                    Status::UnknownHandle,
+                    format!("handle {handle} is not held by this client"),
+                )
+            } else {
+                refuse(
+                    Status::FreedHandle,
+                    format!("handle {handle} was already freed"),
+                )
+            };
+        }
+        let allocation = self
+            .allocations
+            .get_mut(&handle)
+            .expect("held handle exists");
+        allocation.holders.remove(&client);
+        if allocation.holders.is_empty() {
+            self.destroy(handle);
+        }
+        Ok(())
+    }
+
+    /// Drops every reference `client` holds (goodbye or lease expiry). Non-persistent
+    /// allocations nobody else holds are destroyed; returns how many were.
+    pub fn release_client(&mut self, client: u64) -> u64 {
+        self.client_tenant.remove(&client);
+        let handles = self.client_handles.remove(&client).unwrap_or_default();
+        let mut destroyed = 0;
+        for handle in handles {
+            let allocation = self
+                .allocations
+                .get_mut(&handle)
+                .expect("held handle exists");
+            allocation.holders.remove(&client);
+            if allocation.holders.is_empty() && allocation.record.flags & ALLOC_FLAG_PERSISTENT == 0
+            {
+                self.destroy(handle);
+                destroyed += 1;
+            }
+        }
+        destroyed
+    }
+
+    fn destroy(&mut self, handle: u64) {
+        let allocation = self
+            .allocations
+            .remove(&handle)
+            .expect("destroy of a live handle");
+        let r = allocation.record;
+        self.ranges.release(r.offset, r.size);
+        if let Some(name) = r.name {
+            self.names.remove(&(r.tenant.clone(), name));
+        }
+        if let Some(t) = self.tenants.get_mut(&r.tenant) {
+            t.used_bytes -= r.size;
+            t.allocations -= 1;
+        }
+        self.manifest_dirty |= r.flags & ALLOC_FLAG_PERSISTENT != 0;
+    }
+
+    /// Bytes allocated.
+    pub fn used_bytes(&self) -> u64 {
+        self.ranges.capacity() - self.ranges.free_bytes()
+    }
+
+    /// Live allocations.
+    pub fn allocation_count(&self) -> u64 {
+        self.allocations.len() as u64
+    }
+
+    /// Per-tenant usage for `nam status`.
+    pub fn tenant_usage(&self) -> Vec<TenantUsage> {
+        self.tenants
+            .iter()
+            .map(|(name, t)| TenantUsage {
+                name: name.clone(),
+                used: t.used_bytes,
+                quota: t.quota_bytes,
+                allocations: t.allocations,
+            })
+            .collect()
+    }
+
+    /// The persistent allocations if they changed since the last call.
+    pub fn take_manifest_if_dirty(&mut self) -> Option<Manifest> {
+        if !std::mem::take(&mut self.manifest_dirty) {
+            return None;
+        }
+        Some(self.manifest())
+    }
+
+    /// The persistent allocations now.
+    pub fn manifest(&self) -> Manifest {
+        let mut allocations: Vec<AllocationRecord> = self
+            .allocations
+            .values()
+            .filter(|a| a.record.flags & ALLOC_FLAG_PERSISTENT != 0)
+            .map(|a| a.record.clone())
+            .collect();
+        allocations.sort_by_key(|r| r.handle);
+        Manifest {
+            capacity: self.ranges.capacity(),
+            next_handle: self.next_handle,
+            allocations,
+        }
+    }
+
+    /// Restores the persistent allocations of a manifest (at start-up, before any client).
+    pub fn restore(&mut self, manifest: &Manifest) -> Result<(), String> {
+        for r in &manifest.allocations {
+            if !self.ranges.reserve(r.offset, r.size) {
+                return Err(format!(
+                    "allocation {} at offset {} overlaps another or leaves the pool",
+                    r.handle, r.offset
+                ));
+            }
+            let tenant = self.tenants.entry(r.tenant.clone()).or_insert_with(|| {
+                log::warn!(
+                    "manifest allocation {} belongs to unconfigured tenant {:?}; kept, unreachable",
+                    r.handle,
+                    r.tenant
+                );
+                Tenant {
+                    token: String::new(),
+                    quota_bytes: 0,
+                    used_bytes: 0,
+                    allocations: 0,
+                }
+            });
+            tenant.used_bytes += r.size;
+            tenant.allocations += 1;
+            if let Some(n) = &r.name {
+                self.names.insert((r.tenant.clone(), n.clone()), r.handle);
+            }
+            self.allocations.insert(
+                r.handle,
+                Allocation {
+                    record: r.clone(),
+                    holders: BTreeSet::new(),
+                },
+            );
+        }
+        self.next_handle = self.next_handle.max(manifest.next_handle);
+        Ok(())
+    }
+}
+
+fn grant_of(r: &AllocationRecord) -> Grant {
+    Grant {
+        handle: r.handle,
+        offset: r.offset,
+        size: r.size,
+        flags: r.flags,
+    }
+}
+
+/// Checks an allocation request's fields; returns the effective alignment.
+fn validate_alloc(request: &Alloc) -> Result<u64, Refusal> {
+    if request.size == 0 {
+        return refuse(
+            Status::InvalidArgument,
+            "allocation size must be at least 1 byte",
+        );
+    }
+    if request.size > ALLOC_SIZE_MAX {
+        return refuse(
+            Status::TooLarge,
+            format!(
+                "allocation of {} exceeds the {} limit",
+                request.size,
+                format_size(ALLOC_SIZE_MAX)
+            ),
+        );
+    }
+    if request.flags & !ALLOC_FLAGS_KNOWN != 0 {
+        return refuse(
+            Status::InvalidArgument,
+            format!(
+                "unknown allocation flags 0x{:x}",
+                request.flags & !ALLOC_FLAGS_KNOWN
+            ),
+        );
+    }
+    if request.flags & ALLOC_FLAG_PERSISTENT != 0 && request.name.is_empty() {
+        return refuse(
+            Status::InvalidArgument,
+            "a persistent allocation needs a name, or nobody could find it again",
+        );
+    }
+    let align = if request.align == 0 {
+        ALIGN_MIN
+    } else {
+        request.align
+    };
+    if !align.is_power_of_two() {
+        return refuse(
+            Status::InvalidArgument,
+            format!("alignment {align} is not a power of two"),
+        );
+    }
+    if align > ALIGN_MAX {
+        return refuse(
+            Status::TooLarge,
+            format!("alignment {align} exceeds the limit {ALIGN_MAX}"),
+        );
+    }
+    Ok(align.max(ALIGN_MIN))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager() -> Manager {
+        let tenants = [
+            TenantConfig {
+                name: "a".into(),
+                token: "ta".into(),
+                quota_bytes: 1 << 20,
+            },
+            TenantConfig {
+                name: "b".into(),
+                token: "tb".into(),
+                quota_bytes: 1 << 20,
+            },
+        ];
+        let mut m = Manager::new(4 << 20, &tenants);
+        m.authenticate(1, "a", "ta").unwrap();
+        m.authenticate(2, "a", "ta").unwrap();
+        m.authenticate(3, "b", "tb").unwrap();
+        m
+    }
+
+    fn req(size: u64, flags: u32, name: &str) -> Alloc {
+        Alloc {
+            size,
+            align: 0,
+            flags,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn auth_rejects_wrong_token_and_unknown_tenant() {
+        let mut m = manager();
+        assert_eq!(
+            m.authenticate(9, "a", "tb").unwrap_err().status,
+            Status::AuthFailed
+        );
+        assert_eq!(
+            m.authenticate(9, "zz", "").unwrap_err().status,
+            Status::AuthFailed
+        );
+        assert_eq!(
+            m.allocate(9, &req(64, 0, "")).unwrap_err().status,
+            Status::NotConnected
+        );
+    }
+
+    #[test]
+    fn shared_names_are_per_tenant_and_refcounted() {
+        let mut m = manager();
+        let g = m.allocate(1, &req(4096, ALLOC_FLAG_SHARED, "job")).unwrap();
+        assert_eq!(m.open(2, "job").unwrap().handle, g.handle);
+        assert_eq!(m.open(3, "job").unwrap_err().status, Status::NameNotFound);
+        m.free(1, g.handle).unwrap();
+        assert_eq!(m.allocation_count(), 1, "client 2 still holds it");
+        m.free(2, g.handle).unwrap();
+        assert_eq!(m.allocation_count(), 0);
+        assert_eq!(m.free(2, g.handle).unwrap_err().status, Status::FreedHandle);
+        assert_eq!(m.free(2, 999).unwrap_err().status, Status::UnknownHandle);
+    }
+
+    #[test]
+    fn exclusive_cannot_be_opened_and_other_tenant_cannot_free() {
+        let mut m = manager();
+        let g = m.allocate(1, &req(64, 0, "mine")).unwrap();
+        assert_eq!(m.open(2, "mine").unwrap_err().status, Status::NotShared);
+        assert_eq!(
+            m.free(3, g.handle).unwrap_err().status,
+            Status::UnknownHandle
+        );
+        assert_eq!(
+            m.allocate(2, &req(64, 0, "mine")).unwrap_err().status,
+            Status::NameExists
+        );
+    }
+
+    #[test]
+    fn bad_requests_and_limits() {
+        let mut m = manager();
+        assert_eq!(
+            m.allocate(1, &req(0, 0, "")).unwrap_err().status,
+            Status::InvalidArgument
+        );
+        assert_eq!(
+            m.allocate(1, &req(ALLOC_SIZE_MAX + 1, 0, ""))
+                .unwrap_err()
+                .status,
+            Status::TooLarge
+        );
+        assert_eq!(
+            m.allocate(1, &req(64, 0x80, "")).unwrap_err().status,
+            Status::InvalidArgument
+        );
+        assert_eq!(
+            m.allocate(1, &req(64, ALLOC_FLAG_PERSISTENT, ""))
+                .unwrap_err()
+                .status,
+            Status::InvalidArgument
+        );
+        let bad_align = Alloc {
+            size: 64,
+            align: 3,
+            flags: 0,
+            name: String::new(),
+        };
+        assert_eq!(
+            m.allocate(1, &bad_align).unwrap_err().status,
+            Status::InvalidArgument
+        );
+        let e = m.allocate(1, &req((1 << 20) + 1, 0, "")).unwrap_err();
+        assert_eq!(e.status, Status::QuotaExceeded);
+        assert!(e.message.contains("quota"), "{e}");
+        let used_before = m.used_bytes();
+        assert_eq!(
+            m.used_bytes(),
+            used_before,
+            "a refused allocation changes nothing"
+        );
+    }
+
+    #[test]
+    fn pool_exhaustion_is_reported() {
+        let tenants = [TenantConfig {
+            name: "a".into(),
+            token: String::new(),
+            quota_bytes: u64::MAX,
+        }];
+        let mut m = Manager::new(1 << 12, &tenants);
+        m.authenticate(1, "a", "").unwrap();
+        m.allocate(1, &req(1 << 12, 0, "")).unwrap();
+        assert_eq!(
+            m.allocate(1, &req(1, 0, "")).unwrap_err().status,
+            Status::PoolExhausted
+        );
+    }
+
+    #[test]
+    fn release_client_keeps_persistent_and_shared() {
+        let mut m = manager();
+        m.allocate(1, &req(64, 0, "")).unwrap();
+        let p = m
+            .allocate(
+                1,
+                &req(64, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt"),
+            )
+            .unwrap();
+        let s = m
+            .allocate(1, &req(64, ALLOC_FLAG_SHARED, "shared"))
+            .unwrap();
+        m.open(2, "shared").unwrap();
+        assert_eq!(m.release_client(1), 1);
+        assert_eq!(m.allocation_count(), 2);
+        assert_eq!(m.open(2, "ckpt").unwrap().handle, p.handle);
+        m.free(2, s.handle).unwrap();
+        m.free(2, p.handle).unwrap();
+        assert_eq!(m.allocation_count(), 0);
+        assert_eq!(m.used_bytes(), 0);
+    }
+
+    #[test]
+    fn manifest_round_trip() {
+        let mut m = manager();
+        m.allocate(1, &req(64, 0, "")).unwrap();
+        let p = m
+            .allocate(
+                1,
+                &req(100, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt"),
+            )
+            .unwrap();
+        let manifest = m.take_manifest_if_dirty().unwrap();
+        assert!(m.take_manifest_if_dirty().is_none());
+        assert_eq!(manifest.allocations.len(), 1);
+        let mut restored = manager();
+        restored.restore(&manifest).unwrap();
+        let g = restored.open(2, "ckpt").unwrap();
+        assert_eq!((g.handle, g.offset, g.size), (p.handle, p.offset, p.size));
+        let fresh = restored.allocate(2, &req(64, 0, "")).unwrap();
+        assert!(
+            fresh.handle > p.handle,
+            "handles are not reused after a restart"
+        );
+    }
+}

@@ -1,0 +1,477 @@
+//! The server: accepts clients, answers control requests, watches for failed peers,
+//! reclaims their allocations after a lease, and progresses UCX (which serves one-sided
+//! operations that the transport emulates, such as RMA over TCP).
+
+use crate::config::ServerConfig;
+use crate::manager::{Grant, Manager, Manifest, Refusal};
+use crate::pool::{Pool, PoolError};
+use nam_proto::limits::CLIENTS_MAX;
+use nam_proto::{
+    decode_header, AllocReply, HelloReply, Reply, Request, Status, StatusReply, TrafficReport,
+    AM_ID_REPLY, AM_ID_REQUEST,
+};
+use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, Worker};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why the server could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// UCX could not be initialised or could not listen.
+    #[error("{what}: {source}")]
+    Transport {
+        /// What was being set up.
+        what: String,
+        /// UCX's error.
+        source: nam_ucx::Error,
+    },
+    /// The pool could not be mapped.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The manifest of a file-backed pool could not be read or written.
+    #[error("manifest {path}: {message}")]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Longest sleep on the event fd, so stop requests and leases are noticed promptly.
+const SLEEP_MAX: Duration = Duration::from_millis(100);
+
+struct Connection {
+    client_id: u64,
+    endpoint: Endpoint,
+    label: String,
+    authenticated: bool,
+    released: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    clients_total: u64,
+    requests: u64,
+    request_errors: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    leases_reclaimed: u64,
+    reported: TrafficReport,
+}
+
+type Inbox = Arc<Mutex<VecDeque<(Option<EndpointId>, Vec<u8>)>>>;
+
+/// A running memory server. Create with [`Server::bind`], then call [`Server::run`].
+pub struct Server {
+    config: ServerConfig,
+    connections: HashMap<EndpointId, Connection>,
+    sends: Vec<(nam_ucx::Request, Vec<u8>)>,
+    lingering: Vec<(u64, Instant)>,
+    inbox: Inbox,
+    manager: Manager,
+    counters: Counters,
+    next_client_id: u64,
+    manifest_path: Option<PathBuf>,
+    listener: Listener,
+    pool: Pool,
+    worker: Worker,
+    _context: Context,
+}
+
+impl Server {
+    /// Maps the pool, restores a file-backed pool's manifest, and starts listening.
+    pub fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        config.validate()?;
+        let transport = |what: &str| {
+            let what = what.to_string();
+            move |source| ServerError::Transport { what, source }
+        };
+        let context = Context::new(Features::SERVER).map_err(transport("cannot initialise UCX"))?;
+        let worker = Worker::new(&context).map_err(transport("cannot create a UCX worker"))?;
+        let pool = match &config.backing {
+            Some(path) => Pool::file_backed(&context, path, config.capacity_bytes)?,
+            None => Pool::allocate(&context, config.capacity_bytes)?,
+        };
+        let mut manager = Manager::new(config.capacity_bytes, &config.tenants);
+        let manifest_path = config.backing.as_ref().map(|b| manifest_path_for(b));
+        if let Some(path) = &manifest_path {
+            if let Some(manifest) = read_manifest(path)? {
+                check_manifest_capacity(path, &manifest, config.capacity_bytes)?;
+                manager
+                    .restore(&manifest)
+                    .map_err(|message| ServerError::Manifest {
+                        path: path.clone(),
+                        message,
+                    })?;
+                log::info!(
+                    "restored {} persistent allocations from {}",
+                    manifest.allocations.len(),
+                    path.display()
+                );
+            }
+        }
+        let inbox: Inbox = Arc::default();
+        let sink = inbox.clone();
+        worker
+            .set_am_handler(AM_ID_REQUEST, move |m| {
+                sink.lock()
+                    .unwrap()
+                    .push_back((m.reply_ep, m.data.unwrap_or(&[]).to_vec()))
+            })
+            .map_err(transport("cannot register the request handler"))?;
+        let listener = Listener::bind(&worker, config.listen)
+            .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
+        Ok(Server {
+            config,
+            connections: HashMap::new(),
+            sends: Vec::new(),
+            lingering: Vec::new(),
+            inbox,
+            manager,
+            counters: Counters::default(),
+            next_client_id: 1,
+            manifest_path,
+            listener,
+            pool,
+            worker,
+            _context: context,
+        })
+    }
+
+    /// The address actually listened on.
+    pub fn address(&self) -> SocketAddr {
+        self.listener.address()
+    }
+
+    /// Serves until `stop` becomes true. Busy-polls while there is traffic and for
+    /// `idle_spin` after it, then sleeps on the worker's event fd.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<(), ServerError> {
+        let mut last_busy = Instant::now();
+        let mut housekeeping_at = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut busy = self.worker.progress() > 0;
+            busy |= self.accept_connections();
+            busy |= self.handle_requests();
+            let now = Instant::now();
+            if !busy || now >= housekeeping_at {
+                self.reap_sends();
+                self.detect_failed_clients(now);
+                self.expire_leases(now);
+                self.save_manifest()?;
+                housekeeping_at = now + Duration::from_millis(10);
+            }
+            if busy {
+                last_busy = now;
+            } else if now.duration_since(last_busy) >= self.config.idle_spin {
+                let sleep = self.next_lease_expiry().map_or(SLEEP_MAX, |t| {
+                    t.saturating_duration_since(now).min(SLEEP_MAX)
+                });
+                if let Err(e) = self.worker.wait_for_events(sleep) {
+                    log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+        self.save_manifest()?;
+        Ok(())
+    }
+
+    fn accept_connections(&mut self) -> bool {
+        let requests = self.listener.take_requests();
+        let any = !requests.is_empty();
+        for request in requests {
+            if self.connections.len() >= CLIENTS_MAX {
+                log::warn!("refusing a connection: {CLIENTS_MAX} clients connected");
+                request.reject();
+                continue;
+            }
+            match Endpoint::accept(&self.worker, request) {
+                Ok(endpoint) => {
+                    let client_id = self.next_client_id;
+                    self.next_client_id += 1;
+                    self.counters.clients_total += 1;
+                    let connection = Connection {
+                        client_id,
+                        endpoint,
+                        label: String::new(),
+                        authenticated: false,
+                        released: false,
+                    };
+                    self.connections
+                        .insert(connection.endpoint.id(), connection);
+                }
+                Err(e) => log::warn!("cannot accept a connection: {e}"),
+            }
+        }
+        any
+    }
+
+    fn handle_requests(&mut self) -> bool {
+        let batch: Vec<_> = self.inbox.lock().unwrap().drain(..).collect();
+        let any = !batch.is_empty();
+        for (reply_ep, bytes) in batch {
+            self.counters.requests += 1;
+            self.counters.bytes_in += bytes.len() as u64;
+            let Some(ep) = reply_ep.filter(|ep| self.connections.contains_key(ep)) else {
+                self.counters.request_errors += 1;
+                log::warn!(
+                    "dropping a {}-byte request from an unknown endpoint",
+                    bytes.len()
+                );
+                continue;
+            };
+            let (kind, request_id, reply) = self.answer(ep, &bytes);
+            if matches!(reply, Reply::Error { .. }) {
+                self.counters.request_errors += 1;
+            }
+            self.send_reply(ep, reply.encode(kind, request_id));
+        }
+        any
+    }
+
+    /// Decodes one request and computes its reply; never trusts a field unchecked.
+    fn answer(&mut self, ep: EndpointId, bytes: &[u8]) -> (u16, u64, Reply) {
+        let (kind, request_id) = match decode_header(bytes) {
+            Ok((header, _)) => (header.kind, header.request_id),
+            Err(e) => return (0, 0, malformed(e)),
+        };
+        let request = match Request::decode(bytes) {
+            Ok((_, request)) => request,
+            Err(e) => return (kind, request_id, malformed(e)),
+        };
+        let reply = match self.execute(ep, request) {
+            Ok(reply) => reply,
+            Err(refusal) => {
+                log::info!("client {}: {refusal}", self.connections[&ep].client_id);
+                Reply::Error {
+                    status: refusal.status,
+                    message: refusal.message,
+                }
+            }
+        };
+        (kind, request_id, reply)
+    }
+
+    fn execute(&mut self, ep: EndpointId, request: Request) -> Result<Reply, Refusal> {
+        let connection = self.connections.get_mut(&ep).expect("checked by caller");
+        let client = connection.client_id;
+        if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
+            return Err(Refusal {
+                status: Status::NotConnected,
+                message: "send Hello before other requests".into(),
+            });
+        }
+        match request {
+            Request::Hello(hello) => {
+                self.manager
+                    .authenticate(client, &hello.tenant, &hello.token)?;
+                connection.authenticated = true;
+                connection.label =
+                    format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
+                Ok(Reply::Hello(HelloReply {
+                    client_id: client,
+                    lease_ms: self.config.lease.as_millis() as u64,
+                    capacity: self.config.capacity_bytes,
+                    server_name: self.config.name.clone(),
+                }))
+            }
+            Request::Alloc(alloc) => self
+                .manager
+                .allocate(client, &alloc)
+                .map(|g| self.alloc_reply(g)),
+            Request::Open { name } => self
+                .manager
+                .open(client, &name)
+                .map(|g| self.alloc_reply(g)),
+            Request::Free { handle } => self.manager.free(client, handle).map(|()| Reply::Done),
+            Request::Status => Ok(Reply::Status(self.status())),
+            Request::Goodbye(report) => {
+                let r = &mut self.counters.reported;
+                r.puts += report.puts;
+                r.gets += report.gets;
+                r.atomics += report.atomics;
+                r.bytes_put += report.bytes_put;
+                r.bytes_got += report.bytes_got;
+                self.manager.release_client(client);
+                connection.released = true;
+                connection.authenticated = false;
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn alloc_reply(&self, grant: Grant) -> Reply {
+        Reply::Alloc(AllocReply {
+            handle: grant.handle,
+            size: grant.size,
+            remote_addr: self.pool.remote_addr(grant.offset),
+            flags: grant.flags,
+            rkey: self.pool.rkey().to_vec(),
+        })
+    }
+
+    fn status(&self) -> StatusReply {
+        let c = &self.counters;
+        StatusReply {
+            server_name: self.config.name.clone(),
+            capacity: self.config.capacity_bytes,
+            used: self.manager.used_bytes(),
+            allocations: self.manager.allocation_count(),
+            clients: self
+                .connections
+                .values()
+                .filter(|c| c.authenticated)
+                .count() as u64,
+            clients_lingering: self.lingering.len() as u64,
+            clients_total: c.clients_total,
+            requests: c.requests,
+            request_errors: c.request_errors,
+            bytes_in: c.bytes_in,
+            bytes_out: c.bytes_out,
+            leases_reclaimed: c.leases_reclaimed,
+            reported: c.reported,
+            tenants: self.manager.tenant_usage(),
+        }
+    }
+
+    fn send_reply(&mut self, ep: EndpointId, bytes: Vec<u8>) {
+        let connection = &self.connections[&ep];
+        self.counters.bytes_out += bytes.len() as u64;
+        // SAFETY: `bytes` is kept in `self.sends` until the request completes.
+        match unsafe {
+            connection
+                .endpoint
+                .am_send_nbx(AM_ID_REPLY, bytes.as_ptr(), bytes.len())
+        } {
+            Ok(Posted::Done) => {}
+            Ok(Posted::InFlight(request)) => self.sends.push((request, bytes)),
+            Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
+        }
+    }
+
+    fn reap_sends(&mut self) {
+        self.sends.retain(|(request, _)| request.check().is_none());
+    }
+
+    fn detect_failed_clients(&mut self, now: Instant) {
+        let failed: Vec<EndpointId> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.endpoint.failure().is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in failed {
+            let c = self.connections.remove(&id).expect("listed above");
+            if c.released || !c.authenticated {
+                log::info!("client {} ({}) disconnected", c.client_id, c.label);
+                self.manager.release_client(c.client_id);
+                continue;
+            }
+            log::info!(
+                "client {} ({}) vanished: {}; reclaiming its allocations in {:?}",
+                c.client_id,
+                c.label,
+                c.endpoint.failure().expect("failed"),
+                self.config.lease
+            );
+            // Requests still in flight to this client complete with errors once it is closed.
+            c.endpoint.abort();
+            self.lingering.push((c.client_id, now + self.config.lease));
+        }
+    }
+
+    fn expire_leases(&mut self, now: Instant) {
+        let (expired, kept): (Vec<_>, Vec<_>) =
+            self.lingering.drain(..).partition(|(_, t)| *t <= now);
+        self.lingering = kept;
+        for (client, _) in expired {
+            let reclaimed = self.manager.release_client(client);
+            self.counters.leases_reclaimed += reclaimed;
+            log::info!("lease of client {client} expired: {reclaimed} allocations reclaimed");
+        }
+    }
+
+    fn next_lease_expiry(&self) -> Option<Instant> {
+        self.lingering.iter().map(|(_, t)| *t).min()
+    }
+
+    fn save_manifest(&mut self) -> Result<(), ServerError> {
+        let Some(path) = &self.manifest_path else {
+            return Ok(());
+        };
+        let Some(manifest) = self.manager.take_manifest_if_dirty() else {
+            return Ok(());
+        };
+        write_manifest(path, &manifest)
+    }
+}
+
+fn malformed(e: nam_proto::DecodeError) -> Reply {
+    Reply::Error {
+        status: Status::Malformed,
+        message: e.to_string(),
+    }
+}
+
+/// Where the manifest of a backing file lives.
+pub fn manifest_path_for(backing: &std::path::Path) -> PathBuf {
+    let mut name = backing.as_os_str().to_owned();
+    name.push(".manifest.json");
+    PathBuf::from(name)
+}
+
+fn read_manifest(path: &std::path::Path) -> Result<Option<Manifest>, ServerError> {
+    let err = |message: String| ServerError::Manifest {
+        path: path.into(),
+        message,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| err(format!("corrupt: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(err(format!("cannot read: {e}"))),
+    }
+}
+
+fn check_manifest_capacity(
+    path: &std::path::Path,
+    manifest: &Manifest,
+    capacity: u64,
+) -> Result<(), ServerError> {
+    if manifest.capacity > capacity {
+        return Err(ServerError::Manifest {
+            path: path.into(),
+            message: format!(
+                "written for a {}-byte pool; start with --capacity of at least that",
+                manifest.capacity
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the manifest atomically: a temporary file, fsync, rename.
+fn write_manifest(path: &std::path::Path, manifest: &Manifest) -> Result<(), ServerError> {
+    use std::io::Write;
+    let err = |message: String| ServerError::Manifest {
+        path: path.into(),
+        message,
+    };
+    let tmp = path.with_extension("json.tmp");
+    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| err(e.to_string()))?;
+    let mut file = std::fs::File::create(&tmp)
+        .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
+    file.write_all(&bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| err(format!("cannot write: {e}")))?;
+    std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot rename into place: {e}")))
+}
