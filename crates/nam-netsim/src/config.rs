@@ -1,0 +1,183 @@
+//! Simulation parameters and results.
+
+use crate::error::{invalid, Result};
+use crate::traffic::TrafficPattern;
+use serde::Serialize;
+
+/// Offered load per node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Injection {
+    /// Packets per nanosecond per node (the unit of seed 001's figures).
+    PacketsPerNsPerNode(f64),
+    /// Flits per node per cycle of the reference clock (the fastest router nodes attach to).
+    FlitsPerNodePerCycle(f64),
+}
+
+/// Everything a run needs besides the topology.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Virtual channels per port (seed 001 §3.4.1: 4).
+    pub vcs: usize,
+    /// Buffer depth per VC in flits (seed 001 §3.4.1: 5).
+    pub vc_depth_flits: usize,
+    /// Flits per packet (seed 001 §3.4.3: 4 flits of 128 bits).
+    pub packet_flits: usize,
+    /// Offered load.
+    pub injection: Injection,
+    /// Traffic pattern.
+    pub traffic: TrafficPattern,
+    /// Warm-up length in reference-clock cycles.
+    pub warmup_cycles: u64,
+    /// Measurement window in reference-clock cycles.
+    pub measure_cycles: u64,
+    /// Longest drain after the window before a run is declared unstable.
+    pub drain_cycles_max: u64,
+    /// Cycles without any flit moving, while flits are in the network, that count as deadlock.
+    pub deadlock_cycles: u64,
+    /// Keep generating packets while draining (steady load); `false` empties the network.
+    pub generate_during_drain: bool,
+    /// Random seed; the same seed gives the same result.
+    pub seed: u64,
+}
+
+/// Upper bounds checked on input.
+pub const VCS_MAX: usize = 16;
+/// Largest VC depth accepted.
+pub const VC_DEPTH_MAX: usize = 64;
+/// Largest packet accepted.
+pub const PACKET_FLITS_MAX: usize = 64;
+/// Longest run accepted, in reference cycles.
+pub const RUN_CYCLES_MAX: u64 = 50_000_000;
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            vcs: 4,
+            vc_depth_flits: 5,
+            packet_flits: 4,
+            injection: Injection::PacketsPerNsPerNode(0.01),
+            traffic: TrafficPattern::Uniform,
+            warmup_cycles: 1000,
+            measure_cycles: 3000,
+            drain_cycles_max: 12_000,
+            deadlock_cycles: 5000,
+            generate_during_drain: true,
+            seed: 1,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Checks every field; errors name the field.
+    pub fn validate(&self) -> Result<()> {
+        if self.vcs == 0 || self.vcs > VCS_MAX {
+            return Err(invalid(
+                "vcs",
+                format!("{} is outside 1..={VCS_MAX}", self.vcs),
+            ));
+        }
+        if self.vc_depth_flits == 0 || self.vc_depth_flits > VC_DEPTH_MAX {
+            return Err(invalid(
+                "vc_depth_flits",
+                format!("{} is outside 1..={VC_DEPTH_MAX}", self.vc_depth_flits),
+            ));
+        }
+        if self.packet_flits == 0 || self.packet_flits > PACKET_FLITS_MAX {
+            return Err(invalid(
+                "packet_flits",
+                format!("{} is outside 1..={PACKET_FLITS_MAX}", self.packet_flits),
+            ));
+        }
+        let total = self.warmup_cycles + self.measure_cycles + self.drain_cycles_max;
+        if self.measure_cycles == 0 || total > RUN_CYCLES_MAX {
+            return Err(invalid(
+                "measure_cycles",
+                format!("window must be > 0 and the run at most {RUN_CYCLES_MAX} cycles"),
+            ));
+        }
+        if self.deadlock_cycles == 0 {
+            return Err(invalid("deadlock_cycles", "must be > 0"));
+        }
+        match self.injection {
+            Injection::FlitsPerNodePerCycle(x) if !(0.0..=1.0).contains(&x) => Err(invalid(
+                "injection_rate",
+                format!("{x} flits/node/cycle is outside 0-1"),
+            )),
+            Injection::PacketsPerNsPerNode(x) if !(x >= 0.0 && x.is_finite()) => Err(invalid(
+                "injection_rate",
+                format!("{x} packets/ns/node is not a rate >= 0"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// All measured packets were delivered and the network accepted the offered load.
+    Stable,
+    /// The network did not reach steady state (saturated): no latency number is reported.
+    Unstable,
+    /// No flit moved for `deadlock_cycles` while flits were in the network.
+    Deadlock,
+}
+
+/// Energy from activity counts during the measurement window (estimate; see `physical`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct Energy {
+    /// Switch energy, pJ.
+    pub router_pj: f64,
+    /// Wire energy, pJ.
+    pub link_pj: f64,
+    /// Average network power over the window, W.
+    pub power_w: f64,
+    /// Energy per delivered payload bit, pJ (0 when nothing was delivered).
+    pub pj_per_bit: f64,
+}
+
+/// The outcome of one run at one injection rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimResult {
+    /// Topology name.
+    pub topology: String,
+    /// Traffic pattern name.
+    pub traffic: String,
+    /// Offered load, packets/ns/node.
+    pub offered_packets_per_ns_per_node: f64,
+    /// Accepted throughput during the window, packets/ns/node.
+    pub accepted_packets_per_ns_per_node: f64,
+    /// Stable, unstable or deadlock.
+    pub status: RunStatus,
+    /// Average packet latency (generation to tail delivery), ns; `None` unless stable.
+    pub avg_latency_ns: Option<f64>,
+    /// 99th percentile latency, ns; `None` unless stable.
+    pub p99_latency_ns: Option<f64>,
+    /// Average latency in reference-clock cycles; `None` unless stable.
+    pub avg_latency_cycles: Option<f64>,
+    /// 99th percentile latency in reference-clock cycles; `None` unless stable.
+    pub p99_latency_cycles: Option<f64>,
+    /// Reference clock (GHz) used for the cycle figures.
+    pub reference_freq_ghz: f64,
+    /// Average routers traversed by measured packets.
+    pub avg_routers_traversed: f64,
+    /// Packets generated inside the window.
+    pub packets_measured: u64,
+    /// Of those, delivered before the run ended.
+    pub packets_measured_delivered: u64,
+    /// Flits that entered the network.
+    pub flits_injected: u64,
+    /// Flits delivered to nodes.
+    pub flits_ejected: u64,
+    /// Packets whose tail arrived with a flit count other than `packet_flits` (must be 0).
+    pub packets_malformed: u64,
+    /// Largest occupancy seen in any VC buffer (never above `vc_depth_flits`).
+    pub max_vc_occupancy_flits: usize,
+    /// Energy estimate.
+    pub energy: Energy,
+    /// Simulated time, reference-clock cycles.
+    pub simulated_cycles: u64,
+    /// Router clock ticks simulated (all routers).
+    pub router_ticks: u64,
+}

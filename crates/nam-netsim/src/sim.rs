@@ -1,0 +1,754 @@
+//! The cycle-level engine: input-queued VC routers with a two-stage pipeline (stage 1: buffer
+//! write, route computation, VC and switch allocation; stage 2: switch traversal), wormhole
+//! switching, credit flow control, per-router clocks and pipelined links.
+//!
+//! Time is kept in picoseconds. Each router ticks on its own clock (period rounded to 1 ps, all
+//! clocks start in phase at t = 0). A flit that wins switch allocation at tick `t` (stage 1)
+//! crosses the switch in the next cycle (stage 2) and is written into the downstream dual-clock
+//! buffer at `t + P_up * (2 + L)`, where `L = max(1, ceil(wire_delay /
+//! P_up))` is the link's pipeline depth at the upstream clock; the downstream router sees it at
+//! its first own tick at or after that time. Credits travel back the same way, pipelined at the
+//! downstream clock. Because every transfer takes at least one period, the order in which
+//! routers tick within one instant does not matter, which makes runs deterministic.
+
+use crate::config::{Energy, Injection, RunStatus, SimConfig, SimResult};
+use crate::error::{invalid, Result};
+use crate::physical;
+use crate::routing::{Hop, RouteState, Router};
+use crate::topology::Topology;
+use crate::traffic::TrafficPattern;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+
+const EJECT_CREDITS: u32 = u32::MAX / 2;
+
+#[derive(Debug, Clone, Copy)]
+struct Flit {
+    pkt: u32,
+    vc: u8,
+    head: bool,
+    tail: bool,
+}
+
+/// A unidirectional pipelined wire with its reverse credit wire.
+struct Wire {
+    flit_offset_ps: u64,
+    credit_offset_ps: u64,
+    flits: VecDeque<(u64, Flit)>,
+    credits: VecDeque<(u64, u8)>,
+    length_mm: f64,
+    window_flits: u64,
+}
+
+struct InVc {
+    buf: VecDeque<Flit>,
+    hop: Option<Hop>,
+    out_vc: Option<u8>,
+}
+
+struct RouterState {
+    period_ps: u64,
+    in_wires: Vec<usize>,
+    out_wires: Vec<usize>,
+    ivc: Vec<InVc>,
+    credits: Vec<u32>,
+    ovc_busy: Vec<bool>,
+    sa_in_rr: Vec<usize>,
+    sa_out_rr: Vec<usize>,
+    va_out_rr: Vec<usize>,
+    pick: usize,
+    buffered: u32,
+    window_flits: u64,
+    energy_pj_per_flit: f64,
+}
+
+struct Ni {
+    inj_wire: usize,
+    ej_wire: usize,
+    p_packet: f64,
+    queue: VecDeque<u32>,
+    cur: Option<(u32, usize, u8)>,
+    credits: Vec<u32>,
+    next_vc: usize,
+    rng: ChaCha8Rng,
+    trace: VecDeque<(u64, usize)>,
+}
+
+struct Packet {
+    dst: u32,
+    gen_ps: u64,
+    measured: bool,
+    rs: RouteState,
+    received: u16,
+    routers: u16,
+}
+
+struct Domain {
+    period_ps: u64,
+    next_ps: u64,
+    routers: Vec<usize>,
+}
+
+/// Scratch requests of the allocators: (output key, requester).
+type Requests = Vec<(usize, usize)>;
+
+/// One simulation of one topology at one load.
+pub struct Simulation<'a> {
+    topo: &'a Topology,
+    cfg: SimConfig,
+    routing: Router,
+    routers: Vec<RouterState>,
+    wires: Vec<Wire>,
+    nis: Vec<Ni>,
+    packets: Vec<Packet>,
+    domains: Vec<Domain>,
+    router_nis: Vec<Vec<usize>>,
+    ref_period_ps: u64,
+    warm_end_ps: u64,
+    measure_end_ps: u64,
+    gen_end_ps: u64,
+    latencies_ps: Vec<u64>,
+    measured_generated: u64,
+    measured_delivered: u64,
+    window_packets_ejected: u64,
+    window_bits_delivered: f64,
+    flits_injected: u64,
+    flits_ejected: u64,
+    packets_malformed: u64,
+    max_occupancy: usize,
+    last_progress_ps: u64,
+    router_ticks: u64,
+    routers_sum: u64,
+    scratch: Requests,
+}
+
+fn period_ps(freq_ghz: f64) -> u64 {
+    ((1000.0 / freq_ghz).round() as u64).max(1)
+}
+
+fn pipeline_cycles(delay_ps: f64, period: u64) -> u64 {
+    ((delay_ps / period as f64).ceil() as u64).max(1)
+}
+
+/// Runs one simulation.
+pub fn run(topo: &Topology, cfg: &SimConfig) -> Result<SimResult> {
+    let mut sim = Simulation::new(topo, cfg.clone())?;
+    Ok(sim.run())
+}
+
+impl<'a> Simulation<'a> {
+    /// Builds the runtime state; validates the configuration against the topology.
+    pub fn new(topo: &'a Topology, cfg: SimConfig) -> Result<Self> {
+        cfg.validate()?;
+        cfg.traffic.validate(topo)?;
+        let routing = Router::new(topo, cfg.vcs)?;
+        let ref_period_ps = period_ps(topo.reference_freq_ghz());
+        let mut sim = Simulation {
+            topo,
+            routing,
+            routers: Vec::new(),
+            wires: Vec::new(),
+            nis: Vec::new(),
+            packets: Vec::new(),
+            domains: Vec::new(),
+            router_nis: vec![Vec::new(); topo.router_count()],
+            ref_period_ps,
+            warm_end_ps: cfg.warmup_cycles * ref_period_ps,
+            measure_end_ps: (cfg.warmup_cycles + cfg.measure_cycles) * ref_period_ps,
+            gen_end_ps: u64::MAX,
+            latencies_ps: Vec::new(),
+            measured_generated: 0,
+            measured_delivered: 0,
+            window_packets_ejected: 0,
+            window_bits_delivered: 0.0,
+            flits_injected: 0,
+            flits_ejected: 0,
+            packets_malformed: 0,
+            max_occupancy: 0,
+            last_progress_ps: 0,
+            router_ticks: 0,
+            routers_sum: 0,
+            scratch: Vec::new(),
+            cfg,
+        };
+        if !sim.cfg.generate_during_drain {
+            sim.gen_end_ps = sim.measure_end_ps;
+        }
+        sim.build_wires_and_routers();
+        sim.build_nis()?;
+        sim.build_domains();
+        Ok(sim)
+    }
+
+    fn new_wire(
+        &mut self,
+        delay_ps: f64,
+        up_period: u64,
+        up_is_router: bool,
+        down_period: u64,
+        len: f64,
+    ) -> usize {
+        let up_cycles = pipeline_cycles(delay_ps, up_period);
+        let stage = if up_is_router { 2 } else { 0 };
+        self.wires.push(Wire {
+            flit_offset_ps: up_period * (stage + up_cycles),
+            credit_offset_ps: down_period * pipeline_cycles(delay_ps, down_period),
+            flits: VecDeque::new(),
+            credits: VecDeque::new(),
+            length_mm: len,
+            window_flits: 0,
+        });
+        self.wires.len() - 1
+    }
+
+    fn build_wires_and_routers(&mut self) {
+        let topo = self.topo;
+        let v = self.cfg.vcs;
+        let periods: Vec<u64> = topo.routers.iter().map(|r| period_ps(r.freq_ghz)).collect();
+        for (r, &period) in periods.iter().enumerate() {
+            let ports_in = topo.router_nodes(r).len() + topo.in_channels(r).len();
+            let ports_out = topo.router_nodes(r).len() + topo.out_channels(r).len();
+            let bits = physical::FLIT_BITS as f64;
+            self.routers.push(RouterState {
+                period_ps: period,
+                in_wires: Vec::with_capacity(ports_in),
+                out_wires: Vec::with_capacity(ports_out),
+                ivc: (0..ports_in * v)
+                    .map(|_| InVc {
+                        buf: VecDeque::with_capacity(self.cfg.vc_depth_flits),
+                        hop: None,
+                        out_vc: None,
+                    })
+                    .collect(),
+                credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
+                ovc_busy: vec![false; ports_out * v],
+                sa_in_rr: vec![0; ports_in],
+                sa_out_rr: vec![0; ports_out],
+                va_out_rr: vec![0; ports_out],
+                pick: 0,
+                buffered: 0,
+                window_flits: 0,
+                energy_pj_per_flit: bits * physical::router_energy_pj_per_bit(topo.radix(r)),
+            });
+        }
+        // Terminal ports first (injection inputs, ejection outputs).
+        for (n, node) in topo.nodes.iter().enumerate() {
+            let r = node.router;
+            let p = periods[r];
+            let delay = physical::wire_delay_ps(node.link_length_mm);
+            let inj = self.new_wire(delay, p, false, p, node.link_length_mm);
+            let ej = self.new_wire(delay, p, true, p, node.link_length_mm);
+            debug_assert_eq!(self.routers[r].in_wires.len(), topo.node_port(n));
+            self.routers[r].in_wires.push(inj);
+            self.routers[r].out_wires.push(ej);
+            let port = topo.node_port(n);
+            for vc in 0..v {
+                self.routers[r].credits[port * v + vc] = EJECT_CREDITS;
+            }
+        }
+        let mut chan_wire = vec![0usize; topo.channels.len()];
+        for (c, ch) in topo.channels.iter().enumerate() {
+            let delay = topo.channel_delay_ps(c);
+            chan_wire[c] =
+                self.new_wire(delay, periods[ch.from], true, periods[ch.to], ch.length_mm);
+        }
+        for r in 0..topo.router_count() {
+            for &c in topo.out_channels(r) {
+                self.routers[r].out_wires.push(chan_wire[c]);
+            }
+            for &c in topo.in_channels(r) {
+                self.routers[r].in_wires.push(chan_wire[c]);
+            }
+        }
+    }
+
+    fn build_nis(&mut self) -> Result<()> {
+        let topo = self.topo;
+        let f = self.cfg.packet_flits as f64;
+        let mut traces: Vec<VecDeque<(u64, usize)>> = vec![VecDeque::new(); topo.node_count()];
+        if let TrafficPattern::Trace(events) = &self.cfg.traffic {
+            for e in events {
+                traces[e.src].push_back(((e.time_ns * 1000.0).round() as u64, e.dst));
+            }
+        }
+        for (n, node) in topo.nodes.iter().enumerate() {
+            let r = node.router;
+            let period_ns = self.routers[r].period_ps as f64 / 1000.0;
+            let p_packet = match self.cfg.injection {
+                Injection::PacketsPerNsPerNode(x) => x * period_ns,
+                Injection::FlitsPerNodePerCycle(x) => {
+                    x / f * period_ns * 1000.0 / self.ref_period_ps as f64
+                }
+            };
+            if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
+                // Injection rate is not used for traces.
+            } else if p_packet * f > 1.0 + 1e-9 {
+                return Err(invalid(
+                    "injection_rate",
+                    format!(
+                        "{:.3} flits/node/cycle at router {} is outside 0-1",
+                        p_packet * f,
+                        topo.routers[r].label
+                    ),
+                ));
+            }
+            let seed = self.cfg.seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            self.router_nis[r].push(n);
+            self.nis.push(Ni {
+                inj_wire: self.routers[r].in_wires[topo.node_port(n)],
+                ej_wire: self.routers[r].out_wires[topo.node_port(n)],
+                p_packet,
+                queue: VecDeque::new(),
+                cur: None,
+                credits: vec![self.cfg.vc_depth_flits as u32; self.cfg.vcs],
+                next_vc: 0,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                trace: std::mem::take(&mut traces[n]),
+            });
+        }
+        if let TrafficPattern::Trace(events) = &self.cfg.traffic {
+            // A trace is measured whole: no warm-up, the window covers the last packet.
+            let last_ps = (events.last().map(|e| e.time_ns).unwrap_or(0.0) * 1000.0) as u64;
+            self.warm_end_ps = 0;
+            self.measure_end_ps = last_ps + self.ref_period_ps;
+            self.gen_end_ps = u64::MAX;
+        }
+        Ok(())
+    }
+
+    fn build_domains(&mut self) {
+        for (r, rs) in self.routers.iter().enumerate() {
+            match self
+                .domains
+                .iter_mut()
+                .find(|d| d.period_ps == rs.period_ps)
+            {
+                Some(d) => d.routers.push(r),
+                None => self.domains.push(Domain {
+                    period_ps: rs.period_ps,
+                    next_ps: 0,
+                    routers: vec![r],
+                }),
+            }
+        }
+        self.domains.sort_by_key(|d| d.period_ps);
+    }
+
+    /// Runs warm-up, window and drain; returns the measured result.
+    pub fn run(&mut self) -> SimResult {
+        let drain_end = self.measure_end_ps + self.cfg.drain_cycles_max * self.ref_period_ps;
+        let deadlock_ps = self.cfg.deadlock_cycles * self.ref_period_ps;
+        let mut status = RunStatus::Stable;
+        let mut now;
+        loop {
+            now = self
+                .domains
+                .iter()
+                .map(|d| d.next_ps)
+                .min()
+                .expect("at least one router");
+            for di in 0..self.domains.len() {
+                if self.domains[di].next_ps != now {
+                    continue;
+                }
+                for i in 0..self.domains[di].routers.len() {
+                    let r = self.domains[di].routers[i];
+                    self.tick_router(r, now);
+                    for k in 0..self.router_nis[r].len() {
+                        let n = self.router_nis[r][k];
+                        self.tick_ni(n, now);
+                    }
+                }
+                self.domains[di].next_ps += self.domains[di].period_ps;
+            }
+            let in_flight = self.flits_injected - self.flits_ejected;
+            if in_flight > 0 && now > self.last_progress_ps + deadlock_ps {
+                status = RunStatus::Deadlock;
+                break;
+            }
+            if now >= self.measure_end_ps && !self.window_accepts_offered() {
+                status = RunStatus::Unstable;
+                break;
+            }
+            if now >= self.measure_end_ps {
+                let drained = self.measured_delivered == self.measured_generated;
+                let empty =
+                    self.cfg.generate_during_drain || (in_flight == 0 && self.queues_empty());
+                if drained && empty {
+                    break;
+                }
+                if now >= drain_end {
+                    status = RunStatus::Unstable;
+                    break;
+                }
+            }
+        }
+        self.result(status, now)
+    }
+
+    /// Whether the window's accepted throughput kept up with the offered load (90%); a
+    /// saturated network is declared unstable without draining.
+    fn window_accepts_offered(&self) -> bool {
+        if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
+            return true;
+        }
+        // Packets generated in the window vs. packets delivered in the window.
+        self.window_packets_ejected as f64 >= 0.9 * self.measured_generated as f64
+    }
+
+    fn queues_empty(&self) -> bool {
+        self.nis
+            .iter()
+            .all(|ni| ni.queue.is_empty() && ni.cur.is_none())
+    }
+
+    fn in_window(&self, t: u64) -> bool {
+        t >= self.warm_end_ps && t < self.measure_end_ps
+    }
+
+    fn tick_router(&mut self, r: usize, t: u64) {
+        self.router_ticks += 1;
+        let v = self.cfg.vcs;
+        let depth = self.cfg.vc_depth_flits;
+        let rs = &mut self.routers[r];
+        for (p, &w) in rs.in_wires.iter().enumerate() {
+            let wire = &mut self.wires[w];
+            while wire.flits.front().is_some_and(|f| f.0 <= t) {
+                let (_, flit) = wire.flits.pop_front().expect("front exists");
+                let ivc = &mut rs.ivc[p * v + flit.vc as usize];
+                assert!(
+                    ivc.buf.len() < depth,
+                    "credit flow control overflowed a buffer"
+                );
+                ivc.buf.push_back(flit);
+                self.max_occupancy = self.max_occupancy.max(ivc.buf.len());
+                rs.buffered += 1;
+            }
+        }
+        for (p, &w) in rs.out_wires.iter().enumerate() {
+            let wire = &mut self.wires[w];
+            while wire.credits.front().is_some_and(|c| c.0 <= t) {
+                let (_, vc) = wire.credits.pop_front().expect("front exists");
+                rs.credits[p * v + vc as usize] += 1;
+            }
+        }
+        if rs.buffered == 0 {
+            return;
+        }
+        self.route_heads(r);
+        self.allocate_vcs(r);
+        self.allocate_switch(r, t);
+    }
+
+    /// Route computation for head flits at the front of idle VCs.
+    fn route_heads(&mut self, r: usize) {
+        let v = self.cfg.vcs;
+        let cap = (v * self.cfg.vc_depth_flits) as u32;
+        let RouterState {
+            ivc, credits, pick, ..
+        } = &mut self.routers[r];
+        let occupancy = |port: usize| {
+            let free: u32 = credits[port * v..(port + 1) * v]
+                .iter()
+                .map(|&c| c.min(cap))
+                .sum();
+            cap.saturating_sub(free)
+        };
+        for vc in ivc.iter_mut() {
+            if vc.hop.is_some() {
+                continue;
+            }
+            let Some(front) = vc.buf.front() else {
+                continue;
+            };
+            assert!(front.head, "a body flit reached the front of an idle VC");
+            let pkt = &mut self.packets[front.pkt as usize];
+            let hop = self.routing.route(
+                self.topo,
+                r,
+                pkt.dst as usize,
+                &mut pkt.rs,
+                *pick,
+                &occupancy,
+            );
+            *pick = pick.wrapping_add(1);
+            pkt.routers += 1;
+            vc.hop = Some(hop);
+        }
+    }
+
+    /// Separable VC allocation: each input VC requests one free output VC in its range, each
+    /// output port grants round-robin among requesters.
+    fn allocate_vcs(&mut self, r: usize) {
+        let v = self.cfg.vcs;
+        let mut req = std::mem::take(&mut self.scratch);
+        req.clear();
+        let rs = &mut self.routers[r];
+        let n_ivc = rs.ivc.len();
+        for (i, vc) in rs.ivc.iter().enumerate() {
+            let (Some(hop), None) = (vc.hop, vc.out_vc) else {
+                continue;
+            };
+            let width = (hop.vc_hi - hop.vc_lo) as usize;
+            let start = i % width.max(1);
+            for k in 0..width {
+                let ov = hop.vc_lo as usize + (start + k) % width;
+                if !rs.ovc_busy[hop.port * v + ov] {
+                    req.push((hop.port * v + ov, i));
+                    break;
+                }
+            }
+        }
+        if !req.is_empty() {
+            let rr = &rs.va_out_rr;
+            req.sort_unstable_by_key(|&(o, i)| (o, (i + n_ivc - rr[o / v] % n_ivc) % n_ivc));
+            let mut last = usize::MAX;
+            for &(o, i) in req.iter() {
+                if o == last {
+                    continue;
+                }
+                last = o;
+                rs.ovc_busy[o] = true;
+                rs.ivc[i].out_vc = Some((o % v) as u8);
+                rs.va_out_rr[o / v] = i + 1;
+            }
+        }
+        self.scratch = req;
+    }
+
+    /// Separable switch allocation (input first, then output, round-robin at both) and switch
+    /// traversal of the winners onto their output wires.
+    fn allocate_switch(&mut self, r: usize, t: u64) {
+        let v = self.cfg.vcs;
+        let window = self.in_window(t);
+        let mut req = std::mem::take(&mut self.scratch);
+        req.clear();
+        let rs = &mut self.routers[r];
+        let n_in = rs.in_wires.len();
+        for p in 0..n_in {
+            for k in 0..v {
+                let vc = (rs.sa_in_rr[p] + k) % v;
+                let ivc = &rs.ivc[p * v + vc];
+                let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
+                    continue;
+                };
+                if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 {
+                    req.push((hop.port, p * v + vc));
+                    break;
+                }
+            }
+        }
+        req.sort_unstable_by_key(|&(o, i)| (o, (i / v + n_in - rs.sa_out_rr[o] % n_in) % n_in));
+        let mut last = usize::MAX;
+        for &(o, i) in req.iter() {
+            if o == last {
+                continue;
+            }
+            last = o;
+            let (p, vc) = (i / v, i % v);
+            let ivc = &mut rs.ivc[i];
+            let ov = ivc.out_vc.expect("allocated");
+            let mut flit = ivc.buf.pop_front().expect("non-empty");
+            if flit.tail {
+                ivc.hop = None;
+                ivc.out_vc = None;
+                rs.ovc_busy[o * v + ov as usize] = false;
+            }
+            rs.buffered -= 1;
+            rs.credits[o * v + ov as usize] -= 1;
+            flit.vc = ov;
+            let out = &mut self.wires[rs.out_wires[o]];
+            out.flits.push_back((t + out.flit_offset_ps, flit));
+            if window {
+                out.window_flits += 1;
+                rs.window_flits += 1;
+            }
+            let inw = &mut self.wires[rs.in_wires[p]];
+            inw.credits.push_back((t + inw.credit_offset_ps, vc as u8));
+            rs.sa_in_rr[p] = vc + 1;
+            rs.sa_out_rr[o] = p + 1;
+            self.last_progress_ps = t;
+        }
+        self.scratch = req;
+    }
+
+    fn tick_ni(&mut self, n: usize, t: u64) {
+        self.eject(n, t);
+        let window = self.in_window(t);
+        let f = self.cfg.packet_flits;
+        let ni = &mut self.nis[n];
+        let inj = &mut self.wires[ni.inj_wire];
+        while inj.credits.front().is_some_and(|c| c.0 <= t) {
+            let (_, vc) = inj.credits.pop_front().expect("front exists");
+            ni.credits[vc as usize] += 1;
+        }
+        self.generate(n, t);
+        let ni = &mut self.nis[n];
+        if ni.cur.is_none() {
+            if let Some(&pkt) = ni.queue.front() {
+                let v = ni.credits.len();
+                if let Some(k) = (0..v).find(|k| ni.credits[(ni.next_vc + k) % v] > 0) {
+                    let vc = (ni.next_vc + k) % v;
+                    ni.next_vc = vc + 1;
+                    ni.queue.pop_front();
+                    ni.cur = Some((pkt, 0, vc as u8));
+                }
+            }
+        }
+        if let Some((pkt, sent, vc)) = ni.cur {
+            if ni.credits[vc as usize] > 0 {
+                ni.credits[vc as usize] -= 1;
+                let flit = Flit {
+                    pkt,
+                    vc,
+                    head: sent == 0,
+                    tail: sent + 1 == f,
+                };
+                let w = &mut self.wires[ni.inj_wire];
+                w.flits.push_back((t + w.flit_offset_ps, flit));
+                if window {
+                    w.window_flits += 1;
+                }
+                self.flits_injected += 1;
+                ni.cur = if sent + 1 == f {
+                    None
+                } else {
+                    Some((pkt, sent + 1, vc))
+                };
+            }
+        }
+    }
+
+    fn generate(&mut self, n: usize, t: u64) {
+        let topo = self.topo;
+        let measured = self.in_window(t);
+        let ni = &mut self.nis[n];
+        let mut new_dsts: [Option<usize>; 1] = [None];
+        let mut trace_dsts = Vec::new();
+        if !ni.trace.is_empty() {
+            while ni.trace.front().is_some_and(|e| e.0 <= t) {
+                trace_dsts.push(ni.trace.pop_front().expect("front exists").1);
+            }
+        } else if t < self.gen_end_ps && ni.p_packet > 0.0 && ni.rng.gen::<f64>() < ni.p_packet {
+            new_dsts[0] = self.cfg.traffic.dest(topo, n, &mut ni.rng);
+        }
+        for dst in new_dsts.into_iter().flatten().chain(trace_dsts) {
+            let id = self.packets.len() as u32;
+            self.packets.push(Packet {
+                dst: dst as u32,
+                gen_ps: t,
+                measured,
+                rs: RouteState::new(),
+                received: 0,
+                routers: 0,
+            });
+            if measured {
+                self.measured_generated += 1;
+            }
+            self.nis[n].queue.push_back(id);
+        }
+    }
+
+    fn eject(&mut self, n: usize, t: u64) {
+        let f = self.cfg.packet_flits as u16;
+        loop {
+            let w = &mut self.wires[self.nis[n].ej_wire];
+            let Some(&(arrival, flit)) = w.flits.front().filter(|x| x.0 <= t) else {
+                break;
+            };
+            w.flits.pop_front();
+            self.flits_ejected += 1;
+            self.last_progress_ps = self.last_progress_ps.max(t);
+            let pkt = &mut self.packets[flit.pkt as usize];
+            assert_eq!(pkt.dst as usize, n, "flit delivered to the wrong node");
+            pkt.received += 1;
+            if !flit.tail {
+                continue;
+            }
+            if pkt.received != f {
+                self.packets_malformed += 1;
+            }
+            if arrival >= self.warm_end_ps && arrival < self.measure_end_ps {
+                self.window_packets_ejected += 1;
+                self.window_bits_delivered += (f as u32 * physical::FLIT_BITS) as f64;
+            }
+            if pkt.measured {
+                self.measured_delivered += 1;
+                self.latencies_ps.push(arrival - pkt.gen_ps);
+                self.routers_sum += pkt.routers as u64;
+            }
+        }
+    }
+
+    fn result(&mut self, status: RunStatus, end_ps: u64) -> SimResult {
+        let topo = self.topo;
+        let nodes = topo.node_count() as f64;
+        let window_ns = (self.measure_end_ps - self.warm_end_ps) as f64 / 1000.0;
+        let accepted = self.window_packets_ejected as f64 / nodes / window_ns;
+        let offered = match (&self.cfg.traffic, self.cfg.injection) {
+            (TrafficPattern::Trace(ev), _) => ev.len() as f64 / nodes / window_ns,
+            (_, Injection::PacketsPerNsPerNode(x)) => x,
+            (_, Injection::FlitsPerNodePerCycle(x)) => {
+                x / self.cfg.packet_flits as f64 * 1000.0 / self.ref_period_ps as f64
+            }
+        };
+        let steady =
+            matches!(self.cfg.traffic, TrafficPattern::Trace(_)) || accepted >= 0.9 * offered;
+        let status = if status == RunStatus::Stable && !steady {
+            RunStatus::Unstable
+        } else {
+            status
+        };
+        self.latencies_ps.sort_unstable();
+        let lat = &self.latencies_ps;
+        let stable = status == RunStatus::Stable && !lat.is_empty();
+        let ref_ghz = 1000.0 / self.ref_period_ps as f64;
+        let avg_ns = stable.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0);
+        let p99_ns = stable.then(|| {
+            lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0
+        });
+        let router_pj: f64 = self
+            .routers
+            .iter()
+            .map(|r| r.window_flits as f64 * r.energy_pj_per_flit)
+            .sum();
+        let link_pj: f64 = self
+            .wires
+            .iter()
+            .map(|w| w.window_flits as f64 * physical::link_energy_pj_per_flit(w.length_mm))
+            .sum();
+        let total = router_pj + link_pj;
+        SimResult {
+            topology: topo.name.clone(),
+            traffic: self.cfg.traffic.name().to_string(),
+            offered_packets_per_ns_per_node: offered,
+            accepted_packets_per_ns_per_node: accepted,
+            status,
+            avg_latency_ns: avg_ns,
+            p99_latency_ns: p99_ns,
+            avg_latency_cycles: avg_ns.map(|x| x * ref_ghz),
+            p99_latency_cycles: p99_ns.map(|x| x * ref_ghz),
+            reference_freq_ghz: ref_ghz,
+            avg_routers_traversed: self.routers_sum as f64 / lat.len().max(1) as f64,
+            packets_measured: self.measured_generated,
+            packets_measured_delivered: self.measured_delivered,
+            flits_injected: self.flits_injected,
+            flits_ejected: self.flits_ejected,
+            packets_malformed: self.packets_malformed,
+            max_vc_occupancy_flits: self.max_occupancy,
+            energy: Energy {
+                router_pj,
+                link_pj,
+                power_w: total / window_ns / 1000.0,
+                pj_per_bit: if self.window_bits_delivered > 0.0 {
+                    total / self.window_bits_delivered
+                } else {
+                    0.0
+                },
+            },
+            simulated_cycles: end_ps / self.ref_period_ps,
+            router_ticks: self.router_ticks,
+        }
+    }
+}

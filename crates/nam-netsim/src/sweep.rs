@@ -1,0 +1,123 @@
+//! Sweeps over injection rates, run in parallel with rayon, plus the zero-load and saturation
+//! figures derived from them.
+
+use crate::analytic::{analyze, AnalyticModel};
+use crate::config::{Injection, RunStatus, SimConfig, SimResult};
+use crate::error::{invalid, Result};
+use crate::sim;
+use crate::topology::{Topology, TopologySummary};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Most points accepted in one sweep.
+pub const SWEEP_POINTS_MAX: usize = 256;
+
+/// Points counted as "before saturation": offered load at most this fraction of the saturation
+/// throughput.
+pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
+
+/// A latency-throughput curve of one topology, with the analytic figures beside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepResult {
+    /// Topology name.
+    pub topology: String,
+    /// Traffic pattern.
+    pub traffic: String,
+    /// Simulated average latency at a load of 2% of the channel-load bound, ns.
+    pub zero_load_latency_ns: Option<f64>,
+    /// The same, reference cycles.
+    pub zero_load_latency_cycles: Option<f64>,
+    /// Analytic models (zero-load latency, channel-load bound).
+    pub analytic: AnalyticModel,
+    /// |simulated - analytic| / analytic zero-load latency.
+    pub zero_load_error: Option<f64>,
+    /// Highest accepted throughput seen in the sweep, packets/ns/node.
+    pub saturation_packets_per_ns_per_node: f64,
+    /// Highest offered rate whose run was stable.
+    pub last_stable_packets_per_ns_per_node: Option<f64>,
+    /// Average latency over the stable points offered at most [`BEFORE_SATURATION_FRACTION`] of
+    /// the saturation throughput ("before saturation"), ns.
+    pub avg_latency_before_saturation_ns: Option<f64>,
+    /// One point per offered rate, in increasing order.
+    pub curve: Vec<SimResult>,
+    /// Static properties.
+    pub summary: TopologySummary,
+}
+
+/// Offered rates at `points` evenly spaced fractions of `bound` from `bound / points` to
+/// `max_fraction * bound`.
+pub fn auto_rates(bound: f64, points: usize, max_fraction: f64) -> Vec<f64> {
+    let points = points.max(1);
+    (1..=points)
+        .map(|i| bound * max_fraction * i as f64 / points as f64)
+        .collect()
+}
+
+/// Runs `cfg` at every rate (packets/ns/node) in parallel and a low-load run for the zero-load
+/// latency; `rates` empty means `auto_points` rates up to 1.2x the channel-load bound.
+pub fn sweep(
+    topo: &Topology,
+    cfg: &SimConfig,
+    rates: &[f64],
+    auto_points: usize,
+) -> Result<SweepResult> {
+    if rates.len() > SWEEP_POINTS_MAX || auto_points > SWEEP_POINTS_MAX {
+        return Err(invalid(
+            "rates",
+            format!("at most {SWEEP_POINTS_MAX} points"),
+        ));
+    }
+    cfg.validate()?;
+    let analytic = analyze(topo, &cfg.traffic, cfg.vcs, cfg.packet_flits)?;
+    let bound = analytic.channel_load_bound_packets_per_ns_per_node;
+    let rates: Vec<f64> = if rates.is_empty() {
+        auto_rates(bound, auto_points.max(1), 1.2)
+    } else {
+        rates.to_vec()
+    };
+    let mut zero_cfg = cfg.clone();
+    zero_cfg.injection = Injection::PacketsPerNsPerNode(bound * 0.02);
+    zero_cfg.measure_cycles = cfg.measure_cycles.max(2000);
+    let mut jobs: Vec<SimConfig> = vec![zero_cfg];
+    for &r in &rates {
+        let mut c = cfg.clone();
+        c.injection = Injection::PacketsPerNsPerNode(r);
+        c.validate()?;
+        jobs.push(c);
+    }
+    let results: Vec<Result<SimResult>> = jobs.par_iter().map(|c| sim::run(topo, c)).collect();
+    let mut results = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let zero = results.remove(0);
+    let curve = results;
+    let saturation = curve
+        .iter()
+        .map(|p| p.accepted_packets_per_ns_per_node)
+        .fold(0.0, f64::max);
+    let stable: Vec<&SimResult> = curve
+        .iter()
+        .filter(|p| p.status == RunStatus::Stable)
+        .collect();
+    let below: Vec<f64> = stable
+        .iter()
+        .filter(|p| p.offered_packets_per_ns_per_node <= BEFORE_SATURATION_FRACTION * saturation)
+        .filter_map(|p| p.avg_latency_ns)
+        .collect();
+    let before = (!below.is_empty()).then(|| below.iter().sum::<f64>() / below.len() as f64);
+    let zl = zero.avg_latency_ns;
+    Ok(SweepResult {
+        topology: topo.name.clone(),
+        traffic: cfg.traffic.name().to_string(),
+        zero_load_latency_ns: zl,
+        zero_load_latency_cycles: zero.avg_latency_cycles,
+        zero_load_error: zl
+            .map(|z| (z - analytic.zero_load_latency_ns).abs() / analytic.zero_load_latency_ns),
+        analytic,
+        saturation_packets_per_ns_per_node: saturation,
+        last_stable_packets_per_ns_per_node: stable
+            .last()
+            .map(|p| p.offered_packets_per_ns_per_node),
+        avg_latency_before_saturation_ns: before,
+        curve,
+        summary: topo.summary(),
+    })
+}

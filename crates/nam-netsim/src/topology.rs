@@ -1,0 +1,490 @@
+//! The topology graph: routers with clock frequencies and positions, directed channels with
+//! lengths, and the nodes (terminals) attached to routers.
+
+use crate::error::{NetsimError, Result};
+use crate::physical;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One router: its clock, place on the chip and role.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterSpec {
+    /// Human-readable label (`LR3`, `GR0`, `r(4,5)`).
+    pub label: String,
+    /// Clock frequency in GHz.
+    pub freq_ghz: f64,
+    /// Position on the chip (mm), used for link lengths and bisection counts.
+    pub x_mm: f64,
+    /// Position on the chip (mm).
+    pub y_mm: f64,
+    /// Whether this is a global router of a hierarchical topology.
+    pub global: bool,
+}
+
+/// One unidirectional channel between two routers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelSpec {
+    /// Upstream router.
+    pub from: usize,
+    /// Downstream router.
+    pub to: usize,
+    /// Physical length (mm); the delay is 66 ps/mm unless `delay_ps` overrides it.
+    pub length_mm: f64,
+    /// Explicit wire delay (ps), for off-chip links such as the ExaNeSt serial links.
+    pub delay_ps: Option<f64>,
+}
+
+/// One node (network endpoint, e.g. a core tile) and the router it attaches to.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeSpec {
+    /// The router this node injects into and ejects from.
+    pub router: usize,
+    /// Position (mm).
+    pub x_mm: f64,
+    /// Position (mm).
+    pub y_mm: f64,
+    /// Length of the node-router link in each direction (mm).
+    pub link_length_mm: f64,
+}
+
+/// The routing function of a topology together with the metadata it needs.
+#[derive(Debug, Clone, Serialize)]
+pub enum RoutingKind {
+    /// Dimension-order (X then Y) routing on a 2-D grid of routers (`id = y * cols + x`);
+    /// with wrap-around links it uses two VC classes split by a dateline per dimension.
+    Dor {
+        /// Routers per row.
+        cols: usize,
+        /// Routers per column.
+        rows: usize,
+        /// Wrap-around links (torus).
+        wrap: bool,
+    },
+    /// 2-D flattened butterfly: one hop along the row, then one along the column.
+    FlatFly {
+        /// Routers per row.
+        cols: usize,
+        /// Routers per column.
+        rows: usize,
+    },
+    /// Super-Star / Super-StarX: local routers `0..locals` on a `cols`-wide grid, global routers
+    /// after them; the global router is picked round-robin per local router.
+    SuperStar {
+        /// Number of local routers.
+        locals: usize,
+        /// Local routers per row of the layout.
+        cols: usize,
+        /// Ids of the global routers.
+        globals: Vec<usize>,
+        /// Super-StarX: neighbour links between adjacent local routers, used while the
+        /// downstream buffer occupancy on the neighbour link stays at or below this many flits.
+        neighbour_threshold_flits: Option<u32>,
+    },
+    /// Super-Ring: each local router attaches to the global router of its quadrant; global routers
+    /// form a bidirectional ring (dateline VC classes).
+    SuperRing {
+        /// Number of local routers.
+        locals: usize,
+        /// Global router ids in ring order.
+        ring: Vec<usize>,
+        /// For each local router, its index in `ring`.
+        local_gr: Vec<usize>,
+    },
+    /// ExaNeSt: QFDBs of `per_board` fully connected MPSoC routers (router `q*per_board` is the
+    /// network MPSoC) on a 3-D torus of QFDBs with dimension-order routing and datelines.
+    Exanest {
+        /// Torus size in QFDBs along X, Y, Z.
+        dims: [usize; 3],
+        /// MPSoCs per QFDB.
+        per_board: usize,
+    },
+    /// Shortest-path (minimum hop) table routing; deadlock freedom is not guaranteed on cyclic
+    /// topologies (the simulator reports a deadlock if one happens).
+    Shortest,
+}
+
+impl RoutingKind {
+    /// The routing's name as accepted by `--routing`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoutingKind::Dor { wrap: false, .. } => "dor",
+            RoutingKind::Dor { wrap: true, .. } => "dor-dateline",
+            RoutingKind::FlatFly { .. } => "fbfly-dor",
+            RoutingKind::SuperStar {
+                neighbour_threshold_flits: None,
+                ..
+            } => "superstar-rr",
+            RoutingKind::SuperStar { .. } => "superstarx-threshold",
+            RoutingKind::SuperRing { .. } => "superring-dateline",
+            RoutingKind::Exanest { .. } => "exanest-dor",
+            RoutingKind::Shortest => "shortest",
+        }
+    }
+
+    /// Whether the routing uses two VC classes (dateline) and so needs at least 2 VCs.
+    pub fn needs_vc_classes(&self) -> bool {
+        matches!(
+            self,
+            RoutingKind::Dor { wrap: true, .. }
+                | RoutingKind::SuperRing { .. }
+                | RoutingKind::Exanest { .. }
+        )
+    }
+}
+
+/// A complete network: routers, channels, nodes and routing.
+#[derive(Debug, Clone, Serialize)]
+pub struct Topology {
+    /// Name shown in reports.
+    pub name: String,
+    /// Routers.
+    pub routers: Vec<RouterSpec>,
+    /// Directed inter-router channels.
+    pub channels: Vec<ChannelSpec>,
+    /// Nodes; node `i` is terminal `i` of the traffic patterns.
+    pub nodes: Vec<NodeSpec>,
+    /// Routing function.
+    pub routing: RoutingKind,
+    /// Node grid (columns, rows) with `node = y * cols + x`, for transpose and clustered traffic.
+    pub node_grid: Option<(usize, usize)>,
+    /// Edge of a traffic cluster in nodes, for clustered traffic (seed 001 §3.5.1).
+    pub cluster_edge_nodes: Option<usize>,
+    /// Chip width (mm) for bisection counts; `None` uses the span of router positions.
+    pub chip_width_mm: Option<f64>,
+    #[serde(skip)]
+    derived: Derived,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Derived {
+    router_nodes: Vec<Vec<usize>>,
+    node_port: Vec<usize>,
+    out_channels: Vec<Vec<usize>>,
+    in_channels: Vec<Vec<usize>>,
+    ports_toward: HashMap<(u32, u32), Vec<u16>>,
+}
+
+impl Topology {
+    /// Starts an empty topology.
+    pub fn new(name: impl Into<String>, routing: RoutingKind) -> Self {
+        Topology {
+            name: name.into(),
+            routers: Vec::new(),
+            channels: Vec::new(),
+            nodes: Vec::new(),
+            routing,
+            node_grid: None,
+            cluster_edge_nodes: None,
+            chip_width_mm: None,
+            derived: Derived::default(),
+        }
+    }
+
+    /// Adds a router and returns its id.
+    pub fn add_router(
+        &mut self,
+        label: impl Into<String>,
+        x_mm: f64,
+        y_mm: f64,
+        global: bool,
+    ) -> usize {
+        self.routers.push(RouterSpec {
+            label: label.into(),
+            freq_ghz: 0.0,
+            x_mm,
+            y_mm,
+            global,
+        });
+        self.routers.len() - 1
+    }
+
+    /// Adds a pair of channels `a -> b` and `b -> a` of the given length.
+    pub fn connect(&mut self, a: usize, b: usize, length_mm: f64) {
+        for (from, to) in [(a, b), (b, a)] {
+            self.channels.push(ChannelSpec {
+                from,
+                to,
+                length_mm,
+                delay_ps: None,
+            });
+        }
+    }
+
+    /// Adds a node at a position attached to `router`.
+    pub fn add_node(&mut self, router: usize, x_mm: f64, y_mm: f64, link_length_mm: f64) -> usize {
+        self.nodes.push(NodeSpec {
+            router,
+            x_mm,
+            y_mm,
+            link_length_mm,
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Sets every router whose frequency is unset (0) from its radix with the seed's
+    /// frequency-radix model, then derives the port maps and checks the graph.
+    pub fn finish(mut self) -> Result<Self> {
+        self.derive()?;
+        for r in 0..self.routers.len() {
+            if self.routers[r].freq_ghz <= 0.0 {
+                self.routers[r].freq_ghz = physical::router_freq_ghz(self.radix(r));
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    fn bad(&self, reason: impl Into<String>) -> NetsimError {
+        NetsimError::InvalidTopology {
+            topology: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn derive(&mut self) -> Result<()> {
+        let n = self.routers.len();
+        let mut d = Derived {
+            router_nodes: vec![Vec::new(); n],
+            node_port: vec![0; self.nodes.len()],
+            out_channels: vec![Vec::new(); n],
+            in_channels: vec![Vec::new(); n],
+            ports_toward: HashMap::new(),
+        };
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.router >= n {
+                return Err(self.bad(format!(
+                    "node {i} attaches to missing router {}",
+                    node.router
+                )));
+            }
+            d.node_port[i] = d.router_nodes[node.router].len();
+            d.router_nodes[node.router].push(i);
+        }
+        for (c, ch) in self.channels.iter().enumerate() {
+            if ch.from >= n || ch.to >= n {
+                return Err(self.bad(format!("channel {c} names a missing router")));
+            }
+            if ch.from == ch.to {
+                return Err(self.bad(format!("channel {c} loops on router {}", ch.from)));
+            }
+            if !(ch.length_mm >= 0.0) || !ch.length_mm.is_finite() {
+                return Err(self.bad(format!("channel {c} has length {}", ch.length_mm)));
+            }
+            let port = d.router_nodes[ch.from].len() + d.out_channels[ch.from].len();
+            d.out_channels[ch.from].push(c);
+            d.in_channels[ch.to].push(c);
+            d.ports_toward
+                .entry((ch.from as u32, ch.to as u32))
+                .or_default()
+                .push(port as u16);
+        }
+        self.derived = d;
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.nodes.len() < 2 {
+            return Err(self.bad("needs at least 2 nodes"));
+        }
+        for (r, spec) in self.routers.iter().enumerate() {
+            if !(spec.freq_ghz > 0.0) || !spec.freq_ghz.is_finite() || spec.freq_ghz > 100.0 {
+                return Err(self.bad(format!("router {r} has frequency {} GHz", spec.freq_ghz)));
+            }
+            if self.radix(r) == 0 {
+                return Err(self.bad(format!("router {r} ({}) has no ports", spec.label)));
+            }
+        }
+        if let Some((c, r)) = self.node_grid {
+            if c * r != self.nodes.len() {
+                return Err(self.bad("node grid does not match the node count"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of routers.
+    pub fn router_count(&self) -> usize {
+        self.routers.len()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Radix of a router: the larger of its input and output port counts.
+    pub fn radix(&self, r: usize) -> usize {
+        let t = self.derived.router_nodes[r].len();
+        t + self.derived.out_channels[r]
+            .len()
+            .max(self.derived.in_channels[r].len())
+    }
+
+    /// Nodes attached to router `r`, in terminal-port order.
+    pub fn router_nodes(&self, r: usize) -> &[usize] {
+        &self.derived.router_nodes[r]
+    }
+
+    /// Terminal port of node `n` at its router.
+    pub fn node_port(&self, n: usize) -> usize {
+        self.derived.node_port[n]
+    }
+
+    /// Outgoing channels of router `r`; output port `router_nodes(r).len() + i` is channel `i`.
+    pub fn out_channels(&self, r: usize) -> &[usize] {
+        &self.derived.out_channels[r]
+    }
+
+    /// Incoming channels of router `r`; input port `router_nodes(r).len() + i` is channel `i`.
+    pub fn in_channels(&self, r: usize) -> &[usize] {
+        &self.derived.in_channels[r]
+    }
+
+    /// Output ports of `from` that lead directly to router `to` (parallel links give several).
+    pub fn ports_toward(&self, from: usize, to: usize) -> &[u16] {
+        self.derived
+            .ports_toward
+            .get(&(from as u32, to as u32))
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Channel behind an output port of router `r` (`None` for a terminal port).
+    pub fn port_channel(&self, r: usize, port: usize) -> Option<usize> {
+        let t = self.derived.router_nodes[r].len();
+        port.checked_sub(t).map(|i| self.derived.out_channels[r][i])
+    }
+
+    /// Wire delay of a channel in ps.
+    pub fn channel_delay_ps(&self, c: usize) -> f64 {
+        let ch = &self.channels[c];
+        ch.delay_ps
+            .unwrap_or_else(|| physical::wire_delay_ps(ch.length_mm))
+    }
+
+    /// VC depth that suits this topology: 64 flits (4 KB per port with 4 VCs of 128-bit flits,
+    /// seed 003 §4.2) for ExaNeSt's long serial links, else 5 (seed 001 §3.4.1).
+    pub fn default_vc_depth_flits(&self) -> usize {
+        match self.routing {
+            RoutingKind::Exanest { .. } => 64,
+            _ => 5,
+        }
+    }
+
+    /// Frequency of the routers nodes attach to (the highest), used to express latency in cycles.
+    pub fn reference_freq_ghz(&self) -> f64 {
+        self.nodes
+            .iter()
+            .map(|n| self.routers[n.router].freq_ghz)
+            .fold(0.0, f64::max)
+    }
+
+    /// Static properties: router counts, radices, link lengths, area, bisection wires.
+    pub fn summary(&self) -> TopologySummary {
+        summarize(self)
+    }
+}
+
+/// Static properties of a topology (compare with seed 001 Table 3.2 and Table 3.3).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TopologySummary {
+    /// Topology name.
+    pub topology: String,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Local (non-global) routers.
+    pub local_routers: usize,
+    /// Global routers.
+    pub global_routers: usize,
+    /// Largest local router radix.
+    pub local_radix: usize,
+    /// Largest global router radix (0 when there are none).
+    pub global_radix: usize,
+    /// Frequency of local routers (GHz, the lowest).
+    pub local_freq_ghz: f64,
+    /// Frequency of global routers (GHz, the lowest; 0 when none).
+    pub global_freq_ghz: f64,
+    /// Average length of router-router and node-router links not touching a global router (mm).
+    pub avg_local_link_mm: f64,
+    /// Average length of links touching a global router (mm; 0 when none).
+    pub avg_global_link_mm: f64,
+    /// Estimated network area (routers: crossbars and buffers), mm^2.
+    pub area_mm2: f64,
+    /// Wires crossing the vertical bisection (node links included), 128-bit datapath.
+    pub bisection_wires: usize,
+}
+
+fn summarize(t: &Topology) -> TopologySummary {
+    let mut s = TopologySummary {
+        topology: t.name.clone(),
+        nodes: t.nodes.len(),
+        local_routers: 0,
+        global_routers: 0,
+        local_radix: 0,
+        global_radix: 0,
+        local_freq_ghz: f64::MAX,
+        global_freq_ghz: f64::MAX,
+        avg_local_link_mm: 0.0,
+        avg_global_link_mm: 0.0,
+        area_mm2: 0.0,
+        bisection_wires: 0,
+    };
+    for (r, spec) in t.routers.iter().enumerate() {
+        let radix = t.radix(r);
+        s.area_mm2 += physical::router_area_mm2(radix);
+        if spec.global {
+            s.global_routers += 1;
+            s.global_radix = s.global_radix.max(radix);
+            s.global_freq_ghz = s.global_freq_ghz.min(spec.freq_ghz);
+        } else {
+            s.local_routers += 1;
+            s.local_radix = s.local_radix.max(radix);
+            s.local_freq_ghz = s.local_freq_ghz.min(spec.freq_ghz);
+        }
+    }
+    if s.global_routers == 0 {
+        s.global_freq_ghz = 0.0;
+    }
+    let mid = t.chip_width_mm.map(|w| w / 2.0).unwrap_or_else(|| {
+        let (lo, hi) = t.routers.iter().fold((f64::MAX, f64::MIN), |(l, h), r| {
+            (l.min(r.x_mm), h.max(r.x_mm))
+        });
+        (lo + hi) / 2.0
+    });
+    let crosses = |a: f64, b: f64| (a < mid && b > mid) || (a > mid && b < mid);
+    let (mut local_sum, mut local_n, mut global_sum, mut global_n) = (0.0, 0usize, 0.0, 0usize);
+    let mut crossing_channels = 0usize;
+    for ch in &t.channels {
+        let (a, b) = (&t.routers[ch.from], &t.routers[ch.to]);
+        if crosses(a.x_mm, b.x_mm) {
+            crossing_channels += 1;
+        }
+        if a.global || b.global {
+            global_sum += ch.length_mm;
+            global_n += 1;
+        } else {
+            local_sum += ch.length_mm;
+            local_n += 1;
+        }
+    }
+    for node in &t.nodes {
+        let r = &t.routers[node.router];
+        if crosses(node.x_mm, r.x_mm) {
+            crossing_channels += 2;
+        }
+        local_sum += 2.0 * node.link_length_mm;
+        local_n += 2;
+    }
+    s.avg_local_link_mm = if local_n > 0 {
+        local_sum / local_n as f64
+    } else {
+        0.0
+    };
+    s.avg_global_link_mm = if global_n > 0 {
+        global_sum / global_n as f64
+    } else {
+        0.0
+    };
+    s.bisection_wires = crossing_channels * physical::FLIT_BITS as usize;
+    s
+}

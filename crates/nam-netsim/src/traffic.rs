@@ -1,0 +1,223 @@
+//! Traffic patterns (uniform random, clustered, transpose, bit-complement) and trace replay.
+
+use crate::error::{NetsimError, Result};
+use crate::topology::Topology;
+use rand::Rng;
+
+/// Names accepted by [`TrafficPattern::from_name`].
+pub const TRAFFIC_NAMES: [&str; 4] = ["uniform", "clustered", "transpose", "bitcomp"];
+
+/// One packet of a trace: sent at `time_ns` from `src` to `dst`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceEvent {
+    /// Generation time (ns from the start of the run).
+    pub time_ns: f64,
+    /// Source node.
+    pub src: usize,
+    /// Destination node.
+    pub dst: usize,
+}
+
+/// Where packets go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrafficPattern {
+    /// Every other node equally likely.
+    Uniform,
+    /// Nodes of the same or a 4-adjacent cluster (seed 001 §3.5.1), clusters of
+    /// `cluster_edge_nodes` x `cluster_edge_nodes` nodes on the node grid.
+    Clustered,
+    /// Node (x, y) sends to (y, x) on the node grid; diagonal nodes send nothing.
+    Transpose,
+    /// Node i sends to node N-1-i (bit complement when N is a power of two).
+    BitComplement,
+    /// Replay of a trace (sorted by time); the injection rate is ignored.
+    Trace(Vec<TraceEvent>),
+}
+
+impl TrafficPattern {
+    /// Looks a synthetic pattern up by name.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "uniform" | "uniform-random" => Ok(TrafficPattern::Uniform),
+            "clustered" => Ok(TrafficPattern::Clustered),
+            "transpose" => Ok(TrafficPattern::Transpose),
+            "bitcomp" | "bit-complement" => Ok(TrafficPattern::BitComplement),
+            _ => Err(NetsimError::UnknownTraffic {
+                name: name.to_string(),
+                known: format!("{}, or a trace file", TRAFFIC_NAMES.join(", ")),
+            }),
+        }
+    }
+
+    /// Short name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TrafficPattern::Uniform => "uniform",
+            TrafficPattern::Clustered => "clustered",
+            TrafficPattern::Transpose => "transpose",
+            TrafficPattern::BitComplement => "bitcomp",
+            TrafficPattern::Trace(_) => "trace",
+        }
+    }
+
+    /// Checks that the pattern can run on `topo`.
+    pub fn validate(&self, topo: &Topology) -> Result<()> {
+        let need_grid = |what: &str| NetsimError::InvalidParameter {
+            field: "traffic".into(),
+            reason: format!("{what} needs a topology with a square node grid"),
+        };
+        match self {
+            TrafficPattern::Transpose => match topo.node_grid {
+                Some((c, r)) if c == r => Ok(()),
+                _ => Err(need_grid("transpose")),
+            },
+            TrafficPattern::Clustered => match (topo.node_grid, topo.cluster_edge_nodes) {
+                (Some(_), Some(e)) if e > 0 => Ok(()),
+                _ => Err(need_grid("clustered")),
+            },
+            TrafficPattern::Trace(events) => {
+                let n = topo.node_count();
+                for (i, e) in events.iter().enumerate() {
+                    if e.src >= n || e.dst >= n {
+                        return Err(NetsimError::InvalidParameter {
+                            field: "trace".into(),
+                            reason: format!(
+                                "event {i} names node {} but the topology has {n}",
+                                e.src.max(e.dst)
+                            ),
+                        });
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Clusters (as node lists) a clustered-traffic source may send to.
+    fn cluster_candidates(topo: &Topology, src: usize) -> Vec<usize> {
+        let (cols, rows) = topo.node_grid.expect("validated");
+        let e = topo.cluster_edge_nodes.expect("validated");
+        let (ccols, crows) = (cols.div_ceil(e), rows.div_ceil(e));
+        let (cx, cy) = ((src % cols) / e, (src / cols) / e);
+        let mut out = Vec::new();
+        for (dx, dy) in [(0i64, 0i64), (1, 0), (-1, 0), (0, 1), (0, -1)] {
+            let (nx, ny) = (cx as i64 + dx, cy as i64 + dy);
+            if nx < 0 || ny < 0 || nx >= ccols as i64 || ny >= crows as i64 {
+                continue;
+            }
+            for y in ny as usize * e..((ny as usize + 1) * e).min(rows) {
+                for x in nx as usize * e..((nx as usize + 1) * e).min(cols) {
+                    let n = y * cols + x;
+                    if n != src {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Draws the destination of a new packet from `src` (`None`: this source sends nothing).
+    pub fn dest(&self, topo: &Topology, src: usize, rng: &mut impl Rng) -> Option<usize> {
+        let n = topo.node_count();
+        match self {
+            TrafficPattern::Uniform => {
+                let d = rng.gen_range(0..n - 1);
+                Some(if d >= src { d + 1 } else { d })
+            }
+            TrafficPattern::Clustered => {
+                let c = Self::cluster_candidates(topo, src);
+                (!c.is_empty()).then(|| c[rng.gen_range(0..c.len())])
+            }
+            _ => self.fixed_dest(topo, src),
+        }
+    }
+
+    fn fixed_dest(&self, topo: &Topology, src: usize) -> Option<usize> {
+        let n = topo.node_count();
+        let d = match self {
+            TrafficPattern::Transpose => {
+                let (cols, _) = topo.node_grid.expect("validated");
+                (src % cols) * cols + src / cols
+            }
+            TrafficPattern::BitComplement => n - 1 - src,
+            _ => return None,
+        };
+        (d != src).then_some(d)
+    }
+
+    /// Destinations of `src` with their probabilities (for the analytic models).
+    pub fn distribution(&self, topo: &Topology, src: usize) -> Vec<(usize, f64)> {
+        let n = topo.node_count();
+        match self {
+            TrafficPattern::Uniform => (0..n)
+                .filter(|&d| d != src)
+                .map(|d| (d, 1.0 / (n - 1) as f64))
+                .collect(),
+            TrafficPattern::Clustered => {
+                let c = Self::cluster_candidates(topo, src);
+                let w = 1.0 / c.len().max(1) as f64;
+                c.into_iter().map(|d| (d, w)).collect()
+            }
+            TrafficPattern::Trace(_) => Vec::new(),
+            _ => self
+                .fixed_dest(topo, src)
+                .map(|d| vec![(d, 1.0)])
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Parses a trace: one packet per line, `TIME_NS SRC DST`, `#` starts a comment.
+pub fn parse_trace(text: &str) -> Result<Vec<TraceEvent>> {
+    let mut events = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let err = |field: &str, reason: String| NetsimError::Parse {
+            file: "trace file".into(),
+            line: i + 1,
+            field: field.into(),
+            reason,
+        };
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 3 {
+            return Err(err(
+                "line",
+                format!("expected `TIME_NS SRC DST`, got {} fields", f.len()),
+            ));
+        }
+        let time_ns: f64 = f[0]
+            .parse()
+            .map_err(|_| err("time_ns", format!("`{}` is not a number", f[0])))?;
+        if !(time_ns >= 0.0) || !time_ns.is_finite() {
+            return Err(err(
+                "time_ns",
+                format!("{time_ns} is not a finite time >= 0"),
+            ));
+        }
+        let src: usize = f[1]
+            .parse()
+            .map_err(|_| err("src", format!("`{}` is not a node number", f[1])))?;
+        let dst: usize = f[2]
+            .parse()
+            .map_err(|_| err("dst", format!("`{}` is not a node number", f[2])))?;
+        if src == dst {
+            return Err(err("dst", format!("equals the source {src}")));
+        }
+        events.push(TraceEvent { time_ns, src, dst });
+    }
+    if events.is_empty() {
+        return Err(NetsimError::Parse {
+            file: "trace file".into(),
+            line: 0,
+            field: "events".into(),
+            reason: "no packets".into(),
+        });
+    }
+    events.sort_by(|a, b| a.time_ns.total_cmp(&b.time_ns));
+    Ok(events)
+}
