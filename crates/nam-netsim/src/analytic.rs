@@ -1,6 +1,12 @@
 //! Analytic models beside the simulator: zero-load latency of a topology under a traffic
-//! pattern (the same pipeline the simulator models, without contention) and the channel-load
-//! bound on saturation throughput.
+//! pattern and the channel-load bound on saturation throughput.
+//!
+//! The zero-load latency follows each flit of a packet through the same pipeline the simulator
+//! models (injection link, two router stages, pipelined links, clock-domain crossings at the
+//! next tick of the receiving router, one flit per cycle) without any other traffic. Paths
+//! inside one clock domain are exact; paths that cross domains are averaged over 16 start phases.
+//! It is summed over every source and destination weighted by the traffic pattern (and over the
+//! global routers Super-Star's round-robin rotates through).
 
 use crate::error::Result;
 use crate::physical;
@@ -35,20 +41,84 @@ fn cycles(delay_ps: f64, period: u64) -> u64 {
     ((delay_ps / period as f64).ceil() as u64).max(1)
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
+/// Start phases (in source-router cycles) averaged over for paths that cross clock domains.
+const PHASES: u64 = 16;
+
+/// One router on a zero-load path: its period and the delay from its switch-allocation tick to
+/// the write into the next buffer (two pipeline stages plus the link's pipeline depth).
+struct Stage {
+    period: u64,
+    offset: u64,
+}
+
+/// The routers and wires from `src` to `dst`: (injection offset, stages, wires used).
+fn path(
+    topo: &Topology,
+    router: &Router,
+    periods: &[u64],
+    src: usize,
+    dst: usize,
+    pick: usize,
+) -> (u64, Vec<Stage>, Vec<usize>) {
+    let nch = topo.channels.len();
+    let mut r = topo.nodes[src].router;
+    let inj_delay = physical::wire_delay_ps(topo.nodes[src].link_length_mm);
+    let inj = periods[r] * cycles(inj_delay, periods[r]);
+    let mut st = RouteState::new();
+    let mut wires = vec![nch + 2 * src];
+    let mut stages = Vec::new();
+    loop {
+        let p = periods[r];
+        let hop = router.route(topo, r, dst, &mut st, pick, &|_| 0);
+        match topo.port_channel(r, hop.port) {
+            None => {
+                let d = physical::wire_delay_ps(topo.nodes[dst].link_length_mm);
+                stages.push(Stage {
+                    period: p,
+                    offset: p * (2 + cycles(d, p)),
+                });
+                wires.push(nch + 2 * dst + 1);
+                break;
+            }
+            Some(c) => {
+                stages.push(Stage {
+                    period: p,
+                    offset: p * (2 + cycles(topo.channel_delay_ps(c), p)),
+                });
+                wires.push(c);
+                r = topo.channels[c].to;
+            }
+        }
+        assert!(
+            stages.len() <= 4 * topo.router_count() + 4,
+            "routing loops between {src} and {dst}"
+        );
     }
+    (inj, stages, wires)
 }
 
-/// Wire index as used in the load vector: channels first, then per node injection, ejection.
-struct PathStep {
-    wire: usize,
+/// Contention-free latency (ps) of a packet of `flits` flits generated at `t0` (a tick of the
+/// source router): each router handles a flit at its first own tick at or after the flit's
+/// arrival, one flit per cycle.
+fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usize) -> u64 {
+    let mut arrivals: Vec<u64> = (0..flits as u64)
+        .map(|j| t0 + j * src_period + inj)
+        .collect();
+    for s in stages {
+        let mut prev: Option<u64> = None;
+        for a in arrivals.iter_mut() {
+            let mut tick = a.div_ceil(s.period) * s.period;
+            if let Some(p) = prev {
+                tick = tick.max(p + s.period);
+            }
+            prev = Some(tick);
+            *a = tick + s.offset;
+        }
+    }
+    arrivals[flits - 1] - t0
 }
 
-/// Walks the zero-load path from `src` to `dst`, returning latency (ps), routers and wires.
+/// Average contention-free latency (ps) over start phases, and routers traversed.
 fn walk(
     topo: &Topology,
     router: &Router,
@@ -57,50 +127,15 @@ fn walk(
     src: usize,
     dst: usize,
     pick: usize,
-) -> (f64, usize, Vec<PathStep>) {
-    let nch = topo.channels.len();
-    let mut r = topo.nodes[src].router;
-    let mut p = periods[r];
-    let inj_delay = physical::wire_delay_ps(topo.nodes[src].link_length_mm);
-    let mut arrival = (p * cycles(inj_delay, p)) as f64;
-    let mut prev = p;
-    let mut p_max = p;
-    let mut st = RouteState::new();
-    let mut steps = vec![PathStep {
-        wire: nch + 2 * src,
-    }];
-    let mut routers = 0;
-    loop {
-        p = periods[r];
-        p_max = p_max.max(p);
-        if p != prev {
-            arrival += (p - gcd(p, prev)) as f64 / 2.0;
-        }
-        routers += 1;
-        let hop = router.route(topo, r, dst, &mut st, pick, &|_| 0);
-        match topo.port_channel(r, hop.port) {
-            None => {
-                let d = physical::wire_delay_ps(topo.nodes[dst].link_length_mm);
-                arrival += (p * (2 + cycles(d, p))) as f64;
-                steps.push(PathStep {
-                    wire: nch + 2 * dst + 1,
-                });
-                break;
-            }
-            Some(c) => {
-                arrival += (p * (2 + cycles(topo.channel_delay_ps(c), p))) as f64;
-                steps.push(PathStep { wire: c });
-                prev = p;
-                r = topo.channels[c].to;
-            }
-        }
-        assert!(
-            routers <= 4 * topo.router_count() + 4,
-            "routing loops between {src} and {dst}"
-        );
-    }
-    arrival += ((flits - 1) as u64 * p_max) as f64;
-    (arrival, routers, steps)
+) -> (f64, usize, Vec<usize>) {
+    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick);
+    let p0 = periods[topo.nodes[src].router];
+    let single_clock = stages.iter().all(|s| s.period == p0);
+    let phases = if single_clock { 1 } else { PHASES };
+    let total: u64 = (0..phases)
+        .map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits))
+        .sum();
+    (total as f64 / phases as f64, stages.len(), wires)
 }
 
 /// Number of distinct round-robin choices the routing rotates through.
@@ -133,13 +168,13 @@ pub fn analyze(
         for (dst, w) in traffic.distribution(topo, src) {
             for pick in 0..npick {
                 let wp = w / npick as f64;
-                let (lat, routers, steps) =
+                let (lat, routers, wires) =
                     walk(topo, &router, &periods, packet_flits, src, dst, pick);
                 lat_sum += wp * lat;
                 routers_sum += wp * routers as f64;
                 weight_sum += wp;
-                for s in steps {
-                    load[s.wire] += wp * packet_flits as f64;
+                for w in wires {
+                    load[w] += wp * packet_flits as f64;
                 }
             }
         }

@@ -109,7 +109,7 @@ pub fn build(name: &str, p: &TopologyParams) -> Result<Topology> {
             r.freq_ghz = f;
         }
     }
-    t.finish()
+    t.finish_by_class()
 }
 
 fn tile_center(i: usize) -> f64 {

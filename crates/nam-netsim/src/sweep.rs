@@ -71,7 +71,11 @@ pub fn sweep(
     let analytic = analyze(topo, &cfg.traffic, cfg.vcs, cfg.packet_flits)?;
     let bound = analytic.channel_load_bound_packets_per_ns_per_node;
     let rates: Vec<f64> = if rates.is_empty() {
+        let limit = 0.99 * topo.injection_limit_packets_per_ns(cfg.packet_flits);
         auto_rates(bound, auto_points.max(1), 1.2)
+            .into_iter()
+            .map(|r| r.min(limit))
+            .collect()
     } else {
         rates.to_vec()
     };

@@ -221,13 +221,37 @@ impl Topology {
         self.nodes.len() - 1
     }
 
-    /// Sets every router whose frequency is unset (0) from its radix with the seed's
+    /// Sets every router whose frequency is unset (0) from its own radix with the seed's
     /// frequency-radix model, then derives the port maps and checks the graph.
-    pub fn finish(mut self) -> Result<Self> {
+    pub fn finish(self) -> Result<Self> {
+        self.finish_clocks(false)
+    }
+
+    /// Like [`Topology::finish`], but all local routers share one clock (that of the largest local
+    /// radix) and all global routers another, as in the seed's designs where every router of a
+    /// class is the same switch (edge routers of a mesh do not run faster).
+    pub fn finish_by_class(self) -> Result<Self> {
+        self.finish_clocks(true)
+    }
+
+    fn finish_clocks(mut self, by_class: bool) -> Result<Self> {
         self.derive()?;
+        let class_radix = |global: bool| {
+            (0..self.routers.len())
+                .filter(|&r| self.routers[r].global == global)
+                .map(|r| self.radix(r))
+                .max()
+                .unwrap_or(0)
+        };
+        let (local_max, global_max) = (class_radix(false), class_radix(true));
         for r in 0..self.routers.len() {
             if self.routers[r].freq_ghz <= 0.0 {
-                self.routers[r].freq_ghz = physical::router_freq_ghz(self.radix(r));
+                let radix = match (by_class, self.routers[r].global) {
+                    (false, _) => self.radix(r),
+                    (true, false) => local_max,
+                    (true, true) => global_max,
+                };
+                self.routers[r].freq_ghz = physical::router_freq_ghz(radix);
             }
         }
         self.validate()?;
@@ -369,6 +393,17 @@ impl Topology {
             RoutingKind::Exanest { .. } => 64,
             _ => 5,
         }
+    }
+
+    /// Highest offered load (packets/ns/node) every node can inject: one flit per cycle of the
+    /// slowest router a node attaches to.
+    pub fn injection_limit_packets_per_ns(&self, packet_flits: usize) -> f64 {
+        let f = self
+            .nodes
+            .iter()
+            .map(|n| self.routers[n.router].freq_ghz)
+            .fold(f64::MAX, f64::min);
+        f / packet_flits.max(1) as f64
     }
 
     /// Frequency of the routers nodes attach to (the highest), used to express latency in cycles.
