@@ -79,11 +79,27 @@ pub struct Context {
 impl Context {
     /// Creates a context with `features`, configured from the `UCX_*` environment.
     pub fn new(features: Features) -> Result<Context> {
+        Self::with_transports(features, None)
+    }
+
+    /// Like [`Context::new`], but with `UCX_TLS` replaced by `transports` when given
+    /// (for example `"tcp"` or `"sm,self,tcp"`).
+    pub fn with_transports(features: Features, transports: Option<&str>) -> Result<Context> {
         let mut config: *mut ffi::ucp_config_t = ptr::null_mut();
         // SAFETY: out-pointer is valid; null prefix and file mean "environment only".
         check("ucp_config_read", unsafe {
             ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config)
         })?;
+        if let Some(tls) = transports {
+            let value = std::ffi::CString::new(tls).map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))?;
+            // SAFETY: config is live; both strings are NUL-terminated.
+            let status = unsafe { ffi::ucp_config_modify(config, c"TLS".as_ptr(), value.as_ptr()) };
+            if status != ffi::UCS_OK {
+                // SAFETY: released exactly once on this path.
+                unsafe { ffi::ucp_config_release(config) };
+                check("ucp_config_modify(TLS)", status)?;
+            }
+        }
         let params = ffi::ucp_params_t {
             field_mask: (ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED)
                 as u64,

@@ -1,0 +1,86 @@
+//! `nam serve`: run a memory server until SIGINT or SIGTERM.
+
+use anyhow::Context as _;
+use nam_proto::size::{format_size, parse_size};
+use nam_server::{config::parse_listen, Server, ServerConfig};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Arguments of `nam serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on, HOST:PORT (port 0 picks a free port and prints it).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Pool size, e.g. 512MiB or 4GiB.
+    #[arg(long)]
+    capacity: Option<String>,
+    /// Back the pool with this file so its contents survive a restart.
+    #[arg(long)]
+    backing: Option<PathBuf>,
+    /// TOML configuration (tenants, quotas, lease); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Keep a vanished client's allocations this long before reclaiming them.
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// Name shown by `nam status`.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signal_handlers() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+/// Builds the configuration from the file and the flags.
+pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut config = match &args.config {
+        Some(path) => ServerConfig::load(path)?,
+        None => ServerConfig::new(parse_listen("0.0.0.0:13337")?, 1 << 30),
+    };
+    if let Some(listen) = &args.listen {
+        config.listen = parse_listen(listen)?;
+    }
+    if let Some(capacity) = &args.capacity {
+        config.capacity_bytes = parse_size(capacity).context("--capacity")?;
+    }
+    if let Some(backing) = &args.backing {
+        config.backing = Some(backing.clone());
+    }
+    if let Some(ms) = args.lease_ms {
+        config.lease = std::time::Duration::from_millis(ms);
+    }
+    if let Some(name) = &args.name {
+        config.name = name.clone();
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// Runs `nam serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = config_from_args(&args)?;
+    let pool_kind = match &config.backing {
+        Some(path) => format!("file {}", path.display()),
+        None => "UCX-allocated".to_string(),
+    };
+    let capacity = config.capacity_bytes;
+    let mut server = Server::bind(config)?;
+    install_signal_handlers();
+    println!("nam serve: listening on {} ({} pool, {})", server.address(), format_size(capacity), pool_kind);
+    std::io::stdout().flush()?;
+    server.run(&STOP)?;
+    println!("nam serve: stopped");
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! `nam status HOST:PORT`: capacity, usage, clients and traffic of a server.
+
+use nam_proto::size::format_size;
+use std::time::Duration;
+
+/// Arguments of `nam status`.
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// The server, HOST:PORT.
+    server: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Deadline in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+/// Runs `nam status`.
+pub fn run(args: StatusArgs) -> anyhow::Result<()> {
+    let addr = nam_client::config::parse_servers(&args.server)?[0];
+    let s = nam_client::server_status(addr, Duration::from_millis(args.timeout_ms))?;
+    if args.json {
+        let tenants: Vec<_> = s
+            .tenants
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "used": t.used, "quota": t.quota, "allocations": t.allocations}))
+            .collect();
+        let value = serde_json::json!({
+            "server": s.server_name, "address": addr.to_string(),
+            "capacity": s.capacity, "used": s.used, "allocations": s.allocations,
+            "clients": s.clients, "clients_lingering": s.clients_lingering, "clients_total": s.clients_total,
+            "requests": s.requests, "request_errors": s.request_errors,
+            "bytes_in": s.bytes_in, "bytes_out": s.bytes_out, "leases_reclaimed": s.leases_reclaimed,
+            "reported": {"puts": s.reported.puts, "gets": s.reported.gets, "atomics": s.reported.atomics,
+                          "bytes_put": s.reported.bytes_put, "bytes_got": s.reported.bytes_got},
+            "tenants": tenants,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    let pct = if s.capacity > 0 { 100.0 * s.used as f64 / s.capacity as f64 } else { 0.0 };
+    println!("server       {} at {addr}", s.server_name);
+    println!("capacity     {}", format_size(s.capacity));
+    println!("used         {} ({pct:.1}%) in {} allocations", format_size(s.used), s.allocations);
+    println!("clients      {} connected, {} lingering (lease), {} since start", s.clients, s.clients_lingering, s.clients_total);
+    println!("control      {} requests ({} refused), {} in, {} out", s.requests, s.request_errors, format_size(s.bytes_in), format_size(s.bytes_out));
+    println!("leases       {} allocations reclaimed", s.leases_reclaimed);
+    let r = s.reported;
+    println!(
+        "one-sided    {} puts ({}), {} gets ({}), {} atomics  [reported by departed clients]",
+        r.puts,
+        format_size(r.bytes_put),
+        r.gets,
+        format_size(r.bytes_got),
+        r.atomics
+    );
+    for t in &s.tenants {
+        let quota = if t.quota == u64::MAX { "unlimited".to_string() } else { format_size(t.quota) };
+        println!("tenant       {:<16} {} of {quota} in {} allocations", t.name, format_size(t.used), t.allocations);
+    }
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! The memory server and client library, end to end: real `nam serve` processes, real
+//! clients, over UCX TCP and UCX shared memory.
+
+mod common;
+
+use common::{ServerProcess, TRANSPORTS};
+use nam_client::{AllocOptions, Compare, Error, SignalOp, Status};
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn several_clients_share_a_named_allocation() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let writer = server.client();
+        let shared = writer.alloc(1 << 16, &AllocOptions::shared("job-42")).unwrap();
+        writer.put_sync(&shared, 100, b"written by the first client").unwrap();
+        let readers: Vec<_> = (0..3).map(|_| server.client()).collect();
+        for reader in &readers {
+            let view = reader.open("job-42").unwrap();
+            assert_eq!(view.handle(), shared.handle());
+            assert_eq!(view.size(), 1 << 16);
+            let mut buf = [0u8; 27];
+            reader.get(&view, 100, &mut buf).unwrap();
+            assert_eq!(&buf, b"written by the first client", "over {tls}");
+            reader.fetch_add(&view, 0, 1).unwrap();
+        }
+        assert_eq!(writer.fetch(&shared, 0).unwrap(), 3);
+        // The creator frees its reference; the readers still hold the memory.
+        writer.free(&shared).unwrap();
+        let view = readers[0].open("job-42").unwrap();
+        assert_eq!(readers[0].fetch(&view, 0).unwrap(), 3);
+    }
+}
+
+#[test]
+fn random_put_get_sequences_match_a_local_model() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let client = server.client();
+        let size = 256 * 1024;
+        let a = client.alloc(size, &AllocOptions::default()).unwrap();
+        let mut model = vec![0u8; size as usize];
+        client.put_sync(&a, 0, &model).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        for step in 0..600 {
+            let len = rng.gen_range(1..8192usize);
+            let offset = rng.gen_range(0..size as usize - len);
+            match rng.gen_range(0..4) {
+                0 | 1 => {
+                    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    client.put(&a, offset as u64, &data).unwrap();
+                    model[offset..offset + len].copy_from_slice(&data);
+                }
+                2 => {
+                    let mut buf = vec![0u8; len];
+                    client.flush().unwrap();
+                    client.get(&a, offset as u64, &mut buf).unwrap();
+                    assert_eq!(buf, &model[offset..offset + len], "step {step} over {tls}");
+                }
+                _ => {
+                    let word = (offset / 8 * 8) as u64;
+                    let add = rng.gen_range(0..1000u64);
+                    client.flush().unwrap();
+                    let old = client.fetch_add(&a, word, add).unwrap();
+                    let w = word as usize;
+                    let expect = u64::from_le_bytes(model[w..w + 8].try_into().unwrap());
+                    assert_eq!(old, expect, "step {step} over {tls}");
+                    model[w..w + 8].copy_from_slice(&expect.wrapping_add(add).to_le_bytes());
+                }
+            }
+        }
+        let mut all = vec![0u8; size as usize];
+        client.flush().unwrap();
+        client.get(&a, 0, &mut all).unwrap();
+        assert!(all == model, "final contents differ over {tls}");
+    }
+}
+
+#[test]
+fn non_blocking_operations_and_wait_all() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "64MiB"]);
+        let client = server.client();
+        let chunk = 1 << 20;
+        let a = client.alloc(8 * chunk as u64, &AllocOptions::default()).unwrap();
+        let sources: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i.wrapping_mul(37); chunk]).collect();
+        let ops: Vec<_> =
+            sources.iter().enumerate().map(|(i, s)| client.put_nb(&a, (i * chunk) as u64, s).unwrap()).collect();
+        client.wait_all(ops).unwrap();
+        client.flush().unwrap();
+        let mut sinks = vec![vec![0u8; chunk]; 8];
+        let mut ops: Vec<_> =
+            sinks.iter_mut().enumerate().map(|(i, s)| client.get_nb(&a, (i * chunk) as u64, s).unwrap()).collect();
+        while !ops.iter_mut().all(|op| op.test().unwrap()) {}
+        drop(ops);
+        assert_eq!(sinks, sources, "over {tls}");
+    }
+}
+
+#[test]
+fn concurrent_threads_share_one_client() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let client = Arc::new(server.client());
+        let a = client.alloc(1 << 20, &AllocOptions::default()).unwrap();
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (client, a) = (client.clone(), a.clone());
+                std::thread::spawn(move || {
+                    let base = 4096 + t * 65536;
+                    for i in 0..200u64 {
+                        client.fetch_add(&a, 0, 1).unwrap();
+                        let data = (t * 1000 + i).to_le_bytes();
+                        client.put(&a, base + i * 8, &data).unwrap();
+                    }
+                    client.flush().unwrap();
+                    for i in 0..200u64 {
+                        let mut back = [0u8; 8];
+                        client.get(&a, base + i * 8, &mut back).unwrap();
+                        assert_eq!(u64::from_le_bytes(back), t * 1000 + i);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(client.fetch(&a, 0).unwrap(), 800, "over {tls}");
+    }
+}
+
+#[test]
+fn signals_make_data_visible_before_the_signal() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let producer = server.client();
+        let consumer = server.client();
+        let data = producer.alloc(1 << 20, &AllocOptions::shared("mailbox")).unwrap();
+        let view = consumer.open("mailbox").unwrap();
+        let waiter = std::thread::spawn(move || {
+            for round in 1..=20u64 {
+                consumer.wait_until(&view, 0, Compare::Ge, round, Duration::from_secs(10)).unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                consumer.get(&view, 4096, &mut buf).unwrap();
+                // The producer may already be writing a later round, never an earlier one.
+                assert!(buf.iter().all(|&b| b >= round as u8), "round {round}: data older than its signal");
+            }
+            let timeout = consumer.wait_until(&view, 0, Compare::Eq, 999, Duration::from_millis(50));
+            assert!(matches!(timeout, Err(Error::WaitTimeout { last: 20, .. })), "{timeout:?}");
+        });
+        for round in 1..=20u64 {
+            let payload = vec![round as u8; 64 * 1024];
+            producer.put_signal(&data, 4096, &payload, &data, 0, 1, SignalOp::Add).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        waiter.join().unwrap();
+        producer.put_signal(&data, 8, b"x", &data, 0, 7, SignalOp::Set).unwrap();
+        assert_eq!(producer.fetch(&data, 0).unwrap(), 7, "over {tls}");
+    }
+}
+
+#[test]
+fn atomics_swap_and_compare_swap() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "1MiB"]);
+        let client = server.client();
+        let a = client.alloc(64, &AllocOptions::default()).unwrap();
+        assert_eq!(client.swap(&a, 8, 5).unwrap(), 0);
+        assert_eq!(client.compare_swap(&a, 8, 5, 9).unwrap(), 5);
+        assert_eq!(client.compare_swap(&a, 8, 5, 11).unwrap(), 9, "a failed compare leaves the word");
+        assert_eq!(client.fetch(&a, 8).unwrap(), 9);
+        assert!(matches!(client.fetch_add(&a, 4, 1), Err(Error::Misaligned { offset: 4 })));
+        assert!(matches!(client.fetch_add(&a, 64, 1), Err(Error::OutOfBounds { .. })));
+    }
+}
+
+#[test]
+fn status_reports_usage_clients_and_traffic() {
+    let server = ServerProcess::start("tcp", &["--capacity", "8MiB", "--name", "status-test"]);
+    {
+        let client = server.client();
+        let a = client.alloc(4096, &AllocOptions::default()).unwrap();
+        client.put(&a, 0, &[1u8; 100]).unwrap();
+        let s = client.status(0).unwrap();
+        assert_eq!((s.server_name.as_str(), s.capacity, s.used, s.allocations, s.clients), ("status-test", 8 << 20, 4096, 1, 1));
+    }
+    let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+    assert_eq!((s.used, s.allocations, s.clients), (0, 0, 0), "goodbye released everything");
+    assert_eq!((s.reported.puts, s.reported.bytes_put), (1, 100));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nam"))
+        .args(["status", &server.addr.to_string(), "--json"])
+        .env("UCX_TLS", "tcp")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["capacity"], 8 << 20);
+    assert_eq!(json["server"], "status-test");
+}
+
+#[test]
+fn an_idle_server_sleeps() {
+    let server = ServerProcess::start("tcp", &["--capacity", "8MiB"]);
+    let ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.child.id())).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    drop(server.client());
+    std::thread::sleep(Duration::from_millis(300));
+    let before = ticks();
+    std::thread::sleep(Duration::from_secs(2));
+    let used = ticks() - before;
+    // 2 s is 200 clock ticks; a busy-polling server would use ~200. Allow 10 (5%).
+    assert!(used <= 10, "idle server used {used} ticks of CPU in 2 s");
+}
+
+#[test]
+fn status_codes_of_refusals_are_typed() {
+    let server = ServerProcess::start("tcp", &["--capacity", "1MiB"]);
+    let client = server.client();
+    let refused = |r: Result<nam_client::Allocation, Error>| match r {
+        Err(Error::Refused { status, .. }) => status,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert_eq!(refused(client.alloc(0, &AllocOptions::default())), Status::InvalidArgument);
+    assert_eq!(refused(client.alloc(1 << 41, &AllocOptions::default())), Status::TooLarge);
+    assert_eq!(refused(client.alloc(2 << 20, &AllocOptions::default())), Status::PoolExhausted);
+    assert_eq!(refused(client.open("nothing")), Status::NameNotFound);
+}

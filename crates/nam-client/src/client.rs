@@ -1,0 +1,619 @@
+//! The client: connections to memory servers, allocations, one-sided operations.
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::link::{Link, ReplyQueue};
+use nam_proto::{Alloc, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED, AM_ID_REPLY};
+use nam_ucx::{AtomicOp, Context, Features, Posted, Worker};
+use parking_lot::{Mutex, MutexGuard};
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to allocate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllocOptions {
+    /// Alignment (power of two); 0 means the server's default (64 bytes).
+    pub align: u64,
+    /// Other clients of the tenant may [`Client::open`] it by name.
+    pub shared: bool,
+    /// Survives the disconnect of every holder until freed (needs a name).
+    pub persistent: bool,
+    /// Name for [`Client::open`]; `None` for anonymous.
+    pub name: Option<String>,
+    /// Server index in the configured list; `None` spreads allocations round-robin.
+    pub server: Option<usize>,
+}
+
+impl AllocOptions {
+    /// A shared allocation named `name`.
+    pub fn shared(name: &str) -> AllocOptions {
+        AllocOptions { shared: true, name: Some(name.into()), ..Default::default() }
+    }
+}
+
+/// An allocation on a memory server. Cheap to clone; every clone becomes invalid when the
+/// allocation is freed through any of them.
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    server: usize,
+    handle: u64,
+    size: u64,
+    remote_addr: u64,
+    flags: u32,
+    live: Arc<AtomicBool>,
+}
+
+impl Allocation {
+    /// Handle on its server.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Index of its server in the client's list.
+    pub fn server(&self) -> usize {
+        self.server
+    }
+    /// Whether other clients may open it.
+    pub fn is_shared(&self) -> bool {
+        self.flags & ALLOC_FLAG_SHARED != 0
+    }
+    /// Whether it survives its holders.
+    pub fn is_persistent(&self) -> bool {
+        self.flags & ALLOC_FLAG_PERSISTENT != 0
+    }
+    /// Remote address of `offset` after checking that `len` bytes fit. The fast-path check.
+    #[inline]
+    fn target(&self, offset: u64, len: usize) -> Result<u64> {
+        if !self.live.load(Ordering::Relaxed) {
+            return Err(Error::Freed { handle: self.handle });
+        }
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size => Ok(self.remote_addr + offset),
+            _ => Err(Error::OutOfBounds { offset, len: len as u64, size: self.size }),
+        }
+    }
+    #[inline]
+    fn word(&self, offset: u64) -> Result<u64> {
+        if offset % 8 != 0 {
+            return Err(Error::Misaligned { offset });
+        }
+        self.target(offset, 8)
+    }
+}
+
+/// How a signal word is updated by [`Client::put_signal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalOp {
+    /// The word becomes the value.
+    Set,
+    /// The value is added to the word.
+    Add,
+}
+
+/// Comparison for [`Client::wait_until`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// word == value
+    Eq,
+    /// word != value
+    Ne,
+    /// word >= value
+    Ge,
+    /// word > value
+    Gt,
+    /// word <= value
+    Le,
+    /// word < value
+    Lt,
+}
+
+impl Compare {
+    fn holds(self, word: u64, value: u64) -> bool {
+        match self {
+            Compare::Eq => word == value,
+            Compare::Ne => word != value,
+            Compare::Ge => word >= value,
+            Compare::Gt => word > value,
+            Compare::Le => word <= value,
+            Compare::Lt => word < value,
+        }
+    }
+}
+
+struct Inner {
+    links: Vec<Link>,
+    replies: ReplyQueue,
+    next_request_id: u64,
+    next_server: usize,
+    traffic: TrafficReport,
+    worker: Worker,
+    _context: Context,
+}
+
+/// A connection to one or several memory servers. Share it between threads by reference
+/// or `Arc`: operations serialize on one internal lock (the UCX worker is single-threaded).
+///
+/// Completion semantics: [`Client::put`] returns when the source buffer may be reused;
+/// the data is visible at the server after [`Client::flush`] (or use [`Client::put_sync`]).
+/// [`Client::get`] returns with the data. Atomics return when done at the server.
+pub struct Client {
+    inner: Mutex<Inner>,
+    config: ClientConfig,
+}
+
+impl Client {
+    /// Connects to every server in `config` and authenticates as its tenant.
+    pub fn connect(config: ClientConfig) -> Result<Client> {
+        if config.servers.is_empty() {
+            return Err(Error::NoServers);
+        }
+        let addr0 = config.servers[0];
+        let transport = |source| Error::Connect { addr: addr0, source };
+        let context = Context::with_transports(Features::CLIENT, config.transports.as_deref()).map_err(transport)?;
+        let worker = Worker::new(&context).map_err(transport)?;
+        let replies: ReplyQueue = Arc::default();
+        let sink = replies.clone();
+        worker.set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec())).map_err(transport)?;
+        let mut inner = Inner {
+            links: Vec::new(),
+            replies,
+            next_request_id: 1,
+            next_server: 0,
+            traffic: TrafficReport::default(),
+            worker,
+            _context: context,
+        };
+        for &addr in &config.servers {
+            let mut link = Link::connect(&inner.worker, addr)?;
+            let hello = Request::Hello(Hello {
+                tenant: config.tenant.clone(),
+                token: config.token.clone(),
+                client_name: nam_proto::truncate_utf8(&config.name, nam_proto::limits::CLIENT_NAME_LEN_MAX).to_string(),
+                pid: std::process::id(),
+            });
+            let id = inner.request_id();
+            match link.call(&inner.replies, id, &hello, "hello", config.connect_timeout)? {
+                Reply::Hello(h) => link.server_name = h.server_name,
+                other => return Err(unexpected(addr, "hello", other)),
+            }
+            inner.links.push(link);
+        }
+        Ok(Client { inner: Mutex::new(inner), config })
+    }
+
+    /// Connects with [`ClientConfig::from_env`].
+    pub fn from_env() -> Result<Client> {
+        Client::connect(ClientConfig::from_env()?)
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Number of connected servers.
+    pub fn server_count(&self) -> usize {
+        self.config.servers.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    /// Allocates `size` bytes.
+    pub fn alloc(&self, size: u64, options: &AllocOptions) -> Result<Allocation> {
+        let mut inner = self.lock();
+        let server = match options.server {
+            Some(s) if s >= inner.links.len() => return Err(Error::InvalidArgument("server index out of range")),
+            Some(s) => s,
+            None => {
+                inner.next_server = (inner.next_server + 1) % inner.links.len();
+                inner.next_server
+            }
+        };
+        let mut flags = 0;
+        if options.shared {
+            flags |= ALLOC_FLAG_SHARED;
+        }
+        if options.persistent {
+            flags |= ALLOC_FLAG_PERSISTENT;
+        }
+        let name = options.name.clone().unwrap_or_default();
+        if name.len() > nam_proto::limits::NAME_LEN_MAX {
+            return Err(Error::InvalidArgument("allocation name longer than 255 bytes"));
+        }
+        let request = Request::Alloc(Alloc { size, align: options.align, flags, name });
+        inner.grant(server, &request, "alloc", self.config.timeout)
+    }
+
+    /// Opens the shared allocation `name` of this client's tenant, searching the servers
+    /// in order.
+    pub fn open(&self, name: &str) -> Result<Allocation> {
+        if name.len() > nam_proto::limits::NAME_LEN_MAX {
+            return Err(Error::InvalidArgument("allocation name longer than 255 bytes"));
+        }
+        let mut inner = self.lock();
+        let mut last = None;
+        for server in 0..inner.links.len() {
+            let request = Request::Open { name: name.to_string() };
+            match inner.grant(server, &request, "open", self.config.timeout) {
+                Err(e @ Error::Refused { status: nam_proto::Status::NameNotFound, .. }) => last = Some(e),
+                other => return other,
+            }
+        }
+        Err(last.expect("at least one server"))
+    }
+
+    /// Releases this client's reference; the allocation is unusable through any clone
+    /// afterwards. Freeing twice gives [`Error::Freed`].
+    pub fn free(&self, allocation: &Allocation) -> Result<()> {
+        let mut inner = self.lock();
+        if !allocation.live.swap(false, Ordering::AcqRel) {
+            return Err(Error::Freed { handle: allocation.handle });
+        }
+        let request = Request::Free { handle: allocation.handle };
+        let result = inner.call(allocation.server, &request, "free", self.config.timeout);
+        if let Err(e) = &result {
+            if matches!(e, Error::Refused { .. }) {
+                return result.map(drop);
+            }
+            // The server did not answer: the handle may still be live there.
+            allocation.live.store(true, Ordering::Release);
+        }
+        result.map(drop)
+    }
+
+    /// Blocking put: returns when `data` may be reused (local completion). A failed put
+    /// transfers nothing when it fails its checks, and the target is unchanged.
+    #[inline]
+    pub fn put(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+        let target = allocation.target(offset, data.len())?;
+        let mut inner = self.lock();
+        let link = &inner.links[allocation.server];
+        // SAFETY: `data` is borrowed until the wait below returns.
+        let posted = unsafe { link.endpoint.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
+        inner.finish(allocation.server, posted, "put", self.config.timeout)?;
+        inner.traffic.puts += 1;
+        inner.traffic.bytes_put += data.len() as u64;
+        Ok(())
+    }
+
+    /// Put with remote completion: the data is visible at the server when this returns.
+    pub fn put_sync(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+        self.put(allocation, offset, data)?;
+        self.flush_server(allocation.server)
+    }
+
+    /// Blocking get.
+    #[inline]
+    pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
+        let target = allocation.target(offset, buffer.len())?;
+        let mut inner = self.lock();
+        let link = &inner.links[allocation.server];
+        // SAFETY: `buffer` is borrowed mutably until the wait below returns.
+        let posted = unsafe { link.endpoint.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+        inner.finish(allocation.server, posted, "get", self.config.timeout)?;
+        inner.traffic.gets += 1;
+        inner.traffic.bytes_got += buffer.len() as u64;
+        Ok(())
+    }
+
+    /// Non-blocking put; complete it with [`Op::wait`], [`Op::test`] or [`Client::wait_all`].
+    pub fn put_nb<'a>(&'a self, allocation: &Allocation, offset: u64, data: &'a [u8]) -> Result<Op<'a>> {
+        let target = allocation.target(offset, data.len())?;
+        let mut inner = self.lock();
+        let link = &inner.links[allocation.server];
+        // SAFETY: the returned Op borrows `data` and waits for completion before it is dropped.
+        let posted = unsafe { link.endpoint.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
+        let op = inner.op(self, allocation.server, posted, "put")?;
+        inner.traffic.puts += 1;
+        inner.traffic.bytes_put += data.len() as u64;
+        Ok(op)
+    }
+
+    /// Non-blocking get into `buffer`; read it only after the [`Op`] completes.
+    pub fn get_nb<'a>(&'a self, allocation: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
+        let target = allocation.target(offset, buffer.len())?;
+        let mut inner = self.lock();
+        let link = &inner.links[allocation.server];
+        // SAFETY: the returned Op borrows `buffer` and waits for completion before it is dropped.
+        let posted = unsafe { link.endpoint.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+        let op = inner.op(self, allocation.server, posted, "get")?;
+        inner.traffic.gets += 1;
+        inner.traffic.bytes_got += buffer.len() as u64;
+        Ok(op)
+    }
+
+    /// Waits for every operation; returns the first error after all have finished.
+    pub fn wait_all<'a>(&self, ops: impl IntoIterator<Item = Op<'a>>) -> Result<()> {
+        let mut first = Ok(());
+        for op in ops {
+            let result = op.wait();
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
+    }
+
+    /// Remote completion of every operation issued so far, on every server.
+    pub fn flush(&self) -> Result<()> {
+        (0..self.server_count()).try_for_each(|s| self.flush_server(s))
+    }
+
+    /// Remote completion of every operation issued so far to server `server`.
+    pub fn flush_server(&self, server: usize) -> Result<()> {
+        let inner = self.lock();
+        let link = inner.links.get(server).ok_or(Error::InvalidArgument("server index out of range"))?;
+        link.endpoint.flush(self.config.timeout).map_err(|source| Error::Transport { addr: link.addr, what: "flush", source })
+    }
+
+    /// Orders operations: everything issued before completes at its target before anything
+    /// issued after.
+    pub fn fence(&self) -> Result<()> {
+        let inner = self.lock();
+        inner.worker.fence().map_err(|source| Error::Transport { addr: inner.links[0].addr, what: "fence", source })
+    }
+
+    fn atomic(&self, allocation: &Allocation, offset: u64, op: AtomicOp, value: u64, compare: u64) -> Result<u64> {
+        let target = allocation.word(offset)?;
+        let mut inner = self.lock();
+        let link = &inner.links[allocation.server];
+        let result = link
+            .endpoint
+            .atomic_fetch(op, value, compare, target, link.rkey(), self.config.timeout)
+            .map_err(|source| Error::Transport { addr: link.addr, what: "atomic", source })?;
+        inner.traffic.atomics += 1;
+        Ok(result)
+    }
+
+    /// Atomically adds `value` to the 64-bit word at `offset`; returns the old value.
+    #[inline]
+    pub fn fetch_add(&self, allocation: &Allocation, offset: u64, value: u64) -> Result<u64> {
+        self.atomic(allocation, offset, AtomicOp::Add, value, 0)
+    }
+
+    /// Atomically replaces the word; returns the old value.
+    pub fn swap(&self, allocation: &Allocation, offset: u64, value: u64) -> Result<u64> {
+        self.atomic(allocation, offset, AtomicOp::Swap, value, 0)
+    }
+
+    /// Stores `value` if the word equals `compare`; returns the old value either way.
+    pub fn compare_swap(&self, allocation: &Allocation, offset: u64, compare: u64, value: u64) -> Result<u64> {
+        self.atomic(allocation, offset, AtomicOp::CompareSwap, value, compare)
+    }
+
+    /// Atomically reads the word.
+    pub fn fetch(&self, allocation: &Allocation, offset: u64) -> Result<u64> {
+        self.atomic(allocation, offset, AtomicOp::Add, 0, 0)
+    }
+
+    /// Puts `data`, then updates the signal word so that a reader that sees the signal also
+    /// sees the data (put, fence, atomic). Both allocations must be on the same server.
+    pub fn put_signal(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        data: &[u8],
+        signal: &Allocation,
+        signal_offset: u64,
+        value: u64,
+        op: SignalOp,
+    ) -> Result<()> {
+        if allocation.server != signal.server {
+            return Err(Error::InvalidArgument("data and signal word must be on the same server"));
+        }
+        let target = allocation.target(offset, data.len())?;
+        let word = signal.word(signal_offset)?;
+        let mut inner = self.lock();
+        let timeout = self.config.timeout;
+        let link = &inner.links[allocation.server];
+        let (addr, ep) = (link.addr, &link.endpoint);
+        let transport = |what| move |source| Error::Transport { addr, what, source };
+        // SAFETY: `data` is borrowed until the put is waited for below.
+        let put = unsafe { ep.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) }.map_err(transport("put"))?;
+        inner.worker.fence().map_err(transport("fence"))?;
+        let mut old = value;
+        let (atomic_op, reply) = match op {
+            SignalOp::Set => (AtomicOp::Swap, &mut old as *mut u64),
+            SignalOp::Add => (AtomicOp::Add, std::ptr::null_mut()),
+        };
+        // SAFETY: `value` and `old` live on this frame until the waits below return.
+        let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey()) };
+        let put_result = ep.wait(put, timeout).map_err(transport("put"));
+        let signal_result = signal_op.and_then(|p| ep.wait(p, timeout)).map_err(transport("signal"));
+        put_result?;
+        signal_result?;
+        inner.traffic.puts += 1;
+        inner.traffic.bytes_put += data.len() as u64;
+        inner.traffic.atomics += 1;
+        Ok(())
+    }
+
+    /// Waits until the 64-bit word at `offset` satisfies `compare` against `value`, or
+    /// `timeout` passes. Returns the word's value. Polls without holding the client lock
+    /// between reads, so other threads keep working.
+    pub fn wait_until(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        compare: Compare,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        let mut polls = 0u32;
+        loop {
+            let word = self.fetch(allocation, offset)?;
+            if compare.holds(word, value) {
+                return Ok(word);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::WaitTimeout { timeout_ms: timeout.as_millis() as u64, last: word });
+            }
+            polls = polls.saturating_add(1);
+            if polls > 64 {
+                // Back off: a waiter should not take the server's (or this core's) time.
+                std::thread::sleep(Duration::from_micros((polls as u64).min(1000)));
+            }
+        }
+    }
+
+    /// Statistics of server `server`.
+    pub fn status(&self, server: usize) -> Result<StatusReply> {
+        let mut inner = self.lock();
+        match inner.call(server, &Request::Status, "status", self.config.timeout)? {
+            Reply::Status(s) => Ok(s),
+            other => Err(unexpected(inner.links[server].addr, "status", other)),
+        }
+    }
+
+    /// One-sided traffic issued by this client so far.
+    pub fn traffic(&self) -> TrafficReport {
+        self.lock().traffic
+    }
+
+    /// The names the servers gave themselves.
+    pub fn server_names(&self) -> Vec<String> {
+        self.lock().links.iter().map(|l| l.server_name.clone()).collect()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut();
+        let report = inner.traffic;
+        for server in 0..inner.links.len() {
+            // Best effort: a server that is gone reclaims through the lease instead.
+            let _ = inner.call(server, &Request::Goodbye(report), "goodbye", Duration::from_secs(1));
+        }
+    }
+}
+
+impl Inner {
+    fn request_id(&mut self) -> u64 {
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        id
+    }
+
+    fn call(&mut self, server: usize, request: &Request, what: &'static str, timeout: Duration) -> Result<Reply> {
+        let id = self.request_id();
+        self.links[server].call(&self.replies, id, request, what, timeout)
+    }
+
+    fn grant(&mut self, server: usize, request: &Request, what: &'static str, timeout: Duration) -> Result<Allocation> {
+        let reply = self.call(server, request, what, timeout)?;
+        let link = &mut self.links[server];
+        let Reply::Alloc(grant) = reply else { return Err(unexpected(link.addr, what, reply)) };
+        link.remember_rkey(&grant.rkey)?;
+        Ok(Allocation {
+            server,
+            handle: grant.handle,
+            size: grant.size,
+            remote_addr: grant.remote_addr,
+            flags: grant.flags,
+            live: Arc::new(AtomicBool::new(true)),
+        })
+    }
+
+    #[inline]
+    fn finish(
+        &self,
+        server: usize,
+        posted: nam_ucx::Result<Posted>,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let link = &self.links[server];
+        let transport = |source| Error::Transport { addr: link.addr, what, source };
+        match posted.map_err(transport)? {
+            Posted::Done => Ok(()),
+            posted => link.endpoint.wait(posted, timeout).map_err(transport),
+        }
+    }
+
+    fn op<'a>(&self, client: &'a Client, server: usize, posted: nam_ucx::Result<Posted>, what: &'static str) -> Result<Op<'a>> {
+        let addr = self.links[server].addr;
+        let request = match posted.map_err(|source| Error::Transport { addr, what, source })? {
+            Posted::Done => None,
+            Posted::InFlight(request) => Some(request),
+        };
+        Ok(Op { client, server, request, what, _buffer: PhantomData })
+    }
+}
+
+fn unexpected(addr: SocketAddr, what: &'static str, reply: Reply) -> Error {
+    log::warn!("server {addr} answered {what} with {reply:?}");
+    Error::UnexpectedReply { addr, what }
+}
+
+/// A non-blocking put or get in flight. It borrows its buffer; dropping it waits for
+/// completion (bounded by the client's timeout), so the buffer is never used afterwards.
+pub struct Op<'a> {
+    client: &'a Client,
+    server: usize,
+    request: Option<nam_ucx::Request>,
+    what: &'static str,
+    _buffer: PhantomData<&'a mut [u8]>,
+}
+
+impl Op<'_> {
+    /// Progresses once and reports whether the operation completed.
+    pub fn test(&mut self) -> Result<bool> {
+        let Some(request) = &self.request else { return Ok(true) };
+        let inner = self.client.lock();
+        inner.worker.progress();
+        match request.check() {
+            None => Ok(false),
+            Some(result) => {
+                self.request = None;
+                let addr = inner.links[self.server].addr;
+                result.map(|()| true).map_err(|source| Error::Transport { addr, what: self.what, source })
+            }
+        }
+    }
+
+    /// Waits for completion, at most the client's timeout.
+    pub fn wait(mut self) -> Result<()> {
+        self.complete()
+    }
+
+    fn complete(&mut self) -> Result<()> {
+        let Some(request) = self.request.take() else { return Ok(()) };
+        let inner = self.client.lock();
+        let link = &inner.links[self.server];
+        link.endpoint
+            .wait(Posted::InFlight(request), self.client.config.timeout)
+            .map_err(|source| Error::Transport { addr: link.addr, what: self.what, source })
+    }
+}
+
+impl Drop for Op<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.complete() {
+            log::warn!("dropped {} failed: {e}", self.what);
+        }
+    }
+}
+
+/// Asks the server at `addr` for its statistics without authenticating (for `nam status`).
+pub fn server_status(addr: SocketAddr, timeout: Duration) -> Result<StatusReply> {
+    let transport = |source| Error::Connect { addr, source };
+    let context = Context::new(Features::CLIENT).map_err(transport)?;
+    let worker = Worker::new(&context).map_err(transport)?;
+    let replies: ReplyQueue = Arc::default();
+    let sink = replies.clone();
+    worker.set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec())).map_err(transport)?;
+    let link = Link::connect(&worker, addr)?;
+    match link.call(&replies, 1, &Request::Status, "status", timeout)? {
+        Reply::Status(s) => Ok(s),
+        other => Err(unexpected(addr, "status", other)),
+    }
+}

@@ -1,0 +1,96 @@
+//! Client configuration: servers, tenant credentials and deadlines.
+
+use crate::error::{Error, Result};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// Default deadline of one operation.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default deadline for connecting to a server.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a [`crate::Client`] connects.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Servers to connect to, in order; allocations are spread over them.
+    pub servers: Vec<SocketAddr>,
+    /// Tenant to act for.
+    pub tenant: String,
+    /// The tenant's token.
+    pub token: String,
+    /// Label shown by `nam status`.
+    pub name: String,
+    /// Deadline of each operation.
+    pub timeout: Duration,
+    /// Deadline for connecting.
+    pub connect_timeout: Duration,
+    /// UCX transports (`UCX_TLS`) for this client, e.g. `"tcp"`; `None` keeps the
+    /// environment's choice. From `NAM_TRANSPORTS`.
+    pub transports: Option<String>,
+}
+
+impl ClientConfig {
+    /// A configuration for `servers` with the default tenant and deadlines.
+    pub fn new(servers: Vec<SocketAddr>) -> ClientConfig {
+        ClientConfig {
+            servers,
+            tenant: "default".into(),
+            token: String::new(),
+            name: std::env::args().next().unwrap_or_else(|| "client".into()),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            transports: None,
+        }
+    }
+
+    /// Reads `NAM_SERVERS` (comma-separated `host:port`), `NAM_TENANT`, `NAM_TOKEN`,
+    /// `NAM_TRANSPORTS`, `NAM_TIMEOUT_MS` and `NAM_CONNECT_TIMEOUT_MS`.
+    pub fn from_env() -> Result<ClientConfig> {
+        let servers = std::env::var("NAM_SERVERS").map_err(|_| Error::NoServers)?;
+        let mut config = ClientConfig::new(parse_servers(&servers)?);
+        if let Ok(t) = std::env::var("NAM_TENANT") {
+            config.tenant = t;
+        }
+        if let Ok(t) = std::env::var("NAM_TOKEN") {
+            config.token = t;
+        }
+        if let Some(ms) = env_ms("NAM_TIMEOUT_MS")? {
+            config.timeout = ms;
+        }
+        if let Ok(t) = std::env::var("NAM_TRANSPORTS") {
+            config.transports = Some(t);
+        }
+        if let Some(ms) = env_ms("NAM_CONNECT_TIMEOUT_MS")? {
+            config.connect_timeout = ms;
+        }
+        Ok(config)
+    }
+}
+
+fn env_ms(name: &str) -> Result<Option<Duration>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .map_err(|_| Error::Config(format!("{name}={v:?} is not a number of milliseconds"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Parses `host:port[,host:port...]`.
+pub fn parse_servers(list: &str) -> Result<Vec<SocketAddr>> {
+    let mut servers = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let addr = item
+            .to_socket_addrs()
+            .map_err(|e| Error::Config(format!("server {item:?} is not host:port ({e})")))?
+            .find(|a| a.is_ipv4())
+            .ok_or_else(|| Error::Config(format!("server {item:?} resolves to no IPv4 address")))?;
+        servers.push(addr);
+    }
+    if servers.is_empty() {
+        return Err(Error::NoServers);
+    }
+    Ok(servers)
+}

@@ -1,0 +1,39 @@
+//! The nam client library: one-sided access to memory servers (libNAM of seed 000, the
+//! ExaNeSt RDMA user API of seed 003), over UCX.
+//!
+//! A tour:
+//! - [`Client`]: connects to one or several servers ([`ClientConfig`], or `NAM_SERVERS`),
+//!   authenticates as a tenant, and performs every operation.
+//! - [`Allocation`]: a range of server memory: from [`Client::alloc`] or, for a shared
+//!   named allocation, [`Client::open`]. Its bounds are checked before anything is sent.
+//! - Data: [`Client::put`], [`Client::get`], their non-blocking forms returning an [`Op`],
+//!   [`Client::flush`] (remote completion) and [`Client::fence`] (ordering).
+//! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
+//!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
+//!
+//! Every call has a deadline (the config's `timeout`); a server that dies makes calls fail
+//! with [`Error::Transport`] or [`Error::Timeout`], never hang.
+//!
+//! ```no_run
+//! use nam_client::{AllocOptions, Client, ClientConfig};
+//! let client = Client::connect(ClientConfig::new(vec!["127.0.0.1:13337".parse().unwrap()]))?;
+//! let a = client.alloc(4096, &AllocOptions::shared("results"))?;
+//! client.put_sync(&a, 0, b"hello")?;
+//! let mut back = [0u8; 5];
+//! client.get(&a, 0, &mut back)?;
+//! assert_eq!(&back, b"hello");
+//! assert_eq!(client.fetch_add(&a, 8, 1)?, 0);
+//! client.free(&a)?;
+//! # Ok::<(), nam_client::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+mod client;
+pub mod config;
+mod error;
+mod link;
+
+pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, SignalOp};
+pub use config::ClientConfig;
+pub use error::{Error, Result};
+pub use nam_proto::{Status, StatusReply, TrafficReport};

@@ -1,0 +1,88 @@
+//! One connection to one memory server: its endpoint, the pool's remote key, and
+//! request/reply over active messages with a deadline.
+
+use crate::error::{Error, Result};
+use nam_proto::{decode_header, Reply, Request, AM_ID_REQUEST};
+use nam_ucx::{Endpoint, RemoteKey, Worker};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Replies received by the worker's handler, waiting to be matched to their request.
+pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
+
+pub(crate) struct Link {
+    pub(crate) addr: SocketAddr,
+    pub(crate) endpoint: Endpoint,
+    /// The packed bytes and unpacked key of the server's pool, cached after the first grant.
+    pub(crate) rkey: Option<(Vec<u8>, RemoteKey)>,
+    pub(crate) server_name: String,
+}
+
+impl Link {
+    pub(crate) fn connect(worker: &Worker, addr: SocketAddr) -> Result<Link> {
+        let endpoint = Endpoint::connect(worker, addr).map_err(|source| Error::Connect { addr, source })?;
+        Ok(Link { addr, endpoint, rkey: None, server_name: String::new() })
+    }
+
+    /// Sends `request` and waits for its reply. A refusal becomes [`Error::Refused`].
+    pub(crate) fn call(
+        &self,
+        replies: &ReplyQueue,
+        request_id: u64,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
+        let addr = self.addr;
+        // Control calls are serialized by the client lock, so anything queued now is a late
+        // reply to a call that already timed out.
+        replies.lock().clear();
+        let bytes = request.encode(request_id);
+        self.endpoint.am_send(AM_ID_REQUEST, &bytes, timeout).map_err(|source| match source {
+            nam_ucx::Error::PeerFailed { .. } => Error::Connect { addr, source },
+            source => Error::Transport { addr, what, source },
+        })?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.endpoint.worker().progress();
+            if let Some(bytes) = take_reply(replies, request_id) {
+                let (_, _, reply) = Reply::decode(&bytes).map_err(|source| Error::Protocol { addr, source })?;
+                return match reply {
+                    Reply::Error { status, message } => Err(Error::Refused { addr, what, status, message }),
+                    reply => Ok(reply),
+                };
+            }
+            if let Some(source) = self.endpoint.failure() {
+                return Err(Error::Transport { addr, what, source });
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 });
+            }
+        }
+    }
+
+    /// Caches the pool's remote key from a grant (unpacking only when it changes).
+    pub(crate) fn remember_rkey(&mut self, packed: &[u8]) -> Result<()> {
+        if self.rkey.as_ref().is_some_and(|(bytes, _)| bytes == packed) {
+            return Ok(());
+        }
+        let key = self
+            .endpoint
+            .unpack_rkey(packed)
+            .map_err(|source| Error::Transport { addr: self.addr, what: "unpack remote key", source })?;
+        self.rkey = Some((packed.to_vec(), key));
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn rkey(&self) -> &RemoteKey {
+        &self.rkey.as_ref().expect("a grant from this server cached its key").1
+    }
+}
+
+fn take_reply(replies: &ReplyQueue, request_id: u64) -> Option<Vec<u8>> {
+    let mut queue = replies.lock();
+    let position = queue.iter().position(|bytes| matches!(decode_header(bytes), Ok((h, _)) if h.request_id == request_id))?;
+    Some(queue.swap_remove(position))
+}
