@@ -1,0 +1,196 @@
+//! `nam ecc-sim`: rerun the DRAM fault-injection study of seed 001 (Table 4.4) with the codes
+//! of `nam-ecc`, or benchmark them.
+
+use anyhow::{bail, Context};
+use nam_ecc::report::{self, ResultRecord};
+use nam_ecc::{
+    bench, sim, CodeKind, CodeSetup, DataModel, DecodePolicy, ErrorValues, FaultCombination,
+    FaultModel, LocationCheck, Placement, SimConfig,
+};
+
+/// Trials per combination of a plain run.
+const TRIALS_DEFAULT: u64 = 1_000_000;
+/// Trials per Table 4.4 row of `--bench` (the seed's and the 10 million).
+const BENCH_TRIALS_DEFAULT: u64 = 10_000_000;
+
+/// Monte-Carlo fault injection into an x4 rank protected by RS(36,32), RS(18,16) or RS(19,16).
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  nam ecc-sim --table --trials 10000000\n  nam ecc-sim --code rs19_16 --faults chip,chip+chip --trials 100000 --json\n  nam ecc-sim --bench"
+)]
+pub struct EccSimArgs {
+    /// Codes to simulate, comma-separated: rs36_32, rs18_16, rs19_16 [default: all three].
+    #[arg(long, value_delimiter = ',')]
+    pub code: Vec<CodeKind>,
+
+    /// Fault combinations, comma-separated; `+` puts faults in different chips
+    /// (bit, column, pin, word, chip; e.g. `bit,chip,pin+chip`). `table` = the seed's 14 rows,
+    /// `all` = every fault alone and every pair.
+    #[arg(long, default_value = "table")]
+    pub faults: String,
+
+    /// Trials per fault combination [default: 1 000 000; 10 000 000 with --bench].
+    #[arg(long)]
+    pub trials: Option<u64>,
+
+    /// Random seed; the same seed gives the same numbers.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Print one JSON object per code and fault combination, one per line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print the whole of Table 4.4's layout for all three codes, with the seed's cell under
+    /// every cell that differs.
+    #[arg(long)]
+    pub table: bool,
+
+    /// With --table or --bench: print markdown instead of plain text.
+    #[arg(long)]
+    pub markdown: bool,
+
+    /// Worker threads [default: every core].
+    #[arg(long)]
+    pub threads: Option<usize>,
+
+    /// Beats of beat-local faults (bit, column, word) in a multi-chip combination:
+    /// `coincident` (same beat pair, the seed's reading) or `independent`.
+    #[arg(long, default_value = "coincident")]
+    pub placement: Placement,
+
+    /// Error values inside a fault's footprint: `random` (random non-zero per symbol) or
+    /// `invert` (every bit flipped).
+    #[arg(long, default_value = "random")]
+    pub values: ErrorValues,
+
+    /// Correction radius for every selected code [default: the seed's, 1 for RS(36,32) and
+    /// RS(19,16), 0 (detect only) for RS(18,16)].
+    #[arg(long)]
+    pub correct: Option<usize>,
+
+    /// Decoder accepts error positions beyond the shortened code length (models a decoder
+    /// without a range check; for studying the seed's SDC numbers).
+    #[arg(long)]
+    pub no_range_check: bool,
+
+    /// Write a random line per trial instead of the all-zero line (slower, same counts).
+    #[arg(long)]
+    pub random_data: bool,
+
+    /// Benchmark instead: Table 4.4 at --trials per row (default for --bench: 10 000 000) on
+    /// every core against one thread, and RS(19,16) encode+decode MB/s per core against a
+    /// textbook bit-serial implementation.
+    #[arg(long)]
+    pub bench: bool,
+
+    /// Data bytes of the --bench throughput buffer.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub bench_bytes: usize,
+}
+
+/// Run `nam ecc-sim`.
+pub fn run(args: EccSimArgs) -> anyhow::Result<()> {
+    if args.bench {
+        return run_bench(&args);
+    }
+    let config = build_config(&args)?;
+    let results = sim::run(&config).context("ecc-sim")?;
+    if args.json {
+        for r in &results {
+            println!("{}", ResultRecord::new(&config, r).to_json());
+        }
+    } else if args.table && args.markdown {
+        println!("{}\n", report::describe(&config));
+        print!("{}", report::markdown_table(&config, &results));
+    } else if args.table {
+        println!("{}\n", report::describe(&config));
+        print!("{}", report::text_table(&config, &results));
+    } else {
+        print_rows(&config, &results);
+    }
+    Ok(())
+}
+
+fn build_config(args: &EccSimArgs) -> anyhow::Result<SimConfig> {
+    let kinds = if args.table || args.code.is_empty() {
+        if args.table && !args.code.is_empty() {
+            bail!("--table shows all three codes; leave out --code");
+        }
+        CodeKind::ALL.to_vec()
+    } else {
+        let mut kinds = args.code.clone();
+        kinds.dedup();
+        kinds
+    };
+    let codes = kinds
+        .iter()
+        .map(|&kind| {
+            let mut policy = match args.correct {
+                Some(t) => DecodePolicy::correct(t),
+                None => kind.seed_policy(),
+            };
+            if args.no_range_check {
+                policy.location_check = LocationCheck::FullLength;
+            }
+            CodeSetup { kind, policy }
+        })
+        .collect();
+    let combinations = FaultCombination::parse_list(&args.faults)
+        .with_context(|| format!("--faults {}", args.faults))?;
+    Ok(SimConfig {
+        codes,
+        combinations,
+        trials: args.trials.unwrap_or(TRIALS_DEFAULT),
+        seed: args.seed,
+        model: FaultModel {
+            placement: args.placement,
+            values: args.values,
+        },
+        data: if args.random_data {
+            DataModel::Random
+        } else {
+            DataModel::Zero
+        },
+        threads: args.threads,
+    })
+}
+
+fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
+    println!("{}\n", report::describe(config));
+    println!(
+        "{:<10} {:<12} {:>12} {:>10} {:>10} {:>10}  seed Table 4.4",
+        "code", "faults", "trials", "DCE", "DUE", "SDC"
+    );
+    for r in results {
+        let t = r.tally;
+        let seed = nam_ecc::seed::table_4_4(r.code.kind, &r.combination)
+            .map(|c| report::format_seed_cell(&c))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<10} {:<12} {:>12} {:>10} {:>10} {:>10}  {}",
+            r.code.kind.name(),
+            r.combination.to_string(),
+            t.trials,
+            report::format_pct(t.dce, t.trials),
+            report::format_pct(t.due, t.trials),
+            report::format_pct(t.sdc, t.trials),
+            seed
+        );
+    }
+}
+
+fn run_bench(args: &EccSimArgs) -> anyhow::Result<()> {
+    let trials = args.trials.unwrap_or(BENCH_TRIALS_DEFAULT);
+    let report = bench::run_bench(trials, args.bench_bytes, args.seed, args.threads)
+        .context("ecc-sim --bench")?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        if !args.markdown {
+            println!("CPU: {}\n", report.cpu);
+        }
+        print!("{}", report.to_markdown());
+    }
+    Ok(())
+}
