@@ -144,6 +144,10 @@ struct BenchArgs {
     /// Directory for PNG plots.
     #[arg(long)]
     plot_dir: Option<PathBuf>,
+    /// Also replace the generated block of this document (between the `BEGIN GENERATED` and
+    /// `END GENERATED` markers), e.g. docs/netsim.md.
+    #[arg(long)]
+    doc: Option<PathBuf>,
     /// Print JSON instead of the report.
     #[arg(long)]
     json: bool,
@@ -950,5 +954,39 @@ fn bench(a: BenchArgs) -> Result<()> {
     if let Some(out) = &a.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }
+    if let Some(doc) = &a.doc {
+        replace_generated(doc, &md)?;
+    }
     Ok(())
+}
+
+const BEGIN_MARK: &str = "<!-- BEGIN GENERATED: nam sim bench -->";
+const END_MARK: &str = "<!-- END GENERATED -->";
+
+/// Replaces the text between the generated-block markers of `doc` with `md` (headings demoted).
+fn replace_generated(doc: &Path, md: &str) -> Result<()> {
+    let text =
+        std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+    let (Some(b), Some(e)) = (text.find(BEGIN_MARK), text.find(END_MARK)) else {
+        bail!(
+            "{} has no `{BEGIN_MARK}` ... `{END_MARK}` block",
+            doc.display()
+        );
+    };
+    if e < b {
+        bail!("{}: generated-block markers out of order", doc.display());
+    }
+    let body: String = md
+        .lines()
+        .skip_while(|l| l.starts_with("# ") || l.is_empty())
+        .map(|l| {
+            if l.starts_with('#') {
+                format!("#{l}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let new = format!("{}{BEGIN_MARK}\n{body}{}", &text[..b], &text[e..]);
+    std::fs::write(doc, new).with_context(|| format!("writing {}", doc.display()))
 }
