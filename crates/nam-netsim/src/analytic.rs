@@ -196,7 +196,7 @@ pub fn analyze(
         } else {
             let n = (wi - nch) / 2;
             let r = topo.nodes[n].router;
-            let dir = if (wi - nch) % 2 == 0 {
+            let dir = if (wi - nch).is_multiple_of(2) {
                 "injection"
             } else {
                 "ejection"

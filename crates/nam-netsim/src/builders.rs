@@ -128,7 +128,7 @@ fn concentration_edge(tiles: usize, conc: usize) -> Result<usize> {
             format!("{conc} is not a square number"),
         ));
     }
-    if tiles % edge != 0 {
+    if !tiles.is_multiple_of(edge) {
         return Err(invalid(
             "concentration",
             format!("cluster edge {edge} does not divide the {tiles}x{tiles} grid"),
@@ -330,7 +330,7 @@ fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -
 fn superring(tiles: usize) -> Result<Topology> {
     let edge = concentration_edge(tiles, SUPERSTAR_CLUSTER_EDGE * SUPERSTAR_CLUSTER_EDGE)?;
     let k = tiles / edge;
-    if k % 2 != 0 {
+    if !k.is_multiple_of(2) {
         return Err(invalid(
             "tiles",
             format!("{tiles} does not split into 4 quadrants of 4x4-tile clusters"),

@@ -184,7 +184,7 @@ impl Router {
                 if q == dq {
                     return toward(dr);
                 }
-                if r % per_board != 0 {
+                if !r.is_multiple_of(*per_board) {
                     return toward(q * per_board);
                 }
                 let c = [

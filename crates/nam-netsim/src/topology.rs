@@ -291,7 +291,7 @@ impl Topology {
             if ch.from == ch.to {
                 return Err(self.bad(format!("channel {c} loops on router {}", ch.from)));
             }
-            if !(ch.length_mm >= 0.0) || !ch.length_mm.is_finite() {
+            if ch.length_mm.is_nan() || ch.length_mm < 0.0 || !ch.length_mm.is_finite() {
                 return Err(self.bad(format!("channel {c} has length {}", ch.length_mm)));
             }
             let port = d.router_nodes[ch.from].len() + d.out_channels[ch.from].len();
@@ -311,7 +311,7 @@ impl Topology {
             return Err(self.bad("needs at least 2 nodes"));
         }
         for (r, spec) in self.routers.iter().enumerate() {
-            if !(spec.freq_ghz > 0.0) || !spec.freq_ghz.is_finite() || spec.freq_ghz > 100.0 {
+            if spec.freq_ghz.is_nan() || spec.freq_ghz <= 0.0 || spec.freq_ghz > 100.0 {
                 return Err(self.bad(format!("router {r} has frequency {} GHz", spec.freq_ghz)));
             }
             if self.radix(r) == 0 {

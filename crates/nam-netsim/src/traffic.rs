@@ -193,7 +193,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<TraceEvent>> {
         let time_ns: f64 = f[0]
             .parse()
             .map_err(|_| err("time_ns", format!("`{}` is not a number", f[0])))?;
-        if !(time_ns >= 0.0) || !time_ns.is_finite() {
+        if time_ns.is_nan() || time_ns < 0.0 || !time_ns.is_finite() {
             return Err(err(
                 "time_ns",
                 format!("{time_ns} is not a finite time >= 0"),
