@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::error::SimError;
 use crate::gf;
 use crate::reference;
+use crate::report::{self, ResultRecord};
 use crate::rs::{locate_errors, DecodePolicy, LocationCheck};
 use crate::sim::{self, SimConfig, CHUNK_TRIALS};
 use crate::strong::{StrongCode, DATA_SYMBOLS, STORED_SYMBOLS};
@@ -230,6 +231,11 @@ pub struct BenchReport {
     pub parallel_speedup: f64,
     /// RS(19,16) encode + decode throughput on one core.
     pub rs19_16: ThroughputReport,
+    /// The Table 4.4 rerun the timed runs produced, one record per cell.
+    pub table: Vec<ResultRecord>,
+    /// The same rerun as a Table-4.4-shaped markdown table.
+    #[serde(skip)]
+    pub table_markdown: String,
 }
 
 /// Run the benchmark: Table 4.4 with `trials` per row on `threads` (all cores when `None`),
@@ -245,13 +251,15 @@ pub fn run_bench(
         ..SimConfig::seed_table(trials, seed)
     };
     let mut rows = Vec::new();
+    let mut results = Vec::new();
     let mut used_threads = 1;
     for combination in &table.combinations {
         let config = SimConfig {
             combinations: vec![combination.clone()],
             ..table.clone()
         };
-        let (rate, _) = monte_carlo_rate(&config)?;
+        let (rate, row_results) = monte_carlo_rate(&config)?;
+        results.extend(row_results);
         used_threads = rate.threads;
         rows.push(RowRate {
             faults: combination.to_string(),
@@ -282,6 +290,15 @@ pub fn run_bench(
         parallel_speedup: table_code_trials_per_s / baseline.code_trials_per_s.max(1e-9),
         baseline_single_thread: baseline,
         rs19_16: rs19_throughput(buffer_bytes, Duration::from_secs(2), seed),
+        table: results
+            .iter()
+            .map(|r| ResultRecord::new(&table, r))
+            .collect(),
+        table_markdown: format!(
+            "{}\n\n{}",
+            report::describe(&table),
+            report::markdown_table(&table, &results)
+        ),
     })
 }
 
@@ -350,6 +367,8 @@ impl BenchReport {
             t.outputs_agree,
             t.table.round_trip && t.naive.round_trip
         ));
+        out.push_str("\n### Table 4.4 rerun by the timed runs above\n\n");
+        out.push_str(&self.table_markdown);
         out
     }
 }
