@@ -4,8 +4,8 @@
 use anyhow::{bail, Context};
 use nam_ecc::report::{self, ResultRecord};
 use nam_ecc::{
-    bench, sim, CodeKind, CodeSetup, DataModel, DecodePolicy, ErrorValues, FaultCombination,
-    FaultModel, LocationCheck, Placement, SimConfig,
+    bench, sim, CodeKind, CodeSetup, DataModel, DecodePolicy, ErrorValues, FaultCombination, FaultModel, LocationCheck,
+    Placement, SimConfig,
 };
 
 /// Trials per combination of a plain run.
@@ -136,22 +136,15 @@ fn build_config(args: &EccSimArgs) -> anyhow::Result<SimConfig> {
             CodeSetup { kind, policy }
         })
         .collect();
-    let combinations = FaultCombination::parse_list(&args.faults)
-        .with_context(|| format!("--faults {}", args.faults))?;
+    let combinations =
+        FaultCombination::parse_list(&args.faults).with_context(|| format!("--faults {}", args.faults))?;
     Ok(SimConfig {
         codes,
         combinations,
         trials: args.trials.unwrap_or(TRIALS_DEFAULT),
         seed: args.seed,
-        model: FaultModel {
-            placement: args.placement,
-            values: args.values,
-        },
-        data: if args.random_data {
-            DataModel::Random
-        } else {
-            DataModel::Zero
-        },
+        model: FaultModel { placement: args.placement, values: args.values },
+        data: if args.random_data { DataModel::Random } else { DataModel::Zero },
         threads: args.threads,
     })
 }
@@ -159,7 +152,7 @@ fn build_config(args: &EccSimArgs) -> anyhow::Result<SimConfig> {
 fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
     println!("{}\n", report::describe(config));
     println!(
-        "{:<10} {:<12} {:>12} {:>10} {:>10} {:>10}  seed Table 4.4",
+        "{:<10} {:<14} {:>12} {:>10} {:>10} {:>10}  seed Table 4.4",
         "code", "faults", "trials", "DCE", "DUE", "SDC"
     );
     for r in results {
@@ -168,7 +161,7 @@ fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
             .map(|c| report::format_seed_cell(&c))
             .unwrap_or_else(|| "-".into());
         println!(
-            "{:<10} {:<12} {:>12} {:>10} {:>10} {:>10}  {}",
+            "{:<10} {:<14} {:>12} {:>10} {:>10} {:>10}  {}",
             r.code.kind.name(),
             r.combination.to_string(),
             t.trials,
@@ -182,8 +175,7 @@ fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
 
 fn run_bench(args: &EccSimArgs) -> anyhow::Result<()> {
     let trials = args.trials.unwrap_or(BENCH_TRIALS_DEFAULT);
-    let report = bench::run_bench(trials, args.bench_bytes, args.seed, args.threads)
-        .context("ecc-sim --bench")?;
+    let report = bench::run_bench(trials, args.bench_bytes, args.seed, args.threads).context("ecc-sim --bench")?;
     if args.json {
         println!("{}", report.to_json());
     } else {

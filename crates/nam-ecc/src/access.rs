@@ -150,12 +150,7 @@ impl LineCodec {
             Ok(code) => code,
             Err(e) => unreachable!("RS(36,32) parameters are valid: {e}"),
         };
-        Ok(LineCodec {
-            kind,
-            policy,
-            normal,
-            strong: StrongCode::new(),
-        })
+        Ok(LineCodec { kind, policy, normal, strong: StrongCode::new() })
     }
 
     /// `kind` with the seed's policy.
@@ -208,19 +203,14 @@ impl LineCodec {
     /// Read an access: correct it in place where the policy allows and report per codeword.
     /// Never panics.
     pub fn read(&self, stored: &mut StoredLine) -> LineRead {
-        let mut out = LineRead {
-            codewords: self.kind.codewords_per_access(),
-            results: [Ok(0); BEAT_PAIRS],
-        };
+        let mut out = LineRead { codewords: self.kind.codewords_per_access(), results: [Ok(0); BEAT_PAIRS] };
         match self.kind {
             CodeKind::Rs36_32 => {
                 for w in 0..2 {
                     let mut word = gather_rs36(&stored.rank, w);
                     let packed = self.normal.syndromes_packed(&word);
-                    out.results[w] = self
-                        .normal
-                        .decode_with_syndromes(&mut word, packed, &self.policy)
-                        .map(corrected_count);
+                    out.results[w] =
+                        self.normal.decode_with_syndromes(&mut word, packed, &self.policy).map(corrected_count);
                     if packed != 0 && out.results[w].is_ok() {
                         scatter_rs36(&mut stored.rank, w, &word);
                     }
@@ -232,16 +222,12 @@ impl LineCodec {
                     let word = &mut stored.rank.symbols[base..base + CHIPS];
                     let packed = self.strong.stored_syndromes(word);
                     out.results[p] = if self.kind == CodeKind::Rs18_16 {
-                        self.strong
-                            .read_tier1(word, packed, &self.policy)
-                            .map(corrected_count)
+                        self.strong.read_tier1(word, packed, &self.policy).map(corrected_count)
                     } else {
-                        self.strong
-                            .read_with_syndromes(word, stored.apart[p], packed, &self.policy)
-                            .map(|r| match r {
-                                crate::strong::StrongRead::Clean => 0,
-                                crate::strong::StrongRead::Corrected { symbols } => symbols,
-                            })
+                        self.strong.read_with_syndromes(word, stored.apart[p], packed, &self.policy).map(|r| match r {
+                            crate::strong::StrongRead::Clean => 0,
+                            crate::strong::StrongRead::Corrected { symbols } => symbols,
+                        })
                     };
                 }
             }
@@ -263,8 +249,7 @@ fn gather_rs36(rank: &RankAccess, w: usize) -> [u8; RS36_N] {
     let mut word = [0u8; RS36_N];
     for (half, p) in (2 * w..2 * w + 2).enumerate() {
         let base = symbol_index(p, 0);
-        word[half * DATA_CHIPS..(half + 1) * DATA_CHIPS]
-            .copy_from_slice(&rank.symbols[base..base + DATA_CHIPS]);
+        word[half * DATA_CHIPS..(half + 1) * DATA_CHIPS].copy_from_slice(&rank.symbols[base..base + DATA_CHIPS]);
         word[RS36_DATA + 2 * half] = rank.symbols[base + DATA_CHIPS];
         word[RS36_DATA + 2 * half + 1] = rank.symbols[base + DATA_CHIPS + 1];
     }
@@ -274,8 +259,7 @@ fn gather_rs36(rank: &RankAccess, w: usize) -> [u8; RS36_N] {
 fn scatter_rs36(rank: &mut RankAccess, w: usize, word: &[u8; RS36_N]) {
     for (half, p) in (2 * w..2 * w + 2).enumerate() {
         let base = symbol_index(p, 0);
-        rank.symbols[base..base + DATA_CHIPS]
-            .copy_from_slice(&word[half * DATA_CHIPS..(half + 1) * DATA_CHIPS]);
+        rank.symbols[base..base + DATA_CHIPS].copy_from_slice(&word[half * DATA_CHIPS..(half + 1) * DATA_CHIPS]);
         rank.symbols[base + DATA_CHIPS] = word[RS36_DATA + 2 * half];
         rank.symbols[base + DATA_CHIPS + 1] = word[RS36_DATA + 2 * half + 1];
     }

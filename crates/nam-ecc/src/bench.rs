@@ -144,12 +144,7 @@ fn naive_decode(stored: &[u8], third: &[u8], data: &mut [u8]) {
             continue;
         }
         let s2 = reference::syndromes(word, 3, gf::mul_naive)[2] ^ third[i];
-        if let Some(found) = locate_errors(
-            &[s[0], s[1], s2],
-            1,
-            STORED_SYMBOLS,
-            LocationCheck::Shortened,
-        ) {
+        if let Some(found) = locate_errors(&[s[0], s[1], s2], 1, STORED_SYMBOLS, LocationCheck::Shortened) {
             for &(degree, value) in found.iter() {
                 let index = STORED_SYMBOLS - 1 - degree;
                 if index < DATA_SYMBOLS {
@@ -174,21 +169,14 @@ pub struct MonteCarloRate {
 }
 
 /// Time `config` as given (all cores unless it says otherwise).
-pub fn monte_carlo_rate(
-    config: &SimConfig,
-) -> Result<(MonteCarloRate, Vec<sim::SimResult>), SimError> {
+pub fn monte_carlo_rate(config: &SimConfig) -> Result<(MonteCarloRate, Vec<sim::SimResult>), SimError> {
     let start = Instant::now();
     let results = sim::run(config)?;
     let seconds = start.elapsed().as_secs_f64();
     let code_trials = config.trials * (config.combinations.len() * config.codes.len()) as u64;
     let threads = config.threads.unwrap_or_else(rayon::current_num_threads);
     Ok((
-        MonteCarloRate {
-            code_trials,
-            seconds,
-            code_trials_per_s: code_trials as f64 / seconds.max(1e-9),
-            threads,
-        },
+        MonteCarloRate { code_trials, seconds, code_trials_per_s: code_trials as f64 / seconds.max(1e-9), threads },
         results,
     ))
 }
@@ -240,24 +228,13 @@ pub struct BenchReport {
 
 /// Run the benchmark: Table 4.4 with `trials` per row on `threads` (all cores when `None`),
 /// its single-thread baseline with `trials / 50`, and RS(19,16) throughput on `buffer_bytes`.
-pub fn run_bench(
-    trials: u64,
-    buffer_bytes: usize,
-    seed: u64,
-    threads: Option<usize>,
-) -> Result<BenchReport, SimError> {
-    let table = SimConfig {
-        threads,
-        ..SimConfig::seed_table(trials, seed)
-    };
+pub fn run_bench(trials: u64, buffer_bytes: usize, seed: u64, threads: Option<usize>) -> Result<BenchReport, SimError> {
+    let table = SimConfig { threads, ..SimConfig::seed_table(trials, seed) };
     let mut rows = Vec::new();
     let mut results = Vec::new();
     let mut used_threads = 1;
     for combination in &table.combinations {
-        let config = SimConfig {
-            combinations: vec![combination.clone()],
-            ..table.clone()
-        };
+        let config = SimConfig { combinations: vec![combination.clone()], ..table.clone() };
         let (rate, row_results) = monte_carlo_rate(&config)?;
         results.extend(row_results);
         used_threads = rate.threads;
@@ -271,14 +248,9 @@ pub fn run_bench(
     }
     let table_seconds: f64 = rows.iter().map(|r| r.seconds).sum();
     let table_trials = trials * rows.len() as u64;
-    let baseline_config = SimConfig {
-        trials: (trials / 50).max(CHUNK_TRIALS),
-        threads: Some(1),
-        ..table.clone()
-    };
+    let baseline_config = SimConfig { trials: (trials / 50).max(CHUNK_TRIALS), threads: Some(1), ..table.clone() };
     let (baseline, _) = monte_carlo_rate(&baseline_config)?;
-    let table_code_trials_per_s =
-        (table_trials * table.codes.len() as u64) as f64 / table_seconds.max(1e-9);
+    let table_code_trials_per_s = (table_trials * table.codes.len() as u64) as f64 / table_seconds.max(1e-9);
     Ok(BenchReport {
         cpu: cpu_model(),
         threads: used_threads,
@@ -290,15 +262,8 @@ pub fn run_bench(
         parallel_speedup: table_code_trials_per_s / baseline.code_trials_per_s.max(1e-9),
         baseline_single_thread: baseline,
         rs19_16: rs19_throughput(buffer_bytes, Duration::from_secs(2), seed),
-        table: results
-            .iter()
-            .map(|r| ResultRecord::new(&table, r))
-            .collect(),
-        table_markdown: format!(
-            "{}\n\n{}",
-            report::describe(&table),
-            report::markdown_table(&table, &results)
-        ),
+        table: results.iter().map(|r| ResultRecord::new(&table, r)).collect(),
+        table_markdown: format!("{}\n\n{}", report::describe(&table), report::markdown_table(&table, &results)),
     })
 }
 
@@ -330,10 +295,7 @@ impl BenchReport {
         ));
         out.push_str("| fault combination | trials | seconds | trials/s |\n|---|---:|---:|---:|\n");
         for r in &self.rows {
-            out.push_str(&format!(
-                "| {} | {} | {:.2} | {:.0} |\n",
-                r.faults, r.trials, r.seconds, r.trials_per_s
-            ));
+            out.push_str(&format!("| {} | {} | {:.2} | {:.0} |\n", r.faults, r.trials, r.seconds, r.trials_per_s));
         }
         out.push_str(&format!(
             "| **whole table** | {} | {:.2} | {:.0} |\n\n",
@@ -352,10 +314,9 @@ impl BenchReport {
         ));
         out.push_str("### RS(19,16) encode + decode on one core (real buffers)\n\n");
         out.push_str("| implementation | buffer (data bytes) | encode MB/s | decode MB/s | encode+decode MB/s |\n|---|---:|---:|---:|---:|\n");
-        for (name, r) in [
-            ("table-driven (nam-ecc)", &t.table),
-            ("baseline: textbook, bit-serial GF multiply", &t.naive),
-        ] {
+        for (name, r) in
+            [("table-driven (nam-ecc)", &t.table), ("baseline: textbook, bit-serial GF multiply", &t.naive)]
+        {
             out.push_str(&format!(
                 "| {name} | {} | {:.0} | {:.0} | {:.0} |\n",
                 r.data_bytes, r.encode_mb_s, r.decode_mb_s, r.encode_decode_mb_s

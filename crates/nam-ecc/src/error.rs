@@ -6,9 +6,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CodeError {
     /// The (n, k) pair does not describe a code this crate builds.
-    #[error(
-        "RS({n},{k}) is not supported: need 1 <= k < n <= 255 and 1 <= n - k <= {check_symbols_max}"
-    )]
+    #[error("RS({n},{k}) is not supported: need 1 <= k < n <= 255 and 1 <= n - k <= {check_symbols_max}")]
     InvalidParameters {
         /// Requested codeword length in symbols.
         n: usize,

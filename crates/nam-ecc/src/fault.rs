@@ -53,13 +53,8 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// All fault types, in canonical order.
-    pub const ALL: [FaultKind; 5] = [
-        FaultKind::Bit,
-        FaultKind::Column,
-        FaultKind::Pin,
-        FaultKind::Word,
-        FaultKind::Chip,
-    ];
+    pub const ALL: [FaultKind; 5] =
+        [FaultKind::Bit, FaultKind::Column, FaultKind::Pin, FaultKind::Word, FaultKind::Chip];
 
     /// Command-line name.
     pub fn name(self) -> &'static str {
@@ -141,17 +136,13 @@ impl FaultCombination {
             &[Word, Chip],
             &[Chip, Chip],
         ];
-        rows.iter()
-            .map(|r| FaultCombination { kinds: r.to_vec() })
-            .collect()
+        rows.iter().map(|r| FaultCombination { kinds: r.to_vec() }).collect()
     }
 
     /// Every fault type alone and every pair of fault types (5 + 15 combinations).
     pub fn all_singles_and_pairs() -> Vec<FaultCombination> {
-        let mut out: Vec<FaultCombination> = FaultKind::ALL
-            .iter()
-            .map(|&k| FaultCombination { kinds: vec![k] })
-            .collect();
+        let mut out: Vec<FaultCombination> =
+            FaultKind::ALL.iter().map(|&k| FaultCombination { kinds: vec![k] }).collect();
         for (i, &a) in FaultKind::ALL.iter().enumerate() {
             for &b in &FaultKind::ALL[i..] {
                 out.push(FaultCombination { kinds: vec![a, b] });
@@ -179,11 +170,7 @@ impl FaultCombination {
 
     /// `1 bit + 1 pin`, as the seed's table writes it.
     pub fn seed_label(&self) -> String {
-        self.kinds
-            .iter()
-            .map(|k| format!("1 {k}"))
-            .collect::<Vec<_>>()
-            .join(" + ")
+        self.kinds.iter().map(|k| format!("1 {k}")).collect::<Vec<_>>().join(" + ")
     }
 }
 
@@ -206,11 +193,9 @@ impl FromStr for FaultCombination {
             kinds.push(part.parse::<FaultKind>()?);
         }
         FaultCombination::new(&kinds).map_err(|e| match e {
-            ParseError::TooManyFaults { count, chips, .. } => ParseError::TooManyFaults {
-                combination: s.to_string(),
-                count,
-                chips,
-            },
+            ParseError::TooManyFaults { count, chips, .. } => {
+                ParseError::TooManyFaults { combination: s.to_string(), count, chips }
+            }
             other => other,
         })
     }
@@ -291,11 +276,7 @@ pub struct FaultModel {
 
 /// Draw one occurrence of `combination` and return it as an error pattern (the bits to flip).
 /// The pattern is never all-zero: every fault touches at least one symbol with a non-zero error.
-pub fn inject<R: Rng + ?Sized>(
-    combination: &FaultCombination,
-    model: &FaultModel,
-    rng: &mut R,
-) -> RankAccess {
+pub fn inject<R: Rng + ?Sized>(combination: &FaultCombination, model: &FaultModel, rng: &mut R) -> RankAccess {
     let mut errors = RankAccess::default();
     let mut chips: [u8; CHIPS] = std::array::from_fn(|i| i as u8);
     let anchor_pair = rng.gen_range(0..BEAT_PAIRS);
@@ -361,32 +342,18 @@ mod tests {
         assert_eq!(c.seed_label(), "1 pin + 1 chip");
         assert_eq!(FaultCombination::parse_list("all").unwrap().len(), 20);
         assert_eq!(FaultCombination::parse_list("table").unwrap().len(), 14);
-        assert_eq!(
-            FaultCombination::parse_list("bit, chip,bit").unwrap().len(),
-            2
-        );
-        assert!(matches!(
-            "bit+nibble".parse::<FaultCombination>(),
-            Err(ParseError::UnknownFault(_))
-        ));
-        assert!(matches!(
-            "bit+".parse::<FaultCombination>(),
-            Err(ParseError::EmptyFault(_))
-        ));
+        assert_eq!(FaultCombination::parse_list("bit, chip,bit").unwrap().len(), 2);
+        assert!(matches!("bit+nibble".parse::<FaultCombination>(), Err(ParseError::UnknownFault(_))));
+        assert!(matches!("bit+".parse::<FaultCombination>(), Err(ParseError::EmptyFault(_))));
         let nineteen = vec!["bit"; 19].join("+");
-        assert!(matches!(
-            nineteen.parse::<FaultCombination>(),
-            Err(ParseError::TooManyFaults { count: 19, .. })
-        ));
+        assert!(matches!(nineteen.parse::<FaultCombination>(), Err(ParseError::TooManyFaults { count: 19, .. })));
         assert!(FaultCombination::parse_list("bit,,chip").is_err());
     }
 
     fn bits_per_chip(errors: &RankAccess) -> Vec<(usize, u32)> {
         (0..CHIPS)
             .map(|c| {
-                let n = (0..BEAT_PAIRS)
-                    .map(|p| errors.symbols[symbol_index(p, c)].count_ones())
-                    .sum();
+                let n = (0..BEAT_PAIRS).map(|p| errors.symbols[symbol_index(p, c)].count_ones()).sum();
                 (c, n)
             })
             .filter(|&(_, n)| n > 0)
@@ -396,17 +363,8 @@ mod tests {
     #[test]
     fn footprints_match_the_seed_fault_model() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let invert = FaultModel {
-            values: ErrorValues::Invert,
-            ..FaultModel::default()
-        };
-        let expect = [
-            ("bit", 1),
-            ("column", 1),
-            ("pin", 8),
-            ("word", 4),
-            ("chip", 32),
-        ];
+        let invert = FaultModel { values: ErrorValues::Invert, ..FaultModel::default() };
+        let expect = [("bit", 1), ("column", 1), ("pin", 8), ("word", 4), ("chip", 32)];
         for (name, bits) in expect {
             let c: FaultCombination = name.parse().unwrap();
             for _ in 0..200 {
@@ -428,16 +386,11 @@ mod tests {
         for _ in 0..500 {
             let e = inject(&c, &FaultModel::default(), &mut rng);
             assert_eq!(bits_per_chip(&e).len(), 2);
-            let pairs: std::collections::HashSet<usize> = (0..72)
-                .filter(|&i| e.symbols[i] != 0)
-                .map(|i| i / CHIPS)
-                .collect();
+            let pairs: std::collections::HashSet<usize> =
+                (0..72).filter(|&i| e.symbols[i] != 0).map(|i| i / CHIPS).collect();
             assert_eq!(pairs.len(), 1, "coincident: one beat pair");
         }
-        let independent = FaultModel {
-            placement: Placement::Independent,
-            ..FaultModel::default()
-        };
+        let independent = FaultModel { placement: Placement::Independent, ..FaultModel::default() };
         let spread = (0..500)
             .filter(|_| {
                 let e = inject(&c, &independent, &mut rng);
@@ -449,9 +402,6 @@ mod tests {
                     == 2
             })
             .count();
-        assert!(
-            spread > 250,
-            "independent beats differ about 3/4 of the time: {spread}"
-        );
+        assert!(spread > 250, "independent beats differ about 3/4 of the time: {spread}");
     }
 }

@@ -114,10 +114,7 @@ pub fn mul_naive(a: u8, b: u8) -> u8 {
 
 /// Evaluate the polynomial `Σ coefficients[i] · x^i` at `x` (lowest degree first, Horner).
 pub fn poly_eval_low_first(coefficients: &[u8], x: u8) -> u8 {
-    coefficients
-        .iter()
-        .rev()
-        .fold(0u8, |acc, &c| mul(acc, x) ^ c)
+    coefficients.iter().rev().fold(0u8, |acc, &c| mul(acc, x) ^ c)
 }
 
 #[cfg(test)]

@@ -65,9 +65,7 @@ pub struct RankAccess {
 
 impl Default for RankAccess {
     fn default() -> Self {
-        RankAccess {
-            symbols: [0; SYMBOLS],
-        }
+        RankAccess { symbols: [0; SYMBOLS] }
     }
 }
 

@@ -119,12 +119,7 @@ pub fn format_seed_cell(c: &SeedCell) -> String {
         }
         format!("{s}%")
     };
-    format!(
-        "DCE: {} DUE: {} SDC: {}",
-        f(c.dce_pct),
-        f(c.due_pct),
-        f(c.sdc_pct)
-    )
+    format!("DCE: {} DUE: {} SDC: {}", f(c.dce_pct), f(c.due_pct), f(c.sdc_pct))
 }
 
 /// Whether a rerun agrees with the seed's cell: equal where the seed says 0 % or 100 %, and
@@ -160,10 +155,7 @@ pub fn markdown_table(config: &SimConfig, results: &[SimResult]) -> String {
         out.push_str(&format!("| {} |", combination.seed_label()));
         for code in &codes {
             let cell = find(results, *code, combination);
-            out.push_str(&format!(
-                " {} |",
-                cell_text(*code, combination, cell, "<br>")
-            ));
+            out.push_str(&format!(" {} |", cell_text(*code, combination, cell, "<br>")));
         }
         out.push('\n');
     }
@@ -171,12 +163,7 @@ pub fn markdown_table(config: &SimConfig, results: &[SimResult]) -> String {
 }
 
 /// Our cell, followed (after `sep`) by the seed's cell when it differs from ours.
-pub fn cell_text(
-    code: CodeKind,
-    combination: &FaultCombination,
-    tally: Option<Tally>,
-    sep: &str,
-) -> String {
+pub fn cell_text(code: CodeKind, combination: &FaultCombination, tally: Option<Tally>, sep: &str) -> String {
     let Some(t) = tally else {
         return String::from("-");
     };
@@ -191,15 +178,8 @@ pub fn cell_text(
 }
 
 /// The tally of `code` under `combination` in `results`.
-pub fn find(
-    results: &[SimResult],
-    code: CodeKind,
-    combination: &FaultCombination,
-) -> Option<Tally> {
-    results
-        .iter()
-        .find(|r| r.code.kind == code && &r.combination == combination)
-        .map(|r| r.tally)
+pub fn find(results: &[SimResult], code: CodeKind, combination: &FaultCombination) -> Option<Tally> {
+    results.iter().find(|r| r.code.kind == code && &r.combination == combination).map(|r| r.tally)
 }
 
 /// The same table as [`markdown_table`] as plain text for a terminal: a row per combination,

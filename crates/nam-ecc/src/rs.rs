@@ -53,10 +53,7 @@ impl DecodePolicy {
 
     /// Correct up to `t` symbols at valid positions, detect beyond.
     pub const fn correct(t: usize) -> DecodePolicy {
-        DecodePolicy {
-            correct_up_to: t,
-            location_check: LocationCheck::Shortened,
-        }
+        DecodePolicy { correct_up_to: t, location_check: LocationCheck::Shortened }
     }
 }
 
@@ -105,11 +102,7 @@ impl RsCode {
     pub fn new(n: usize, k: usize) -> Result<RsCode, CodeError> {
         let valid = k >= 1 && k < n && n <= gf::GROUP_ORDER && n - k <= CHECK_SYMBOLS_MAX;
         if !valid {
-            return Err(CodeError::InvalidParameters {
-                n,
-                k,
-                check_symbols_max: CHECK_SYMBOLS_MAX,
-            });
+            return Err(CodeError::InvalidParameters { n, k, check_symbols_max: CHECK_SYMBOLS_MAX });
         }
         let r = n - k;
         let generator = crate::reference::generator_poly(r, gf::mul);
@@ -134,12 +127,7 @@ impl RsCode {
             }
             syndrome_table.push(row);
         }
-        Ok(RsCode {
-            n,
-            k,
-            encode_table,
-            syndrome_table,
-        })
+        Ok(RsCode { n, k, encode_table, syndrome_table })
     }
 
     /// Codeword length in symbols (bytes).
@@ -166,19 +154,13 @@ impl RsCode {
     #[inline]
     pub(crate) fn checks_packed(&self, data: &[u8]) -> u32 {
         debug_assert_eq!(data.len(), self.k);
-        data.iter()
-            .zip(&self.encode_table)
-            .fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
+        data.iter().zip(&self.encode_table).fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
     }
 
     /// Encode in place: read the first k bytes of `codeword`, write its last r bytes.
     pub fn encode(&self, codeword: &mut [u8]) -> Result<(), CodeError> {
         if codeword.len() != self.n {
-            return Err(CodeError::WrongLength {
-                what: "codeword",
-                expected: self.n,
-                actual: codeword.len(),
-            });
+            return Err(CodeError::WrongLength { what: "codeword", expected: self.n, actual: codeword.len() });
         }
         let checks = self.checks_packed(&codeword[..self.k]).to_le_bytes();
         codeword[self.k..].copy_from_slice(&checks[..self.check_symbols()]);
@@ -189,9 +171,7 @@ impl RsCode {
     #[inline]
     pub(crate) fn syndromes_packed(&self, word: &[u8]) -> PackedSyndromes {
         debug_assert_eq!(word.len(), self.n);
-        word.iter()
-            .zip(&self.syndrome_table)
-            .fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
+        word.iter().zip(&self.syndrome_table).fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
     }
 
     /// Syndromes S_0..S_(r-1) of a received word; all zero iff it is a codeword.
@@ -215,11 +195,7 @@ impl RsCode {
 
     fn check_len(&self, word: &[u8]) -> Result<(), DecodeError> {
         if word.len() != self.n {
-            return Err(DecodeError::WrongLength {
-                what: "codeword",
-                expected: self.n,
-                actual: word.len(),
-            });
+            return Err(DecodeError::WrongLength { what: "codeword", expected: self.n, actual: word.len() });
         }
         Ok(())
     }
@@ -245,21 +221,15 @@ impl RsCode {
             return Ok(Decoded::Clean);
         }
         let syndromes = unpack_syndromes(packed);
-        let found = locate_errors(
-            &syndromes[..self.check_symbols()],
-            policy.correct_up_to,
-            self.n,
-            policy.location_check,
-        )
-        .ok_or(DecodeError::Uncorrectable)?;
+        let found =
+            locate_errors(&syndromes[..self.check_symbols()], policy.correct_up_to, self.n, policy.location_check)
+                .ok_or(DecodeError::Uncorrectable)?;
         for &(degree, value) in found.iter() {
             if degree < self.n {
                 word[self.n - 1 - degree] ^= value;
             }
         }
-        Ok(Decoded::Corrected {
-            symbols: found.len(),
-        })
+        Ok(Decoded::Corrected { symbols: found.len() })
     }
 }
 
@@ -274,10 +244,7 @@ pub(crate) fn code_name(n: usize, k: usize) -> &'static str {
 }
 
 fn pack(bytes: impl Iterator<Item = u8>) -> u32 {
-    bytes
-        .take(CHECK_SYMBOLS_MAX)
-        .enumerate()
-        .fold(0u32, |acc, (j, b)| acc | (b as u32) << (8 * j))
+    bytes.take(CHECK_SYMBOLS_MAX).enumerate().fold(0u32, |acc, (j, b)| acc | (b as u32) << (8 * j))
 }
 
 /// Up to [`CHECK_SYMBOLS_MAX`] / 2 errors as (locator exponent = degree, value) pairs.
@@ -309,12 +276,7 @@ impl ErrorList {
 /// Bounded-distance search: the unique pattern of at most `t` errors (positions = degrees in
 /// `0..n`, or `0..255` for [`LocationCheck::FullLength`]) whose syndromes equal `syndromes`,
 /// or `None`. `syndromes` holds S_0..S_(r-1) for roots α^0..α^(r-1); needs 2t <= r.
-pub(crate) fn locate_errors(
-    syndromes: &[u8],
-    t: usize,
-    n: usize,
-    location_check: LocationCheck,
-) -> Option<ErrorList> {
+pub(crate) fn locate_errors(syndromes: &[u8], t: usize, n: usize, location_check: LocationCheck) -> Option<ErrorList> {
     let r = syndromes.len();
     if t == 0 || 2 * t > r || r > CHECK_SYMBOLS_MAX {
         return None;
@@ -354,11 +316,10 @@ pub(crate) fn locate_errors(
         return None;
     }
     // The pattern must explain every syndrome, not only the 2t the locator was built from.
-    let explains_all = syndromes.iter().enumerate().all(|(j, &s)| {
-        found.iter().fold(0u8, |acc, &(pos, v)| {
-            acc ^ gf::mul(v, gf::alpha_pow(j * pos))
-        }) == s
-    });
+    let explains_all = syndromes
+        .iter()
+        .enumerate()
+        .all(|(j, &s)| found.iter().fold(0u8, |acc, &(pos, v)| acc ^ gf::mul(v, gf::alpha_pow(j * pos))) == s);
     explains_all.then_some(found)
 }
 
@@ -414,10 +375,7 @@ fn forney(lambda: &[u8], omega: &[u8; BM_LEN], position: usize, x_inv: u8) -> Op
         }
         x_pow = gf::mul(x_pow, x_inv);
     }
-    let numerator = gf::mul(
-        gf::alpha_pow(position),
-        gf::poly_eval_low_first(omega, x_inv),
-    );
+    let numerator = gf::mul(gf::alpha_pow(position), gf::poly_eval_low_first(omega, x_inv));
     let value = gf::div(numerator, derivative)?;
     (value != 0).then_some(value)
 }
@@ -481,15 +439,9 @@ mod tests {
                 word[a] ^= (a * 7 + 1) as u8;
                 word[b] ^= (b * 13 + 5) as u8 | 1;
                 let mut copy = word;
-                assert_eq!(
-                    code.decode(&mut copy, &DecodePolicy::correct(1)),
-                    Err(DecodeError::Uncorrectable)
-                );
+                assert_eq!(code.decode(&mut copy, &DecodePolicy::correct(1)), Err(DecodeError::Uncorrectable));
                 assert_eq!(copy, word, "a rejected word is left unchanged");
-                assert_eq!(
-                    code.decode(&mut word, &DecodePolicy::correct(2)),
-                    Ok(Decoded::Corrected { symbols: 2 })
-                );
+                assert_eq!(code.decode(&mut word, &DecodePolicy::correct(2)), Ok(Decoded::Corrected { symbols: 2 }));
                 assert_eq!(word, clean);
             }
         }

@@ -18,16 +18,8 @@ pub struct SeedCell {
     pub sdc_pct: f64,
 }
 
-const DCE: SeedCell = SeedCell {
-    dce_pct: 100.0,
-    due_pct: 0.0,
-    sdc_pct: 0.0,
-};
-const DUE: SeedCell = SeedCell {
-    dce_pct: 0.0,
-    due_pct: 100.0,
-    sdc_pct: 0.0,
-};
+const DCE: SeedCell = SeedCell { dce_pct: 100.0, due_pct: 0.0, sdc_pct: 0.0 };
+const DUE: SeedCell = SeedCell { dce_pct: 0.0, due_pct: 100.0, sdc_pct: 0.0 };
 
 /// The seed's cell for `code` under `combination`, if Table 4.4 has that row (it has no column
 /// faults and no faults in more than two chips).
@@ -44,16 +36,8 @@ pub fn table_4_4(code: CodeKind, combination: &FaultCombination) -> Option<SeedC
         CodeKind::Rs19_16 => DUE,
         CodeKind::Rs36_32 => match kinds {
             [Bit] | [Word] => DCE,
-            [Pin, Pin] => SeedCell {
-                dce_pct: 0.0,
-                due_pct: 99.9999,
-                sdc_pct: 0.0001,
-            },
-            [Pin, Chip] | [Chip, Chip] => SeedCell {
-                dce_pct: 0.0,
-                due_pct: 99.9969,
-                sdc_pct: 0.0031,
-            },
+            [Pin, Pin] => SeedCell { dce_pct: 0.0, due_pct: 99.9999, sdc_pct: 0.0001 },
+            [Pin, Chip] | [Chip, Chip] => SeedCell { dce_pct: 0.0, due_pct: 99.9969, sdc_pct: 0.0031 },
             _ => DUE,
         },
     })
@@ -68,11 +52,7 @@ mod tests {
         for row in FaultCombination::seed_table_rows() {
             for code in CodeKind::ALL {
                 let cell = table_4_4(code, &row);
-                let cell = cell.unwrap_or(SeedCell {
-                    dce_pct: -1.0,
-                    due_pct: 0.0,
-                    sdc_pct: 0.0,
-                });
+                let cell = cell.unwrap_or(SeedCell { dce_pct: -1.0, due_pct: 0.0, sdc_pct: 0.0 });
                 let sum = cell.dce_pct + cell.due_pct + cell.sdc_pct;
                 assert!((sum - 100.0).abs() < 1e-9, "{code} {row}");
             }

@@ -131,10 +131,7 @@ pub struct CodeSetup {
 impl CodeSetup {
     /// The code with the seed's policy.
     pub fn seed(kind: CodeKind) -> CodeSetup {
-        CodeSetup {
-            kind,
-            policy: kind.seed_policy(),
-        }
+        CodeSetup { kind, policy: kind.seed_policy() }
     }
 }
 
@@ -176,10 +173,7 @@ impl SimConfig {
             return Err(SimError::ZeroTrials);
         }
         if self.trials > TRIALS_MAX {
-            return Err(SimError::TooManyTrials {
-                requested: self.trials,
-                max: TRIALS_MAX,
-            });
+            return Err(SimError::TooManyTrials { requested: self.trials, max: TRIALS_MAX });
         }
         if self.codes.is_empty() {
             return Err(SimError::NoCodes);
@@ -187,10 +181,7 @@ impl SimConfig {
         if self.combinations.is_empty() {
             return Err(SimError::NoFaults);
         }
-        self.codes
-            .iter()
-            .map(|c| LineCodec::new(c.kind, c.policy).map_err(SimError::from))
-            .collect()
+        self.codes.iter().map(|c| LineCodec::new(c.kind, c.policy).map_err(SimError::from)).collect()
     }
 }
 
@@ -210,9 +201,8 @@ pub struct SimResult {
 pub fn run(config: &SimConfig) -> Result<Vec<SimResult>, SimError> {
     let codecs = config.validate()?;
     let chunks = config.trials.div_ceil(CHUNK_TRIALS);
-    let units: Vec<(usize, u64)> = (0..config.combinations.len())
-        .flat_map(|c| (0..chunks).map(move |k| (c, k)))
-        .collect();
+    let units: Vec<(usize, u64)> =
+        (0..config.combinations.len()).flat_map(|c| (0..chunks).map(move |k| (c, k))).collect();
     let work = || {
         units
             .par_iter()
@@ -228,10 +218,7 @@ pub fn run(config: &SimConfig) -> Result<Vec<SimResult>, SimError> {
         Some(threads) => rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
-            .map_err(|e| SimError::ThreadPool {
-                threads,
-                reason: e.to_string(),
-            })?
+            .map_err(|e| SimError::ThreadPool { threads, reason: e.to_string() })?
             .install(work),
     };
     let mut totals = vec![vec![Tally::default(); codecs.len()]; config.combinations.len()];
@@ -243,11 +230,7 @@ pub fn run(config: &SimConfig) -> Result<Vec<SimResult>, SimError> {
     let mut out = Vec::with_capacity(totals.len() * codecs.len());
     for (c, row) in totals.into_iter().enumerate() {
         for (code, tally) in config.codes.iter().zip(row) {
-            out.push(SimResult {
-                code: *code,
-                combination: config.combinations[c].clone(),
-                tally,
-            });
+            out.push(SimResult { code: *code, combination: config.combinations[c].clone(), tally });
         }
     }
     Ok(out)
@@ -259,9 +242,7 @@ fn chunk_key(seed: u64, combination: &FaultCombination, chunk: u64) -> [u8; 32] 
     let name_hash = combination
         .to_string()
         .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-        });
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3));
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8..16].copy_from_slice(&name_hash.to_le_bytes());
@@ -270,13 +251,7 @@ fn chunk_key(seed: u64, combination: &FaultCombination, chunk: u64) -> [u8; 32] 
     key
 }
 
-fn run_chunk(
-    config: &SimConfig,
-    codecs: &[LineCodec],
-    combination: usize,
-    chunk: u64,
-    count: u64,
-) -> Vec<Tally> {
+fn run_chunk(config: &SimConfig, codecs: &[LineCodec], combination: usize, chunk: u64, count: u64) -> Vec<Tally> {
     let key = chunk_key(config.seed, &config.combinations[combination], chunk);
     let mut fault_rng = ChaCha8Rng::from_seed(key);
     let mut data_rng = ChaCha8Rng::from_seed(key);
@@ -284,11 +259,7 @@ fn run_chunk(
     let mut tallies = vec![Tally::default(); codecs.len()];
     let mut line = [0u8; LINE_BYTES];
     for _ in 0..count {
-        let errors = inject(
-            &config.combinations[combination],
-            &config.model,
-            &mut fault_rng,
-        );
+        let errors = inject(&config.combinations[combination], &config.model, &mut fault_rng);
         if config.data == DataModel::Random {
             data_rng.fill_bytes(&mut line);
         }
@@ -308,12 +279,7 @@ fn run_chunk(
 
 /// Classify a read: SDC if a codeword that was not flagged delivered wrong data, else DUE if
 /// one was flagged, else DCE.
-pub fn classify(
-    kind: CodeKind,
-    read: &LineRead,
-    written: &StoredLine,
-    delivered: &StoredLine,
-) -> Outcome {
+pub fn classify(kind: CodeKind, read: &LineRead, written: &StoredLine, delivered: &StoredLine) -> Outcome {
     let mut flagged = false;
     for w in 0..read.codewords.min(BEAT_PAIRS) {
         if read.results[w].is_err() {

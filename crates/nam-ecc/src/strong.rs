@@ -114,11 +114,7 @@ impl StrongCode {
             }
             encode_table.push(row);
         }
-        StrongCode {
-            inner,
-            encode_table,
-            syndrome_table,
-        }
+        StrongCode { inner, encode_table, syndrome_table }
     }
 
     /// The RS(18,16) code of tier 1.
@@ -130,10 +126,7 @@ impl StrongCode {
     /// symbol kept apart.
     #[inline]
     pub fn encode(&self, data: &[u8; DATA_SYMBOLS]) -> ([u8; 2], u8) {
-        let packed = data
-            .iter()
-            .zip(&self.encode_table)
-            .fold(0u32, |acc, (&v, row)| acc ^ row[v as usize]);
+        let packed = data.iter().zip(&self.encode_table).fold(0u32, |acc, (&v, row)| acc ^ row[v as usize]);
         let b = packed.to_le_bytes();
         ([b[0], b[1]], b[2])
     }
@@ -142,10 +135,7 @@ impl StrongCode {
     #[inline]
     pub(crate) fn stored_syndromes(&self, stored: &[u8]) -> PackedSyndromes {
         debug_assert_eq!(stored.len(), STORED_SYMBOLS);
-        stored
-            .iter()
-            .zip(&self.syndrome_table)
-            .fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
+        stored.iter().zip(&self.syndrome_table).fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
     }
 
     /// Tier 1 alone, as RS(18,16) under `policy` (the seed runs it detect-only).
@@ -156,18 +146,12 @@ impl StrongCode {
         packed: PackedSyndromes,
         policy: &DecodePolicy,
     ) -> Result<Decoded, DecodeError> {
-        self.inner
-            .decode_with_syndromes(stored, packed & 0xFFFF, policy)
+        self.inner.decode_with_syndromes(stored, packed & 0xFFFF, policy)
     }
 
     /// Both tiers: correct `stored` in place using `third` when tier 1 sees an error.
     /// `policy.correct_up_to` may be 0 or 1 (RS(19,16) corrects at most one symbol).
-    pub fn read(
-        &self,
-        stored: &mut [u8],
-        third: u8,
-        policy: &DecodePolicy,
-    ) -> Result<StrongRead, DecodeError> {
+    pub fn read(&self, stored: &mut [u8], third: u8, policy: &DecodePolicy) -> Result<StrongRead, DecodeError> {
         if stored.len() != STORED_SYMBOLS {
             return Err(DecodeError::WrongLength {
                 what: "stored codeword",
@@ -193,38 +177,21 @@ impl StrongCode {
         }
         let b = packed.to_le_bytes();
         let syndromes = [b[0], b[1], b[2] ^ third];
-        let found = locate_errors(
-            &syndromes,
-            policy.correct_up_to,
-            STORED_SYMBOLS,
-            policy.location_check,
-        )
-        .ok_or(DecodeError::Uncorrectable)?;
+        let found = locate_errors(&syndromes, policy.correct_up_to, STORED_SYMBOLS, policy.location_check)
+            .ok_or(DecodeError::Uncorrectable)?;
         for &(degree, value) in found.iter() {
             if degree < STORED_SYMBOLS {
                 stored[STORED_SYMBOLS - 1 - degree] ^= value;
             }
         }
-        Ok(StrongRead::Corrected {
-            symbols: found.len(),
-        })
+        Ok(StrongRead::Corrected { symbols: found.len() })
     }
 
     /// Encode a buffer: `data` is a multiple of 16 bytes; `stored` gets 18 bytes and `third`
     /// one byte per 16 data bytes.
-    pub fn encode_buffer(
-        &self,
-        data: &[u8],
-        stored: &mut [u8],
-        third: &mut [u8],
-    ) -> Result<(), CodeError> {
-        let codewords = check_buffers(data.len(), stored.len(), third.len()).map_err(
-            |(what, expected, actual)| CodeError::WrongLength {
-                what,
-                expected,
-                actual,
-            },
-        )?;
+    pub fn encode_buffer(&self, data: &[u8], stored: &mut [u8], third: &mut [u8]) -> Result<(), CodeError> {
+        let codewords = check_buffers(data.len(), stored.len(), third.len())
+            .map_err(|(what, expected, actual)| CodeError::WrongLength { what, expected, actual })?;
         for i in 0..codewords {
             let chunk = &data[i * DATA_SYMBOLS..(i + 1) * DATA_SYMBOLS];
             let mut block = [0u8; DATA_SYMBOLS];
@@ -248,18 +215,10 @@ impl StrongCode {
         data: &mut [u8],
         policy: &DecodePolicy,
     ) -> Result<BufferReport, DecodeError> {
-        let codewords = check_buffers(data.len(), stored.len(), third.len()).map_err(
-            |(what, expected, actual)| DecodeError::WrongLength {
-                what,
-                expected,
-                actual,
-            },
-        )?;
+        let codewords = check_buffers(data.len(), stored.len(), third.len())
+            .map_err(|(what, expected, actual)| DecodeError::WrongLength { what, expected, actual })?;
         check_policy(policy)?;
-        let mut report = BufferReport {
-            codewords,
-            ..BufferReport::default()
-        };
+        let mut report = BufferReport { codewords, ..BufferReport::default() };
         for i in 0..codewords {
             let word = &stored[i * STORED_SYMBOLS..(i + 1) * STORED_SYMBOLS];
             let out = &mut data[i * DATA_SYMBOLS..(i + 1) * DATA_SYMBOLS];
@@ -292,21 +251,13 @@ impl Default for StrongCode {
 
 fn check_policy(policy: &DecodePolicy) -> Result<(), DecodeError> {
     if policy.correct_up_to > 1 {
-        return Err(DecodeError::PolicyTooStrong {
-            code: "RS(19,16)",
-            requested: policy.correct_up_to,
-            max: 1,
-        });
+        return Err(DecodeError::PolicyTooStrong { code: "RS(19,16)", requested: policy.correct_up_to, max: 1 });
     }
     Ok(())
 }
 
 /// Number of codewords, or (buffer, expected, actual) of the first buffer of the wrong size.
-fn check_buffers(
-    data: usize,
-    stored: usize,
-    third: usize,
-) -> Result<usize, (&'static str, usize, usize)> {
+fn check_buffers(data: usize, stored: usize, third: usize) -> Result<usize, (&'static str, usize, usize)> {
     if data % DATA_SYMBOLS != 0 {
         return Err(("data buffer", data.next_multiple_of(DATA_SYMBOLS), data));
     }
@@ -328,10 +279,7 @@ mod tests {
     fn sample(seed: u8) -> [u8; DATA_SYMBOLS] {
         let mut d = [0u8; DATA_SYMBOLS];
         for (i, b) in d.iter_mut().enumerate() {
-            *b = seed
-                .wrapping_mul(31)
-                .wrapping_add((i as u8).wrapping_mul(17))
-                ^ 0x5A;
+            *b = seed.wrapping_mul(31).wrapping_add((i as u8).wrapping_mul(17)) ^ 0x5A;
         }
         d
     }
@@ -363,19 +311,13 @@ mod tests {
             for v in 1..=255u8 {
                 let mut w = clean;
                 w[a] ^= v;
-                assert_eq!(
-                    code.read(&mut w, third, &policy),
-                    Ok(StrongRead::Corrected { symbols: 1 })
-                );
+                assert_eq!(code.read(&mut w, third, &policy), Ok(StrongRead::Corrected { symbols: 1 }));
                 assert_eq!(w, clean);
                 for b in (a + 1)..STORED_SYMBOLS {
                     let mut w2 = clean;
                     w2[a] ^= v;
                     w2[b] ^= v.rotate_left(3) | 1;
-                    assert_eq!(
-                        code.read(&mut w2, third, &policy),
-                        Err(DecodeError::Uncorrectable)
-                    );
+                    assert_eq!(code.read(&mut w2, third, &policy), Err(DecodeError::Uncorrectable));
                 }
             }
         }
@@ -392,20 +334,14 @@ mod tests {
         stored[18 * 7 + 1] ^= 1; // two symbols in codeword 7: detected
         stored[18 * 7 + 17] ^= 2;
         let mut out = vec![0u8; data.len()];
-        let report = code
-            .decode_buffer(&stored, &third, &mut out, &DecodePolicy::correct(1))
-            .unwrap();
+        let report = code.decode_buffer(&stored, &third, &mut out, &DecodePolicy::correct(1)).unwrap();
         assert_eq!(report.codewords, 100);
         assert_eq!(report.tier2_reads, 2);
         assert_eq!(report.corrected, 1);
         assert_eq!(report.uncorrectable, 1);
         assert_eq!(report.first_uncorrectable, Some(7));
         assert_eq!(out[..16 * 7], data[..16 * 7]);
-        assert!(code
-            .decode_buffer(&stored[1..], &third, &mut out, &DecodePolicy::correct(1))
-            .is_err());
-        assert!(code
-            .decode_buffer(&stored, &third, &mut out, &DecodePolicy::correct(2))
-            .is_err());
+        assert!(code.decode_buffer(&stored[1..], &third, &mut out, &DecodePolicy::correct(1)).is_err());
+        assert!(code.decode_buffer(&stored, &third, &mut out, &DecodePolicy::correct(2)).is_err());
     }
 }

@@ -28,12 +28,7 @@ fn rs36_32_known_answer_through_the_rank_layout() {
     let stored = LineCodec::seed(CodeKind::Rs36_32).encode(&line);
     let s = &stored.rank.symbols;
     assert_eq!(
-        [
-            s[symbol_index(0, 16)],
-            s[symbol_index(0, 17)],
-            s[symbol_index(1, 16)],
-            s[symbol_index(1, 17)]
-        ],
+        [s[symbol_index(0, 16)], s[symbol_index(0, 17)], s[symbol_index(1, 16)], s[symbol_index(1, 17)]],
         [0xe1, 0x87, 0x46, 0x76]
     );
 }

@@ -1,9 +1,7 @@
 //! Property tests of the decoders: within the correction radius everything is corrected, within
 //! the detection radius everything is at least detected, and no input makes a decoder panic.
 
-use nam_ecc::{
-    CodeKind, DecodeError, DecodePolicy, Decoded, LineCodec, LocationCheck, RsCode, StrongCode,
-};
+use nam_ecc::{CodeKind, DecodeError, DecodePolicy, Decoded, LineCodec, LocationCheck, RsCode, StrongCode};
 use proptest::prelude::*;
 
 /// (n, k) of the codes decoded as plain RS codes.
@@ -13,8 +11,7 @@ const CODES: [(usize, usize); 3] = [(36, 32), (18, 16), (19, 16)];
 fn error_pattern(n: usize, max: usize) -> impl Strategy<Value = Vec<(usize, u8)>> {
     proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 0..=max).prop_flat_map(|positions| {
         let len = positions.len();
-        (Just(positions), proptest::collection::vec(1..=255u8, len))
-            .prop_map(|(p, v)| p.into_iter().zip(v).collect())
+        (Just(positions), proptest::collection::vec(1..=255u8, len)).prop_map(|(p, v)| p.into_iter().zip(v).collect())
     })
 }
 

@@ -4,9 +4,8 @@
 use nam_ecc::report::agrees_with_seed;
 use nam_ecc::sim::run;
 use nam_ecc::{
-    layout, sim, CodeKind, CodeSetup, DecodePolicy, ErrorValues, FaultCombination, FaultKind,
-    LineCodec, LocationCheck, Outcome, ParseError, Placement, SimConfig, SimError, StoredLine,
-    Tally,
+    layout, sim, CodeKind, CodeSetup, DecodePolicy, ErrorValues, FaultCombination, FaultKind, LineCodec, LocationCheck,
+    Outcome, ParseError, Placement, SimConfig, SimError, StoredLine, Tally,
 };
 
 const TRIALS: u64 = 20_000;
@@ -38,10 +37,7 @@ fn seed_properties_hold_on_every_row_and_fault_type() {
             // RS(19,16) is Chipkill-Correct: every single-chip fault is corrected.
             assert_eq!(rs19.dce, TRIALS, "RS(19,16) {name}");
             // RS(36,32) SSC-TSD corrects one-symbol faults and detects the rest.
-            let one_symbol = matches!(
-                combination.kinds()[0],
-                FaultKind::Bit | FaultKind::Column | FaultKind::Word
-            );
+            let one_symbol = matches!(combination.kinds()[0], FaultKind::Bit | FaultKind::Column | FaultKind::Word);
             let expected = if one_symbol { rs36.dce } else { rs36.due };
             assert_eq!(expected, TRIALS, "RS(36,32) {name}");
         } else {
@@ -78,11 +74,7 @@ fn same_seed_same_numbers_other_seed_other_numbers() {
     config.model.placement = Placement::Independent;
     let first = run(&config).expect("runs");
     config.threads = Some(1);
-    assert_eq!(
-        run(&config).expect("runs"),
-        first,
-        "thread count changes nothing"
-    );
+    assert_eq!(run(&config).expect("runs"), first, "thread count changes nothing");
     config.combinations.reverse();
     let reordered = run(&config).expect("runs");
     for r in &first {
@@ -95,10 +87,7 @@ fn same_seed_same_numbers_other_seed_other_numbers() {
     config.seed = 100;
     config.combinations.reverse();
     let other = run(&config).expect("runs");
-    assert_ne!(
-        other, first,
-        "bit+bit independent: RS(36,32) corrects about half"
-    );
+    assert_ne!(other, first, "bit+bit independent: RS(36,32) corrects about half");
     let rs36 = tally(&first, CodeKind::Rs36_32, "bit+bit");
     assert!((0.45..0.55).contains(&(rs36.dce as f64 / TRIALS as f64)));
 }
@@ -111,13 +100,7 @@ fn a_decoder_without_range_check_turns_detections_into_silent_corruption() {
     config.combinations = FaultCombination::parse_list("chip+chip").expect("valid");
     let mut unchecked = DecodePolicy::correct(1);
     unchecked.location_check = LocationCheck::FullLength;
-    config.codes = vec![
-        CodeSetup::seed(CodeKind::Rs36_32),
-        CodeSetup {
-            kind: CodeKind::Rs36_32,
-            policy: unchecked,
-        },
-    ];
+    config.codes = vec![CodeSetup::seed(CodeKind::Rs36_32), CodeSetup { kind: CodeKind::Rs36_32, policy: unchecked }];
     let results = run(&config).expect("runs");
     let (checked, unchecked) = (results[0].tally, results[1].tally);
     assert!(unchecked.sdc > checked.sdc, "{checked:?} vs {unchecked:?}");
@@ -137,8 +120,7 @@ fn rs36_32_detects_every_pin_plus_pin_pattern_exhaustively() {
             for (pa, pb) in (0..4).flat_map(|x| (0..4).map(move |y| (x, y))) {
                 for values in 0..81u32 {
                     let mut line = StoredLine::default();
-                    for (k, (chip, pin)) in [(a, pa), (a, pa), (b, pb), (b, pb)].iter().enumerate()
-                    {
+                    for (k, (chip, pin)) in [(a, pa), (a, pa), (b, pb), (b, pb)].iter().enumerate() {
                         let v = (values / 3u32.pow(k as u32) % 3 + 1) as u8;
                         let bits = ((v & 1) << pin) | ((v >> 1) << (4 + pin));
                         line.rank.symbols[layout::symbol_index(k % 2, *chip)] ^= bits;
@@ -167,24 +149,12 @@ fn inverted_footprints_give_the_same_qualitative_table() {
 
 #[test]
 fn bad_input_gives_clear_errors() {
-    assert!(matches!(
-        "rs20_16".parse::<CodeKind>(),
-        Err(ParseError::UnknownCode(_))
-    ));
-    assert!(matches!(
-        FaultCombination::parse_list("bit,cosmic"),
-        Err(ParseError::UnknownFault(_))
-    ));
-    assert!(matches!(
-        FaultCombination::parse_list("bit+"),
-        Err(ParseError::EmptyFault(_))
-    ));
+    assert!(matches!("rs20_16".parse::<CodeKind>(), Err(ParseError::UnknownCode(_))));
+    assert!(matches!(FaultCombination::parse_list("bit,cosmic"), Err(ParseError::UnknownFault(_))));
+    assert!(matches!(FaultCombination::parse_list("bit+"), Err(ParseError::EmptyFault(_))));
     let too_many = vec!["chip"; 19].join("+");
     let err = FaultCombination::parse_list(&too_many).expect_err("19 chips do not exist");
-    assert!(
-        err.to_string().contains("impossible fault combination"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("impossible fault combination"), "{err}");
     assert_eq!(run(&SimConfig::seed_table(0, 1)), Err(SimError::ZeroTrials));
     let mut config = SimConfig::seed_table(10, 1);
     config.codes[0].policy = DecodePolicy::correct(3);
