@@ -25,7 +25,5 @@ fn main() {
     }
     let bindings = builder.generate().expect("bindgen failed on ucp/api/ucp.h");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("ucp_bindings.rs");
-    bindings
-        .write_to_file(out)
-        .expect("cannot write UCP bindings");
+    bindings.write_to_file(out).expect("cannot write UCP bindings");
 }

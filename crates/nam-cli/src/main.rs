@@ -1,5 +1,12 @@
 //! `nam`: the command-line front end of network-attached memory.
 
+mod bench;
+mod ecc_sim;
+mod plot;
+mod serve;
+mod sim;
+mod status;
+
 use clap::{Parser, Subcommand};
 
 /// Network-attached memory: memory servers, clients, checkpointing, far memory, models.
@@ -11,9 +18,28 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Run a memory server.
+    Serve(serve::ServeArgs),
+    /// Show a server's capacity, usage, clients and traffic.
+    Status(status::StatusArgs),
+    /// Measure put, get and fetch-add, optionally beside ucx_perftest.
+    Bench(bench::BenchArgs),
+    /// Rerun the DRAM fault-injection study of seed 001 (Table 4.4) or benchmark its codes.
+    #[command(name = "ecc-sim")]
+    EccSim(ecc_sim::EccSimArgs),
+    /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
+    Sim(sim::SimArgs),
+}
 
 fn main() -> anyhow::Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::new().filter_or("NAM_LOG", "warn")).init();
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::EccSim(args) => ecc_sim::run(args),
+        Command::Sim(args) => sim::run(args),
+    }
 }

@@ -81,6 +81,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("nam serve: listening on {} ({} pool, {})", server.address(), format_size(capacity), pool_kind);
     std::io::stdout().flush()?;
     server.run(&STOP)?;
-    println!("nam serve: stopped");
+    // Whoever started us may have closed our stdout already; that is not an error.
+    let _ = writeln!(std::io::stdout(), "nam serve: stopped");
     Ok(())
 }

@@ -12,10 +12,7 @@ use anyhow::{bail, Context, Result};
 use nam_netsim::exanest::{broadcast_latency_us, broadcast_steps, PathModel, TABLE2};
 use nam_netsim::sweep::{sweep, SweepResult};
 use nam_netsim::traffic::{parse_trace, TraceEvent};
-use nam_netsim::{
-    build, routing, topofile, Injection, SimConfig, SimResult, Topology, TopologyParams,
-    TrafficPattern,
-};
+use nam_netsim::{build, routing, topofile, Injection, SimConfig, SimResult, Topology, TopologyParams, TrafficPattern};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -163,11 +160,8 @@ pub fn run(args: SimArgs) -> Result<()> {
 }
 
 fn params(a: &NocArgs) -> Result<TopologyParams> {
-    let dims: [usize; 3] = a
-        .exanest_dims
-        .as_slice()
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("--exanest-dims needs three sizes X,Y,Z"))?;
+    let dims: [usize; 3] =
+        a.exanest_dims.as_slice().try_into().map_err(|_| anyhow::anyhow!("--exanest-dims needs three sizes X,Y,Z"))?;
     Ok(TopologyParams {
         tiles: a.tiles,
         concentration: a.concentration,
@@ -200,8 +194,7 @@ fn topologies(a: &NocArgs) -> Result<Vec<Topology>> {
 fn config(a: &NocArgs, t: &Topology) -> Result<SimConfig> {
     let traffic = match &a.trace {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading trace {}", path.display()))?;
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading trace {}", path.display()))?;
             TrafficPattern::Trace(parse_trace(&text)?)
         }
         None => TrafficPattern::from_name(&a.traffic)?,
@@ -228,8 +221,7 @@ fn config(a: &NocArgs, t: &Topology) -> Result<SimConfig> {
 }
 
 fn fmt_opt(x: Option<f64>, prec: usize) -> String {
-    x.map(|v| format!("{v:.prec$}"))
-        .unwrap_or_else(|| "unstable".into())
+    x.map(|v| format!("{v:.prec$}")).unwrap_or_else(|| "unstable".into())
 }
 
 fn noc(a: NocArgs) -> Result<()> {
@@ -281,16 +273,7 @@ fn point_table(points: &[SimResult]) -> String {
     let _ = writeln!(
         s,
         "{:<12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8} {:>9}",
-        "topology",
-        "offered",
-        "accepted",
-        "status",
-        "avg_ns",
-        "p99_ns",
-        "avg_cyc",
-        "p99_cyc",
-        "power_W",
-        "pJ/bit"
+        "topology", "offered", "accepted", "status", "avg_ns", "p99_ns", "avg_cyc", "p99_cyc", "power_W", "pJ/bit"
     );
     for p in points {
         let _ = writeln!(
@@ -408,26 +391,16 @@ fn plot_series(
         .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..xmax * 1.05 + 1e-9, 0.0..ymax * 1.1 + 1e-9)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
     for (i, (name, v)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(v.iter().copied(), color.stroke_width(2)))?
             .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart.draw_series(v.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
     root.present()?;
     Ok(())
 }
@@ -439,21 +412,12 @@ fn plot_curves(path: &Path, title: &str, results: &[SweepResult]) -> Result<()> 
             let v = r
                 .curve
                 .iter()
-                .filter_map(|p| {
-                    p.avg_latency_ns
-                        .map(|l| (p.offered_packets_per_ns_per_node, l))
-                })
+                .filter_map(|p| p.avg_latency_ns.map(|l| (p.offered_packets_per_ns_per_node, l)))
                 .collect();
             (r.topology.clone(), v)
         })
         .collect();
-    plot_series(
-        path,
-        title,
-        "offered load (packets/ns/node)",
-        "average latency (ns)",
-        &series,
-    )
+    plot_series(path, title, "offered load (packets/ns/node)", "average latency (ns)", &series)
 }
 
 /// ExaNeSt node ids (one node per MPSoC on the default 4x4x2 torus) for the paths of Table 2.
@@ -489,11 +453,7 @@ fn exanest_rows() -> Result<Vec<ExanestRow>> {
         let sim_ns = match exanest_path_nodes(c.name) {
             Some((src, dst)) => {
                 let cfg = SimConfig {
-                    traffic: TrafficPattern::Trace(vec![TraceEvent {
-                        time_ns: 0.0,
-                        src,
-                        dst,
-                    }]),
+                    traffic: TrafficPattern::Trace(vec![TraceEvent { time_ns: 0.0, src, dst }]),
                     vc_depth_flits: torus.default_vc_depth_flits(),
                     ..SimConfig::default()
                 };
@@ -521,16 +481,7 @@ fn exanest_latency(a: ExanestArgs) -> Result<()> {
         .iter()
         .map(|&n| {
             let s = broadcast_steps(n, 4, 4);
-            (
-                n,
-                s,
-                broadcast_latency_us(
-                    s,
-                    TABLE2[0].measured_us,
-                    TABLE2[1].measured_us,
-                    TABLE2[2].measured_us,
-                ),
-            )
+            (n, s, broadcast_latency_us(s, TABLE2[0].measured_us, TABLE2[1].measured_us, TABLE2[2].measured_us))
         })
         .collect();
     if a.json {
@@ -541,27 +492,14 @@ fn exanest_latency(a: ExanestArgs) -> Result<()> {
     }
     if let Some(p) = &a.plot {
         let idx = |f: &dyn Fn(&ExanestRow) -> Option<f64>| -> Vec<(f64, f64)> {
-            rows.iter()
-                .enumerate()
-                .filter_map(|(i, r)| f(r).map(|y| (i as f64, y)))
-                .collect()
+            rows.iter().enumerate().filter_map(|(i, r)| f(r).map(|y| (i as f64, y))).collect()
         };
         let series = vec![
-            (
-                "seed 003 measured (Table 2)".to_string(),
-                idx(&|r| Some(r.measured_us)),
-            ),
+            ("seed 003 measured (Table 2)".to_string(), idx(&|r| Some(r.measured_us))),
             ("path model".to_string(), idx(&|r| Some(r.model_us))),
-            (
-                "1.17 us + cycle-level network".to_string(),
-                idx(&|r| r.simulated_total_us),
-            ),
+            ("1.17 us + cycle-level network".to_string(), idx(&|r| r.simulated_total_us)),
         ];
-        let labels: Vec<String> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format!("{i}={}", r.path))
-            .collect();
+        let labels: Vec<String> = rows.iter().enumerate().map(|(i, r)| format!("{i}={}", r.path)).collect();
         plot_series(
             p,
             "ExaNeSt zero-byte latency per path",
@@ -574,8 +512,7 @@ fn exanest_latency(a: ExanestArgs) -> Result<()> {
 }
 
 fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> String {
-    let mut s =
-        String::from("ExaNeSt path latency, zero-byte MPI message (seed 003 §6.1.1, Table 1-2)\n");
+    let mut s = String::from("ExaNeSt path latency, zero-byte MPI message (seed 003 §6.1.1, Table 1-2)\n");
     let m = PathModel::default();
     let _ = writeln!(
         s,
@@ -596,28 +533,14 @@ fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> 
             r.model_us,
             r.measured_us,
             100.0 * r.model_error,
-            r.simulated_network_ns
-                .map(|x| format!("{x:.1}"))
-                .unwrap_or("-".into()),
-            r.simulated_total_us
-                .map(|x| format!("{x:.3}"))
-                .unwrap_or("-".into())
+            r.simulated_network_ns.map(|x| format!("{x:.1}")).unwrap_or("-".into()),
+            r.simulated_total_us.map(|x| format!("{x:.3}")).unwrap_or("-".into())
         );
     }
     s.push_str("\nBroadcast (seed 003 Eq. 1, binomial tree, 4 ranks/MPSoC, 4 MPSoCs/QFDB; one-way latencies = Table 2 zero-byte values)\n");
-    let _ = writeln!(
-        s,
-        "{:>6} {:>20} {:>12}",
-        "ranks", "steps (MPSoC,QFDB,mezz)", "expected_us"
-    );
+    let _ = writeln!(s, "{:>6} {:>20} {:>12}", "ranks", "steps (MPSoC,QFDB,mezz)", "expected_us");
     for (n, st, l) in bcast {
-        let _ = writeln!(
-            s,
-            "{:>6} {:>20} {:>12.3}",
-            n,
-            format!("{},{},{}", st.0, st.1, st.2),
-            l
-        );
+        let _ = writeln!(s, "{:>6} {:>20} {:>12.3}", n, format!("{},{},{}", st.0, st.1, st.2), l);
     }
     s
 }
@@ -663,9 +586,7 @@ fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!(
         "{cpu}, {} hardware threads, Linux {}",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         kernel.trim()
     )
 }
@@ -680,7 +601,15 @@ fn bench(a: BenchArgs) -> Result<()> {
         "Generated by `nam sim bench{}` (driver: `bench/netsim.sh`); do not edit by hand.\n",
         if a.quick { " --quick" } else { "" }
     );
-    let _ = writeln!(md, "Machine: {}. Window: {} warm-up + {} measured reference cycles, seed {}, {} sweep points per topology.\n", machine(), cfg.warmup_cycles, cfg.measure_cycles, cfg.seed, points);
+    let _ = writeln!(
+        md,
+        "Machine: {}. Window: {} warm-up + {} measured reference cycles, seed {}, {} sweep points per topology.\n",
+        machine(),
+        cfg.warmup_cycles,
+        cfg.measure_cycles,
+        cfg.seed,
+        points
+    );
 
     // 1. Seed 001 topologies on the 24x24 layout, uniform random traffic.
     let mut results = Vec::new();
@@ -689,10 +618,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         eprintln!("sweeping {name} ...");
         results.push(sweep(&t, &cfg, &[], points)?);
     }
-    let _ = writeln!(
-        md,
-        "## Seed 001 topologies, uniform random traffic (seed 001 §3.5.1, Fig. 3.11)\n"
-    );
+    let _ = writeln!(md, "## Seed 001 topologies, uniform random traffic (seed 001 §3.5.1, Fig. 3.11)\n");
     let _ = writeln!(md, "| topology | zero-load sim (ns) | analytic (ns) | error | within 5% | saturation (pkt/ns/node) | channel-load bound | sat/bound | below bound | avg latency before saturation (ns) | seed latency (ns) | seed saturation | sat ours/seed |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (r, (_, seed_lat, seed_sat)) in results.iter().zip(SEED_FIG_3_11) {
@@ -716,13 +642,8 @@ fn bench(a: BenchArgs) -> Result<()> {
             r.saturation_packets_per_ns_per_node / seed_sat
         );
     }
-    let sat = |n: &str| {
-        results
-            .iter()
-            .find(|r| r.topology == n)
-            .map(|r| r.saturation_packets_per_ns_per_node)
-            .unwrap_or(0.0)
-    };
+    let sat =
+        |n: &str| results.iter().find(|r| r.topology == n).map(|r| r.saturation_packets_per_ns_per_node).unwrap_or(0.0);
     let lat = |n: &str| {
         results
             .iter()
@@ -732,35 +653,15 @@ fn bench(a: BenchArgs) -> Result<()> {
     };
     let order1 = sat("superstarx") >= sat("superstar");
     let order2 = sat("superstar") > sat("mesh");
-    let order3 = ["cmesh-low", "cmesh-high", "fbfly"]
+    let order3 = ["cmesh-low", "cmesh-high", "fbfly"].iter().all(|n| sat("mesh") > sat(n));
+    let order4 = ["mesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx"]
         .iter()
-        .all(|n| sat("mesh") > sat(n));
-    let order4 = [
-        "mesh",
-        "cmesh-low",
-        "cmesh-high",
-        "fbfly",
-        "superstar",
-        "superstarx",
-    ]
-    .iter()
-    .all(|n| sat("superring") < sat(n));
+        .all(|n| sat("superring") < sat(n));
     let gain = 1.0 - lat("superstar") / lat("mesh");
     let _ = writeln!(md, "\nOrdering of saturation throughput (seed: Super-StarX >= Super-Star > mesh > cmesh and fbfly; Super-Ring lowest):\n");
-    let _ = writeln!(
-        md,
-        "- Super-StarX {:.4} >= Super-Star {:.4}: {}",
-        sat("superstarx"),
-        sat("superstar"),
-        check(order1)
-    );
-    let _ = writeln!(
-        md,
-        "- Super-Star {:.4} > mesh {:.4}: {}",
-        sat("superstar"),
-        sat("mesh"),
-        check(order2)
-    );
+    let _ =
+        writeln!(md, "- Super-StarX {:.4} >= Super-Star {:.4}: {}", sat("superstarx"), sat("superstar"), check(order1));
+    let _ = writeln!(md, "- Super-Star {:.4} > mesh {:.4}: {}", sat("superstar"), sat("mesh"), check(order2));
     let _ = writeln!(
         md,
         "- mesh {:.4} > cmesh-low {:.4}, cmesh-high {:.4}, fbfly {:.4}: {}",
@@ -770,12 +671,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         sat("fbfly"),
         check(order3)
     );
-    let _ = writeln!(
-        md,
-        "- Super-Ring {:.4} lowest: {}",
-        sat("superring"),
-        check(order4)
-    );
+    let _ = writeln!(md, "- Super-Ring {:.4} lowest: {}", sat("superring"), check(order4));
     let _ = writeln!(md, "- Super-Star latency before saturation {:.2} ns vs mesh {:.2} ns: {:.0}% lower (need >= 30%; seed 9.3 vs 16.8 ns = 45%): {}\n", lat("superstar"), lat("mesh"), 100.0 * gain, check(gain >= 0.30));
 
     // 2. Static properties against Table 3.2 / 3.3.
@@ -802,24 +698,12 @@ fn bench(a: BenchArgs) -> Result<()> {
     }
 
     // 3. Super-Star with 1..8 global routers (seed Fig. 3.14).
-    let _ = writeln!(
-        md,
-        "\n## Super-Star throughput against global routers (seed 001 Fig. 3.14)\n"
-    );
-    let _ = writeln!(
-        md,
-        "| global routers | saturation (pkt/ns/node) | channel-load bound | zero-load (ns) |"
-    );
+    let _ = writeln!(md, "\n## Super-Star throughput against global routers (seed 001 Fig. 3.14)\n");
+    let _ = writeln!(md, "| global routers | saturation (pkt/ns/node) | channel-load bound | zero-load (ns) |");
     let _ = writeln!(md, "|---|---|---|---|");
     let mut gr = Vec::new();
     for g in [1usize, 2, 4, 8] {
-        let t = build(
-            "superstar",
-            &TopologyParams {
-                global_routers: Some(g),
-                ..Default::default()
-            },
-        )?;
+        let t = build("superstar", &TopologyParams { global_routers: Some(g), ..Default::default() })?;
         eprintln!("sweeping superstar GR{g} ...");
         let mut r = sweep(&t, &cfg, &[], points)?;
         r.topology = format!("superstar-GR{g}");
@@ -832,45 +716,22 @@ fn bench(a: BenchArgs) -> Result<()> {
         );
         gr.push(r);
     }
-    let grows = gr
-        .windows(2)
-        .all(|w| w[1].saturation_packets_per_ns_per_node > w[0].saturation_packets_per_ns_per_node);
-    let _ = writeln!(
-        md,
-        "\nThroughput grows with the number of global routers: {}\n",
-        check(grows)
-    );
+    let grows =
+        gr.windows(2).all(|w| w[1].saturation_packets_per_ns_per_node > w[0].saturation_packets_per_ns_per_node);
+    let _ = writeln!(md, "\nThroughput grows with the number of global routers: {}\n", check(grows));
 
     // 4. ExaNeSt latency model.
     let rows = exanest_rows()?;
-    let inter = rows
-        .iter()
-        .find(|r| r.path == "Inter-mezz(3,1,2)")
-        .map(|r| r.model_us)
-        .unwrap_or(0.0);
-    let _ = writeln!(
-        md,
-        "## ExaNeSt path latency model (seed 003 §6.1.1, Table 2)\n"
-    );
+    let inter = rows.iter().find(|r| r.path == "Inter-mezz(3,1,2)").map(|r| r.model_us).unwrap_or(0.0);
+    let _ = writeln!(md, "## ExaNeSt path latency model (seed 003 §6.1.1, Table 2)\n");
     let _ = writeln!(md, "Inter-mezz(3,1,2): model {inter:.3} us; seed's own prediction 2.615 us (ratio {:.4}): {}; measured 2.555 us.\n", inter / 2.615, check((inter - 2.615).abs() < 1e-9));
     md.push_str("```\n");
     let bc: Vec<(u32, (u32, u32, u32), f64)> = Vec::new();
-    md.push_str(
-        exanest_table(&rows, &bc)
-            .split("\nBroadcast")
-            .next()
-            .unwrap_or(""),
-    );
+    md.push_str(exanest_table(&rows, &bc).split("\nBroadcast").next().unwrap_or(""));
     md.push_str("```\n\n");
 
     // 5. Speed: 8x8 mesh at 0.3 flits/node/cycle, and sequential vs parallel sweep.
-    let mesh8 = build(
-        "mesh",
-        &TopologyParams {
-            tiles: 8,
-            ..Default::default()
-        },
-    )?;
+    let mesh8 = build("mesh", &TopologyParams { tiles: 8, ..Default::default() })?;
     let speed_cfg = SimConfig {
         injection: Injection::FlitsPerNodePerCycle(0.3),
         warmup_cycles: 2000,
@@ -883,10 +744,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     let cps = r.simulated_cycles as f64 / secs;
     let mesh24 = build("mesh", &TopologyParams::default())?;
     let t1 = Instant::now();
-    let seq = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()?
-        .install(|| sweep(&mesh24, &cfg, &[], 4))?;
+    let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, &cfg, &[], 4))?;
     let seq_s = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let par = sweep(&mesh24, &cfg, &[], 4)?;
@@ -894,46 +752,19 @@ fn bench(a: BenchArgs) -> Result<()> {
     let same = serde_json::to_string(&seq.curve)? == serde_json::to_string(&par.curve)?;
     let _ = writeln!(md, "## Simulator speed\n");
     let _ = writeln!(md, "| measurement | value |\n|---|---|");
-    let _ = writeln!(
-        md,
-        "| 8x8 mesh, 0.3 flits/node/cycle: simulated cycles | {} |",
-        r.simulated_cycles
-    );
+    let _ = writeln!(md, "| 8x8 mesh, 0.3 flits/node/cycle: simulated cycles | {} |", r.simulated_cycles);
     let _ = writeln!(md, "| wall time (s) | {secs:.3} |");
     let _ = writeln!(md, "| **simulated cycles per second** | {cps:.0} |");
-    let _ = writeln!(
-        md,
-        "| router-cycles per second | {:.0} |",
-        r.router_ticks as f64 / secs
-    );
-    let _ = writeln!(
-        md,
-        "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, s) | {seq_s:.2} |"
-    );
+    let _ = writeln!(md, "| router-cycles per second | {:.0} |", r.router_ticks as f64 / secs);
+    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, s) | {seq_s:.2} |");
     let _ = writeln!(md, "| same sweep on all cores (rayon, s) | {par_s:.2} |");
-    let _ = writeln!(
-        md,
-        "| speed-up (baseline / parallel) | {:.2} |",
-        seq_s / par_s
-    );
-    let _ = writeln!(
-        md,
-        "| parallel results identical to sequential | {} |",
-        check(same)
-    );
+    let _ = writeln!(md, "| speed-up (baseline / parallel) | {:.2} |", seq_s / par_s);
+    let _ = writeln!(md, "| parallel results identical to sequential | {} |", check(same));
 
     if let Some(dir) = &a.plot_dir {
         std::fs::create_dir_all(dir)?;
-        plot_curves(
-            &dir.join("netsim-uniform.png"),
-            "Uniform random traffic, 576 nodes",
-            &results,
-        )?;
-        plot_curves(
-            &dir.join("netsim-superstar-gr.png"),
-            "Super-Star with 1-8 global routers",
-            &gr,
-        )?;
+        plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
+        plot_curves(&dir.join("netsim-superstar-gr.png"), "Super-Star with 1-8 global routers", &gr)?;
         let _ = writeln!(
             md,
             "\nPlots: `{}`, `{}`.",
@@ -965,13 +796,9 @@ const END_MARK: &str = "<!-- END GENERATED -->";
 
 /// Replaces the text between the generated-block markers of `doc` with `md` (headings demoted).
 fn replace_generated(doc: &Path, md: &str) -> Result<()> {
-    let text =
-        std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+    let text = std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
     let (Some(b), Some(e)) = (text.find(BEGIN_MARK), text.find(END_MARK)) else {
-        bail!(
-            "{} has no `{BEGIN_MARK}` ... `{END_MARK}` block",
-            doc.display()
-        );
+        bail!("{} has no `{BEGIN_MARK}` ... `{END_MARK}` block", doc.display());
     };
     if e < b {
         bail!("{}: generated-block markers out of order", doc.display());
@@ -979,13 +806,7 @@ fn replace_generated(doc: &Path, md: &str) -> Result<()> {
     let body: String = md
         .lines()
         .skip_while(|l| l.starts_with("# ") || l.is_empty())
-        .map(|l| {
-            if l.starts_with('#') {
-                format!("#{l}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
+        .map(|l| if l.starts_with('#') { format!("#{l}\n") } else { format!("{l}\n") })
         .collect();
     let new = format!("{}{BEGIN_MARK}\n{body}{}", &text[..b], &text[e..]);
     std::fs::write(doc, new).with_context(|| format!("writing {}", doc.display()))

@@ -24,7 +24,9 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         let tenants: Vec<_> = s
             .tenants
             .iter()
-            .map(|t| serde_json::json!({"name": t.name, "used": t.used, "quota": t.quota, "allocations": t.allocations}))
+            .map(
+                |t| serde_json::json!({"name": t.name, "used": t.used, "quota": t.quota, "allocations": t.allocations}),
+            )
             .collect();
         let value = serde_json::json!({
             "server": s.server_name, "address": addr.to_string(),
@@ -43,8 +45,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     println!("server       {} at {addr}", s.server_name);
     println!("capacity     {}", format_size(s.capacity));
     println!("used         {} ({pct:.1}%) in {} allocations", format_size(s.used), s.allocations);
-    println!("clients      {} connected, {} lingering (lease), {} since start", s.clients, s.clients_lingering, s.clients_total);
-    println!("control      {} requests ({} refused), {} in, {} out", s.requests, s.request_errors, format_size(s.bytes_in), format_size(s.bytes_out));
+    println!(
+        "clients      {} connected, {} lingering (lease), {} since start",
+        s.clients, s.clients_lingering, s.clients_total
+    );
+    println!(
+        "control      {} requests ({} refused), {} in, {} out",
+        s.requests,
+        s.request_errors,
+        format_size(s.bytes_in),
+        format_size(s.bytes_out)
+    );
     println!("leases       {} allocations reclaimed", s.leases_reclaimed);
     let r = s.reported;
     println!(

@@ -184,7 +184,10 @@ fn status_reports_usage_clients_and_traffic() {
         let a = client.alloc(4096, &AllocOptions::default()).unwrap();
         client.put(&a, 0, &[1u8; 100]).unwrap();
         let s = client.status(0).unwrap();
-        assert_eq!((s.server_name.as_str(), s.capacity, s.used, s.allocations, s.clients), ("status-test", 8 << 20, 4096, 1, 1));
+        assert_eq!(
+            (s.server_name.as_str(), s.capacity, s.used, s.allocations, s.clients),
+            ("status-test", 8 << 20, 4096, 1, 1)
+        );
     }
     let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
     assert_eq!((s.used, s.allocations, s.clients), (0, 0, 0), "goodbye released everything");

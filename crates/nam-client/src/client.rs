@@ -3,9 +3,11 @@
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::link::{Link, ReplyQueue};
-use nam_proto::{Alloc, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED, AM_ID_REPLY};
+use crate::lock::{FastLock, Guard};
+use nam_proto::{
+    Alloc, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED, AM_ID_REPLY,
+};
 use nam_ucx::{AtomicOp, Context, Features, Posted, Worker};
-use parking_lot::{Mutex, MutexGuard};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,7 +145,7 @@ struct Inner {
 /// the data is visible at the server after [`Client::flush`] (or use [`Client::put_sync`]).
 /// [`Client::get`] returns with the data. Atomics return when done at the server.
 pub struct Client {
-    inner: Mutex<Inner>,
+    inner: FastLock<Inner>,
     config: ClientConfig,
 }
 
@@ -159,7 +161,9 @@ impl Client {
         let worker = Worker::new(&context).map_err(transport)?;
         let replies: ReplyQueue = Arc::default();
         let sink = replies.clone();
-        worker.set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec())).map_err(transport)?;
+        worker
+            .set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec()))
+            .map_err(transport)?;
         let mut inner = Inner {
             links: Vec::new(),
             replies,
@@ -179,12 +183,15 @@ impl Client {
             });
             let id = inner.request_id();
             match link.call(&inner.replies, id, &hello, "hello", config.connect_timeout)? {
-                Reply::Hello(h) => link.server_name = h.server_name,
+                Reply::Hello(h) => {
+                    link.server_name = h.server_name;
+                    link.open_data_plane(&h.worker_address)?;
+                }
                 other => return Err(unexpected(addr, "hello", other)),
             }
             inner.links.push(link);
         }
-        Ok(Client { inner: Mutex::new(inner), config })
+        Ok(Client { inner: FastLock::new(inner), config })
     }
 
     /// Connects with [`ClientConfig::from_env`].
@@ -202,7 +209,8 @@ impl Client {
         self.config.servers.len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    #[inline]
+    fn lock(&self) -> Guard<'_, Inner> {
         self.inner.lock()
     }
 
@@ -277,7 +285,7 @@ impl Client {
         let mut inner = self.lock();
         let link = &inner.links[allocation.server];
         // SAFETY: `data` is borrowed until the wait below returns.
-        let posted = unsafe { link.endpoint.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
+        let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
         inner.finish(allocation.server, posted, "put", self.config.timeout)?;
         inner.traffic.puts += 1;
         inner.traffic.bytes_put += data.len() as u64;
@@ -297,7 +305,7 @@ impl Client {
         let mut inner = self.lock();
         let link = &inner.links[allocation.server];
         // SAFETY: `buffer` is borrowed mutably until the wait below returns.
-        let posted = unsafe { link.endpoint.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+        let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
         inner.finish(allocation.server, posted, "get", self.config.timeout)?;
         inner.traffic.gets += 1;
         inner.traffic.bytes_got += buffer.len() as u64;
@@ -310,7 +318,7 @@ impl Client {
         let mut inner = self.lock();
         let link = &inner.links[allocation.server];
         // SAFETY: the returned Op borrows `data` and waits for completion before it is dropped.
-        let posted = unsafe { link.endpoint.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
+        let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
         let op = inner.op(self, allocation.server, posted, "put")?;
         inner.traffic.puts += 1;
         inner.traffic.bytes_put += data.len() as u64;
@@ -323,7 +331,7 @@ impl Client {
         let mut inner = self.lock();
         let link = &inner.links[allocation.server];
         // SAFETY: the returned Op borrows `buffer` and waits for completion before it is dropped.
-        let posted = unsafe { link.endpoint.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+        let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
         let op = inner.op(self, allocation.server, posted, "get")?;
         inner.traffic.gets += 1;
         inner.traffic.bytes_got += buffer.len() as u64;
@@ -351,7 +359,12 @@ impl Client {
     pub fn flush_server(&self, server: usize) -> Result<()> {
         let inner = self.lock();
         let link = inner.links.get(server).ok_or(Error::InvalidArgument("server index out of range"))?;
-        link.endpoint.flush(self.config.timeout).map_err(|source| Error::Transport { addr: link.addr, what: "flush", source })
+        let posted = link.data("flush")?.flush_nbx().map_err(|source| Error::Transport {
+            addr: link.addr,
+            what: "flush",
+            source,
+        })?;
+        link.wait(posted, self.config.timeout, "flush")
     }
 
     /// Orders operations: everything issued before completes at its target before anything
@@ -365,10 +378,15 @@ impl Client {
         let target = allocation.word(offset)?;
         let mut inner = self.lock();
         let link = &inner.links[allocation.server];
-        let result = link
-            .endpoint
-            .atomic_fetch(op, value, compare, target, link.rkey(), self.config.timeout)
+        let (operand, mut reply) = match op {
+            AtomicOp::CompareSwap => (compare, value),
+            _ => (value, 0),
+        };
+        // SAFETY: operand and reply live on this frame until the wait returns.
+        let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, &mut reply, target, link.rkey()) }
             .map_err(|source| Error::Transport { addr: link.addr, what: "atomic", source })?;
+        link.wait(posted, self.config.timeout, "atomic")?;
+        let result = reply;
         inner.traffic.atomics += 1;
         Ok(result)
     }
@@ -414,7 +432,7 @@ impl Client {
         let mut inner = self.lock();
         let timeout = self.config.timeout;
         let link = &inner.links[allocation.server];
-        let (addr, ep) = (link.addr, &link.endpoint);
+        let (addr, ep) = (link.addr, link.data("put_signal")?);
         let transport = |what| move |source| Error::Transport { addr, what, source };
         // SAFETY: `data` is borrowed until the put is waited for below.
         let put = unsafe { ep.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) }.map_err(transport("put"))?;
@@ -426,8 +444,8 @@ impl Client {
         };
         // SAFETY: `value` and `old` live on this frame until the waits below return.
         let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey()) };
-        let put_result = ep.wait(put, timeout).map_err(transport("put"));
-        let signal_result = signal_op.and_then(|p| ep.wait(p, timeout)).map_err(transport("signal"));
+        let put_result = link.wait(put, timeout, "put");
+        let signal_result = signal_op.map_err(transport("signal")).and_then(|p| link.wait(p, timeout, "signal"));
         put_result?;
         signal_result?;
         inner.traffic.puts += 1;
@@ -532,14 +550,19 @@ impl Inner {
         timeout: Duration,
     ) -> Result<()> {
         let link = &self.links[server];
-        let transport = |source| Error::Transport { addr: link.addr, what, source };
-        match posted.map_err(transport)? {
+        match posted.map_err(|source| Error::Transport { addr: link.addr, what, source })? {
             Posted::Done => Ok(()),
-            posted => link.endpoint.wait(posted, timeout).map_err(transport),
+            posted => link.wait(posted, timeout, what),
         }
     }
 
-    fn op<'a>(&self, client: &'a Client, server: usize, posted: nam_ucx::Result<Posted>, what: &'static str) -> Result<Op<'a>> {
+    fn op<'a>(
+        &self,
+        client: &'a Client,
+        server: usize,
+        posted: nam_ucx::Result<Posted>,
+        what: &'static str,
+    ) -> Result<Op<'a>> {
         let addr = self.links[server].addr;
         let request = match posted.map_err(|source| Error::Transport { addr, what, source })? {
             Posted::Done => None,
@@ -588,10 +611,7 @@ impl Op<'_> {
     fn complete(&mut self) -> Result<()> {
         let Some(request) = self.request.take() else { return Ok(()) };
         let inner = self.client.lock();
-        let link = &inner.links[self.server];
-        link.endpoint
-            .wait(Posted::InFlight(request), self.client.config.timeout)
-            .map_err(|source| Error::Transport { addr: link.addr, what: self.what, source })
+        inner.links[self.server].wait(Posted::InFlight(request), self.client.config.timeout, self.what)
     }
 }
 

@@ -32,6 +32,7 @@ mod client;
 pub mod config;
 mod error;
 mod link;
+mod lock;
 
 pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, SignalOp};
 pub use config::ClientConfig;

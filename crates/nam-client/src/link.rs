@@ -11,18 +11,52 @@ use std::time::{Duration, Instant};
 /// Replies received by the worker's handler, waiting to be matched to their request.
 pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 
+/// Two endpoints to one server. The *control* endpoint is a sockaddr connection with peer
+/// failure detection; it carries requests and replies. The *data* endpoint is opened to
+/// the server worker's address without failure detection, so that UCX may choose shared
+/// memory (UCX 1.13's shared-memory transports cannot do peer error handling); data
+/// operations check the control endpoint first and watch it while they wait.
 pub(crate) struct Link {
     pub(crate) addr: SocketAddr,
-    pub(crate) endpoint: Endpoint,
+    pub(crate) control: Endpoint,
+    data: Option<Endpoint>,
     /// The packed bytes and unpacked key of the server's pool, cached after the first grant.
-    pub(crate) rkey: Option<(Vec<u8>, RemoteKey)>,
+    rkey: Option<(Vec<u8>, RemoteKey)>,
     pub(crate) server_name: String,
 }
 
 impl Link {
     pub(crate) fn connect(worker: &Worker, addr: SocketAddr) -> Result<Link> {
-        let endpoint = Endpoint::connect(worker, addr).map_err(|source| Error::Connect { addr, source })?;
-        Ok(Link { addr, endpoint, rkey: None, server_name: String::new() })
+        let control = Endpoint::connect(worker, addr).map_err(|source| Error::Connect { addr, source })?;
+        Ok(Link { addr, control, data: None, rkey: None, server_name: String::new() })
+    }
+
+    /// Opens the data endpoint to the server worker's address (from its Hello reply).
+    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8]) -> Result<()> {
+        let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, false)
+            .map_err(|source| Error::Connect { addr: self.addr, source })?;
+        self.data = Some(data);
+        Ok(())
+    }
+
+    /// The data endpoint, if the server is still alive as far as the control endpoint knows.
+    #[inline]
+    pub(crate) fn data(&self, what: &'static str) -> Result<&Endpoint> {
+        if let Some(source) = self.control.failure() {
+            return Err(Error::Transport { addr: self.addr, what, source });
+        }
+        Ok(self.data.as_ref().expect("the data plane opens during connect"))
+    }
+
+    /// Waits for a data operation, giving up early if the control endpoint fails.
+    #[inline]
+    pub(crate) fn wait(&self, posted: nam_ucx::Posted, timeout: Duration, what: &'static str) -> Result<()> {
+        let data = self.data.as_ref().expect("the data plane opens during connect");
+        data.wait_watching(posted, timeout, &self.control).map_err(|source| Error::Transport {
+            addr: self.addr,
+            what,
+            source,
+        })
     }
 
     /// Sends `request` and waits for its reply. A refusal becomes [`Error::Refused`].
@@ -39,13 +73,13 @@ impl Link {
         // reply to a call that already timed out.
         replies.lock().clear();
         let bytes = request.encode(request_id);
-        self.endpoint.am_send(AM_ID_REQUEST, &bytes, timeout).map_err(|source| match source {
+        self.control.am_send(AM_ID_REQUEST, &bytes, timeout).map_err(|source| match source {
             nam_ucx::Error::PeerFailed { .. } => Error::Connect { addr, source },
             source => Error::Transport { addr, what, source },
         })?;
         let deadline = Instant::now() + timeout;
         loop {
-            self.endpoint.worker().progress();
+            self.control.worker().progress();
             if let Some(bytes) = take_reply(replies, request_id) {
                 let (_, _, reply) = Reply::decode(&bytes).map_err(|source| Error::Protocol { addr, source })?;
                 return match reply {
@@ -53,7 +87,7 @@ impl Link {
                     reply => Ok(reply),
                 };
             }
-            if let Some(source) = self.endpoint.failure() {
+            if let Some(source) = self.control.failure() {
                 return Err(Error::Transport { addr, what, source });
             }
             if Instant::now() >= deadline {
@@ -67,10 +101,11 @@ impl Link {
         if self.rkey.as_ref().is_some_and(|(bytes, _)| bytes == packed) {
             return Ok(());
         }
-        let key = self
-            .endpoint
-            .unpack_rkey(packed)
-            .map_err(|source| Error::Transport { addr: self.addr, what: "unpack remote key", source })?;
+        let key = self.data("unpack remote key")?.unpack_rkey(packed).map_err(|source| Error::Transport {
+            addr: self.addr,
+            what: "unpack remote key",
+            source,
+        })?;
         self.rkey = Some((packed.to_vec(), key));
         Ok(())
     }
@@ -83,6 +118,7 @@ impl Link {
 
 fn take_reply(replies: &ReplyQueue, request_id: u64) -> Option<Vec<u8>> {
     let mut queue = replies.lock();
-    let position = queue.iter().position(|bytes| matches!(decode_header(bytes), Ok((h, _)) if h.request_id == request_id))?;
+    let position =
+        queue.iter().position(|bytes| matches!(decode_header(bytes), Ok((h, _)) if h.request_id == request_id))?;
     Some(queue.swap_remove(position))
 }

@@ -11,9 +11,7 @@ pub struct Writer {
 impl Writer {
     /// A writer with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Writer {
-        Writer {
-            buf: Vec::with_capacity(capacity),
-        }
+        Writer { buf: Vec::with_capacity(capacity) }
     }
     /// Appends a `u16`.
     pub fn u16(&mut self, v: u16) {
@@ -70,11 +68,7 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
         let have = self.buf.len() - self.pos;
         if n > have {
-            return Err(DecodeError::Truncated {
-                field,
-                need: n,
-                have,
-            });
+            return Err(DecodeError::Truncated { field, need: n, have });
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;

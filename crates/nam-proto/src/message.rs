@@ -99,6 +99,8 @@ pub struct HelloReply {
     pub capacity: u64,
     /// The server's name.
     pub server_name: String,
+    /// The server's UCX worker address, for the data-plane endpoint.
+    pub worker_address: Vec<u8>,
 }
 
 /// Where an allocation lives and how to reach it.
@@ -209,11 +211,7 @@ fn finish_message(mut w: Writer) -> Vec<u8> {
 /// Reads and checks the header; returns it and the body.
 pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     if bytes.len() > MESSAGE_LEN_MAX {
-        return Err(DecodeError::TooLong {
-            field: "message",
-            len: bytes.len(),
-            max: MESSAGE_LEN_MAX,
-        });
+        return Err(DecodeError::TooLong { field: "message", len: bytes.len(), max: MESSAGE_LEN_MAX });
     }
     let mut r = Reader::new(bytes);
     let magic = r.u32("magic")?;
@@ -222,10 +220,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     }
     let version = r.u16("version")?;
     if version != PROTOCOL_VERSION {
-        return Err(DecodeError::Version {
-            found: version,
-            expected: PROTOCOL_VERSION,
-        });
+        return Err(DecodeError::Version { found: version, expected: PROTOCOL_VERSION });
     }
     let kind = r.u16("kind")?;
     let request_id = r.u64("request_id")?;
@@ -233,10 +228,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     let _reserved = r.u32("reserved")?;
     let body = &bytes[HEADER_LEN..];
     if body.len() != body_len {
-        return Err(DecodeError::LengthMismatch {
-            declared: body_len,
-            actual: body.len(),
-        });
+        return Err(DecodeError::LengthMismatch { declared: body_len, actual: body.len() });
     }
     Ok((Header { kind, request_id }, body))
 }
@@ -296,12 +288,8 @@ impl Request {
                 flags: r.u32("flags")?,
                 name: r.str16("name", NAME_LEN_MAX)?,
             }),
-            3 => Request::Open {
-                name: r.str16("name", NAME_LEN_MAX)?,
-            },
-            4 => Request::Free {
-                handle: r.u64("handle")?,
-            },
+            3 => Request::Open { name: r.str16("name", NAME_LEN_MAX)? },
+            4 => Request::Free { handle: r.u64("handle")? },
             5 => Request::Status,
             6 => Request::Goodbye(read_traffic(&mut r)?),
             kind => return Err(DecodeError::UnknownKind { kind }),
@@ -368,10 +356,7 @@ impl Reply {
         let code = r.u16("status")?;
         let status = Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?;
         let reply = if status != Status::Ok {
-            Reply::Error {
-                status,
-                message: r.str16("message", ERROR_TEXT_LEN_MAX)?,
-            }
+            Reply::Error { status, message: r.str16("message", ERROR_TEXT_LEN_MAX)? }
         } else {
             decode_ok_body(kind, &mut r)?
         };
@@ -387,6 +372,7 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
             w.u64(h.lease_ms);
             w.u64(h.capacity);
             w.str16(truncate_utf8(&h.server_name, SERVER_NAME_LEN_MAX));
+            w.bytes32(&h.worker_address);
         }
         Reply::Alloc(a) => {
             w.u64(a.handle);
@@ -432,6 +418,7 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             lease_ms: r.u64("lease_ms")?,
             capacity: r.u64("capacity")?,
             server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?,
+            worker_address: r.bytes32("worker_address", WORKER_ADDRESS_LEN_MAX)?,
         }),
         2 | 3 => Reply::Alloc(AllocReply {
             handle: r.u64("handle")?,
@@ -447,10 +434,7 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
 }
 
 fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
-    let mut s = StatusReply {
-        server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?,
-        ..Default::default()
-    };
+    let mut s = StatusReply { server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?, ..Default::default() };
     s.capacity = r.u64("capacity")?;
     s.used = r.u64("used")?;
     s.allocations = r.u64("allocations")?;
@@ -465,11 +449,7 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
     s.reported = read_traffic(r)?;
     let count = r.u32("tenant_count")? as usize;
     if count > TENANTS_MAX {
-        return Err(DecodeError::TooLong {
-            field: "tenants",
-            len: count,
-            max: TENANTS_MAX,
-        });
+        return Err(DecodeError::TooLong { field: "tenants", len: count, max: TENANTS_MAX });
     }
     for _ in 0..count {
         s.tenants.push(TenantUsage {

@@ -13,14 +13,9 @@ pub struct SizeError {
 /// Parses a byte count with an optional binary suffix (`B`, `KiB`, `MiB`, `GiB`, `TiB`;
 /// `K`, `M`, `G`, `T` and `KB`.. are read as binary too).
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
-    let err = |reason| SizeError {
-        input: input.to_string(),
-        reason,
-    };
+    let err = |reason| SizeError { input: input.to_string(), reason };
     let text = input.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     if number.is_empty() {
         return Err(err("no number"));
@@ -80,13 +75,7 @@ mod tests {
     fn refuses_garbage() {
         assert_eq!(parse_size("lots").unwrap_err().reason, "no number");
         assert_eq!(parse_size("12 parsecs").unwrap_err().reason, "unknown unit");
-        assert_eq!(
-            parse_size("99999999999999999999T").unwrap_err().reason,
-            "too large"
-        );
-        assert_eq!(
-            parse_size("0.3B").unwrap_err().reason,
-            "not a whole number of bytes"
-        );
+        assert_eq!(parse_size("99999999999999999999T").unwrap_err().reason, "too large");
+        assert_eq!(parse_size("0.3B").unwrap_err().reason, "not a whole number of bytes");
     }
 }

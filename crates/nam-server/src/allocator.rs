@@ -20,11 +20,7 @@ impl RangeAllocator {
         if capacity > 0 {
             free.insert(0, capacity);
         }
-        RangeAllocator {
-            capacity,
-            free,
-            free_bytes: capacity,
-        }
+        RangeAllocator { capacity, free, free_bytes: capacity }
     }
 
     /// Total bytes managed.
@@ -83,10 +79,7 @@ impl RangeAllocator {
 
     /// Returns a range obtained from [`RangeAllocator::allocate`] or `reserve`.
     pub fn release(&mut self, offset: u64, size: u64) {
-        assert!(
-            size > 0 && offset + size <= self.capacity,
-            "release out of range"
-        );
+        assert!(size > 0 && offset + size <= self.capacity, "release out of range");
         let mut start = offset;
         let mut len = size;
         if let Some((&prev, &prev_len)) = self.free.range(..offset).next_back() {

@@ -120,38 +120,26 @@ impl ServerConfig {
             backing: None,
             lease: DEFAULT_LEASE,
             idle_spin: DEFAULT_IDLE_SPIN,
-            tenants: vec![TenantConfig {
-                name: DEFAULT_TENANT.into(),
-                token: String::new(),
-                quota_bytes: u64::MAX,
-            }],
+            tenants: vec![TenantConfig { name: DEFAULT_TENANT.into(), token: String::new(), quota_bytes: u64::MAX }],
         }
     }
 
     /// Reads a TOML file on top of the defaults.
     pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Self::from_toml(&text, path)
     }
 
     /// Parses TOML text (`origin` names it in errors).
     pub fn from_toml(text: &str, origin: &Path) -> Result<ServerConfig, ConfigError> {
-        let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.into(),
-            message: e.to_string(),
-        })?;
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: origin.into(), message: e.to_string() })?;
         let listen = match &file.listen {
             Some(l) => parse_listen(l)?,
             None => SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
         };
         let capacity = match &file.capacity {
-            Some(c) => parse_size(c).map_err(|source| ConfigError::Size {
-                field: "capacity".into(),
-                source,
-            })?,
+            Some(c) => parse_size(c).map_err(|source| ConfigError::Size { field: "capacity".into(), source })?,
             None => 1 << 30,
         };
         let mut config = ServerConfig::new(listen, capacity);
@@ -174,10 +162,7 @@ impl ServerConfig {
     /// Checks the values that flags may have changed.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.capacity_bytes == 0 {
-            return Err(ConfigError::Invalid {
-                field: "capacity".into(),
-                message: "must be at least 1 byte".into(),
-            });
+            return Err(ConfigError::Invalid { field: "capacity".into(), message: "must be at least 1 byte".into() });
         }
         Ok(())
     }
@@ -186,13 +171,8 @@ impl ServerConfig {
 /// Parses `HOST:PORT` (a name such as `localhost` is resolved).
 pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
     use std::net::ToSocketAddrs;
-    let invalid = |message: String| ConfigError::Invalid {
-        field: "listen".into(),
-        message,
-    };
-    let mut addrs = text
-        .to_socket_addrs()
-        .map_err(|e| invalid(format!("{text:?} is not HOST:PORT ({e})")))?;
+    let invalid = |message: String| ConfigError::Invalid { field: "listen".into(), message };
+    let mut addrs = text.to_socket_addrs().map_err(|e| invalid(format!("{text:?} is not HOST:PORT ({e})")))?;
     addrs
         .find(|a| a.is_ipv4())
         .or_else(|| text.to_socket_addrs().ok()?.next())
@@ -201,10 +181,7 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
 
 fn tenants_from_file(entries: Vec<FileTenant>) -> Result<Vec<TenantConfig>, ConfigError> {
     if entries.len() > TENANTS_MAX {
-        return Err(ConfigError::Invalid {
-            field: "tenant".into(),
-            message: format!("at most {TENANTS_MAX} tenants"),
-        });
+        return Err(ConfigError::Invalid { field: "tenant".into(), message: format!("at most {TENANTS_MAX} tenants") });
     }
     let mut tenants: Vec<TenantConfig> = Vec::new();
     for t in entries {
@@ -216,29 +193,16 @@ fn tenants_from_file(entries: Vec<FileTenant>) -> Result<Vec<TenantConfig>, Conf
             });
         }
         if t.token.len() > TOKEN_LEN_MAX {
-            return Err(ConfigError::Invalid {
-                field,
-                message: format!("token longer than {TOKEN_LEN_MAX} bytes"),
-            });
+            return Err(ConfigError::Invalid { field, message: format!("token longer than {TOKEN_LEN_MAX} bytes") });
         }
         if tenants.iter().any(|x| x.name == t.name) {
-            return Err(ConfigError::Invalid {
-                field,
-                message: "declared twice".into(),
-            });
+            return Err(ConfigError::Invalid { field, message: "declared twice".into() });
         }
         let quota_bytes = match &t.quota {
-            Some(q) => parse_size(q).map_err(|source| ConfigError::Size {
-                field: format!("{field}.quota"),
-                source,
-            })?,
+            Some(q) => parse_size(q).map_err(|source| ConfigError::Size { field: format!("{field}.quota"), source })?,
             None => u64::MAX,
         };
-        tenants.push(TenantConfig {
-            name: t.name,
-            token: t.token,
-            quota_bytes,
-        });
+        tenants.push(TenantConfig { name: t.name, token: t.token, quota_bytes });
     }
     Ok(tenants)
 }
@@ -275,28 +239,17 @@ mod tests {
         let c = ServerConfig::from_toml(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.capacity_bytes, 64 << 20);
         assert_eq!(c.lease, Duration::from_millis(250));
-        assert_eq!(
-            c.tenants,
-            vec![TenantConfig {
-                name: "a".into(),
-                token: "x".into(),
-                quota_bytes: 1 << 20
-            }]
-        );
+        assert_eq!(c.tenants, vec![TenantConfig { name: "a".into(), token: "x".into(), quota_bytes: 1 << 20 }]);
     }
 
     #[test]
     fn names_the_bad_field() {
         let e = ServerConfig::from_toml("capcity = \"1GiB\"", Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().contains("capcity"), "{e}");
-        let e =
-            ServerConfig::from_toml("capacity = \"1 parsec\"", Path::new("t.toml")).unwrap_err();
+        let e = ServerConfig::from_toml("capacity = \"1 parsec\"", Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().contains("capacity"), "{e}");
-        let e = ServerConfig::from_toml(
-            "[[tenant]]\nname=\"a\"\n[[tenant]]\nname=\"a\"",
-            Path::new("t.toml"),
-        )
-        .unwrap_err();
+        let e =
+            ServerConfig::from_toml("[[tenant]]\nname=\"a\"\n[[tenant]]\nname=\"a\"", Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().contains("declared twice"), "{e}");
     }
 }

@@ -8,9 +8,7 @@
 use crate::allocator::RangeAllocator;
 use nam_proto::limits::{ALIGN_MAX, ALIGN_MIN, ALLOC_SIZE_MAX, HANDLES_PER_CLIENT_MAX};
 use nam_proto::size::format_size;
-use nam_proto::{
-    Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED,
-};
+use nam_proto::{Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -25,10 +23,7 @@ pub struct Refusal {
 }
 
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal {
-        status,
-        message: message.into(),
-    })
+    Err(Refusal { status, message: message.into() })
 }
 
 /// A tenant as configured: who may connect and how much they may allocate.
@@ -116,12 +111,8 @@ impl Manager {
         let tenants = tenants
             .iter()
             .map(|t| {
-                let tenant = Tenant {
-                    token: t.token.clone(),
-                    quota_bytes: t.quota_bytes,
-                    used_bytes: 0,
-                    allocations: 0,
-                };
+                let tenant =
+                    Tenant { token: t.token.clone(), quota_bytes: t.quota_bytes, used_bytes: 0, allocations: 0 };
                 (t.name.clone(), tenant)
             })
             .collect();
@@ -143,10 +134,7 @@ impl Manager {
             return refuse(Status::AuthFailed, format!("unknown tenant {tenant:?}"));
         };
         if !constant_time_eq(t.token.as_bytes(), token.as_bytes()) {
-            return refuse(
-                Status::AuthFailed,
-                format!("wrong token for tenant {tenant:?}"),
-            );
+            return refuse(Status::AuthFailed, format!("wrong token for tenant {tenant:?}"));
         }
         self.client_tenant.insert(client, tenant.to_string());
         self.client_handles.entry(client).or_default();
@@ -156,10 +144,7 @@ impl Manager {
     fn tenant_of(&self, client: u64) -> Result<String, Refusal> {
         match self.client_tenant.get(&client) {
             Some(t) => Ok(t.clone()),
-            None => refuse(
-                Status::NotConnected,
-                "send Hello with a valid tenant token first",
-            ),
+            None => refuse(Status::NotConnected, "send Hello with a valid tenant token first"),
         }
     }
 
@@ -177,15 +162,9 @@ impl Manager {
             }
         }
         if self.client_handles[&client].len() >= HANDLES_PER_CLIENT_MAX {
-            return refuse(
-                Status::TooMany,
-                format!("client holds {HANDLES_PER_CLIENT_MAX} allocations, the limit"),
-            );
+            return refuse(Status::TooMany, format!("client holds {HANDLES_PER_CLIENT_MAX} allocations, the limit"));
         }
-        let tenant = self
-            .tenants
-            .get_mut(&tenant_name)
-            .expect("authenticated tenant exists");
+        let tenant = self.tenants.get_mut(&tenant_name).expect("authenticated tenant exists");
         if tenant.used_bytes + request.size > tenant.quota_bytes {
             return refuse(
                 Status::QuotaExceeded,
@@ -225,17 +204,8 @@ impl Manager {
         }
         self.manifest_dirty |= record.flags & ALLOC_FLAG_PERSISTENT != 0;
         let grant = grant_of(&record);
-        self.allocations.insert(
-            handle,
-            Allocation {
-                record,
-                holders: BTreeSet::from([client]),
-            },
-        );
-        self.client_handles
-            .get_mut(&client)
-            .expect("attached")
-            .insert(handle);
+        self.allocations.insert(handle, Allocation { record, holders: BTreeSet::from([client]) });
+        self.client_handles.get_mut(&client).expect("attached").insert(handle);
         Ok(grant)
     }
 
@@ -243,28 +213,15 @@ impl Manager {
     pub fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
         let Some(&handle) = self.names.get(&(tenant.clone(), name.to_string())) else {
-            return refuse(
-                Status::NameNotFound,
-                format!("tenant {tenant:?} has no allocation named {name:?}"),
-            );
+            return refuse(Status::NameNotFound, format!("tenant {tenant:?} has no allocation named {name:?}"));
         };
-        let allocation = self
-            .allocations
-            .get_mut(&handle)
-            .expect("named allocation exists");
-        if allocation.record.flags & ALLOC_FLAG_SHARED == 0 && !allocation.holders.contains(&client)
-        {
-            return refuse(
-                Status::NotShared,
-                format!("allocation {name:?} is exclusive to its creator"),
-            );
+        let allocation = self.allocations.get_mut(&handle).expect("named allocation exists");
+        if allocation.record.flags & ALLOC_FLAG_SHARED == 0 && !allocation.holders.contains(&client) {
+            return refuse(Status::NotShared, format!("allocation {name:?} is exclusive to its creator"));
         }
         allocation.holders.insert(client);
         let grant = grant_of(&allocation.record);
-        self.client_handles
-            .get_mut(&client)
-            .expect("attached")
-            .insert(handle);
+        self.client_handles.get_mut(&client).expect("attached").insert(handle);
         Ok(grant)
     }
 
@@ -272,30 +229,15 @@ impl Manager {
     /// it (an explicit free releases persistent allocations too).
     pub fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
         self.tenant_of(client)?;
-        let held = self
-            .client_handles
-            .get_mut(&client)
-            .is_some_and(|h| h.remove(&handle));
+        let held = self.client_handles.get_mut(&client).is_some_and(|h| h.remove(&handle));
         if !held {
-            return if self.allocations.contains_key(&handle)
-                || handle >= self.next_handle
-                || handle == 0
-            {
-                refuse(
-                    Status::UnknownHandle,
-                    format!("handle {handle} is not held by this client"),
-                )
+            return if self.allocations.contains_key(&handle) || handle >= self.next_handle || handle == 0 {
+                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
             } else {
-                refuse(
-                    Status::FreedHandle,
-                    format!("handle {handle} was already freed"),
-                )
+                refuse(Status::FreedHandle, format!("handle {handle} was already freed"))
             };
         }
-        let allocation = self
-            .allocations
-            .get_mut(&handle)
-            .expect("held handle exists");
+        let allocation = self.allocations.get_mut(&handle).expect("held handle exists");
         allocation.holders.remove(&client);
         if allocation.holders.is_empty() {
             self.destroy(handle);
@@ -310,13 +252,9 @@ impl Manager {
         let handles = self.client_handles.remove(&client).unwrap_or_default();
         let mut destroyed = 0;
         for handle in handles {
-            let allocation = self
-                .allocations
-                .get_mut(&handle)
-                .expect("held handle exists");
+            let allocation = self.allocations.get_mut(&handle).expect("held handle exists");
             allocation.holders.remove(&client);
-            if allocation.holders.is_empty() && allocation.record.flags & ALLOC_FLAG_PERSISTENT == 0
-            {
+            if allocation.holders.is_empty() && allocation.record.flags & ALLOC_FLAG_PERSISTENT == 0 {
                 self.destroy(handle);
                 destroyed += 1;
             }
@@ -325,10 +263,7 @@ impl Manager {
     }
 
     fn destroy(&mut self, handle: u64) {
-        let allocation = self
-            .allocations
-            .remove(&handle)
-            .expect("destroy of a live handle");
+        let allocation = self.allocations.remove(&handle).expect("destroy of a live handle");
         let r = allocation.record;
         self.ranges.release(r.offset, r.size);
         if let Some(name) = r.name {
@@ -381,11 +316,7 @@ impl Manager {
             .map(|a| a.record.clone())
             .collect();
         allocations.sort_by_key(|r| r.handle);
-        Manifest {
-            capacity: self.ranges.capacity(),
-            next_handle: self.next_handle,
-            allocations,
-        }
+        Manifest { capacity: self.ranges.capacity(), next_handle: self.next_handle, allocations }
     }
 
     /// Restores the persistent allocations of a manifest (at start-up, before any client).
@@ -403,25 +334,14 @@ impl Manager {
                     r.handle,
                     r.tenant
                 );
-                Tenant {
-                    token: String::new(),
-                    quota_bytes: 0,
-                    used_bytes: 0,
-                    allocations: 0,
-                }
+                Tenant { token: String::new(), quota_bytes: 0, used_bytes: 0, allocations: 0 }
             });
             tenant.used_bytes += r.size;
             tenant.allocations += 1;
             if let Some(n) = &r.name {
                 self.names.insert((r.tenant.clone(), n.clone()), r.handle);
             }
-            self.allocations.insert(
-                r.handle,
-                Allocation {
-                    record: r.clone(),
-                    holders: BTreeSet::new(),
-                },
-            );
+            self.allocations.insert(r.handle, Allocation { record: r.clone(), holders: BTreeSet::new() });
         }
         self.next_handle = self.next_handle.max(manifest.next_handle);
         Ok(())
@@ -429,63 +349,35 @@ impl Manager {
 }
 
 fn grant_of(r: &AllocationRecord) -> Grant {
-    Grant {
-        handle: r.handle,
-        offset: r.offset,
-        size: r.size,
-        flags: r.flags,
-    }
+    Grant { handle: r.handle, offset: r.offset, size: r.size, flags: r.flags }
 }
 
 /// Checks an allocation request's fields; returns the effective alignment.
 fn validate_alloc(request: &Alloc) -> Result<u64, Refusal> {
     if request.size == 0 {
-        return refuse(
-            Status::InvalidArgument,
-            "allocation size must be at least 1 byte",
-        );
+        return refuse(Status::InvalidArgument, "allocation size must be at least 1 byte");
     }
     if request.size > ALLOC_SIZE_MAX {
         return refuse(
             Status::TooLarge,
-            format!(
-                "allocation of {} exceeds the {} limit",
-                request.size,
-                format_size(ALLOC_SIZE_MAX)
-            ),
+            format!("allocation of {} exceeds the {} limit", request.size, format_size(ALLOC_SIZE_MAX)),
         );
     }
     if request.flags & !ALLOC_FLAGS_KNOWN != 0 {
         return refuse(
             Status::InvalidArgument,
-            format!(
-                "unknown allocation flags 0x{:x}",
-                request.flags & !ALLOC_FLAGS_KNOWN
-            ),
+            format!("unknown allocation flags 0x{:x}", request.flags & !ALLOC_FLAGS_KNOWN),
         );
     }
     if request.flags & ALLOC_FLAG_PERSISTENT != 0 && request.name.is_empty() {
-        return refuse(
-            Status::InvalidArgument,
-            "a persistent allocation needs a name, or nobody could find it again",
-        );
+        return refuse(Status::InvalidArgument, "a persistent allocation needs a name, or nobody could find it again");
     }
-    let align = if request.align == 0 {
-        ALIGN_MIN
-    } else {
-        request.align
-    };
+    let align = if request.align == 0 { ALIGN_MIN } else { request.align };
     if !align.is_power_of_two() {
-        return refuse(
-            Status::InvalidArgument,
-            format!("alignment {align} is not a power of two"),
-        );
+        return refuse(Status::InvalidArgument, format!("alignment {align} is not a power of two"));
     }
     if align > ALIGN_MAX {
-        return refuse(
-            Status::TooLarge,
-            format!("alignment {align} exceeds the limit {ALIGN_MAX}"),
-        );
+        return refuse(Status::TooLarge, format!("alignment {align} exceeds the limit {ALIGN_MAX}"));
     }
     Ok(align.max(ALIGN_MIN))
 }
@@ -500,16 +392,8 @@ mod tests {
 
     fn manager() -> Manager {
         let tenants = [
-            TenantConfig {
-                name: "a".into(),
-                token: "ta".into(),
-                quota_bytes: 1 << 20,
-            },
-            TenantConfig {
-                name: "b".into(),
-                token: "tb".into(),
-                quota_bytes: 1 << 20,
-            },
+            TenantConfig { name: "a".into(), token: "ta".into(), quota_bytes: 1 << 20 },
+            TenantConfig { name: "b".into(), token: "tb".into(), quota_bytes: 1 << 20 },
         ];
         let mut m = Manager::new(4 << 20, &tenants);
         m.authenticate(1, "a", "ta").unwrap();
@@ -519,29 +403,15 @@ mod tests {
     }
 
     fn req(size: u64, flags: u32, name: &str) -> Alloc {
-        Alloc {
-            size,
-            align: 0,
-            flags,
-            name: name.into(),
-        }
+        Alloc { size, align: 0, flags, name: name.into() }
     }
 
     #[test]
     fn auth_rejects_wrong_token_and_unknown_tenant() {
         let mut m = manager();
-        assert_eq!(
-            m.authenticate(9, "a", "tb").unwrap_err().status,
-            Status::AuthFailed
-        );
-        assert_eq!(
-            m.authenticate(9, "zz", "").unwrap_err().status,
-            Status::AuthFailed
-        );
-        assert_eq!(
-            m.allocate(9, &req(64, 0, "")).unwrap_err().status,
-            Status::NotConnected
-        );
+        assert_eq!(m.authenticate(9, "a", "tb").unwrap_err().status, Status::AuthFailed);
+        assert_eq!(m.authenticate(9, "zz", "").unwrap_err().status, Status::AuthFailed);
+        assert_eq!(m.allocate(9, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
     }
 
     #[test]
@@ -563,89 +433,41 @@ mod tests {
         let mut m = manager();
         let g = m.allocate(1, &req(64, 0, "mine")).unwrap();
         assert_eq!(m.open(2, "mine").unwrap_err().status, Status::NotShared);
-        assert_eq!(
-            m.free(3, g.handle).unwrap_err().status,
-            Status::UnknownHandle
-        );
-        assert_eq!(
-            m.allocate(2, &req(64, 0, "mine")).unwrap_err().status,
-            Status::NameExists
-        );
+        assert_eq!(m.free(3, g.handle).unwrap_err().status, Status::UnknownHandle);
+        assert_eq!(m.allocate(2, &req(64, 0, "mine")).unwrap_err().status, Status::NameExists);
     }
 
     #[test]
     fn bad_requests_and_limits() {
         let mut m = manager();
-        assert_eq!(
-            m.allocate(1, &req(0, 0, "")).unwrap_err().status,
-            Status::InvalidArgument
-        );
-        assert_eq!(
-            m.allocate(1, &req(ALLOC_SIZE_MAX + 1, 0, ""))
-                .unwrap_err()
-                .status,
-            Status::TooLarge
-        );
-        assert_eq!(
-            m.allocate(1, &req(64, 0x80, "")).unwrap_err().status,
-            Status::InvalidArgument
-        );
-        assert_eq!(
-            m.allocate(1, &req(64, ALLOC_FLAG_PERSISTENT, ""))
-                .unwrap_err()
-                .status,
-            Status::InvalidArgument
-        );
-        let bad_align = Alloc {
-            size: 64,
-            align: 3,
-            flags: 0,
-            name: String::new(),
-        };
-        assert_eq!(
-            m.allocate(1, &bad_align).unwrap_err().status,
-            Status::InvalidArgument
-        );
+        assert_eq!(m.allocate(1, &req(0, 0, "")).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(m.allocate(1, &req(ALLOC_SIZE_MAX + 1, 0, "")).unwrap_err().status, Status::TooLarge);
+        assert_eq!(m.allocate(1, &req(64, 0x80, "")).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(m.allocate(1, &req(64, ALLOC_FLAG_PERSISTENT, "")).unwrap_err().status, Status::InvalidArgument);
+        let bad_align = Alloc { size: 64, align: 3, flags: 0, name: String::new() };
+        assert_eq!(m.allocate(1, &bad_align).unwrap_err().status, Status::InvalidArgument);
         let e = m.allocate(1, &req((1 << 20) + 1, 0, "")).unwrap_err();
         assert_eq!(e.status, Status::QuotaExceeded);
         assert!(e.message.contains("quota"), "{e}");
         let used_before = m.used_bytes();
-        assert_eq!(
-            m.used_bytes(),
-            used_before,
-            "a refused allocation changes nothing"
-        );
+        assert_eq!(m.used_bytes(), used_before, "a refused allocation changes nothing");
     }
 
     #[test]
     fn pool_exhaustion_is_reported() {
-        let tenants = [TenantConfig {
-            name: "a".into(),
-            token: String::new(),
-            quota_bytes: u64::MAX,
-        }];
+        let tenants = [TenantConfig { name: "a".into(), token: String::new(), quota_bytes: u64::MAX }];
         let mut m = Manager::new(1 << 12, &tenants);
         m.authenticate(1, "a", "").unwrap();
         m.allocate(1, &req(1 << 12, 0, "")).unwrap();
-        assert_eq!(
-            m.allocate(1, &req(1, 0, "")).unwrap_err().status,
-            Status::PoolExhausted
-        );
+        assert_eq!(m.allocate(1, &req(1, 0, "")).unwrap_err().status, Status::PoolExhausted);
     }
 
     #[test]
     fn release_client_keeps_persistent_and_shared() {
         let mut m = manager();
         m.allocate(1, &req(64, 0, "")).unwrap();
-        let p = m
-            .allocate(
-                1,
-                &req(64, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt"),
-            )
-            .unwrap();
-        let s = m
-            .allocate(1, &req(64, ALLOC_FLAG_SHARED, "shared"))
-            .unwrap();
+        let p = m.allocate(1, &req(64, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt")).unwrap();
+        let s = m.allocate(1, &req(64, ALLOC_FLAG_SHARED, "shared")).unwrap();
         m.open(2, "shared").unwrap();
         assert_eq!(m.release_client(1), 1);
         assert_eq!(m.allocation_count(), 2);
@@ -660,12 +482,7 @@ mod tests {
     fn manifest_round_trip() {
         let mut m = manager();
         m.allocate(1, &req(64, 0, "")).unwrap();
-        let p = m
-            .allocate(
-                1,
-                &req(100, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt"),
-            )
-            .unwrap();
+        let p = m.allocate(1, &req(100, ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED, "ckpt")).unwrap();
         let manifest = m.take_manifest_if_dirty().unwrap();
         assert!(m.take_manifest_if_dirty().is_none());
         assert_eq!(manifest.allocations.len(), 1);
@@ -674,9 +491,6 @@ mod tests {
         let g = restored.open(2, "ckpt").unwrap();
         assert_eq!((g.handle, g.offset, g.size), (p.handle, p.offset, p.size));
         let fresh = restored.allocate(2, &req(64, 0, "")).unwrap();
-        assert!(
-            fresh.handle > p.handle,
-            "handles are not reused after a restart"
-        );
+        assert!(fresh.handle > p.handle, "handles are not reused after a restart");
     }
 }

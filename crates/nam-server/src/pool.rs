@@ -35,11 +35,7 @@ impl Drop for FileMapping {
     fn drop(&mut self) {
         // SAFETY: address/length came from a successful mmap; flush then unmap once.
         unsafe {
-            libc::msync(
-                self.address as *mut libc::c_void,
-                self.length,
-                libc::MS_SYNC,
-            );
+            libc::msync(self.address as *mut libc::c_void, self.length, libc::MS_SYNC);
             libc::munmap(self.address as *mut libc::c_void, self.length);
         }
     }
@@ -61,17 +57,14 @@ impl Pool {
     /// A UCX-allocated pool of at least `capacity` bytes.
     pub fn allocate(context: &Context, capacity: u64) -> Result<Pool, PoolError> {
         let length = round_to_page(capacity);
-        let region = MemRegion::allocate(context, length as usize)
-            .map_err(|source| PoolError::Map { capacity, source })?;
+        let region =
+            MemRegion::allocate(context, length as usize).map_err(|source| PoolError::Map { capacity, source })?;
         Self::finish(region, None, capacity)
     }
 
     /// A pool backed by `path` (created or extended to `capacity`; contents kept).
     pub fn file_backed(context: &Context, path: &Path, capacity: u64) -> Result<Pool, PoolError> {
-        let backing = |message: String| PoolError::Backing {
-            path: path.into(),
-            message,
-        };
+        let backing = |message: String| PoolError::Backing { path: path.into(), message };
         let length = round_to_page(capacity);
         let file = OpenOptions::new()
             .read(true)
@@ -80,13 +73,9 @@ impl Pool {
             .truncate(false)
             .open(path)
             .map_err(|e| backing(format!("cannot open: {e}")))?;
-        let current = file
-            .metadata()
-            .map_err(|e| backing(format!("cannot stat: {e}")))?
-            .len();
+        let current = file.metadata().map_err(|e| backing(format!("cannot stat: {e}")))?.len();
         if current < length {
-            file.set_len(length)
-                .map_err(|e| backing(format!("cannot extend to {length} bytes: {e}")))?;
+            file.set_len(length).map_err(|e| backing(format!("cannot extend to {length} bytes: {e}")))?;
         }
         use std::os::fd::AsRawFd;
         // SAFETY: a fresh shared mapping of an open file; checked for MAP_FAILED below.
@@ -101,34 +90,18 @@ impl Pool {
             )
         };
         if address == libc::MAP_FAILED {
-            return Err(backing(format!(
-                "mmap failed: {}",
-                std::io::Error::last_os_error()
-            )));
+            return Err(backing(format!("mmap failed: {}", std::io::Error::last_os_error())));
         }
-        let mapping = FileMapping {
-            address: address as *mut u8,
-            length: length as usize,
-        };
+        let mapping = FileMapping { address: address as *mut u8, length: length as usize };
         // SAFETY: the mapping outlives the region (field order in Pool).
         let region = unsafe { MemRegion::register(context, mapping.address, mapping.length) }
             .map_err(|source| PoolError::Map { capacity, source })?;
         Self::finish(region, Some(mapping), capacity)
     }
 
-    fn finish(
-        region: MemRegion,
-        mapping: Option<FileMapping>,
-        capacity: u64,
-    ) -> Result<Pool, PoolError> {
-        let rkey = region
-            .pack_rkey()
-            .map_err(|source| PoolError::Map { capacity, source })?;
-        Ok(Pool {
-            region,
-            _mapping: mapping,
-            rkey,
-        })
+    fn finish(region: MemRegion, mapping: Option<FileMapping>, capacity: u64) -> Result<Pool, PoolError> {
+        let rkey = region.pack_rkey().map_err(|source| PoolError::Map { capacity, source })?;
+        Ok(Pool { region, _mapping: mapping, rkey })
     }
 
     /// Remote address of byte `offset`.

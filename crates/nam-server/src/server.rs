@@ -7,8 +7,8 @@ use crate::manager::{Grant, Manager, Manifest, Refusal};
 use crate::pool::{Pool, PoolError};
 use nam_proto::limits::CLIENTS_MAX;
 use nam_proto::{
-    decode_header, AllocReply, HelloReply, Reply, Request, Status, StatusReply, TrafficReport,
-    AM_ID_REPLY, AM_ID_REQUEST,
+    decode_header, AllocReply, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
+    AM_ID_REQUEST,
 };
 use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, Worker};
 use std::collections::{HashMap, VecDeque};
@@ -80,6 +80,7 @@ pub struct Server {
     counters: Counters,
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
+    worker_address: Vec<u8>,
     listener: Listener,
     pool: Pool,
     worker: Worker,
@@ -105,28 +106,18 @@ impl Server {
         if let Some(path) = &manifest_path {
             if let Some(manifest) = read_manifest(path)? {
                 check_manifest_capacity(path, &manifest, config.capacity_bytes)?;
-                manager
-                    .restore(&manifest)
-                    .map_err(|message| ServerError::Manifest {
-                        path: path.clone(),
-                        message,
-                    })?;
-                log::info!(
-                    "restored {} persistent allocations from {}",
-                    manifest.allocations.len(),
-                    path.display()
-                );
+                manager.restore(&manifest).map_err(|message| ServerError::Manifest { path: path.clone(), message })?;
+                log::info!("restored {} persistent allocations from {}", manifest.allocations.len(), path.display());
             }
         }
         let inbox: Inbox = Arc::default();
         let sink = inbox.clone();
         worker
             .set_am_handler(AM_ID_REQUEST, move |m| {
-                sink.lock()
-                    .unwrap()
-                    .push_back((m.reply_ep, m.data.unwrap_or(&[]).to_vec()))
+                sink.lock().unwrap().push_back((m.reply_ep, m.data.unwrap_or(&[]).to_vec()))
             })
             .map_err(transport("cannot register the request handler"))?;
+        let worker_address = worker.address().map_err(transport("cannot query the worker address"))?;
         let listener = Listener::bind(&worker, config.listen)
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
         Ok(Server {
@@ -139,6 +130,7 @@ impl Server {
             counters: Counters::default(),
             next_client_id: 1,
             manifest_path,
+            worker_address,
             listener,
             pool,
             worker,
@@ -171,9 +163,8 @@ impl Server {
             if busy {
                 last_busy = now;
             } else if now.duration_since(last_busy) >= self.config.idle_spin {
-                let sleep = self.next_lease_expiry().map_or(SLEEP_MAX, |t| {
-                    t.saturating_duration_since(now).min(SLEEP_MAX)
-                });
+                let sleep =
+                    self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
                 if let Err(e) = self.worker.wait_for_events(sleep) {
                     log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
                     std::thread::sleep(Duration::from_micros(50));
@@ -198,15 +189,9 @@ impl Server {
                     let client_id = self.next_client_id;
                     self.next_client_id += 1;
                     self.counters.clients_total += 1;
-                    let connection = Connection {
-                        client_id,
-                        endpoint,
-                        label: String::new(),
-                        authenticated: false,
-                        released: false,
-                    };
-                    self.connections
-                        .insert(connection.endpoint.id(), connection);
+                    let connection =
+                        Connection { client_id, endpoint, label: String::new(), authenticated: false, released: false };
+                    self.connections.insert(connection.endpoint.id(), connection);
                 }
                 Err(e) => log::warn!("cannot accept a connection: {e}"),
             }
@@ -222,10 +207,7 @@ impl Server {
             self.counters.bytes_in += bytes.len() as u64;
             let Some(ep) = reply_ep.filter(|ep| self.connections.contains_key(ep)) else {
                 self.counters.request_errors += 1;
-                log::warn!(
-                    "dropping a {}-byte request from an unknown endpoint",
-                    bytes.len()
-                );
+                log::warn!("dropping a {}-byte request from an unknown endpoint", bytes.len());
                 continue;
             };
             let (kind, request_id, reply) = self.answer(ep, &bytes);
@@ -251,10 +233,7 @@ impl Server {
             Ok(reply) => reply,
             Err(refusal) => {
                 log::info!("client {}: {refusal}", self.connections[&ep].client_id);
-                Reply::Error {
-                    status: refusal.status,
-                    message: refusal.message,
-                }
+                Reply::Error { status: refusal.status, message: refusal.message }
             }
         };
         (kind, request_id, reply)
@@ -264,33 +243,23 @@ impl Server {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
         let client = connection.client_id;
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
-            return Err(Refusal {
-                status: Status::NotConnected,
-                message: "send Hello before other requests".into(),
-            });
+            return Err(Refusal { status: Status::NotConnected, message: "send Hello before other requests".into() });
         }
         match request {
             Request::Hello(hello) => {
-                self.manager
-                    .authenticate(client, &hello.tenant, &hello.token)?;
+                self.manager.authenticate(client, &hello.tenant, &hello.token)?;
                 connection.authenticated = true;
-                connection.label =
-                    format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
+                connection.label = format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
                 Ok(Reply::Hello(HelloReply {
                     client_id: client,
                     lease_ms: self.config.lease.as_millis() as u64,
                     capacity: self.config.capacity_bytes,
                     server_name: self.config.name.clone(),
+                    worker_address: self.worker_address.clone(),
                 }))
             }
-            Request::Alloc(alloc) => self
-                .manager
-                .allocate(client, &alloc)
-                .map(|g| self.alloc_reply(g)),
-            Request::Open { name } => self
-                .manager
-                .open(client, &name)
-                .map(|g| self.alloc_reply(g)),
+            Request::Alloc(alloc) => self.manager.allocate(client, &alloc).map(|g| self.alloc_reply(g)),
+            Request::Open { name } => self.manager.open(client, &name).map(|g| self.alloc_reply(g)),
             Request::Free { handle } => self.manager.free(client, handle).map(|()| Reply::Done),
             Request::Status => Ok(Reply::Status(self.status())),
             Request::Goodbye(report) => {
@@ -325,11 +294,7 @@ impl Server {
             capacity: self.config.capacity_bytes,
             used: self.manager.used_bytes(),
             allocations: self.manager.allocation_count(),
-            clients: self
-                .connections
-                .values()
-                .filter(|c| c.authenticated)
-                .count() as u64,
+            clients: self.connections.values().filter(|c| c.authenticated).count() as u64,
             clients_lingering: self.lingering.len() as u64,
             clients_total: c.clients_total,
             requests: c.requests,
@@ -346,11 +311,7 @@ impl Server {
         let connection = &self.connections[&ep];
         self.counters.bytes_out += bytes.len() as u64;
         // SAFETY: `bytes` is kept in `self.sends` until the request completes.
-        match unsafe {
-            connection
-                .endpoint
-                .am_send_nbx(AM_ID_REPLY, bytes.as_ptr(), bytes.len())
-        } {
+        match unsafe { connection.endpoint.am_send_nbx(AM_ID_REPLY, bytes.as_ptr(), bytes.len()) } {
             Ok(Posted::Done) => {}
             Ok(Posted::InFlight(request)) => self.sends.push((request, bytes)),
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
@@ -362,12 +323,8 @@ impl Server {
     }
 
     fn detect_failed_clients(&mut self, now: Instant) {
-        let failed: Vec<EndpointId> = self
-            .connections
-            .iter()
-            .filter(|(_, c)| c.endpoint.failure().is_some())
-            .map(|(id, _)| *id)
-            .collect();
+        let failed: Vec<EndpointId> =
+            self.connections.iter().filter(|(_, c)| c.endpoint.failure().is_some()).map(|(id, _)| *id).collect();
         for id in failed {
             let c = self.connections.remove(&id).expect("listed above");
             if c.released || !c.authenticated {
@@ -389,8 +346,7 @@ impl Server {
     }
 
     fn expire_leases(&mut self, now: Instant) {
-        let (expired, kept): (Vec<_>, Vec<_>) =
-            self.lingering.drain(..).partition(|(_, t)| *t <= now);
+        let (expired, kept): (Vec<_>, Vec<_>) = self.lingering.drain(..).partition(|(_, t)| *t <= now);
         self.lingering = kept;
         for (client, _) in expired {
             let reclaimed = self.manager.release_client(client);
@@ -415,10 +371,7 @@ impl Server {
 }
 
 fn malformed(e: nam_proto::DecodeError) -> Reply {
-    Reply::Error {
-        status: Status::Malformed,
-        message: e.to_string(),
-    }
+    Reply::Error { status: Status::Malformed, message: e.to_string() }
 }
 
 /// Where the manifest of a backing file lives.
@@ -429,31 +382,19 @@ pub fn manifest_path_for(backing: &std::path::Path) -> PathBuf {
 }
 
 fn read_manifest(path: &std::path::Path) -> Result<Option<Manifest>, ServerError> {
-    let err = |message: String| ServerError::Manifest {
-        path: path.into(),
-        message,
-    };
+    let err = |message: String| ServerError::Manifest { path: path.into(), message };
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| err(format!("corrupt: {e}"))),
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| err(format!("corrupt: {e}"))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(err(format!("cannot read: {e}"))),
     }
 }
 
-fn check_manifest_capacity(
-    path: &std::path::Path,
-    manifest: &Manifest,
-    capacity: u64,
-) -> Result<(), ServerError> {
+fn check_manifest_capacity(path: &std::path::Path, manifest: &Manifest, capacity: u64) -> Result<(), ServerError> {
     if manifest.capacity > capacity {
         return Err(ServerError::Manifest {
             path: path.into(),
-            message: format!(
-                "written for a {}-byte pool; start with --capacity of at least that",
-                manifest.capacity
-            ),
+            message: format!("written for a {}-byte pool; start with --capacity of at least that", manifest.capacity),
         });
     }
     Ok(())
@@ -462,16 +403,10 @@ fn check_manifest_capacity(
 /// Writes the manifest atomically: a temporary file, fsync, rename.
 fn write_manifest(path: &std::path::Path, manifest: &Manifest) -> Result<(), ServerError> {
     use std::io::Write;
-    let err = |message: String| ServerError::Manifest {
-        path: path.into(),
-        message,
-    };
+    let err = |message: String| ServerError::Manifest { path: path.into(), message };
     let tmp = path.with_extension("json.tmp");
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| err(e.to_string()))?;
-    let mut file = std::fs::File::create(&tmp)
-        .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
-    file.write_all(&bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| err(format!("cannot write: {e}")))?;
+    let mut file = std::fs::File::create(&tmp).map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
+    file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| err(format!("cannot write: {e}")))?;
     std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot rename into place: {e}")))
 }

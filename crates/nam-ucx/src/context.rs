@@ -21,19 +21,9 @@ pub struct Features {
 
 impl Features {
     /// Everything a memory server needs: RMA target, atomics, AM and wake-up.
-    pub const SERVER: Features = Features {
-        rma: true,
-        amo64: true,
-        am: true,
-        wakeup: true,
-    };
+    pub const SERVER: Features = Features { rma: true, amo64: true, am: true, wakeup: true };
     /// Everything a client needs: it busy-polls inside its deadlines, so no wake-up.
-    pub const CLIENT: Features = Features {
-        rma: true,
-        amo64: true,
-        am: true,
-        wakeup: false,
-    };
+    pub const CLIENT: Features = Features { rma: true, amo64: true, am: true, wakeup: false };
 
     fn mask(self) -> u64 {
         let mut mask = 0u64;
@@ -87,11 +77,10 @@ impl Context {
     pub fn with_transports(features: Features, transports: Option<&str>) -> Result<Context> {
         let mut config: *mut ffi::ucp_config_t = ptr::null_mut();
         // SAFETY: out-pointer is valid; null prefix and file mean "environment only".
-        check("ucp_config_read", unsafe {
-            ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config)
-        })?;
+        check("ucp_config_read", unsafe { ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config) })?;
         if let Some(tls) = transports {
-            let value = std::ffi::CString::new(tls).map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))?;
+            let value = std::ffi::CString::new(tls)
+                .map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))?;
             // SAFETY: config is live; both strings are NUL-terminated.
             let status = unsafe { ffi::ucp_config_modify(config, c"TLS".as_ptr(), value.as_ptr()) };
             if status != ffi::UCS_OK {
@@ -101,28 +90,18 @@ impl Context {
             }
         }
         let params = ffi::ucp_params_t {
-            field_mask: (ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED)
-                as u64,
+            field_mask: (ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED) as u64,
             features: features.mask(),
             mt_workers_shared: 0,
             ..Default::default()
         };
         let mut raw: ffi::ucp_context_h = ptr::null_mut();
         // SAFETY: params and config are valid for the call; raw is an out-pointer.
-        let status = unsafe {
-            ffi::ucp_init_version(
-                ffi::UCP_API_MAJOR,
-                ffi::UCP_API_MINOR,
-                &params,
-                config,
-                &mut raw,
-            )
-        };
+        let status =
+            unsafe { ffi::ucp_init_version(ffi::UCP_API_MAJOR, ffi::UCP_API_MINOR, &params, config, &mut raw) };
         // SAFETY: config came from ucp_config_read and is released exactly once.
         unsafe { ffi::ucp_config_release(config) };
         check("ucp_init", status)?;
-        Ok(Context {
-            inner: Arc::new(ContextInner { raw }),
-        })
+        Ok(Context { inner: Arc::new(ContextInner { raw }) })
     }
 }

@@ -50,11 +50,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// UCX's text for a status code.
 pub(crate) fn status_message(status: ffi::ucs_status_t) -> String {
     // SAFETY: ucs_status_string returns a pointer to a static NUL-terminated string.
-    unsafe {
-        CStr::from_ptr(ffi::ucs_status_string(status))
-            .to_string_lossy()
-            .into_owned()
-    }
+    unsafe { CStr::from_ptr(ffi::ucs_status_string(status)).to_string_lossy().into_owned() }
 }
 
 /// Turns a status into `Ok(())` or an [`Error::Ucx`] naming `op`.
@@ -62,11 +58,7 @@ pub(crate) fn check(op: &'static str, status: ffi::ucs_status_t) -> Result<()> {
     if status == ffi::UCS_OK {
         Ok(())
     } else {
-        Err(Error::Ucx {
-            op,
-            status,
-            message: status_message(status),
-        })
+        Err(Error::Ucx { op, status, message: status_message(status) })
     }
 }
 
@@ -87,15 +79,8 @@ pub(crate) fn is_peer_failure(status: ffi::ucs_status_t) -> bool {
 /// Converts a status of an operation on an endpoint into the right error variant.
 pub(crate) fn op_error(op: &'static str, status: ffi::ucs_status_t) -> Error {
     if is_peer_failure(status) {
-        Error::PeerFailed {
-            status,
-            message: status_message(status),
-        }
+        Error::PeerFailed { status, message: status_message(status) }
     } else {
-        Error::Ucx {
-            op,
-            status,
-            message: status_message(status),
-        }
+        Error::Ucx { op, status, message: status_message(status) }
     }
 }

@@ -66,13 +66,9 @@ impl Listener {
         let pending: *const Pending = Arc::into_raw(Arc::new(Mutex::new(Vec::new())));
         let sockaddr = CSockAddr::new(addr);
         let params = ffi::ucp_listener_params_t {
-            field_mask: (ffi::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR
-                | ffi::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64,
+            field_mask: (ffi::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | ffi::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64,
             sockaddr: sockaddr.as_ucs(),
-            conn_handler: ffi::ucp_listener_conn_handler_t {
-                cb: Some(on_conn_request),
-                arg: pending as *mut c_void,
-            },
+            conn_handler: ffi::ucp_listener_conn_handler_t { cb: Some(on_conn_request), arg: pending as *mut c_void },
             ..Default::default()
         };
         let mut raw: ffi::ucp_listener_h = ptr::null_mut();
@@ -83,23 +79,14 @@ impl Listener {
             drop(unsafe { Arc::from_raw(pending) });
             check("ucp_listener_create", status)?;
         }
-        let mut attr = ffi::ucp_listener_attr_t {
-            field_mask: ffi::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64,
-            ..Default::default()
-        };
+        let mut attr =
+            ffi::ucp_listener_attr_t { field_mask: ffi::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64, ..Default::default() };
         // SAFETY: raw is live.
-        check("ucp_listener_query", unsafe {
-            ffi::ucp_listener_query(raw, &mut attr)
-        })?;
+        check("ucp_listener_query", unsafe { ffi::ucp_listener_query(raw, &mut attr) })?;
         // SAFETY: ucp sockaddr storage has the layout of libc's sockaddr_storage.
         let storage = unsafe { &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage) };
         let address = from_storage(storage)?;
-        Ok(Listener {
-            raw,
-            pending,
-            address,
-            _worker: worker.clone(),
-        })
+        Ok(Listener { raw, pending, address, _worker: worker.clone() })
     }
 
     /// The address actually bound.
@@ -111,15 +98,7 @@ impl Listener {
     pub fn take_requests(&self) -> Vec<ConnRequest> {
         // SAFETY: pending lives as long as self.
         let pending = unsafe { &*self.pending };
-        pending
-            .lock()
-            .unwrap()
-            .drain(..)
-            .map(|raw| ConnRequest {
-                raw,
-                listener: self.raw,
-            })
-            .collect()
+        pending.lock().unwrap().drain(..).map(|raw| ConnRequest { raw, listener: self.raw }).collect()
     }
 }
 

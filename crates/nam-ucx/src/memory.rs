@@ -32,17 +32,12 @@ impl MemRegion {
     ///
     /// # Safety
     /// The memory must stay mapped for the life of the region.
-    pub unsafe fn register(
-        context: &Context,
-        address: *mut u8,
-        length: usize,
-    ) -> Result<MemRegion> {
+    pub unsafe fn register(context: &Context, address: *mut u8, length: usize) -> Result<MemRegion> {
         Self::map(context, address, length, 0)
     }
 
     fn map(context: &Context, address: *mut u8, length: usize, flags: u32) -> Result<MemRegion> {
-        let mut field_mask =
-            ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH | ffi::UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        let mut field_mask = ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH | ffi::UCP_MEM_MAP_PARAM_FIELD_FLAGS;
         if !address.is_null() {
             field_mask |= ffi::UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
         }
@@ -55,21 +50,15 @@ impl MemRegion {
         };
         let mut memh: ffi::ucp_mem_h = ptr::null_mut();
         // SAFETY: params valid for the call; memh is an out-pointer.
-        check("ucp_mem_map", unsafe {
-            ffi::ucp_mem_map(context.inner.raw, &params, &mut memh)
-        })?;
+        check("ucp_mem_map", unsafe { ffi::ucp_mem_map(context.inner.raw, &params, &mut memh) })?;
         let mut attr = ffi::ucp_mem_attr_t {
             field_mask: (ffi::UCP_MEM_ATTR_FIELD_ADDRESS | ffi::UCP_MEM_ATTR_FIELD_LENGTH) as u64,
             ..Default::default()
         };
         // SAFETY: memh was just created.
         let status = unsafe { ffi::ucp_mem_query(memh, &mut attr) };
-        let region = MemRegion {
-            memh,
-            address: attr.address as *mut u8,
-            length: attr.length,
-            context: context.clone(),
-        };
+        let region =
+            MemRegion { memh, address: attr.address as *mut u8, length: attr.length, context: context.clone() };
         check("ucp_mem_query", status)?;
         Ok(region)
     }
@@ -123,10 +112,7 @@ unsafe impl Sync for RemoteKey {}
 
 impl RemoteKey {
     pub(crate) fn new(raw: ffi::ucp_rkey_h, endpoint: Arc<EndpointInner>) -> RemoteKey {
-        RemoteKey {
-            raw,
-            _endpoint: endpoint,
-        }
+        RemoteKey { raw, _endpoint: endpoint }
     }
 
     #[inline]

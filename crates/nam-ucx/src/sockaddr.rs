@@ -33,10 +33,7 @@ impl CSockAddr {
                 mem::size_of::<libc::sockaddr_in6>()
             }
         };
-        CSockAddr {
-            storage,
-            len: len as libc::socklen_t,
-        }
+        CSockAddr { storage, len: len as libc::socklen_t }
     }
 
     pub(crate) fn as_ucs(&self) -> crate::ffi::ucs_sock_addr_t {
@@ -54,10 +51,7 @@ pub(crate) fn from_storage(storage: &libc::sockaddr_storage) -> Result<SocketAdd
             // SAFETY: the family says this storage holds a sockaddr_in.
             let sin = unsafe { &*(storage as *const _ as *const libc::sockaddr_in) };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Ok(SocketAddr::V4(SocketAddrV4::new(
-                ip,
-                u16::from_be(sin.sin_port),
-            )))
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says this storage holds a sockaddr_in6.
@@ -70,8 +64,6 @@ pub(crate) fn from_storage(storage: &libc::sockaddr_storage) -> Result<SocketAdd
                 sin6.sin6_scope_id,
             )))
         }
-        family => Err(Error::InvalidAddress(format!(
-            "unsupported address family {family}"
-        ))),
+        family => Err(Error::InvalidAddress(format!("unsupported address family {family}"))),
     }
 }

@@ -70,11 +70,8 @@ unsafe extern "C" fn am_trampoline(
     // and lengths for the duration of this call.
     let handler = &mut *(arg as *mut AmHandler);
     let param = &*param;
-    let header = if header_length == 0 {
-        &[][..]
-    } else {
-        std::slice::from_raw_parts(header as *const u8, header_length)
-    };
+    let header =
+        if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
     // Eager data is readable for the duration of the callback (the DATA flag only says it
     // may also be retained); rendezvous data would need ucp_am_recv_data_nbx.
     let is_rndv = param.recv_attr & ffi::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
@@ -86,11 +83,7 @@ unsafe extern "C" fn am_trampoline(
         Some(std::slice::from_raw_parts(data as *const u8, length))
     };
     let reply_ep = (!param.reply_ep.is_null()).then(|| EndpointId(param.reply_ep as usize));
-    handler(AmMessage {
-        header,
-        data,
-        reply_ep,
-    });
+    handler(AmMessage { header, data, reply_ep });
     ffi::UCS_OK
 }
 
@@ -104,9 +97,7 @@ impl Worker {
         };
         let mut raw: ffi::ucp_worker_h = ptr::null_mut();
         // SAFETY: context is alive; params valid for the call; raw is an out-pointer.
-        check("ucp_worker_create", unsafe {
-            ffi::ucp_worker_create(context.inner.raw, &params, &mut raw)
-        })?;
+        check("ucp_worker_create", unsafe { ffi::ucp_worker_create(context.inner.raw, &params, &mut raw) })?;
         Ok(Worker {
             inner: Arc::new(WorkerInner {
                 raw,
@@ -127,17 +118,11 @@ impl Worker {
     /// those issued after it (`ucp_worker_fence`).
     pub fn fence(&self) -> Result<()> {
         // SAFETY: the worker is alive.
-        check("ucp_worker_fence", unsafe {
-            ffi::ucp_worker_fence(self.inner.raw)
-        })
+        check("ucp_worker_fence", unsafe { ffi::ucp_worker_fence(self.inner.raw) })
     }
 
     /// Registers `handler` for active messages with `id`. It runs inside [`Worker::progress`].
-    pub fn set_am_handler(
-        &self,
-        id: u16,
-        handler: impl FnMut(AmMessage<'_>) + Send + 'static,
-    ) -> Result<()> {
+    pub fn set_am_handler(&self, id: u16, handler: impl FnMut(AmMessage<'_>) + Send + 'static) -> Result<()> {
         let boxed: *mut AmHandler = Box::into_raw(Box::new(Box::new(handler)));
         let params = ffi::ucp_am_handler_param_t {
             field_mask: (ffi::UCP_AM_HANDLER_PARAM_FIELD_ID
@@ -158,9 +143,7 @@ impl Worker {
     pub fn event_fd(&self) -> Result<RawFd> {
         let mut fd: RawFd = -1;
         // SAFETY: worker alive; fd is an out-pointer.
-        check("ucp_worker_get_efd", unsafe {
-            ffi::ucp_worker_get_efd(self.inner.raw, &mut fd)
-        })?;
+        check("ucp_worker_get_efd", unsafe { ffi::ucp_worker_get_efd(self.inner.raw, &mut fd) })?;
         Ok(fd)
     }
 
@@ -174,25 +157,33 @@ impl Worker {
             return Ok(false);
         }
         check("ucp_worker_arm", status)?;
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: pfd is a valid pollfd array of length 1.
         let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if rc < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::Ucx {
-                    op: "poll(worker efd)",
-                    status: -1,
-                    message: err.to_string(),
-                });
+                return Err(Error::Ucx { op: "poll(worker efd)", status: -1, message: err.to_string() });
             }
         }
         Ok(true)
+    }
+
+    /// This worker's address: every transport it can be reached on. A peer connects to it
+    /// with [`crate::Endpoint::connect_to_worker`], which lets UCX choose any transport,
+    /// shared memory included (sockaddr connections are limited to socket-capable ones).
+    pub fn address(&self) -> Result<Vec<u8>> {
+        let mut address: *mut ffi::ucp_address_t = ptr::null_mut();
+        let mut length = 0usize;
+        // SAFETY: worker alive; out-pointers valid.
+        check("ucp_worker_get_address", unsafe {
+            ffi::ucp_worker_get_address(self.inner.raw, &mut address, &mut length)
+        })?;
+        // SAFETY: UCX returned `length` readable bytes, released right after copying.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, length).to_vec() };
+        unsafe { ffi::ucp_worker_release_address(self.inner.raw, address) };
+        Ok(bytes)
     }
 
     pub(crate) fn raw(&self) -> ffi::ucp_worker_h {
