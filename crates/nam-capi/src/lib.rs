@@ -1,0 +1,58 @@
+//! The C API of nam: `libnam.so` / `libnam.a` and `include/nam.h`.
+//!
+//! Thin `extern "C"` wrappers over `nam_client`; no logic of its own. Names follow
+//! libNAM and UCX (`nam_<object>_<verb>`). A tour:
+//! - `nam_t`: a client connected to one or several memory servers (`nam_init`,
+//!   `nam_finalize`), configured by a `nam_config_t` or the `NAM_*` environment.
+//! - `nam_alloc_t`: an allocation (`nam_malloc`, `nam_open`, `nam_free`).
+//! - Data: `nam_put_sync` / `nam_get_sync` (blocking), `nam_put` / `nam_get`
+//!   (non-blocking, returning a `nam_request_t` completed by `nam_test` / `nam_wait`),
+//!   `nam_flush` (remote completion) and `nam_fence` (ordering).
+//! - 64-bit atomics (`nam_atomic_fetch_add`, `nam_atomic_cswap`, `nam_atomic_swap`,
+//!   `nam_atomic_fetch`) and signals (`nam_put_signal`, `nam_wait_until`).
+//! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
+//!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
+//!   of this thread's last failure.
+//!
+//! Every pointer argument is checked: NULL gives `NAM_ERR_INVALID_ARGUMENT`, never a crash.
+//! A panic inside the library is caught at the boundary and returned as `NAM_ERR_INTERNAL`.
+//! Every call has a deadline (the client's timeout); none waits forever.
+//!
+//! ```no_run
+//! use nam::*;
+//! use std::ptr;
+//! let mut nam = ptr::null_mut();
+//! assert_eq!(unsafe { nam_init(ptr::null(), &mut nam) }, nam_status_t::NAM_OK);
+//! let mut a = ptr::null_mut();
+//! assert_eq!(unsafe { nam_malloc(nam, 4096, ptr::null(), &mut a) }, nam_status_t::NAM_OK);
+//! let data = b"hello";
+//! assert_eq!(unsafe { nam_put_sync(a, 0, data.as_ptr().cast(), data.len()) }, nam_status_t::NAM_OK);
+//! assert_eq!(unsafe { nam_finalize(nam) }, nam_status_t::NAM_OK);
+//! ```
+#![deny(missing_docs)]
+#![allow(non_camel_case_types)]
+
+// Declared in the order nam.h presents them.
+mod client;
+
+mod alloc;
+
+mod rma;
+
+mod atomic;
+
+mod status;
+
+mod ffi;
+
+pub use alloc::{
+    nam_alloc_params_t, nam_alloc_release, nam_alloc_size, nam_alloc_t, nam_free, nam_malloc, nam_open,
+    NAM_ALLOC_PERSISTENT, NAM_ALLOC_SHARED, NAM_SERVER_ANY,
+};
+pub use atomic::{
+    nam_atomic_cswap, nam_atomic_fetch, nam_atomic_fetch_add, nam_atomic_swap, nam_cmp_t, nam_put_signal,
+    nam_signal_op_t, nam_wait_until,
+};
+pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
+pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
+pub use status::{nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_refusal};

@@ -1,0 +1,226 @@
+//! The one status vocabulary of the C API, and the thread-local text of the last error.
+
+use nam_client::{Error, Status};
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+
+/// Outcome of a call. `NAM_OK` is 0, `NAM_IN_PROGRESS` (a non-blocking operation is still in
+/// flight) is positive, every error is negative. Each error of the client library and each
+/// refusal of a memory server has exactly one code; `nam_status_string` names it and
+/// `nam_last_error_message` gives the exact cause of the last failure on this thread.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum nam_status_t {
+    /// Success.
+    NAM_OK = 0,
+    /// A non-blocking operation has not completed yet (not an error).
+    NAM_IN_PROGRESS = 1,
+    /// An argument is invalid: a NULL pointer, a bad flag or enum value, a name that is not
+    /// UTF-8 or too long, a zero size, allocations of different clients or servers.
+    NAM_ERR_INVALID_ARGUMENT = -1,
+    /// Offset and length fall outside the allocation; nothing was transferred.
+    NAM_ERR_OUT_OF_BOUNDS = -2,
+    /// The offset of an atomic or signal word is not 8-byte aligned.
+    NAM_ERR_MISALIGNED = -3,
+    /// The allocation was already freed (double free, or use after free).
+    NAM_ERR_FREED = -4,
+    /// The server never issued this handle to this client.
+    NAM_ERR_UNKNOWN_HANDLE = -5,
+    /// The server's pool has no free range large enough.
+    NAM_ERR_POOL_EXHAUSTED = -6,
+    /// The tenant's quota would be exceeded.
+    NAM_ERR_QUOTA_EXCEEDED = -7,
+    /// A size exceeds a protocol limit.
+    NAM_ERR_TOO_LARGE = -8,
+    /// The server refuses more clients or handles.
+    NAM_ERR_TOO_MANY = -9,
+    /// No allocation of this tenant has that name.
+    NAM_ERR_NAME_NOT_FOUND = -10,
+    /// An allocation of this tenant already has that name.
+    NAM_ERR_NAME_EXISTS = -11,
+    /// The allocation is exclusive to its creator and cannot be opened.
+    NAM_ERR_NOT_SHARED = -12,
+    /// The tenant is unknown or its token is wrong.
+    NAM_ERR_AUTH = -13,
+    /// No memory server is configured (`NAM_SERVERS` unset or empty).
+    NAM_ERR_NO_SERVERS = -14,
+    /// The configuration is invalid (a server that is not host:port, a bad number).
+    NAM_ERR_CONFIG = -15,
+    /// A memory server could not be reached.
+    NAM_ERR_CONNECT = -16,
+    /// A memory server did not answer a control request before the deadline.
+    NAM_ERR_TIMEOUT = -17,
+    /// `nam_wait_until`: the condition did not hold before the deadline.
+    NAM_ERR_WAIT_TIMEOUT = -18,
+    /// A one-sided operation failed in the transport (the server died, a deadline passed).
+    NAM_ERR_TRANSPORT = -19,
+    /// The server sent a reply that does not decode.
+    NAM_ERR_PROTOCOL = -20,
+    /// The server answered with a reply of the wrong kind.
+    NAM_ERR_UNEXPECTED_REPLY = -21,
+    /// The server could not decode a request of this client.
+    NAM_ERR_MALFORMED = -22,
+    /// The server speaks another protocol version.
+    NAM_ERR_VERSION_MISMATCH = -23,
+    /// The server got a request before the client introduced itself.
+    NAM_ERR_NOT_CONNECTED = -24,
+    /// The server failed internally.
+    NAM_ERR_SERVER_INTERNAL = -25,
+    /// libnam failed internally (a bug: a panic caught at the API boundary).
+    NAM_ERR_INTERNAL = -26,
+}
+
+use nam_status_t::*;
+
+impl nam_status_t {
+    /// Every code, in declaration order.
+    pub const fn all() -> [nam_status_t; 28] {
+        [
+            NAM_OK,
+            NAM_IN_PROGRESS,
+            NAM_ERR_INVALID_ARGUMENT,
+            NAM_ERR_OUT_OF_BOUNDS,
+            NAM_ERR_MISALIGNED,
+            NAM_ERR_FREED,
+            NAM_ERR_UNKNOWN_HANDLE,
+            NAM_ERR_POOL_EXHAUSTED,
+            NAM_ERR_QUOTA_EXCEEDED,
+            NAM_ERR_TOO_LARGE,
+            NAM_ERR_TOO_MANY,
+            NAM_ERR_NAME_NOT_FOUND,
+            NAM_ERR_NAME_EXISTS,
+            NAM_ERR_NOT_SHARED,
+            NAM_ERR_AUTH,
+            NAM_ERR_NO_SERVERS,
+            NAM_ERR_CONFIG,
+            NAM_ERR_CONNECT,
+            NAM_ERR_TIMEOUT,
+            NAM_ERR_WAIT_TIMEOUT,
+            NAM_ERR_TRANSPORT,
+            NAM_ERR_PROTOCOL,
+            NAM_ERR_UNEXPECTED_REPLY,
+            NAM_ERR_MALFORMED,
+            NAM_ERR_VERSION_MISMATCH,
+            NAM_ERR_NOT_CONNECTED,
+            NAM_ERR_SERVER_INTERNAL,
+            NAM_ERR_INTERNAL,
+        ]
+    }
+
+    /// The code of an `int` from C, if it is one.
+    pub fn from_code(code: i32) -> Option<nam_status_t> {
+        Self::all().into_iter().find(|s| *s as i32 == code)
+    }
+
+    /// The NUL-terminated description returned by `nam_status_string`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NAM_OK => "success\0",
+            NAM_IN_PROGRESS => "operation in progress\0",
+            NAM_ERR_INVALID_ARGUMENT => "invalid argument\0",
+            NAM_ERR_OUT_OF_BOUNDS => "offset or length out of bounds\0",
+            NAM_ERR_MISALIGNED => "atomic word not 8-byte aligned\0",
+            NAM_ERR_FREED => "allocation already freed\0",
+            NAM_ERR_UNKNOWN_HANDLE => "unknown allocation handle\0",
+            NAM_ERR_POOL_EXHAUSTED => "memory pool exhausted\0",
+            NAM_ERR_QUOTA_EXCEEDED => "tenant quota exceeded\0",
+            NAM_ERR_TOO_LARGE => "size exceeds a protocol limit\0",
+            NAM_ERR_TOO_MANY => "too many clients or handles\0",
+            NAM_ERR_NAME_NOT_FOUND => "no allocation with that name\0",
+            NAM_ERR_NAME_EXISTS => "an allocation with that name exists\0",
+            NAM_ERR_NOT_SHARED => "allocation is exclusive\0",
+            NAM_ERR_AUTH => "tenant authentication failed\0",
+            NAM_ERR_NO_SERVERS => "no memory server configured\0",
+            NAM_ERR_CONFIG => "invalid configuration\0",
+            NAM_ERR_CONNECT => "cannot connect to memory server\0",
+            NAM_ERR_TIMEOUT => "memory server did not answer in time\0",
+            NAM_ERR_WAIT_TIMEOUT => "wait condition not met in time\0",
+            NAM_ERR_TRANSPORT => "transport error\0",
+            NAM_ERR_PROTOCOL => "malformed reply from memory server\0",
+            NAM_ERR_UNEXPECTED_REPLY => "unexpected reply from memory server\0",
+            NAM_ERR_MALFORMED => "memory server could not decode the request\0",
+            NAM_ERR_VERSION_MISMATCH => "protocol version mismatch\0",
+            NAM_ERR_NOT_CONNECTED => "request before hello\0",
+            NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
+            NAM_ERR_INTERNAL => "internal libnam error\0",
+        }
+    }
+}
+
+/// The code of a refusal by a memory server. `Status::Ok` is success and maps to `NAM_OK`.
+pub fn status_of_refusal(status: Status) -> nam_status_t {
+    match status {
+        Status::Ok => NAM_OK,
+        Status::InvalidArgument => NAM_ERR_INVALID_ARGUMENT,
+        Status::UnknownHandle => NAM_ERR_UNKNOWN_HANDLE,
+        Status::FreedHandle => NAM_ERR_FREED,
+        Status::OutOfBounds => NAM_ERR_OUT_OF_BOUNDS,
+        Status::PoolExhausted => NAM_ERR_POOL_EXHAUSTED,
+        Status::QuotaExceeded => NAM_ERR_QUOTA_EXCEEDED,
+        Status::AuthFailed => NAM_ERR_AUTH,
+        Status::NameNotFound => NAM_ERR_NAME_NOT_FOUND,
+        Status::NameExists => NAM_ERR_NAME_EXISTS,
+        Status::NotShared => NAM_ERR_NOT_SHARED,
+        Status::Malformed => NAM_ERR_MALFORMED,
+        Status::VersionMismatch => NAM_ERR_VERSION_MISMATCH,
+        Status::TooLarge => NAM_ERR_TOO_LARGE,
+        Status::TooMany => NAM_ERR_TOO_MANY,
+        Status::NotConnected => NAM_ERR_NOT_CONNECTED,
+        Status::Internal => NAM_ERR_SERVER_INTERNAL,
+    }
+}
+
+/// The code of an error of the client library. The match has no wildcard, so a new variant
+/// does not compile until it has a code. A refusal carrying `Status::Ok` (never sent by a
+/// correct server) is an unexpected reply.
+pub fn status_of_error(error: &Error) -> nam_status_t {
+    match error {
+        Error::NoServers => NAM_ERR_NO_SERVERS,
+        Error::Config(_) => NAM_ERR_CONFIG,
+        Error::Connect { .. } => NAM_ERR_CONNECT,
+        Error::Timeout { .. } => NAM_ERR_TIMEOUT,
+        Error::Refused { status: Status::Ok, .. } => NAM_ERR_UNEXPECTED_REPLY,
+        Error::Refused { status, .. } => status_of_refusal(*status),
+        Error::Transport { .. } => NAM_ERR_TRANSPORT,
+        Error::Protocol { .. } => NAM_ERR_PROTOCOL,
+        Error::UnexpectedReply { .. } => NAM_ERR_UNEXPECTED_REPLY,
+        Error::OutOfBounds { .. } => NAM_ERR_OUT_OF_BOUNDS,
+        Error::Freed { .. } => NAM_ERR_FREED,
+        Error::Misaligned { .. } => NAM_ERR_MISALIGNED,
+        Error::InvalidArgument(_) => NAM_ERR_INVALID_ARGUMENT,
+        Error::WaitTimeout { .. } => NAM_ERR_WAIT_TIMEOUT,
+    }
+}
+
+/// Type of the `status` argument of `nam_status_string`: an `int` in Rust, so that any
+/// value C passes is defined behaviour, shown as `nam_status_t` in nam.h (see cbindgen.toml).
+pub type NamStatusArg = i32;
+
+/// A static, NUL-terminated description of `status` (for example "offset or length out of
+/// bounds" for `NAM_ERR_OUT_OF_BOUNDS`), or "unknown status" for a value that is no code.
+/// Never NULL; the string must not be freed. Thread-safe; completes immediately.
+#[no_mangle]
+pub extern "C" fn nam_status_string(status: NamStatusArg) -> *const c_char {
+    let text = nam_status_t::from_code(status).map_or("unknown status\0", nam_status_t::describe);
+    text.as_ptr().cast()
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::new("no error").expect("no NUL"));
+}
+
+/// Records `message` as this thread's last error.
+pub(crate) fn set_last_error(message: String) {
+    let message = CString::new(message.replace('\0', " ")).expect("NULs were replaced");
+    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+}
+
+/// The text of the last error on the calling thread, naming the call and its exact cause
+/// (for example "nam_put_sync: offset 4092 + length 8 is outside the 4096-byte
+/// allocation"), or "no error". Successful calls do not clear it (like `errno`). Never NULL;
+/// the string belongs to libnam and stays valid until the next failing nam call on this
+/// thread. Completes immediately.
+#[no_mangle]
+pub extern "C" fn nam_last_error_message() -> *const c_char {
+    LAST_ERROR.with(|last| last.borrow().as_ptr())
+}
