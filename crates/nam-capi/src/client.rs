@@ -114,13 +114,14 @@ pub unsafe extern "C" fn nam_init(config: *const nam_config_t, out: *mut *mut na
 
 /// Disconnects and destroys `nam`.
 ///
-/// Blocking: first waits for every request still outstanding (from `nam_put` /
-/// `nam_get`, not yet released by `nam_wait`), each at most the client's
-/// timeout, and releases them; then releases every allocation object of this client; then
-/// says goodbye to each server, which frees every allocation this client still holds
-/// (except persistent ones other clients or a later `nam_open` may use). Returns `NAM_OK`, or
-/// the error of the first outstanding request that failed; `nam` and every request and
-/// allocation object of it are invalid afterwards in either case.
+/// Blocking: first waits for every request still outstanding (from `nam_put` / `nam_get`,
+/// not yet released by `nam_wait`), each at most the client's timeout, and releases them;
+/// then flushes (remote completion of every put, as `nam_flush`); then releases every
+/// allocation object of this client; then says goodbye to each server, which frees every
+/// allocation this client still holds (except persistent ones other clients or a later
+/// `nam_open` may use). Returns `NAM_OK`, or the error of the first outstanding request or
+/// of the flush that failed; `nam` and every request and allocation object of it are
+/// invalid afterwards in either case.
 ///
 /// # Safety
 /// `nam` is NULL or a client from `nam_init` not yet finalized, not used by another thread
@@ -139,6 +140,10 @@ pub unsafe extern "C" fn nam_finalize(nam: *mut nam_t) -> nam_status_t {
             if let (Err(error), Ok(_)) = (result, &first) {
                 first = Err(Failure::Client(error));
             }
+        }
+        // Everything this client put becomes visible before its goodbye releases anything.
+        if let (Err(error), Ok(_)) = (nam.client.flush(), &first) {
+            first = Err(Failure::Client(error));
         }
         for alloc in std::mem::take(&mut *locked(&nam.allocs)) {
             drop(Box::from_raw(alloc as *mut nam_alloc_t));

@@ -1,0 +1,194 @@
+/*
+ * hello.c: a tour of the nam C API against a running memory server.
+ *
+ *   nam serve --listen 127.0.0.1:13337 --capacity 64MiB &
+ *   make && NAM_SERVERS=127.0.0.1:13337 ./hello
+ *
+ * Two clients (as two ranks of a job would be) share a named allocation: put/get, atomics,
+ * a signal, non-blocking transfers, and the errors bad input gets. Every result is
+ * checked; the program exits non-zero on the first unexpected one.
+ */
+#include <nam.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIZE (1u << 20)   /* bytes of the shared allocation */
+#define CHUNK (64u << 10) /* bytes of one non-blocking transfer */
+#define CHUNKS 8
+#define DATA_OFFSET 4096 /* words 0..511 are atomics and signals, data starts here */
+
+static int failures;
+
+/* Checks that `got` is `want`; prints the call, both codes and the library's message. */
+static void expect(const char *what, nam_status_t got, nam_status_t want) {
+    if (got == want) {
+        printf("ok   %-46s -> %s\n", what, nam_status_string(got));
+        return;
+    }
+    printf("FAIL %-46s -> %d (%s), expected %d (%s): %s\n", what, got, nam_status_string(got), want,
+           nam_status_string(want), nam_last_error_message());
+    failures++;
+}
+
+static void expect_u64(const char *what, uint64_t got, uint64_t want) {
+    if (got == want) {
+        printf("ok   %-46s == %" PRIu64 "\n", what, got);
+        return;
+    }
+    printf("FAIL %-46s == %" PRIu64 ", expected %" PRIu64 "\n", what, got, want);
+    failures++;
+}
+
+static void expect_true(const char *what, int ok) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    failures += !ok;
+}
+
+/* Stops at once: later steps depend on this one. */
+static void require(const char *what, nam_status_t got) {
+    expect(what, got, NAM_OK);
+    if (got != NAM_OK) {
+        exit(1);
+    }
+}
+
+static void atomics(nam_alloc_t *mine, nam_alloc_t *theirs) {
+    uint64_t old = 99;
+    expect("fetch_add 5 (writer)", nam_atomic_fetch_add(mine, 0, 5, &old), NAM_OK);
+    expect_u64("  old value", old, 0);
+    expect("fetch_add 7 (reader)", nam_atomic_fetch_add(theirs, 0, 7, &old), NAM_OK);
+    expect_u64("  old value", old, 5);
+    expect("fetch", nam_atomic_fetch(mine, 0, &old), NAM_OK);
+    expect_u64("  value", old, 12);
+    expect("cswap 12 -> 40", nam_atomic_cswap(theirs, 0, 12, 40, &old), NAM_OK);
+    expect_u64("  old value (swapped)", old, 12);
+    expect("cswap 12 -> 41 (fails)", nam_atomic_cswap(theirs, 0, 12, 41, &old), NAM_OK);
+    expect_u64("  old value (not swapped)", old, 40);
+    expect("swap -> 3", nam_atomic_swap(mine, 0, 3, &old), NAM_OK);
+    expect_u64("  old value", old, 40);
+}
+
+static void signals(nam_alloc_t *mine, nam_alloc_t *theirs) {
+    static const char message[] = "data before its signal";
+    char back[sizeof message] = {0};
+    uint64_t value = 0;
+    expect("put_signal (ADD 1 to word 8)",
+           nam_put_signal(mine, DATA_OFFSET + 512, message, sizeof message, mine, 8, 1, NAM_SIGNAL_ADD), NAM_OK);
+    expect("wait_until word 8 >= 1 (reader)", nam_wait_until(theirs, 8, NAM_CMP_GE, 1, 5000, &value), NAM_OK);
+    expect_u64("  signal value", value, 1);
+    expect("get_sync the signalled data (reader)",
+           nam_get_sync(theirs, DATA_OFFSET + 512, back, sizeof back), NAM_OK);
+    expect_true("  the reader sees the data", memcmp(back, message, sizeof message) == 0);
+    expect("put_signal (SET word 8 to 42)",
+           nam_put_signal(mine, DATA_OFFSET, "x", 1, mine, 8, 42, NAM_SIGNAL_SET), NAM_OK);
+    expect("wait_until word 8 == 42", nam_wait_until(theirs, 8, NAM_CMP_EQ, 42, 5000, &value), NAM_OK);
+    expect("wait_until word 8 == 7 (times out)", nam_wait_until(theirs, 8, NAM_CMP_EQ, 7, 50, &value),
+           NAM_ERR_WAIT_TIMEOUT);
+    expect_u64("  last value seen", value, 42);
+}
+
+static void non_blocking(nam_t *nam, nam_alloc_t *mine, nam_alloc_t *theirs) {
+    unsigned char *out = malloc((size_t)CHUNKS * CHUNK), *in = calloc(CHUNKS, CHUNK);
+    nam_request_t *requests[CHUNKS];
+    int ok = out && in;
+    for (size_t i = 0; ok && i < (size_t)CHUNKS * CHUNK; i++) {
+        out[i] = (unsigned char)(i * 7 + i / CHUNK);
+    }
+    /* Start every put; a request is NULL when its put completed at once. */
+    for (unsigned i = 0; ok && i < CHUNKS; i++) {
+        nam_status_t s = nam_put(mine, DATA_OFFSET + 8192 + i * CHUNK, out + i * CHUNK, CHUNK, &requests[i]);
+        ok &= (s == NAM_OK && requests[i] == NULL) || (s == NAM_IN_PROGRESS && requests[i] != NULL);
+    }
+    expect_true("nam_put x8 started", ok);
+    for (unsigned i = 0; ok && i < CHUNKS; i++) {
+        ok &= nam_wait(requests[i]) == NAM_OK; /* buffer reusable; request released */
+    }
+    expect_true("nam_wait x8 (puts complete locally)", ok);
+    expect("nam_flush (puts complete remotely)", nam_flush(nam), NAM_OK);
+    /* The reader gets them back, polling with nam_test before releasing with nam_wait. */
+    for (unsigned i = 0; ok && i < CHUNKS; i++) {
+        nam_status_t s = nam_get(theirs, DATA_OFFSET + 8192 + i * CHUNK, in + i * CHUNK, CHUNK, &requests[i]);
+        ok &= s == NAM_OK || s == NAM_IN_PROGRESS;
+    }
+    for (unsigned i = 0; ok && i < CHUNKS; i++) {
+        nam_status_t s;
+        while ((s = nam_test(requests[i])) == NAM_IN_PROGRESS) {
+        }
+        ok &= s == NAM_OK && nam_wait(requests[i]) == NAM_OK;
+    }
+    expect_true("nam_get x8 with nam_test/nam_wait", ok);
+    expect_true("  the data arrived intact", ok && memcmp(in, out, (size_t)CHUNKS * CHUNK) == 0);
+    free(out);
+    free(in);
+}
+
+static void bad_input(nam_t *nam, nam_alloc_t *mine) {
+    char before[16], after[16];
+    uint64_t word;
+    nam_alloc_t *none = NULL;
+    expect("get_sync the last 16 bytes", nam_get_sync(mine, SIZE - 16, before, sizeof before), NAM_OK);
+    expect("put_sync 8 bytes at size - 4", nam_put_sync(mine, SIZE - 4, "overflow", 8), NAM_ERR_OUT_OF_BOUNDS);
+    printf("     (%s)\n", nam_last_error_message());
+    expect("get_sync the last 16 bytes again", nam_get_sync(mine, SIZE - 16, after, sizeof after), NAM_OK);
+    expect_true("  the failed put changed nothing", memcmp(before, after, sizeof before) == 0);
+    expect("get_sync past the end", nam_get_sync(mine, SIZE, after, 1), NAM_ERR_OUT_OF_BOUNDS);
+    expect("fetch_add at offset 4", nam_atomic_fetch_add(mine, 4, 1, &word), NAM_ERR_MISALIGNED);
+    expect("put_sync from a NULL buffer", nam_put_sync(mine, 0, NULL, 8), NAM_ERR_INVALID_ARGUMENT);
+    expect("wait_until with a bad comparison", nam_wait_until(mine, 0, (nam_cmp_t)77, 0, 10, &word),
+           NAM_ERR_INVALID_ARGUMENT);
+    expect("malloc of 0 bytes", nam_malloc(nam, 0, NULL, &none), NAM_ERR_INVALID_ARGUMENT);
+    expect_true("  gives no allocation", none == NULL);
+    expect("open an unknown name", nam_open(nam, "no-such-allocation", &none), NAM_ERR_NAME_NOT_FOUND);
+}
+
+int main(void) {
+    nam_t *writer = NULL, *reader = NULL;
+    nam_alloc_t *mine = NULL, *theirs = NULL;
+    nam_alloc_params_t params = {.align = 4096, .flags = NAM_ALLOC_SHARED, .name = "hello", .server = NAM_SERVER_ANY};
+    static const char greeting[] = "hello, network-attached memory";
+    char back[sizeof greeting] = {0};
+
+    require("nam_init (writer, from NAM_SERVERS)", nam_init(NULL, &writer));
+    require("nam_init (reader)", nam_init(NULL, &reader));
+    require("nam_malloc 1 MiB shared \"hello\"", nam_malloc(writer, SIZE, &params, &mine));
+    expect_u64("nam_alloc_size", nam_alloc_size(mine), SIZE);
+    require("nam_open \"hello\" (reader)", nam_open(reader, "hello", &theirs));
+    expect_u64("nam_alloc_size (reader)", nam_alloc_size(theirs), SIZE);
+    expect("malloc \"hello\" again", nam_malloc(writer, 64, &params, &(nam_alloc_t *){NULL}), NAM_ERR_NAME_EXISTS);
+
+    expect("put_sync greeting", nam_put_sync(mine, DATA_OFFSET, greeting, sizeof greeting), NAM_OK);
+    expect("get_sync greeting (reader)", nam_get_sync(theirs, DATA_OFFSET, back, sizeof back), NAM_OK);
+    expect_true("  the reader sees the greeting", strcmp(back, greeting) == 0);
+
+    atomics(mine, theirs);
+    signals(mine, theirs);
+    non_blocking(writer, mine, theirs);
+    bad_input(writer, mine);
+
+    /* A request left outstanding: nam_finalize waits for it and flushes before it leaves. */
+    static unsigned char last[CHUNK], check[CHUNK];
+    nam_request_t *left = NULL;
+    memset(last, 0x5a, sizeof last);
+    nam_status_t s = nam_put(theirs, DATA_OFFSET, last, sizeof last, &left);
+    expect_true("nam_put left outstanding (reader)", s == NAM_OK || s == NAM_IN_PROGRESS);
+    expect("nam_finalize (reader, completes the put)", nam_finalize(reader), NAM_OK);
+    expect("get_sync what the reader put", nam_get_sync(mine, DATA_OFFSET, check, sizeof check), NAM_OK);
+    expect_true("  the outstanding put arrived", memcmp(check, last, sizeof last) == 0);
+
+    expect("nam_free", nam_free(mine), NAM_OK);
+    expect("nam_free again (double free)", nam_free(mine), NAM_ERR_FREED);
+    printf("     (%s)\n", nam_last_error_message());
+    expect("put_sync after free", nam_put_sync(mine, 0, "x", 1), NAM_ERR_FREED);
+    expect("nam_alloc_release", nam_alloc_release(mine), NAM_OK);
+    expect("nam_finalize (writer)", nam_finalize(writer), NAM_OK);
+
+    if (failures) {
+        printf("hello: %d check(s) FAILED\n", failures);
+        return 1;
+    }
+    printf("hello: all checks passed\n");
+    return 0;
+}
