@@ -103,6 +103,7 @@ static void non_blocking(nam_t *nam, nam_alloc_t *mine, nam_alloc_t *theirs) {
         ok &= (s == NAM_OK && requests[i] == NULL) || (s == NAM_IN_PROGRESS && requests[i] != NULL);
     }
     expect_true("nam_put x8 started", ok);
+    expect("nam_fence (orders the puts before what follows)", nam_fence(nam), NAM_OK);
     for (unsigned i = 0; ok && i < CHUNKS; i++) {
         ok &= nam_wait(requests[i]) == NAM_OK; /* buffer reusable; request released */
     }

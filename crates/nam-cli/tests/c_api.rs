@@ -148,27 +148,77 @@ fn assert_nothing_leaked(server: &ServerProcess) {
     );
 }
 
-#[test]
-fn c_example_builds_against_nam_pc_and_runs_over_every_transport() {
+/// Generates nam.pc into a fresh directory and builds every example there with the
+/// examples' Makefile (warnings are errors, so nam.h stays warning-free).
+fn build_examples(tag: &str) -> PathBuf {
     built_library("libnam.so");
-    let dir = temp_dir("c-api-shared");
+    let dir = temp_dir(tag);
     generate_pc(&dir);
-    let cflags = pkg_config(&dir, &["--cflags", "--libs"]);
-    assert!(cflags.contains(&"-lnam".to_string()), "{cflags:?}");
+    let flags = pkg_config(&dir, &["--cflags", "--libs"]);
+    assert!(flags.contains(&"-lnam".to_string()), "{flags:?}");
     run(
         "make -C examples/c",
         Command::new("make")
             .arg("-C")
             .arg(repo().join("examples/c"))
             .arg(format!("OUT={}", dir.display()))
+            .arg("CFLAGS=-O2 -g -Wall -Wextra -Werror -std=c11")
             .env("PKG_CONFIG_PATH", &dir),
     );
+    dir
+}
+
+#[test]
+fn c_example_builds_against_nam_pc_and_runs_over_every_transport() {
+    let dir = build_examples("c-api-shared");
     let hello = dir.join("hello");
     for tls in TRANSPORTS {
         let server = ServerProcess::start(tls, &["--capacity", "64MiB"]);
         let output = run_example(&hello, &server, Some(&lib_dir()), Duration::from_secs(120));
         check_hello_output(&output, tls);
         assert_nothing_leaked(&server);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_c_client_sees_its_server_die_as_errors_within_the_deadline() {
+    let dir = build_examples("c-api-loss");
+    for tls in TRANSPORTS {
+        let mut server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let mut child = Command::new(dir.join("server_loss"))
+            .env("NAM_SERVERS", server.addr.to_string())
+            .env("NAM_TRANSPORTS", tls)
+            .env("NAM_TIMEOUT_MS", "2000")
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start server_loss");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert_eq!(line, "ready\n", "over {tls}");
+        server.kill();
+        let killed = Instant::now();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+        // 3 deadlines of 2 s plus slack, as the program itself allows, and a margin.
+        let deadline = killed + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!("server_loss hung after its server died over {tls}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut output = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut output).unwrap();
+        assert!(status.success(), "server_loss over {tls} exited with {status}:\n{output}");
+        assert!(output.contains("server_loss: all checks passed"), "over {tls}:\n{output}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -198,4 +248,17 @@ fn c_example_links_statically_against_libnam_a() {
     check_hello_output(&output, "tcp");
     assert_nothing_leaked(&server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nam_h_is_warning_free_c99_and_cxx11() {
+    let header = repo().join("include/nam.h");
+    for (compiler, language, standard) in [("cc", "c", "-std=c99"), ("c++", "c++", "-std=c++11")] {
+        run(
+            &format!("{compiler} -fsyntax-only nam.h"),
+            Command::new(compiler)
+                .args(["-fsyntax-only", standard, "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-x", language])
+                .arg(&header),
+        );
+    }
 }
