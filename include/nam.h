@@ -615,8 +615,9 @@ const char *nam_status_string(nam_status_t status);
  * The text of the last error on the calling thread, naming the call and its exact cause
  * (for example "nam_put_sync: offset 4092 + length 8 is outside the 4096-byte
  * allocation"), or "no error". Successful calls do not clear it (like `errno`). Never NULL;
- * the string belongs to libnam and stays valid until the next failing nam call on this
- * thread. Completes immediately.
+ * the string belongs to libnam. The pointer stays valid as long as the thread lives; its
+ * text is replaced by the next failing nam call on this thread (at most 1023 bytes).
+ * Completes immediately.
  */
 const char *nam_last_error_message(void);
 

@@ -162,4 +162,14 @@ mod tests {
         let again = unsafe { CStr::from_ptr(crate::nam_last_error_message()) }.to_str().unwrap().to_string();
         assert_eq!(again, text, "success does not clear the last error");
     }
+
+    #[test]
+    fn the_last_error_pointer_stays_valid_and_long_texts_are_cut() {
+        let pointer = crate::nam_last_error_message();
+        guard("nam_a", || Err(Failure::Invalid("é".repeat(2000))));
+        let text = unsafe { CStr::from_ptr(pointer) }.to_str().expect("cut at a character boundary");
+        assert!(text.starts_with("nam_a: éé") && text.len() <= 1023, "{} bytes", text.len());
+        guard("nam_b", || Err(Failure::Null("buf")));
+        assert_eq!(unsafe { CStr::from_ptr(pointer) }.to_str().unwrap(), "nam_b: argument `buf` is NULL");
+    }
 }

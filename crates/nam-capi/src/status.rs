@@ -2,7 +2,7 @@
 
 use nam_client::{Error, Status};
 use std::cell::RefCell;
-use std::ffi::{c_char, CString};
+use std::ffi::c_char;
 
 /// Outcome of a call. `NAM_OK` is 0, `NAM_IN_PROGRESS` (a non-blocking operation is still in
 /// flight) is positive, every error is negative. Each error of the client library and each
@@ -205,22 +205,42 @@ pub extern "C" fn nam_status_string(status: NamStatusArg) -> *const c_char {
     text.as_ptr().cast()
 }
 
+/// Longest last-error text kept, in bytes (longer texts are cut at a character boundary).
+const LAST_ERROR_LEN_MAX: usize = 1023;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::new("no error").expect("no NUL"));
+    /// One fixed buffer per thread, so a pointer from `nam_last_error_message` never dangles:
+    /// a later failure overwrites the text in place.
+    static LAST_ERROR: RefCell<Box<[u8; LAST_ERROR_LEN_MAX + 1]>> = RefCell::new(initial_last_error());
+}
+
+fn initial_last_error() -> Box<[u8; LAST_ERROR_LEN_MAX + 1]> {
+    let mut buffer = Box::new([0u8; LAST_ERROR_LEN_MAX + 1]);
+    buffer[..8].copy_from_slice(b"no error");
+    buffer
 }
 
 /// Records `message` as this thread's last error.
 pub(crate) fn set_last_error(message: String) {
-    let message = CString::new(message.replace('\0', " ")).expect("NULs were replaced");
-    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+    let message = message.replace('\0', " ");
+    let mut len = message.len().min(LAST_ERROR_LEN_MAX);
+    while !message.is_char_boundary(len) {
+        len -= 1;
+    }
+    LAST_ERROR.with(|last| {
+        let mut buffer = last.borrow_mut();
+        buffer[..len].copy_from_slice(&message.as_bytes()[..len]);
+        buffer[len] = 0;
+    });
 }
 
 /// The text of the last error on the calling thread, naming the call and its exact cause
 /// (for example "nam_put_sync: offset 4092 + length 8 is outside the 4096-byte
 /// allocation"), or "no error". Successful calls do not clear it (like `errno`). Never NULL;
-/// the string belongs to libnam and stays valid until the next failing nam call on this
-/// thread. Completes immediately.
+/// the string belongs to libnam. The pointer stays valid as long as the thread lives; its
+/// text is replaced by the next failing nam call on this thread (at most 1023 bytes).
+/// Completes immediately.
 #[no_mangle]
 pub extern "C" fn nam_last_error_message() -> *const c_char {
-    LAST_ERROR.with(|last| last.borrow().as_ptr())
+    LAST_ERROR.with(|last| last.borrow().as_ptr().cast())
 }
