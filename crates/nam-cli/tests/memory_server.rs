@@ -221,6 +221,20 @@ fn an_idle_server_sleeps() {
 }
 
 #[test]
+fn new_allocations_start_zeroed() {
+    let server = ServerProcess::start("tcp", &["--capacity", "1MiB"]);
+    let first = server.client();
+    let a = first.alloc(1 << 20, &AllocOptions::default()).unwrap();
+    first.put_sync(&a, 0, &vec![0xee; 1 << 20]).unwrap();
+    first.free(&a).unwrap();
+    let second = server.client();
+    let b = second.alloc(1 << 20, &AllocOptions::default()).unwrap();
+    let mut back = vec![1u8; 1 << 20];
+    second.get(&b, 0, &mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0), "a new allocation shows its predecessor's bytes");
+}
+
+#[test]
 fn status_codes_of_refusals_are_typed() {
     let server = ServerProcess::start("tcp", &["--capacity", "1MiB"]);
     let client = server.client();

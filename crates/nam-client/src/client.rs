@@ -128,12 +128,17 @@ impl Compare {
     }
 }
 
+/// Immediate completions between two health checks of the control endpoints.
+const HEALTH_CHECK_OPS: u32 = 64;
+
 struct Inner {
     links: Vec<Link>,
     replies: ReplyQueue,
     next_request_id: u64,
     next_server: usize,
     traffic: TrafficReport,
+    /// Operations that completed without progressing the worker since it last progressed.
+    unprogressed_ops: u32,
     worker: Worker,
     _context: Context,
 }
@@ -170,6 +175,7 @@ impl Client {
             next_request_id: 1,
             next_server: 0,
             traffic: TrafficReport::default(),
+            unprogressed_ops: 0,
             worker,
             _context: context,
         };
@@ -185,7 +191,9 @@ impl Client {
             match link.call(&inner.replies, id, &hello, "hello", config.connect_timeout)? {
                 Reply::Hello(h) => {
                     link.server_name = h.server_name;
-                    link.open_data_plane(&h.worker_address)?;
+                    let shared_memory = h.host_id == nam_proto::host_id()
+                        && transports_allow_shared_memory(config.transports.as_deref());
+                    link.open_data_plane(&h.worker_address, shared_memory)?;
                 }
                 other => return Err(unexpected(addr, "hello", other)),
             }
@@ -358,6 +366,8 @@ impl Client {
     /// Remote completion of every operation issued so far to server `server`.
     pub fn flush_server(&self, server: usize) -> Result<()> {
         let inner = self.lock();
+        // Learn of a dead server before promising remote completion.
+        inner.worker.progress();
         let link = inner.links.get(server).ok_or(Error::InvalidArgument("server index out of range"))?;
         let posted = link.data("flush")?.flush_nbx().map_err(|source| Error::Transport {
             addr: link.addr,
@@ -385,7 +395,10 @@ impl Client {
         // SAFETY: operand and reply live on this frame until the wait returns.
         let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, &mut reply, target, link.rkey()) }
             .map_err(|source| Error::Transport { addr: link.addr, what: "atomic", source })?;
-        link.wait(posted, self.config.timeout, "atomic")?;
+        match posted {
+            Posted::Done => inner.note_immediate_completion(),
+            posted => inner.links[allocation.server].wait(posted, self.config.timeout, "atomic")?,
+        }
         let result = reply;
         inner.traffic.atomics += 1;
         Ok(result)
@@ -541,9 +554,22 @@ impl Inner {
         })
     }
 
+    /// Over shared memory, operations complete without progressing the worker, and only
+    /// progress delivers the control endpoint's news that the server died. Progress every
+    /// [`HEALTH_CHECK_OPS`] immediate completions so a dead server is noticed within a few
+    /// operations instead of never (a put into an orphaned segment would be lost silently).
+    #[inline]
+    fn note_immediate_completion(&mut self) {
+        self.unprogressed_ops += 1;
+        if self.unprogressed_ops >= HEALTH_CHECK_OPS {
+            self.unprogressed_ops = 0;
+            self.worker.progress();
+        }
+    }
+
     #[inline]
     fn finish(
-        &self,
+        &mut self,
         server: usize,
         posted: nam_ucx::Result<Posted>,
         what: &'static str,
@@ -551,7 +577,10 @@ impl Inner {
     ) -> Result<()> {
         let link = &self.links[server];
         match posted.map_err(|source| Error::Transport { addr: link.addr, what, source })? {
-            Posted::Done => Ok(()),
+            Posted::Done => {
+                self.note_immediate_completion();
+                Ok(())
+            }
             posted => link.wait(posted, timeout, what),
         }
     }
@@ -569,6 +598,22 @@ impl Inner {
             Posted::InFlight(request) => Some(request),
         };
         Ok(Op { client, server, request, what, _buffer: PhantomData })
+    }
+}
+
+/// Whether the UCX transport list (`UCX_TLS` syntax; `None` reads the environment) lets
+/// UCX use shared memory.
+fn transports_allow_shared_memory(transports: Option<&str>) -> bool {
+    let list = match transports {
+        Some(t) => t.to_string(),
+        None => std::env::var("UCX_TLS").unwrap_or_else(|_| "all".into()),
+    };
+    const SHARED: [&str; 7] = ["sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"];
+    let names: Vec<&str> = list.trim_start_matches('^').split(',').map(str::trim).collect();
+    if list.starts_with('^') {
+        !names.iter().any(|n| SHARED.contains(n))
+    } else {
+        names.iter().any(|n| *n == "all" || SHARED.contains(n))
     }
 }
 

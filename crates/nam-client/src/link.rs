@@ -13,9 +13,12 @@ pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 
 /// Two endpoints to one server. The *control* endpoint is a sockaddr connection with peer
 /// failure detection; it carries requests and replies. The *data* endpoint is opened to
-/// the server worker's address without failure detection, so that UCX may choose shared
-/// memory (UCX 1.13's shared-memory transports cannot do peer error handling); data
-/// operations check the control endpoint first and watch it while they wait.
+/// the server worker's address. When the server is on this host and shared memory is among
+/// the transports, it is opened without failure detection, so that UCX may choose shared
+/// memory (UCX 1.13's shared-memory transports cannot do peer error handling, and UCX skips
+/// them when it is asked for); its operations then complete synchronously on mapped
+/// memory. Otherwise it detects failures itself, so that a dead server fails its requests
+/// cleanly. Data operations check the control endpoint first and watch it while they wait.
 pub(crate) struct Link {
     pub(crate) addr: SocketAddr,
     pub(crate) control: Endpoint,
@@ -31,9 +34,10 @@ impl Link {
         Ok(Link { addr, control, data: None, rkey: None, server_name: String::new() })
     }
 
-    /// Opens the data endpoint to the server worker's address (from its Hello reply).
-    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8]) -> Result<()> {
-        let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, false)
+    /// Opens the data endpoint to the server worker's address (from its Hello reply);
+    /// `shared_memory` says whether the server's memory can be mapped here.
+    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], shared_memory: bool) -> Result<()> {
+        let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, !shared_memory)
             .map_err(|source| Error::Connect { addr: self.addr, source })?;
         self.data = Some(data);
         Ok(())

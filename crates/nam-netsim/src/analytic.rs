@@ -73,26 +73,17 @@ fn path(
         match topo.port_channel(r, hop.port) {
             None => {
                 let d = physical::wire_delay_ps(topo.nodes[dst].link_length_mm);
-                stages.push(Stage {
-                    period: p,
-                    offset: p * (2 + cycles(d, p)),
-                });
+                stages.push(Stage { period: p, offset: p * (2 + cycles(d, p)) });
                 wires.push(nch + 2 * dst + 1);
                 break;
             }
             Some(c) => {
-                stages.push(Stage {
-                    period: p,
-                    offset: p * (2 + cycles(topo.channel_delay_ps(c), p)),
-                });
+                stages.push(Stage { period: p, offset: p * (2 + cycles(topo.channel_delay_ps(c), p)) });
                 wires.push(c);
                 r = topo.channels[c].to;
             }
         }
-        assert!(
-            stages.len() <= 4 * topo.router_count() + 4,
-            "routing loops between {src} and {dst}"
-        );
+        assert!(stages.len() <= 4 * topo.router_count() + 4, "routing loops between {src} and {dst}");
     }
     (inj, stages, wires)
 }
@@ -101,9 +92,7 @@ fn path(
 /// source router): each router handles a flit at its first own tick at or after the flit's
 /// arrival, one flit per cycle.
 fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usize) -> u64 {
-    let mut arrivals: Vec<u64> = (0..flits as u64)
-        .map(|j| t0 + j * src_period + inj)
-        .collect();
+    let mut arrivals: Vec<u64> = (0..flits as u64).map(|j| t0 + j * src_period + inj).collect();
     for s in stages {
         let mut prev: Option<u64> = None;
         for a in arrivals.iter_mut() {
@@ -132,9 +121,7 @@ fn walk(
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
     let phases = if single_clock { 1 } else { PHASES };
-    let total: u64 = (0..phases)
-        .map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits))
-        .sum();
+    let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
     (total as f64 / phases as f64, stages.len(), wires)
 }
 
@@ -152,12 +139,7 @@ fn picks(topo: &Topology) -> usize {
 }
 
 /// Computes the zero-load latency and channel-load bound of `topo` under `traffic`.
-pub fn analyze(
-    topo: &Topology,
-    traffic: &TrafficPattern,
-    vcs: usize,
-    packet_flits: usize,
-) -> Result<AnalyticModel> {
+pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_flits: usize) -> Result<AnalyticModel> {
     let router = Router::new(topo, vcs)?;
     let periods: Vec<u64> = topo.routers.iter().map(|r| period_ps(r.freq_ghz)).collect();
     let nch = topo.channels.len();
@@ -168,8 +150,7 @@ pub fn analyze(
         for (dst, w) in traffic.distribution(topo, src) {
             for pick in 0..npick {
                 let wp = w / npick as f64;
-                let (lat, routers, wires) =
-                    walk(topo, &router, &periods, packet_flits, src, dst, pick);
+                let (lat, routers, wires) = walk(topo, &router, &periods, packet_flits, src, dst, pick);
                 lat_sum += wp * lat;
                 routers_sum += wp * routers as f64;
                 weight_sum += wp;
@@ -188,19 +169,12 @@ pub fn analyze(
         }
         let (up_period, name) = if wi < nch {
             let ch = &topo.channels[wi];
-            let name = format!(
-                "{} -> {}",
-                topo.routers[ch.from].label, topo.routers[ch.to].label
-            );
+            let name = format!("{} -> {}", topo.routers[ch.from].label, topo.routers[ch.to].label);
             (periods[ch.from], name)
         } else {
             let n = (wi - nch) / 2;
             let r = topo.nodes[n].router;
-            let dir = if (wi - nch).is_multiple_of(2) {
-                "injection"
-            } else {
-                "ejection"
-            };
+            let dir = if (wi - nch).is_multiple_of(2) { "injection" } else { "ejection" };
             (periods[r], format!("node {n} {dir}"))
         };
         let cap_flits_per_ns = 1000.0 / up_period as f64;

@@ -6,18 +6,8 @@ use crate::physical::TILE_MM;
 use crate::topology::{RoutingKind, Topology};
 
 /// Names accepted by [`build`].
-pub const TOPOLOGY_NAMES: [&str; 10] = [
-    "mesh",
-    "torus",
-    "cmesh",
-    "cmesh-low",
-    "cmesh-high",
-    "fbfly",
-    "superstar",
-    "superstarx",
-    "superring",
-    "exanest",
-];
+pub const TOPOLOGY_NAMES: [&str; 10] =
+    ["mesh", "torus", "cmesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx", "superring", "exanest"];
 
 /// Cluster edge (tiles) of Super-Star's local routers: 16 tiles per cluster (seed 001 §3.3.2).
 pub const SUPERSTAR_CLUSTER_EDGE: usize = 4;
@@ -70,36 +60,16 @@ pub fn build(name: &str, p: &TopologyParams) -> Result<Topology> {
     let mut t = match name {
         "mesh" => grid(name, p.tiles, 1, 1, false)?,
         "torus" => grid(name, p.tiles, 1, 1, true)?,
-        "cmesh" | "cmesh-low" => grid(
-            name,
-            p.tiles,
-            p.concentration.unwrap_or(4),
-            p.parallel_links.unwrap_or(1),
-            false,
-        )?,
-        "cmesh-high" => grid(
-            name,
-            p.tiles,
-            p.concentration.unwrap_or(36),
-            p.parallel_links.unwrap_or(4),
-            false,
-        )?,
+        "cmesh" | "cmesh-low" => {
+            grid(name, p.tiles, p.concentration.unwrap_or(4), p.parallel_links.unwrap_or(1), false)?
+        }
+        "cmesh-high" => grid(name, p.tiles, p.concentration.unwrap_or(36), p.parallel_links.unwrap_or(4), false)?,
         "fbfly" => flatfly(p.tiles, p.concentration.unwrap_or(36))?,
         "superstar" => superstar(name, p.tiles, p.global_routers.unwrap_or(8), None)?,
-        "superstarx" => superstar(
-            name,
-            p.tiles,
-            p.global_routers.unwrap_or(8),
-            Some(p.threshold_flits.unwrap_or(3)),
-        )?,
+        "superstarx" => superstar(name, p.tiles, p.global_routers.unwrap_or(8), Some(p.threshold_flits.unwrap_or(3)))?,
         "superring" => superring(p.tiles)?,
         "exanest" => exanest(p.exanest_dims)?,
-        _ => {
-            return Err(NetsimError::UnknownTopology {
-                name: name.to_string(),
-                known: TOPOLOGY_NAMES.join(", "),
-            })
-        }
+        _ => return Err(NetsimError::UnknownTopology { name: name.to_string(), known: TOPOLOGY_NAMES.join(", ") }),
     };
     if let Some(f) = p.freq_ghz {
         if !(f > 0.0 && f <= 100.0) {
@@ -123,16 +93,10 @@ fn manhattan(ax: f64, ay: f64, bx: f64, by: f64) -> f64 {
 fn concentration_edge(tiles: usize, conc: usize) -> Result<usize> {
     let edge = (conc as f64).sqrt().round() as usize;
     if conc == 0 || edge * edge != conc {
-        return Err(invalid(
-            "concentration",
-            format!("{conc} is not a square number"),
-        ));
+        return Err(invalid("concentration", format!("{conc} is not a square number")));
     }
     if !tiles.is_multiple_of(edge) {
-        return Err(invalid(
-            "concentration",
-            format!("cluster edge {edge} does not divide the {tiles}x{tiles} grid"),
-        ));
+        return Err(invalid("concentration", format!("cluster edge {edge} does not divide the {tiles}x{tiles} grid")));
     }
     Ok(edge)
 }
@@ -156,26 +120,13 @@ fn add_tiles(t: &mut Topology, tiles: usize, router_of: impl Fn(usize, usize) ->
 fn grid(name: &str, tiles: usize, conc: usize, parallel: usize, wrap: bool) -> Result<Topology> {
     let edge = concentration_edge(tiles, conc)?;
     if parallel == 0 || parallel > 16 {
-        return Err(invalid(
-            "parallel_links",
-            format!("{parallel} is outside 1..=16"),
-        ));
+        return Err(invalid("parallel_links", format!("{parallel} is outside 1..=16")));
     }
     let k = tiles / edge;
     if k < 2 {
-        return Err(invalid(
-            "concentration",
-            "leaves fewer than 2 routers per row",
-        ));
+        return Err(invalid("concentration", "leaves fewer than 2 routers per row"));
     }
-    let mut t = Topology::new(
-        name,
-        RoutingKind::Dor {
-            cols: k,
-            rows: k,
-            wrap,
-        },
-    );
+    let mut t = Topology::new(name, RoutingKind::Dor { cols: k, rows: k, wrap });
     let pitch = edge as f64 * TILE_MM;
     for y in 0..k {
         for x in 0..k {
@@ -217,21 +168,13 @@ fn flatfly(tiles: usize, conc: usize) -> Result<Topology> {
     let edge = concentration_edge(tiles, conc)?;
     let k = tiles / edge;
     if k < 2 {
-        return Err(invalid(
-            "concentration",
-            "leaves fewer than 2 routers per row",
-        ));
+        return Err(invalid("concentration", "leaves fewer than 2 routers per row"));
     }
     let mut t = Topology::new("fbfly", RoutingKind::FlatFly { cols: k, rows: k });
     let pitch = edge as f64 * TILE_MM;
     for y in 0..k {
         for x in 0..k {
-            t.add_router(
-                format!("r({x},{y})"),
-                (x as f64 + 0.5) * pitch,
-                (y as f64 + 0.5) * pitch,
-                false,
-            );
+            t.add_router(format!("r({x},{y})"), (x as f64 + 0.5) * pitch, (y as f64 + 0.5) * pitch, false);
         }
     }
     for y in 0..k {
@@ -267,10 +210,7 @@ fn global_positions(g: usize, chip_mm: f64) -> Vec<(f64, f64)> {
 /// every local router connected to every global router (seed 001 §3.3.2.1-2).
 fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -> Result<Topology> {
     if globals == 0 || globals > 16 {
-        return Err(invalid(
-            "global_routers",
-            format!("{globals} is outside 1..=16"),
-        ));
+        return Err(invalid("global_routers", format!("{globals} is outside 1..=16")));
     }
     let edge = concentration_edge(tiles, SUPERSTAR_CLUSTER_EDGE * SUPERSTAR_CLUSTER_EDGE)?;
     let k = tiles / edge;
@@ -278,21 +218,12 @@ fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -
     let pitch = edge as f64 * TILE_MM;
     let locals = k * k;
     let gids: Vec<usize> = (locals..locals + globals).collect();
-    let routing = RoutingKind::SuperStar {
-        locals,
-        cols: k,
-        globals: gids.clone(),
-        neighbour_threshold_flits: threshold,
-    };
+    let routing =
+        RoutingKind::SuperStar { locals, cols: k, globals: gids.clone(), neighbour_threshold_flits: threshold };
     let mut t = Topology::new(name, routing);
     for y in 0..k {
         for x in 0..k {
-            t.add_router(
-                format!("LR{}", y * k + x),
-                (x as f64 + 0.5) * pitch,
-                (y as f64 + 0.5) * pitch,
-                false,
-            );
+            t.add_router(format!("LR{}", y * k + x), (x as f64 + 0.5) * pitch, (y as f64 + 0.5) * pitch, false);
         }
     }
     for (i, (gx, gy)) in global_positions(globals, chip).into_iter().enumerate() {
@@ -300,12 +231,7 @@ fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -
     }
     for l in 0..locals {
         for &g in &gids {
-            let len = manhattan(
-                t.routers[l].x_mm,
-                t.routers[l].y_mm,
-                t.routers[g].x_mm,
-                t.routers[g].y_mm,
-            );
+            let len = manhattan(t.routers[l].x_mm, t.routers[l].y_mm, t.routers[g].x_mm, t.routers[g].y_mm);
             t.connect(l, g, len);
         }
     }
@@ -331,10 +257,7 @@ fn superring(tiles: usize) -> Result<Topology> {
     let edge = concentration_edge(tiles, SUPERSTAR_CLUSTER_EDGE * SUPERSTAR_CLUSTER_EDGE)?;
     let k = tiles / edge;
     if !k.is_multiple_of(2) {
-        return Err(invalid(
-            "tiles",
-            format!("{tiles} does not split into 4 quadrants of 4x4-tile clusters"),
-        ));
+        return Err(invalid("tiles", format!("{tiles} does not split into 4 quadrants of 4x4-tile clusters")));
     }
     let pitch = edge as f64 * TILE_MM;
     let chip = tiles as f64 * TILE_MM;
@@ -349,49 +272,25 @@ fn superring(tiles: usize) -> Result<Topology> {
         }
     }
     let ring: Vec<usize> = (locals..locals + 4).collect();
-    let mut t = Topology::new(
-        "superring",
-        RoutingKind::SuperRing {
-            locals,
-            ring: ring.clone(),
-            local_gr: local_gr.clone(),
-        },
-    );
+    let mut t =
+        Topology::new("superring", RoutingKind::SuperRing { locals, ring: ring.clone(), local_gr: local_gr.clone() });
     for y in 0..k {
         for x in 0..k {
-            t.add_router(
-                format!("LR{}", y * k + x),
-                (x as f64 + 0.5) * pitch,
-                (y as f64 + 0.5) * pitch,
-                false,
-            );
+            t.add_router(format!("LR{}", y * k + x), (x as f64 + 0.5) * pitch, (y as f64 + 0.5) * pitch, false);
         }
     }
     let (q1, q3) = (chip / 4.0, 3.0 * chip / 4.0);
-    for (i, (gx, gy)) in [(q1, q1), (q3, q1), (q3, q3), (q1, q3)]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, (gx, gy)) in [(q1, q1), (q3, q1), (q3, q3), (q1, q3)].into_iter().enumerate() {
         t.add_router(format!("GR{i}"), gx, gy, true);
     }
     for (l, &gi) in local_gr.iter().enumerate() {
         let g = ring[gi];
-        let len = manhattan(
-            t.routers[l].x_mm,
-            t.routers[l].y_mm,
-            t.routers[g].x_mm,
-            t.routers[g].y_mm,
-        );
+        let len = manhattan(t.routers[l].x_mm, t.routers[l].y_mm, t.routers[g].x_mm, t.routers[g].y_mm);
         t.connect(l, g, len);
     }
     for i in 0..4 {
         let (a, b) = (ring[i], ring[(i + 1) % 4]);
-        let len = manhattan(
-            t.routers[a].x_mm,
-            t.routers[a].y_mm,
-            t.routers[b].x_mm,
-            t.routers[b].y_mm,
-        );
+        let len = manhattan(t.routers[a].x_mm, t.routers[a].y_mm, t.routers[b].x_mm, t.routers[b].y_mm);
         t.connect(a, b, len);
     }
     add_tiles(&mut t, tiles, |x, y| (y / edge) * k + x / edge);
@@ -403,20 +302,13 @@ fn superring(tiles: usize) -> Result<Topology> {
 /// link latency L_l; torus channels carry L_l plus the routing block latency L_ER (§6.1.1).
 fn exanest(dims: [usize; 3]) -> Result<Topology> {
     if dims.iter().any(|&d| d == 0 || d > 16) {
-        return Err(invalid(
-            "exanest_dims",
-            format!("{dims:?}: each size must be in 1..=16"),
-        ));
+        return Err(invalid("exanest_dims", format!("{dims:?}: each size must be in 1..=16")));
     }
     let per_board = 4;
     let mut t = Topology::new("exanest", RoutingKind::Exanest { dims, per_board });
     let qfdbs = dims[0] * dims[1] * dims[2];
     for q in 0..qfdbs {
-        let (x, y, z) = (
-            q % dims[0],
-            (q / dims[0]) % dims[1],
-            q / (dims[0] * dims[1]),
-        );
+        let (x, y, z) = (q % dims[0], (q / dims[0]) % dims[1], q / (dims[0] * dims[1]));
         for f in 0..per_board {
             let r = t.add_router(
                 format!("Q{q}F{}", f + 1),
@@ -435,11 +327,7 @@ fn exanest(dims: [usize; 3]) -> Result<Topology> {
     }
     let index = |c: [usize; 3]| c[0] + dims[0] * (c[1] + dims[1] * c[2]);
     for q in 0..qfdbs {
-        let c = [
-            q % dims[0],
-            (q / dims[0]) % dims[1],
-            q / (dims[0] * dims[1]),
-        ];
+        let c = [q % dims[0], (q / dims[0]) % dims[1], q / (dims[0] * dims[1])];
         for d in 0..3 {
             let k = dims[d];
             if k < 2 || (k == 2 && c[d] == 1) {
@@ -453,11 +341,7 @@ fn exanest(dims: [usize; 3]) -> Result<Topology> {
     let torus_ps = (EXANEST_LINK_NS + EXANEST_ROUTER_NS) * 1000.0;
     for ch in &mut t.channels {
         let torus = ch.from / per_board != ch.to / per_board;
-        ch.delay_ps = Some(if torus {
-            torus_ps
-        } else {
-            EXANEST_LINK_NS * 1000.0
-        });
+        ch.delay_ps = Some(if torus { torus_ps } else { EXANEST_LINK_NS * 1000.0 });
     }
     Ok(t)
 }

@@ -71,22 +71,13 @@ impl SimConfig {
     /// Checks every field; errors name the field.
     pub fn validate(&self) -> Result<()> {
         if self.vcs == 0 || self.vcs > VCS_MAX {
-            return Err(invalid(
-                "vcs",
-                format!("{} is outside 1..={VCS_MAX}", self.vcs),
-            ));
+            return Err(invalid("vcs", format!("{} is outside 1..={VCS_MAX}", self.vcs)));
         }
         if self.vc_depth_flits == 0 || self.vc_depth_flits > VC_DEPTH_MAX {
-            return Err(invalid(
-                "vc_depth_flits",
-                format!("{} is outside 1..={VC_DEPTH_MAX}", self.vc_depth_flits),
-            ));
+            return Err(invalid("vc_depth_flits", format!("{} is outside 1..={VC_DEPTH_MAX}", self.vc_depth_flits)));
         }
         if self.packet_flits == 0 || self.packet_flits > PACKET_FLITS_MAX {
-            return Err(invalid(
-                "packet_flits",
-                format!("{} is outside 1..={PACKET_FLITS_MAX}", self.packet_flits),
-            ));
+            return Err(invalid("packet_flits", format!("{} is outside 1..={PACKET_FLITS_MAX}", self.packet_flits)));
         }
         let total = self.warmup_cycles + self.measure_cycles + self.drain_cycles_max;
         if self.measure_cycles == 0 || total > RUN_CYCLES_MAX {
@@ -99,14 +90,12 @@ impl SimConfig {
             return Err(invalid("deadlock_cycles", "must be > 0"));
         }
         match self.injection {
-            Injection::FlitsPerNodePerCycle(x) if !(0.0..=1.0).contains(&x) => Err(invalid(
-                "injection_rate",
-                format!("{x} flits/node/cycle is outside 0-1"),
-            )),
-            Injection::PacketsPerNsPerNode(x) if !(x >= 0.0 && x.is_finite()) => Err(invalid(
-                "injection_rate",
-                format!("{x} packets/ns/node is not a rate >= 0"),
-            )),
+            Injection::FlitsPerNodePerCycle(x) if !(0.0..=1.0).contains(&x) => {
+                Err(invalid("injection_rate", format!("{x} flits/node/cycle is outside 0-1")))
+            }
+            Injection::PacketsPerNsPerNode(x) if !(x >= 0.0 && x.is_finite()) => {
+                Err(invalid("injection_rate", format!("{x} packets/ns/node is not a rate >= 0")))
+            }
             _ => Ok(()),
         }
     }

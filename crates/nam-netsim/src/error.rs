@@ -74,8 +74,5 @@ pub type Result<T> = std::result::Result<T, NetsimError>;
 
 /// Builds an [`NetsimError::InvalidParameter`].
 pub(crate) fn invalid(field: &str, reason: impl Into<String>) -> NetsimError {
-    NetsimError::InvalidParameter {
-        field: field.to_string(),
-        reason: reason.into(),
-    }
+    NetsimError::InvalidParameter { field: field.to_string(), reason: reason.into() }
 }

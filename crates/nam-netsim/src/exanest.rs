@@ -16,11 +16,7 @@ pub struct PathModel {
 
 impl Default for PathModel {
     fn default() -> Self {
-        PathModel {
-            base_us: 1.17,
-            link_us: 0.120,
-            router_us: 0.145,
-        }
+        PathModel { base_us: 1.17, link_us: 0.120, router_us: 0.145 }
     }
 }
 
@@ -52,48 +48,12 @@ pub struct PathCase {
 
 /// The paths of seed 003 Table 2 with their measured latency.
 pub const TABLE2: [PathCase; 6] = [
-    PathCase {
-        name: "Intra-FPGA",
-        inter_mezz: 0,
-        intra_mezz: 0,
-        intra_qfdb: 0,
-        measured_us: 1.17,
-    },
-    PathCase {
-        name: "Intra-QFDB-sh",
-        inter_mezz: 0,
-        intra_mezz: 0,
-        intra_qfdb: 1,
-        measured_us: 1.293,
-    },
-    PathCase {
-        name: "Intra-mezz-sh",
-        inter_mezz: 0,
-        intra_mezz: 1,
-        intra_qfdb: 0,
-        measured_us: 1.579,
-    },
-    PathCase {
-        name: "Intra-mezz-mh(2)",
-        inter_mezz: 0,
-        intra_mezz: 1,
-        intra_qfdb: 1,
-        measured_us: 2.0,
-    },
-    PathCase {
-        name: "Intra-mezz-mh(3)",
-        inter_mezz: 0,
-        intra_mezz: 1,
-        intra_qfdb: 2,
-        measured_us: 2.111,
-    },
-    PathCase {
-        name: "Inter-mezz(3,1,2)",
-        inter_mezz: 3,
-        intra_mezz: 1,
-        intra_qfdb: 2,
-        measured_us: 2.555,
-    },
+    PathCase { name: "Intra-FPGA", inter_mezz: 0, intra_mezz: 0, intra_qfdb: 0, measured_us: 1.17 },
+    PathCase { name: "Intra-QFDB-sh", inter_mezz: 0, intra_mezz: 0, intra_qfdb: 1, measured_us: 1.293 },
+    PathCase { name: "Intra-mezz-sh", inter_mezz: 0, intra_mezz: 1, intra_qfdb: 0, measured_us: 1.579 },
+    PathCase { name: "Intra-mezz-mh(2)", inter_mezz: 0, intra_mezz: 1, intra_qfdb: 1, measured_us: 2.0 },
+    PathCase { name: "Intra-mezz-mh(3)", inter_mezz: 0, intra_mezz: 1, intra_qfdb: 2, measured_us: 2.111 },
+    PathCase { name: "Inter-mezz(3,1,2)", inter_mezz: 3, intra_mezz: 1, intra_qfdb: 2, measured_us: 2.555 },
 ];
 
 /// Steps of a binomial-tree broadcast over `ranks` ranks packed `per_mpsoc` to an MPSoC and
@@ -115,12 +75,7 @@ pub fn broadcast_steps(ranks: u32, per_mpsoc: u32, mpsoc_per_qfdb: u32) -> (u32,
 }
 
 /// Seed 003 Eq. 1: `L_exp = Ns_MPSoC * L_MPSoC + Ns_QFDB * L_QFDB + Ns_mezz * L_mezz`.
-pub fn broadcast_latency_us(
-    steps: (u32, u32, u32),
-    l_mpsoc_us: f64,
-    l_qfdb_us: f64,
-    l_mezz_us: f64,
-) -> f64 {
+pub fn broadcast_latency_us(steps: (u32, u32, u32), l_mpsoc_us: f64, l_qfdb_us: f64, l_mezz_us: f64) -> f64 {
     steps.0 as f64 * l_mpsoc_us + steps.1 as f64 * l_qfdb_us + steps.2 as f64 * l_mezz_us
 }
 

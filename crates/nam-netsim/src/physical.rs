@@ -32,8 +32,7 @@ pub const ROUTER_FREQ_MIN_GHZ: f64 = 0.5;
 pub const TILE_MM: f64 = 0.9;
 
 /// (radix, GHz) points of the Swizzle-Switch quoted in seed 001 Ch. III.
-pub const SWITCH_FREQ_POINTS: [(f64, f64); 4] =
-    [(40.0, 2.2), (42.0, 2.1), (52.0, 1.8), (64.0, 1.5)];
+pub const SWITCH_FREQ_POINTS: [(f64, f64); 4] = [(40.0, 2.2), (42.0, 2.1), (52.0, 1.8), (64.0, 1.5)];
 
 /// Power of a radix-64 switch at 1.5 GHz (upper bound quoted in seed 001 §3.2.2).
 const SWITCH_POWER_R64_W: f64 = 2.0;

@@ -18,10 +18,7 @@ pub struct RouteState {
 impl RouteState {
     /// State of a packet that has not moved yet.
     pub fn new() -> Self {
-        RouteState {
-            class: 0,
-            dim: u8::MAX,
-        }
+        RouteState { class: 0, dim: u8::MAX }
     }
 }
 
@@ -51,20 +48,14 @@ impl Router {
         if topo.routing.needs_vc_classes() && vcs < 2 {
             return Err(NetsimError::InvalidParameter {
                 field: "vcs".into(),
-                reason: format!(
-                    "routing `{}` needs at least 2 VCs (dateline classes)",
-                    topo.routing.name()
-                ),
+                reason: format!("routing `{}` needs at least 2 VCs (dateline classes)", topo.routing.name()),
             });
         }
         let table = match topo.routing {
             RoutingKind::Shortest => Some(shortest_table(topo)?),
             _ => None,
         };
-        Ok(Router {
-            table,
-            vcs: vcs as u8,
-        })
+        Ok(Router { table, vcs: vcs as u8 })
     }
 
     fn vc_range(&self, topo: &Topology, class: u8) -> (u8, u8) {
@@ -94,11 +85,7 @@ impl Router {
         occupancy: &dyn Fn(usize) -> u32,
     ) -> Hop {
         let dr = topo.nodes[dst].router;
-        let port = if r == dr {
-            topo.node_port(dst)
-        } else {
-            self.route_between(topo, r, dr, st, pick, occupancy)
-        };
+        let port = if r == dr { topo.node_port(dst) } else { self.route_between(topo, r, dr, st, pick, occupancy) };
         let (vc_lo, vc_hi) = self.vc_range(topo, st.class);
         Hop { port, vc_lo, vc_hi }
     }
@@ -114,10 +101,7 @@ impl Router {
     ) -> usize {
         let toward = |to: usize| {
             let ports = topo.ports_toward(r, to);
-            assert!(
-                !ports.is_empty(),
-                "routing chose a missing link {r} -> {to}"
-            );
+            assert!(!ports.is_empty(), "routing chose a missing link {r} -> {to}");
             ports[pick % ports.len()] as usize
         };
         match &topo.routing {
@@ -140,12 +124,7 @@ impl Router {
                     toward(dr)
                 }
             }
-            RoutingKind::SuperStar {
-                locals,
-                cols,
-                globals,
-                neighbour_threshold_flits,
-            } => {
+            RoutingKind::SuperStar { locals, cols, globals, neighbour_threshold_flits } => {
                 if r >= *locals {
                     return toward(dr);
                 }
@@ -160,18 +139,11 @@ impl Router {
                 }
                 toward(globals[pick % globals.len()])
             }
-            RoutingKind::SuperRing {
-                locals,
-                ring,
-                local_gr,
-            } => {
+            RoutingKind::SuperRing { locals, ring, local_gr } => {
                 if r < *locals {
                     return toward(ring[local_gr[r]]);
                 }
-                let i = ring
-                    .iter()
-                    .position(|&g| g == r)
-                    .expect("global router in ring");
+                let i = ring.iter().position(|&g| g == r).expect("global router in ring");
                 let j = local_gr[dr];
                 if i == j {
                     toward(dr)
@@ -187,19 +159,9 @@ impl Router {
                 if !r.is_multiple_of(*per_board) {
                     return toward(q * per_board);
                 }
-                let c = [
-                    q % dims[0],
-                    (q / dims[0]) % dims[1],
-                    q / (dims[0] * dims[1]),
-                ];
-                let d = [
-                    dq % dims[0],
-                    (dq / dims[0]) % dims[1],
-                    dq / (dims[0] * dims[1]),
-                ];
-                let dim = (0..3)
-                    .find(|&i| c[i] != d[i])
-                    .expect("different QFDBs differ in a dimension");
+                let c = [q % dims[0], (q / dims[0]) % dims[1], q / (dims[0] * dims[1])];
+                let d = [dq % dims[0], (dq / dims[0]) % dims[1], dq / (dims[0] * dims[1])];
+                let dim = (0..3).find(|&i| c[i] != d[i]).expect("different QFDBs differ in a dimension");
                 let mut n = c;
                 n[dim] = step_dim(st, dim as u8, c[dim], d[dim], dims[dim], true);
                 toward((n[0] + dims[0] * (n[1] + dims[1] * n[2])) * per_board)
@@ -263,10 +225,7 @@ fn shortest_table(topo: &Topology) -> Result<Vec<u16>> {
                 continue;
             }
             let base = topo.router_nodes(r).len();
-            let best = topo
-                .out_channels(r)
-                .iter()
-                .position(|&c| dist[topo.channels[c].to] + 1 == dist[r]);
+            let best = topo.out_channels(r).iter().position(|&c| dist[topo.channels[c].to] + 1 == dist[r]);
             if let Some(i) = best {
                 table[r * n + d] = (base + i) as u16;
             }
@@ -277,10 +236,7 @@ fn shortest_table(topo: &Topology) -> Result<Vec<u16>> {
             if a != b && table[a * n + b] == NO_PORT {
                 return Err(NetsimError::InvalidTopology {
                     topology: topo.name.clone(),
-                    reason: format!(
-                        "router {} cannot reach router {}",
-                        topo.routers[a].label, topo.routers[b].label
-                    ),
+                    reason: format!("router {} cannot reach router {}", topo.routers[a].label, topo.routers[b].label),
                 });
             }
         }

@@ -181,14 +181,7 @@ impl<'a> Simulation<'a> {
         Ok(sim)
     }
 
-    fn new_wire(
-        &mut self,
-        delay_ps: f64,
-        up_period: u64,
-        up_is_router: bool,
-        down_period: u64,
-        len: f64,
-    ) -> usize {
+    fn new_wire(&mut self, delay_ps: f64, up_period: u64, up_is_router: bool, down_period: u64, len: f64) -> usize {
         let up_cycles = pipeline_cycles(delay_ps, up_period);
         let stage = if up_is_router { 2 } else { 0 };
         self.wires.push(Wire {
@@ -215,11 +208,7 @@ impl<'a> Simulation<'a> {
                 in_wires: Vec::with_capacity(ports_in),
                 out_wires: Vec::with_capacity(ports_out),
                 ivc: (0..ports_in * v)
-                    .map(|_| InVc {
-                        buf: VecDeque::with_capacity(self.cfg.vc_depth_flits),
-                        hop: None,
-                        out_vc: None,
-                    })
+                    .map(|_| InVc { buf: VecDeque::with_capacity(self.cfg.vc_depth_flits), hop: None, out_vc: None })
                     .collect(),
                 credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
                 ovc_busy: vec![false; ports_out * v],
@@ -250,8 +239,7 @@ impl<'a> Simulation<'a> {
         let mut chan_wire = vec![0usize; topo.channels.len()];
         for (c, ch) in topo.channels.iter().enumerate() {
             let delay = topo.channel_delay_ps(c);
-            chan_wire[c] =
-                self.new_wire(delay, periods[ch.from], true, periods[ch.to], ch.length_mm);
+            chan_wire[c] = self.new_wire(delay, periods[ch.from], true, periods[ch.to], ch.length_mm);
         }
         for r in 0..topo.router_count() {
             for &c in topo.out_channels(r) {
@@ -277,20 +265,14 @@ impl<'a> Simulation<'a> {
             let period_ns = self.routers[r].period_ps as f64 / 1000.0;
             let p_packet = match self.cfg.injection {
                 Injection::PacketsPerNsPerNode(x) => x * period_ns,
-                Injection::FlitsPerNodePerCycle(x) => {
-                    x / f * period_ns * 1000.0 / self.ref_period_ps as f64
-                }
+                Injection::FlitsPerNodePerCycle(x) => x / f * period_ns * 1000.0 / self.ref_period_ps as f64,
             };
             if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
                 // Injection rate is not used for traces.
             } else if p_packet * f > 1.0 + 1e-9 {
                 return Err(invalid(
                     "injection_rate",
-                    format!(
-                        "{:.3} flits/node/cycle at router {} is outside 0-1",
-                        p_packet * f,
-                        topo.routers[r].label
-                    ),
+                    format!("{:.3} flits/node/cycle at router {} is outside 0-1", p_packet * f, topo.routers[r].label),
                 ));
             }
             let seed = self.cfg.seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -319,17 +301,9 @@ impl<'a> Simulation<'a> {
 
     fn build_domains(&mut self) {
         for (r, rs) in self.routers.iter().enumerate() {
-            match self
-                .domains
-                .iter_mut()
-                .find(|d| d.period_ps == rs.period_ps)
-            {
+            match self.domains.iter_mut().find(|d| d.period_ps == rs.period_ps) {
                 Some(d) => d.routers.push(r),
-                None => self.domains.push(Domain {
-                    period_ps: rs.period_ps,
-                    next_ps: 0,
-                    routers: vec![r],
-                }),
+                None => self.domains.push(Domain { period_ps: rs.period_ps, next_ps: 0, routers: vec![r] }),
             }
         }
         self.domains.sort_by_key(|d| d.period_ps);
@@ -342,12 +316,7 @@ impl<'a> Simulation<'a> {
         let mut status = RunStatus::Stable;
         let mut now;
         loop {
-            now = self
-                .domains
-                .iter()
-                .map(|d| d.next_ps)
-                .min()
-                .expect("at least one router");
+            now = self.domains.iter().map(|d| d.next_ps).min().expect("at least one router");
             for di in 0..self.domains.len() {
                 if self.domains[di].next_ps != now {
                     continue;
@@ -367,17 +336,13 @@ impl<'a> Simulation<'a> {
                 status = RunStatus::Deadlock;
                 break;
             }
-            if self.cfg.generate_during_drain
-                && now >= self.measure_end_ps
-                && !self.window_accepts_offered()
-            {
+            if self.cfg.generate_during_drain && now >= self.measure_end_ps && !self.window_accepts_offered() {
                 status = RunStatus::Unstable;
                 break;
             }
             if now >= self.measure_end_ps {
                 let drained = self.measured_delivered == self.measured_generated;
-                let empty =
-                    self.cfg.generate_during_drain || (in_flight == 0 && self.queues_empty());
+                let empty = self.cfg.generate_during_drain || (in_flight == 0 && self.queues_empty());
                 if drained && empty {
                     break;
                 }
@@ -398,16 +363,12 @@ impl<'a> Simulation<'a> {
         }
         // Packets generated in the window vs. packets delivered in the window, allowing one
         // packet in flight per node so that sparse low-load runs are not misjudged.
-        let backlog = self
-            .measured_generated
-            .saturating_sub(self.window_packets_ejected) as f64;
+        let backlog = self.measured_generated.saturating_sub(self.window_packets_ejected) as f64;
         backlog <= (0.1 * self.measured_generated as f64).max(self.topo.node_count() as f64)
     }
 
     fn queues_empty(&self) -> bool {
-        self.nis
-            .iter()
-            .all(|ni| ni.queue.is_empty() && ni.cur.is_none())
+        self.nis.iter().all(|ni| ni.queue.is_empty() && ni.cur.is_none())
     }
 
     fn in_window(&self, t: u64) -> bool {
@@ -424,10 +385,7 @@ impl<'a> Simulation<'a> {
             while wire.flits.front().is_some_and(|f| f.0 <= t) {
                 let (_, flit) = wire.flits.pop_front().expect("front exists");
                 let ivc = &mut rs.ivc[p * v + flit.vc as usize];
-                assert!(
-                    ivc.buf.len() < depth,
-                    "credit flow control overflowed a buffer"
-                );
+                assert!(ivc.buf.len() < depth, "credit flow control overflowed a buffer");
                 ivc.buf.push_back(flit);
                 self.max_occupancy = self.max_occupancy.max(ivc.buf.len());
                 rs.buffered += 1;
@@ -452,14 +410,9 @@ impl<'a> Simulation<'a> {
     fn route_heads(&mut self, r: usize) {
         let v = self.cfg.vcs;
         let cap = (v * self.cfg.vc_depth_flits) as u32;
-        let RouterState {
-            ivc, credits, pick, ..
-        } = &mut self.routers[r];
+        let RouterState { ivc, credits, pick, .. } = &mut self.routers[r];
         let occupancy = |port: usize| {
-            let free: u32 = credits[port * v..(port + 1) * v]
-                .iter()
-                .map(|&c| c.min(cap))
-                .sum();
+            let free: u32 = credits[port * v..(port + 1) * v].iter().map(|&c| c.min(cap)).sum();
             cap.saturating_sub(free)
         };
         for vc in ivc.iter_mut() {
@@ -471,14 +424,7 @@ impl<'a> Simulation<'a> {
             };
             assert!(front.head, "a body flit reached the front of an idle VC");
             let pkt = &mut self.packets[front.pkt as usize];
-            let hop = self.routing.route(
-                self.topo,
-                r,
-                pkt.dst as usize,
-                &mut pkt.rs,
-                *pick,
-                &occupancy,
-            );
+            let hop = self.routing.route(self.topo, r, pkt.dst as usize, &mut pkt.rs, *pick, &occupancy);
             *pick = pick.wrapping_add(1);
             pkt.routers += 1;
             vc.hop = Some(hop);
@@ -606,23 +552,14 @@ impl<'a> Simulation<'a> {
         if let Some((pkt, sent, vc)) = ni.cur {
             if ni.credits[vc as usize] > 0 {
                 ni.credits[vc as usize] -= 1;
-                let flit = Flit {
-                    pkt,
-                    vc,
-                    head: sent == 0,
-                    tail: sent + 1 == f,
-                };
+                let flit = Flit { pkt, vc, head: sent == 0, tail: sent + 1 == f };
                 let w = &mut self.wires[ni.inj_wire];
                 w.flits.push_back((t + w.flit_offset_ps, flit));
                 if window {
                     w.window_flits += 1;
                 }
                 self.flits_injected += 1;
-                ni.cur = if sent + 1 == f {
-                    None
-                } else {
-                    Some((pkt, sent + 1, vc))
-                };
+                ni.cur = if sent + 1 == f { None } else { Some((pkt, sent + 1, vc)) };
             }
         }
     }
@@ -701,29 +638,17 @@ impl<'a> Simulation<'a> {
             }
         };
         let steady = self.window_accepts_offered();
-        let status = if status == RunStatus::Stable && !steady {
-            RunStatus::Unstable
-        } else {
-            status
-        };
+        let status = if status == RunStatus::Stable && !steady { RunStatus::Unstable } else { status };
         self.latencies_ps.sort_unstable();
         let lat = &self.latencies_ps;
         let stable = status == RunStatus::Stable && !lat.is_empty();
         let ref_ghz = 1000.0 / self.ref_period_ps as f64;
         let avg_ns = stable.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0);
-        let p99_ns = stable.then(|| {
-            lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0
-        });
-        let router_pj: f64 = self
-            .routers
-            .iter()
-            .map(|r| r.window_flits as f64 * r.energy_pj_per_flit)
-            .sum();
-        let link_pj: f64 = self
-            .wires
-            .iter()
-            .map(|w| w.window_flits as f64 * physical::link_energy_pj_per_flit(w.length_mm))
-            .sum();
+        let p99_ns =
+            stable.then(|| lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0);
+        let router_pj: f64 = self.routers.iter().map(|r| r.window_flits as f64 * r.energy_pj_per_flit).sum();
+        let link_pj: f64 =
+            self.wires.iter().map(|w| w.window_flits as f64 * physical::link_energy_pj_per_flit(w.length_mm)).sum();
         let total = router_pj + link_pj;
         SimResult {
             topology: topo.name.clone(),
@@ -747,11 +672,7 @@ impl<'a> Simulation<'a> {
                 router_pj,
                 link_pj,
                 power_w: total / window_ns / 1000.0,
-                pj_per_bit: if self.window_bits_delivered > 0.0 {
-                    total / self.window_bits_delivered
-                } else {
-                    0.0
-                },
+                pj_per_bit: if self.window_bits_delivered > 0.0 { total / self.window_bits_delivered } else { 0.0 },
             },
             simulated_cycles: end_ps / self.ref_period_ps,
             router_ticks: self.router_ticks,

@@ -48,34 +48,21 @@ pub struct SweepResult {
 /// `max_fraction * bound`.
 pub fn auto_rates(bound: f64, points: usize, max_fraction: f64) -> Vec<f64> {
     let points = points.max(1);
-    (1..=points)
-        .map(|i| bound * max_fraction * i as f64 / points as f64)
-        .collect()
+    (1..=points).map(|i| bound * max_fraction * i as f64 / points as f64).collect()
 }
 
 /// Runs `cfg` at every rate (packets/ns/node) in parallel and a low-load run for the zero-load
 /// latency; `rates` empty means `auto_points` rates up to 1.2x the channel-load bound.
-pub fn sweep(
-    topo: &Topology,
-    cfg: &SimConfig,
-    rates: &[f64],
-    auto_points: usize,
-) -> Result<SweepResult> {
+pub fn sweep(topo: &Topology, cfg: &SimConfig, rates: &[f64], auto_points: usize) -> Result<SweepResult> {
     if rates.len() > SWEEP_POINTS_MAX || auto_points > SWEEP_POINTS_MAX {
-        return Err(invalid(
-            "rates",
-            format!("at most {SWEEP_POINTS_MAX} points"),
-        ));
+        return Err(invalid("rates", format!("at most {SWEEP_POINTS_MAX} points")));
     }
     cfg.validate()?;
     let analytic = analyze(topo, &cfg.traffic, cfg.vcs, cfg.packet_flits)?;
     let bound = analytic.channel_load_bound_packets_per_ns_per_node;
     let rates: Vec<f64> = if rates.is_empty() {
         let limit = 0.99 * topo.injection_limit_packets_per_ns(cfg.packet_flits);
-        auto_rates(bound, auto_points.max(1), 1.2)
-            .into_iter()
-            .map(|r| r.min(limit))
-            .collect()
+        auto_rates(bound, auto_points.max(1), 1.2).into_iter().map(|r| r.min(limit)).collect()
     } else {
         rates.to_vec()
     };
@@ -93,14 +80,8 @@ pub fn sweep(
     let mut results = results.into_iter().collect::<Result<Vec<_>>>()?;
     let zero = results.remove(0);
     let curve = results;
-    let saturation = curve
-        .iter()
-        .map(|p| p.accepted_packets_per_ns_per_node)
-        .fold(0.0, f64::max);
-    let stable: Vec<&SimResult> = curve
-        .iter()
-        .filter(|p| p.status == RunStatus::Stable)
-        .collect();
+    let saturation = curve.iter().map(|p| p.accepted_packets_per_ns_per_node).fold(0.0, f64::max);
+    let stable: Vec<&SimResult> = curve.iter().filter(|p| p.status == RunStatus::Stable).collect();
     let below: Vec<f64> = stable
         .iter()
         .filter(|p| p.offered_packets_per_ns_per_node <= BEFORE_SATURATION_FRACTION * saturation)
@@ -113,13 +94,10 @@ pub fn sweep(
         traffic: cfg.traffic.name().to_string(),
         zero_load_latency_ns: zl,
         zero_load_latency_cycles: zero.avg_latency_cycles,
-        zero_load_error: zl
-            .map(|z| (z - analytic.zero_load_latency_ns).abs() / analytic.zero_load_latency_ns),
+        zero_load_error: zl.map(|z| (z - analytic.zero_load_latency_ns).abs() / analytic.zero_load_latency_ns),
         analytic,
         saturation_packets_per_ns_per_node: saturation,
-        last_stable_packets_per_ns_per_node: stable
-            .last()
-            .map(|p| p.offered_packets_per_ns_per_node),
+        last_stable_packets_per_ns_per_node: stable.last().map(|p| p.offered_packets_per_ns_per_node),
         avg_latency_before_saturation_ns: before,
         curve,
         summary: topo.summary(),

@@ -32,20 +32,11 @@ struct Line<'a> {
 
 impl Line<'_> {
     fn err(&self, field: &str, reason: impl Into<String>) -> NetsimError {
-        NetsimError::Parse {
-            file: "topology file".into(),
-            line: self.no,
-            field: field.into(),
-            reason: reason.into(),
-        }
+        NetsimError::Parse { file: "topology file".into(), line: self.no, field: field.into(), reason: reason.into() }
     }
 
     fn positional(&self, i: usize, field: &str) -> Result<&str> {
-        self.words
-            .get(i)
-            .copied()
-            .filter(|w| !w.contains('='))
-            .ok_or_else(|| self.err(field, "missing"))
+        self.words.get(i).copied().filter(|w| !w.contains('=')).ok_or_else(|| self.err(field, "missing"))
     }
 
     fn options(&self, from: usize, allowed: &[&str]) -> Result<HashMap<String, String>> {
@@ -53,10 +44,7 @@ impl Line<'_> {
         for w in &self.words[from.min(self.words.len())..] {
             let (k, v) = w.split_once('=').unwrap_or((w, ""));
             if !allowed.contains(&k) {
-                return Err(self.err(
-                    k,
-                    format!("unknown option (allowed: {})", allowed.join(", ")),
-                ));
+                return Err(self.err(k, format!("unknown option (allowed: {})", allowed.join(", "))));
             }
             out.insert(k.to_string(), v.to_string());
         }
@@ -67,9 +55,7 @@ impl Line<'_> {
         match opts.get(key) {
             None => Ok(None),
             Some(v) => {
-                let x: f64 = v
-                    .parse()
-                    .map_err(|_| self.err(key, format!("`{v}` is not a number")))?;
+                let x: f64 = v.parse().map_err(|_| self.err(key, format!("`{v}` is not a number")))?;
                 if !x.is_finite() || x < 0.0 {
                     return Err(self.err(key, format!("{x} must be a finite number >= 0")));
                 }
@@ -80,8 +66,7 @@ impl Line<'_> {
 
     fn count(&self, i: usize, field: &str) -> Result<usize> {
         let w = self.positional(i, field)?;
-        w.parse()
-            .map_err(|_| self.err(field, format!("`{w}` is not a count")))
+        w.parse().map_err(|_| self.err(field, format!("`{w}` is not a count")))
     }
 }
 
@@ -95,10 +80,7 @@ pub fn parse(text: &str) -> Result<Topology> {
         if content.is_empty() {
             continue;
         }
-        let line = Line {
-            no: i + 1,
-            words: content.split_whitespace().collect(),
-        };
+        let line = Line { no: i + 1, words: content.split_whitespace().collect() };
         match line.words[0] {
             "name" => t.name = line.positional(1, "name")?.to_string(),
             "router" => {
@@ -131,29 +113,16 @@ pub fn parse(text: &str) -> Result<Topology> {
                     return Err(line.err("b", "a link must join two different routers"));
                 }
                 let o = line.options(3, &["length_mm", "delay_ns", "oneway"])?;
-                let len = line
-                    .number(&o, "length_mm")?
-                    .ok_or_else(|| line.err("length_mm", "missing"))?;
+                let len = line.number(&o, "length_mm")?.ok_or_else(|| line.err("length_mm", "missing"))?;
                 let delay = line.number(&o, "delay_ns")?.map(|d| d * 1000.0);
-                let pairs: &[(usize, usize)] = if o.contains_key("oneway") {
-                    &[(a, b)]
-                } else {
-                    &[(a, b), (b, a)]
-                };
+                let pairs: &[(usize, usize)] = if o.contains_key("oneway") { &[(a, b)] } else { &[(a, b), (b, a)] };
                 for &(from, to) in pairs {
-                    t.channels.push(crate::topology::ChannelSpec {
-                        from,
-                        to,
-                        length_mm: len,
-                        delay_ps: delay,
-                    });
+                    t.channels.push(crate::topology::ChannelSpec { from, to, length_mm: len, delay_ps: delay });
                 }
             }
             "node" => {
                 let name = line.positional(1, "router")?;
-                let r = *ids
-                    .get(name)
-                    .ok_or_else(|| line.err("router", format!("unknown router `{name}`")))?;
+                let r = *ids.get(name).ok_or_else(|| line.err("router", format!("unknown router `{name}`")))?;
                 let o = line.options(2, &["length_mm", "count"])?;
                 let len = line.number(&o, "length_mm")?.unwrap_or(0.0);
                 let count = line.number(&o, "count")?.unwrap_or(1.0);
@@ -189,9 +158,7 @@ pub fn parse(text: &str) -> Result<Topology> {
 
 /// Reads and parses a topology file.
 pub fn load(path: &std::path::Path) -> Result<Topology> {
-    let text = std::fs::read_to_string(path).map_err(|e| NetsimError::Io {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| NetsimError::Io { path: path.display().to_string(), reason: e.to_string() })?;
     parse(&text)
 }

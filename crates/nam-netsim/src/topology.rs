@@ -110,10 +110,7 @@ impl RoutingKind {
             RoutingKind::Dor { wrap: false, .. } => "dor",
             RoutingKind::Dor { wrap: true, .. } => "dor-dateline",
             RoutingKind::FlatFly { .. } => "fbfly-dor",
-            RoutingKind::SuperStar {
-                neighbour_threshold_flits: None,
-                ..
-            } => "superstar-rr",
+            RoutingKind::SuperStar { neighbour_threshold_flits: None, .. } => "superstar-rr",
             RoutingKind::SuperStar { .. } => "superstarx-threshold",
             RoutingKind::SuperRing { .. } => "superring-dateline",
             RoutingKind::Exanest { .. } => "exanest-dor",
@@ -125,9 +122,7 @@ impl RoutingKind {
     pub fn needs_vc_classes(&self) -> bool {
         matches!(
             self,
-            RoutingKind::Dor { wrap: true, .. }
-                | RoutingKind::SuperRing { .. }
-                | RoutingKind::Exanest { .. }
+            RoutingKind::Dor { wrap: true, .. } | RoutingKind::SuperRing { .. } | RoutingKind::Exanest { .. }
         )
     }
 }
@@ -181,43 +176,21 @@ impl Topology {
     }
 
     /// Adds a router and returns its id.
-    pub fn add_router(
-        &mut self,
-        label: impl Into<String>,
-        x_mm: f64,
-        y_mm: f64,
-        global: bool,
-    ) -> usize {
-        self.routers.push(RouterSpec {
-            label: label.into(),
-            freq_ghz: 0.0,
-            x_mm,
-            y_mm,
-            global,
-        });
+    pub fn add_router(&mut self, label: impl Into<String>, x_mm: f64, y_mm: f64, global: bool) -> usize {
+        self.routers.push(RouterSpec { label: label.into(), freq_ghz: 0.0, x_mm, y_mm, global });
         self.routers.len() - 1
     }
 
     /// Adds a pair of channels `a -> b` and `b -> a` of the given length.
     pub fn connect(&mut self, a: usize, b: usize, length_mm: f64) {
         for (from, to) in [(a, b), (b, a)] {
-            self.channels.push(ChannelSpec {
-                from,
-                to,
-                length_mm,
-                delay_ps: None,
-            });
+            self.channels.push(ChannelSpec { from, to, length_mm, delay_ps: None });
         }
     }
 
     /// Adds a node at a position attached to `router`.
     pub fn add_node(&mut self, router: usize, x_mm: f64, y_mm: f64, link_length_mm: f64) -> usize {
-        self.nodes.push(NodeSpec {
-            router,
-            x_mm,
-            y_mm,
-            link_length_mm,
-        });
+        self.nodes.push(NodeSpec { router, x_mm, y_mm, link_length_mm });
         self.nodes.len() - 1
     }
 
@@ -259,10 +232,7 @@ impl Topology {
     }
 
     fn bad(&self, reason: impl Into<String>) -> NetsimError {
-        NetsimError::InvalidTopology {
-            topology: self.name.clone(),
-            reason: reason.into(),
-        }
+        NetsimError::InvalidTopology { topology: self.name.clone(), reason: reason.into() }
     }
 
     fn derive(&mut self) -> Result<()> {
@@ -276,10 +246,7 @@ impl Topology {
         };
         for (i, node) in self.nodes.iter().enumerate() {
             if node.router >= n {
-                return Err(self.bad(format!(
-                    "node {i} attaches to missing router {}",
-                    node.router
-                )));
+                return Err(self.bad(format!("node {i} attaches to missing router {}", node.router)));
             }
             d.node_port[i] = d.router_nodes[node.router].len();
             d.router_nodes[node.router].push(i);
@@ -297,10 +264,7 @@ impl Topology {
             let port = d.router_nodes[ch.from].len() + d.out_channels[ch.from].len();
             d.out_channels[ch.from].push(c);
             d.in_channels[ch.to].push(c);
-            d.ports_toward
-                .entry((ch.from as u32, ch.to as u32))
-                .or_default()
-                .push(port as u16);
+            d.ports_toward.entry((ch.from as u32, ch.to as u32)).or_default().push(port as u16);
         }
         self.derived = d;
         Ok(())
@@ -339,9 +303,7 @@ impl Topology {
     /// Radix of a router: the larger of its input and output port counts.
     pub fn radix(&self, r: usize) -> usize {
         let t = self.derived.router_nodes[r].len();
-        t + self.derived.out_channels[r]
-            .len()
-            .max(self.derived.in_channels[r].len())
+        t + self.derived.out_channels[r].len().max(self.derived.in_channels[r].len())
     }
 
     /// Nodes attached to router `r`, in terminal-port order.
@@ -366,11 +328,7 @@ impl Topology {
 
     /// Output ports of `from` that lead directly to router `to` (parallel links give several).
     pub fn ports_toward(&self, from: usize, to: usize) -> &[u16] {
-        self.derived
-            .ports_toward
-            .get(&(from as u32, to as u32))
-            .map(|v| v.as_slice())
-            .unwrap_or(&[])
+        self.derived.ports_toward.get(&(from as u32, to as u32)).map(|v| v.as_slice()).unwrap_or(&[])
     }
 
     /// Channel behind an output port of router `r` (`None` for a terminal port).
@@ -382,8 +340,7 @@ impl Topology {
     /// Wire delay of a channel in ps.
     pub fn channel_delay_ps(&self, c: usize) -> f64 {
         let ch = &self.channels[c];
-        ch.delay_ps
-            .unwrap_or_else(|| physical::wire_delay_ps(ch.length_mm))
+        ch.delay_ps.unwrap_or_else(|| physical::wire_delay_ps(ch.length_mm))
     }
 
     /// VC depth that suits this topology: 64 flits (4 KB per port with 4 VCs of 128-bit flits,
@@ -398,20 +355,13 @@ impl Topology {
     /// Highest offered load (packets/ns/node) every node can inject: one flit per cycle of the
     /// slowest router a node attaches to.
     pub fn injection_limit_packets_per_ns(&self, packet_flits: usize) -> f64 {
-        let f = self
-            .nodes
-            .iter()
-            .map(|n| self.routers[n.router].freq_ghz)
-            .fold(f64::MAX, f64::min);
+        let f = self.nodes.iter().map(|n| self.routers[n.router].freq_ghz).fold(f64::MAX, f64::min);
         f / packet_flits.max(1) as f64
     }
 
     /// Frequency of the routers nodes attach to (the highest), used to express latency in cycles.
     pub fn reference_freq_ghz(&self) -> f64 {
-        self.nodes
-            .iter()
-            .map(|n| self.routers[n.router].freq_ghz)
-            .fold(0.0, f64::max)
+        self.nodes.iter().map(|n| self.routers[n.router].freq_ghz).fold(0.0, f64::max)
     }
 
     /// Static properties: router counts, radices, link lengths, area, bisection wires.
@@ -481,9 +431,7 @@ fn summarize(t: &Topology) -> TopologySummary {
         s.global_freq_ghz = 0.0;
     }
     let mid = t.chip_width_mm.map(|w| w / 2.0).unwrap_or_else(|| {
-        let (lo, hi) = t.routers.iter().fold((f64::MAX, f64::MIN), |(l, h), r| {
-            (l.min(r.x_mm), h.max(r.x_mm))
-        });
+        let (lo, hi) = t.routers.iter().fold((f64::MAX, f64::MIN), |(l, h), r| (l.min(r.x_mm), h.max(r.x_mm)));
         (lo + hi) / 2.0
     });
     let crosses = |a: f64, b: f64| (a < mid && b > mid) || (a > mid && b < mid);
@@ -510,16 +458,8 @@ fn summarize(t: &Topology) -> TopologySummary {
         local_sum += 2.0 * node.link_length_mm;
         local_n += 2;
     }
-    s.avg_local_link_mm = if local_n > 0 {
-        local_sum / local_n as f64
-    } else {
-        0.0
-    };
-    s.avg_global_link_mm = if global_n > 0 {
-        global_sum / global_n as f64
-    } else {
-        0.0
-    };
+    s.avg_local_link_mm = if local_n > 0 { local_sum / local_n as f64 } else { 0.0 };
+    s.avg_global_link_mm = if global_n > 0 { global_sum / global_n as f64 } else { 0.0 };
     s.bisection_wires = crossing_channels * physical::FLIT_BITS as usize;
     s
 }

@@ -81,10 +81,7 @@ impl TrafficPattern {
                     if e.src >= n || e.dst >= n {
                         return Err(NetsimError::InvalidParameter {
                             field: "trace".into(),
-                            reason: format!(
-                                "event {i} names node {} but the topology has {n}",
-                                e.src.max(e.dst)
-                            ),
+                            reason: format!("event {i} names node {} but the topology has {n}", e.src.max(e.dst)),
                         });
                     }
                 }
@@ -151,20 +148,14 @@ impl TrafficPattern {
     pub fn distribution(&self, topo: &Topology, src: usize) -> Vec<(usize, f64)> {
         let n = topo.node_count();
         match self {
-            TrafficPattern::Uniform => (0..n)
-                .filter(|&d| d != src)
-                .map(|d| (d, 1.0 / (n - 1) as f64))
-                .collect(),
+            TrafficPattern::Uniform => (0..n).filter(|&d| d != src).map(|d| (d, 1.0 / (n - 1) as f64)).collect(),
             TrafficPattern::Clustered => {
                 let c = Self::cluster_candidates(topo, src);
                 let w = 1.0 / c.len().max(1) as f64;
                 c.into_iter().map(|d| (d, w)).collect()
             }
             TrafficPattern::Trace(_) => Vec::new(),
-            _ => self
-                .fixed_dest(topo, src)
-                .map(|d| vec![(d, 1.0)])
-                .unwrap_or_default(),
+            _ => self.fixed_dest(topo, src).map(|d| vec![(d, 1.0)]).unwrap_or_default(),
         }
     }
 }
@@ -185,26 +176,14 @@ pub fn parse_trace(text: &str) -> Result<Vec<TraceEvent>> {
         };
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != 3 {
-            return Err(err(
-                "line",
-                format!("expected `TIME_NS SRC DST`, got {} fields", f.len()),
-            ));
+            return Err(err("line", format!("expected `TIME_NS SRC DST`, got {} fields", f.len())));
         }
-        let time_ns: f64 = f[0]
-            .parse()
-            .map_err(|_| err("time_ns", format!("`{}` is not a number", f[0])))?;
+        let time_ns: f64 = f[0].parse().map_err(|_| err("time_ns", format!("`{}` is not a number", f[0])))?;
         if time_ns.is_nan() || time_ns < 0.0 || !time_ns.is_finite() {
-            return Err(err(
-                "time_ns",
-                format!("{time_ns} is not a finite time >= 0"),
-            ));
+            return Err(err("time_ns", format!("{time_ns} is not a finite time >= 0")));
         }
-        let src: usize = f[1]
-            .parse()
-            .map_err(|_| err("src", format!("`{}` is not a node number", f[1])))?;
-        let dst: usize = f[2]
-            .parse()
-            .map_err(|_| err("dst", format!("`{}` is not a node number", f[2])))?;
+        let src: usize = f[1].parse().map_err(|_| err("src", format!("`{}` is not a node number", f[1])))?;
+        let dst: usize = f[2].parse().map_err(|_| err("dst", format!("`{}` is not a node number", f[2])))?;
         if src == dst {
             return Err(err("dst", format!("equals the source {src}")));
         }

@@ -36,9 +36,7 @@ fn cfg_for(t: &Topology, injection: Injection) -> SimConfig {
 }
 
 fn bound(t: &Topology) -> f64 {
-    analyze(t, &TrafficPattern::Uniform, 4, 4)
-        .unwrap()
-        .channel_load_bound_packets_per_ns_per_node
+    analyze(t, &TrafficPattern::Uniform, 4, 4).unwrap().channel_load_bound_packets_per_ns_per_node
 }
 
 #[test]
@@ -50,17 +48,9 @@ fn every_flit_is_delivered_exactly_once_and_buffers_never_overflow() {
         let r = run(&t, &cfg).unwrap();
         assert_ne!(r.status, RunStatus::Deadlock, "{}", t.name);
         assert!(r.flits_injected > 0, "{}", t.name);
-        assert_eq!(
-            r.flits_injected, r.flits_ejected,
-            "{}: flits lost or duplicated",
-            t.name
-        );
+        assert_eq!(r.flits_injected, r.flits_ejected, "{}: flits lost or duplicated", t.name);
         assert_eq!(r.packets_malformed, 0, "{}", t.name);
-        assert_eq!(
-            r.packets_measured, r.packets_measured_delivered,
-            "{}",
-            t.name
-        );
+        assert_eq!(r.packets_measured, r.packets_measured_delivered, "{}", t.name);
         assert!(r.max_vc_occupancy_flits <= cfg.vc_depth_flits, "{}", t.name);
     }
 }
@@ -76,11 +66,7 @@ fn no_deadlock_under_saturation_for_each_topology_and_routing() {
             cfg.generate_during_drain = false;
             let r = run(&t, &cfg).unwrap();
             assert_ne!(r.status, RunStatus::Deadlock, "{} {:?}", t.name, traffic);
-            assert_eq!(
-                r.flits_injected, r.flits_ejected,
-                "{}: network did not drain",
-                t.name
-            );
+            assert_eq!(r.flits_injected, r.flits_ejected, "{}: network did not drain", t.name);
             assert!(r.max_vc_occupancy_flits <= cfg.vc_depth_flits);
         }
     }
@@ -88,14 +74,7 @@ fn no_deadlock_under_saturation_for_each_topology_and_routing() {
 
 #[test]
 fn torus_dateline_survives_heavy_load_with_minimal_vcs() {
-    let t = build(
-        "torus",
-        &TopologyParams {
-            tiles: 6,
-            ..TopologyParams::default()
-        },
-    )
-    .unwrap();
+    let t = build("torus", &TopologyParams { tiles: 6, ..TopologyParams::default() }).unwrap();
     let mut cfg = cfg_for(&t, Injection::FlitsPerNodePerCycle(0.9));
     cfg.vcs = 2;
     cfg.vc_depth_flits = 2;
@@ -124,15 +103,7 @@ fn deadlock_is_detected_on_a_ring_without_dateline() {
 
 #[test]
 fn same_seed_same_result_other_seed_other_result() {
-    let t = build(
-        "superstarx",
-        &TopologyParams {
-            tiles: 8,
-            global_routers: Some(2),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let t = build("superstarx", &TopologyParams { tiles: 8, global_routers: Some(2), ..Default::default() }).unwrap();
     let cfg = cfg_for(&t, Injection::PacketsPerNsPerNode(0.5 * bound(&t)));
     let a = run(&t, &cfg).unwrap();
     let b = run(&t, &cfg).unwrap();
@@ -145,22 +116,12 @@ fn same_seed_same_result_other_seed_other_result() {
 fn simulated_zero_load_latency_matches_the_analytic_model_within_5_percent() {
     for t in small_topologies() {
         let a = analyze(&t, &TrafficPattern::Uniform, 4, 4).unwrap();
-        let mut cfg = cfg_for(
-            &t,
-            Injection::PacketsPerNsPerNode(0.02 * a.channel_load_bound_packets_per_ns_per_node),
-        );
+        let mut cfg = cfg_for(&t, Injection::PacketsPerNsPerNode(0.02 * a.channel_load_bound_packets_per_ns_per_node));
         cfg.measure_cycles = 4000;
         let r = run(&t, &cfg).unwrap();
-        let sim = r
-            .avg_latency_ns
-            .unwrap_or_else(|| panic!("{}: {:?}", t.name, r.status));
+        let sim = r.avg_latency_ns.unwrap_or_else(|| panic!("{}: {:?}", t.name, r.status));
         let err = (sim - a.zero_load_latency_ns).abs() / a.zero_load_latency_ns;
-        assert!(
-            err < 0.05,
-            "{}: sim {sim:.3} ns vs analytic {:.3} ns",
-            t.name,
-            a.zero_load_latency_ns
-        );
+        assert!(err < 0.05, "{}: sim {sim:.3} ns vs analytic {:.3} ns", t.name, a.zero_load_latency_ns);
     }
 }
 
@@ -168,21 +129,10 @@ fn simulated_zero_load_latency_matches_the_analytic_model_within_5_percent() {
 fn single_packet_latency_is_exact() {
     // 4x4 mesh at 1 GHz, node 0 -> node 15: injection link 1 cycle, 7 routers x 2 stages,
     // 6 router links + ejection link of 1 cycle each, 3 more flits behind the head: 25 cycles.
-    let p = TopologyParams {
-        tiles: 4,
-        freq_ghz: Some(1.0),
-        ..Default::default()
-    };
+    let p = TopologyParams { tiles: 4, freq_ghz: Some(1.0), ..Default::default() };
     let t = build("mesh", &p).unwrap();
-    let trace = vec![TraceEvent {
-        time_ns: 0.0,
-        src: 0,
-        dst: 15,
-    }];
-    let cfg = SimConfig {
-        traffic: TrafficPattern::Trace(trace),
-        ..SimConfig::default()
-    };
+    let trace = vec![TraceEvent { time_ns: 0.0, src: 0, dst: 15 }];
+    let cfg = SimConfig { traffic: TrafficPattern::Trace(trace), ..SimConfig::default() };
     let r = run(&t, &cfg).unwrap();
     assert_eq!(r.avg_latency_ns, Some(25.0));
     assert_eq!(r.avg_latency_cycles, Some(25.0));
@@ -191,14 +141,7 @@ fn single_packet_latency_is_exact() {
 
 #[test]
 fn saturation_exists_and_stays_below_the_channel_load_bound() {
-    let t = build(
-        "mesh",
-        &TopologyParams {
-            tiles: 8,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let t = build("mesh", &TopologyParams { tiles: 8, ..Default::default() }).unwrap();
     let b = bound(&t);
     let low = run(&t, &cfg_for(&t, Injection::PacketsPerNsPerNode(0.3 * b))).unwrap();
     let high = run(&t, &cfg_for(&t, Injection::PacketsPerNsPerNode(1.3 * b))).unwrap();
@@ -211,20 +154,10 @@ fn saturation_exists_and_stays_below_the_channel_load_bound() {
 
 #[test]
 fn trace_replay_delivers_every_packet() {
-    let t = build(
-        "superring",
-        &TopologyParams {
-            tiles: 8,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let t = build("superring", &TopologyParams { tiles: 8, ..Default::default() }).unwrap();
     let text = "# time src dst\n0 0 63\n0.5 63 0\n1 10 20\n2 5 6\n";
     let trace = traffic::parse_trace(text).unwrap();
-    let cfg = SimConfig {
-        traffic: TrafficPattern::Trace(trace),
-        ..SimConfig::default()
-    };
+    let cfg = SimConfig { traffic: TrafficPattern::Trace(trace), ..SimConfig::default() };
     let r = run(&t, &cfg).unwrap();
     assert_eq!(r.packets_measured, 4);
     assert_eq!(r.packets_measured_delivered, 4);
@@ -233,20 +166,8 @@ fn trace_replay_delivers_every_packet() {
 
 #[test]
 fn energy_and_power_are_counted() {
-    let t = build(
-        "superstar",
-        &TopologyParams {
-            tiles: 8,
-            global_routers: Some(2),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let r = run(
-        &t,
-        &cfg_for(&t, Injection::PacketsPerNsPerNode(0.3 * bound(&t))),
-    )
-    .unwrap();
+    let t = build("superstar", &TopologyParams { tiles: 8, global_routers: Some(2), ..Default::default() }).unwrap();
+    let r = run(&t, &cfg_for(&t, Injection::PacketsPerNsPerNode(0.3 * bound(&t)))).unwrap();
     assert!(r.energy.router_pj > 0.0 && r.energy.link_pj > 0.0);
     assert!(r.energy.power_w > 0.0 && r.energy.pj_per_bit > 0.0);
 }

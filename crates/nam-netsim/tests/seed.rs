@@ -55,14 +55,7 @@ fn uniform_saturation_bound_ordering_and_superstar_latency() {
 fn superstar_bound_grows_with_global_routers() {
     let mut last = 0.0;
     for g in [1, 2, 4, 8] {
-        let t = build(
-            "superstar",
-            &TopologyParams {
-                global_routers: Some(g),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let t = build("superstar", &TopologyParams { global_routers: Some(g), ..Default::default() }).unwrap();
         let m = analyze(&t, &TrafficPattern::Uniform, 4, 4).unwrap();
         assert!(m.channel_load_bound_packets_per_ns_per_node > last, "GR{g}");
         last = m.channel_load_bound_packets_per_ns_per_node;
@@ -87,70 +80,34 @@ fn simulated_superstar_beats_mesh_at_low_load() {
         ..SimConfig::default()
     };
     let mesh = run(&full("mesh"), &cfg).unwrap().avg_latency_ns.unwrap();
-    let ss = run(&full("superstar"), &cfg)
-        .unwrap()
-        .avg_latency_ns
-        .unwrap();
+    let ss = run(&full("superstar"), &cfg).unwrap().avg_latency_ns.unwrap();
     assert!(ss < 0.7 * mesh, "superstar {ss} ns vs mesh {mesh} ns");
 }
 
 #[test]
 fn bad_names_and_parameters_are_errors_naming_the_field() {
-    assert!(matches!(
-        build("hypercube", &TopologyParams::default()),
-        Err(NetsimError::UnknownTopology { .. })
-    ));
+    assert!(matches!(build("hypercube", &TopologyParams::default()), Err(NetsimError::UnknownTopology { .. })));
     let mut t = full("mesh");
-    assert!(matches!(
-        routing::select(&mut t, "valiant"),
-        Err(NetsimError::UnknownRouting { .. })
-    ));
+    assert!(matches!(routing::select(&mut t, "valiant"), Err(NetsimError::UnknownRouting { .. })));
     assert!(routing::select(&mut t, "shortest").is_ok());
-    assert!(matches!(
-        TrafficPattern::from_name("tornado"),
-        Err(NetsimError::UnknownTraffic { .. })
-    ));
+    assert!(matches!(TrafficPattern::from_name("tornado"), Err(NetsimError::UnknownTraffic { .. })));
     let field = |e: NetsimError| match e {
         NetsimError::InvalidParameter { field, .. } => field,
         other => panic!("unexpected {other:?}"),
     };
-    let p = |c: Option<usize>| TopologyParams {
-        concentration: c,
-        ..Default::default()
-    };
-    assert_eq!(
-        field(build("cmesh", &p(Some(25))).unwrap_err()),
-        "concentration"
-    );
-    assert_eq!(
-        field(build("cmesh", &p(Some(8))).unwrap_err()),
-        "concentration"
-    );
-    let g = TopologyParams {
-        global_routers: Some(0),
-        ..Default::default()
-    };
+    let p = |c: Option<usize>| TopologyParams { concentration: c, ..Default::default() };
+    assert_eq!(field(build("cmesh", &p(Some(25))).unwrap_err()), "concentration");
+    assert_eq!(field(build("cmesh", &p(Some(8))).unwrap_err()), "concentration");
+    let g = TopologyParams { global_routers: Some(0), ..Default::default() };
     assert_eq!(field(build("superstar", &g).unwrap_err()), "global_routers");
-    let small = TopologyParams {
-        tiles: 4,
-        ..Default::default()
-    };
+    let small = TopologyParams { tiles: 4, ..Default::default() };
     let mesh = build("mesh", &small).unwrap();
-    let bad_rate = SimConfig {
-        injection: Injection::FlitsPerNodePerCycle(1.5),
-        ..Default::default()
-    };
+    let bad_rate = SimConfig { injection: Injection::FlitsPerNodePerCycle(1.5), ..Default::default() };
     assert_eq!(field(run(&mesh, &bad_rate).unwrap_err()), "injection_rate");
-    let too_fast = SimConfig {
-        injection: Injection::PacketsPerNsPerNode(5.0),
-        ..Default::default()
-    };
+    let too_fast = SimConfig { injection: Injection::PacketsPerNsPerNode(5.0), ..Default::default() };
     assert_eq!(field(run(&mesh, &too_fast).unwrap_err()), "injection_rate");
     let torus = build("torus", &small).unwrap();
-    let one_vc = SimConfig {
-        vcs: 1,
-        ..Default::default()
-    };
+    let one_vc = SimConfig { vcs: 1, ..Default::default() };
     assert_eq!(field(run(&torus, &one_vc).unwrap_err()), "vcs");
 }
 
@@ -160,27 +117,15 @@ fn malformed_files_are_errors_naming_line_and_field() {
         NetsimError::Parse { line, field, .. } => (line, field),
         other => panic!("unexpected {other:?}"),
     };
-    assert_eq!(
-        parse_err("router a freq_ghz=fast\n"),
-        (1, "freq_ghz".into())
-    );
-    assert_eq!(
-        parse_err("router a\nlink a b length_mm=1\n"),
-        (2, "b".into())
-    );
-    assert_eq!(
-        parse_err("router a\nrouter b\nlink a b\n"),
-        (3, "length_mm".into())
-    );
+    assert_eq!(parse_err("router a freq_ghz=fast\n"), (1, "freq_ghz".into()));
+    assert_eq!(parse_err("router a\nlink a b length_mm=1\n"), (2, "b".into()));
+    assert_eq!(parse_err("router a\nrouter b\nlink a b\n"), (3, "length_mm".into()));
     assert_eq!(parse_err("switch a\n"), (1, "directive".into()));
     assert_eq!(parse_err("router a\nrouter a\n"), (2, "router".into()));
     assert_eq!(parse_err("router a colour=red\n"), (1, "colour".into()));
     // A disconnected graph is an invalid topology.
     let split = "router a\nrouter b\nnode a\nnode b\n";
-    assert!(matches!(
-        topofile::parse(split),
-        Err(NetsimError::InvalidTopology { .. })
-    ));
+    assert!(matches!(topofile::parse(split), Err(NetsimError::InvalidTopology { .. })));
     let trace_err = |text: &str| match traffic::parse_trace(text).unwrap_err() {
         NetsimError::Parse { line, field, .. } => (line, field),
         other => panic!("unexpected {other:?}"),

@@ -101,6 +101,9 @@ pub struct HelloReply {
     pub server_name: String,
     /// The server's UCX worker address, for the data-plane endpoint.
     pub worker_address: Vec<u8>,
+    /// The server's host identity ([`host_id`]): a client with the same one may reach the
+    /// pool through shared memory.
+    pub host_id: String,
 }
 
 /// Where an allocation lives and how to reach it.
@@ -373,6 +376,7 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
             w.u64(h.capacity);
             w.str16(truncate_utf8(&h.server_name, SERVER_NAME_LEN_MAX));
             w.bytes32(&h.worker_address);
+            w.str16(truncate_utf8(&h.host_id, HOST_ID_LEN_MAX));
         }
         Reply::Alloc(a) => {
             w.u64(a.handle);
@@ -419,6 +423,7 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             capacity: r.u64("capacity")?,
             server_name: r.str16("server_name", SERVER_NAME_LEN_MAX)?,
             worker_address: r.bytes32("worker_address", WORKER_ADDRESS_LEN_MAX)?,
+            host_id: r.str16("host_id", HOST_ID_LEN_MAX)?,
         }),
         2 | 3 => Reply::Alloc(AllocReply {
             handle: r.u64("handle")?,
@@ -460,4 +465,12 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
         });
     }
     Ok(s)
+}
+
+/// This machine's identity: host name and kernel boot id. Two processes with the same one
+/// run on the same kernel, so shared memory between them can work.
+pub fn host_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    truncate_utf8(&format!("{}/{}", host.trim(), boot.trim()), HOST_ID_LEN_MAX).to_string()
 }

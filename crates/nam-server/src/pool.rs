@@ -109,6 +109,15 @@ impl Pool {
         self.region.address() as u64 + offset
     }
 
+    /// Zeroes `[offset, offset + size)`, so a new allocation never shows what a previous
+    /// holder (possibly another tenant) left there.
+    pub fn zero(&self, offset: u64, size: u64) {
+        assert!(offset.checked_add(size).is_some_and(|end| end <= self.len()), "zero outside the pool");
+        // SAFETY: the range lies inside the mapped pool (asserted above); no client can
+        // reach it yet because its allocation has not been handed out.
+        unsafe { std::ptr::write_bytes(self.region.address().add(offset as usize), 0, size as usize) };
+    }
+
     /// The packed remote key of the whole pool.
     pub fn rkey(&self) -> &[u8] {
         &self.rkey

@@ -256,9 +256,13 @@ impl Server {
                     capacity: self.config.capacity_bytes,
                     server_name: self.config.name.clone(),
                     worker_address: self.worker_address.clone(),
+                    host_id: nam_proto::host_id(),
                 }))
             }
-            Request::Alloc(alloc) => self.manager.allocate(client, &alloc).map(|g| self.alloc_reply(g)),
+            Request::Alloc(alloc) => self.manager.allocate(client, &alloc).map(|grant| {
+                self.pool.zero(grant.offset, grant.size);
+                self.alloc_reply(grant)
+            }),
             Request::Open { name } => self.manager.open(client, &name).map(|g| self.alloc_reply(g)),
             Request::Free { handle } => self.manager.free(client, handle).map(|()| Reply::Done),
             Request::Status => Ok(Reply::Status(self.status())),

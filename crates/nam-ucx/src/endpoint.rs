@@ -10,7 +10,7 @@ use crate::worker::{EndpointId, Worker};
 use std::ffi::c_void;
 use std::net::SocketAddr;
 use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,11 @@ unsafe extern "C" fn ep_error_handler(arg: *mut c_void, _ep: ffi::ucp_ep_h, stat
 pub(crate) struct EndpointInner {
     raw: AtomicPtr<ffi::ucp_ep>,
     health: *const Health,
+    /// Created with UCX peer error handling, so it can be force-closed.
+    detects_failure: bool,
+    /// Set by [`Endpoint::abort`] on an endpoint that cannot be force-closed: operations
+    /// are refused, and UCX closes it gently when it is dropped.
+    refused: AtomicBool,
     pub(crate) worker: Worker,
 }
 
@@ -130,7 +135,15 @@ impl Endpoint {
             drop(unsafe { Box::from_raw(health) });
             return Err(op_error("ucp_ep_create", status));
         }
-        Ok(Endpoint { inner: Arc::new(EndpointInner { raw: AtomicPtr::new(raw), health, worker: worker.clone() }) })
+        Ok(Endpoint {
+            inner: Arc::new(EndpointInner {
+                raw: AtomicPtr::new(raw),
+                health,
+                detects_failure: detect_peer_failure,
+                refused: AtomicBool::new(false),
+                worker: worker.clone(),
+            }),
+        })
     }
 
     /// Starts a client-server connection to a listener at `addr`, with peer-failure
@@ -200,7 +213,7 @@ impl Endpoint {
     #[inline]
     fn live(&self) -> Result<ffi::ucp_ep_h> {
         let raw = self.inner.raw.load(Ordering::Relaxed);
-        if raw.is_null() {
+        if raw.is_null() || self.inner.refused.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
         if let Some(err) = self.failure() {
@@ -209,13 +222,25 @@ impl Endpoint {
         Ok(raw)
     }
 
-    /// Force-closes the endpoint: every outstanding request completes with an error, so no
-    /// buffer stays in use. Later operations return [`Error::Closed`].
+    /// Stops the endpoint; later operations return [`Error::Closed`]. An endpoint with
+    /// peer-failure detection is force-closed, which completes every outstanding request
+    /// with an error so no buffer stays in use. UCX does not support force-closing one
+    /// without it, so that kind is only marked refused (its operations are the synchronous
+    /// shared-memory kind; see `connect_to_worker`) and closed gently on drop.
     pub fn abort(&self) {
+        if !self.inner.detects_failure {
+            self.inner.refused.store(true, Ordering::Release);
+            return;
+        }
         let raw = self.inner.raw.swap(ptr::null_mut(), Ordering::AcqRel);
         if !raw.is_null() {
             close_raw(&self.inner.worker, raw, true);
         }
+    }
+
+    /// Whether this endpoint was created with peer-failure detection.
+    pub fn detects_failure(&self) -> bool {
+        self.inner.detects_failure
     }
 
     /// Waits for `posted` by progressing the worker, at most `timeout`. On timeout the
@@ -255,9 +280,7 @@ impl Endpoint {
             if spins % 64 == 0 {
                 if let Some(failure) = watch.and_then(Endpoint::failure) {
                     self.abort();
-                    while request.check().is_none() {
-                        worker.progress();
-                    }
+                    self.drain(request);
                     return Err(failure);
                 }
                 let now = Instant::now();
@@ -273,11 +296,19 @@ impl Endpoint {
     /// complete it with an error, so its buffers are free when this returns.
     fn abandon(&self, request: &Request, timeout: Duration) -> Result<()> {
         self.abort();
+        self.drain(request);
+        Err(timed_out(request.op(), timeout.as_millis() as u64))
+    }
+
+    /// After an abort, progresses until UCX completes `request`, at most [`CLOSE_TIMEOUT`].
+    fn drain(&self, request: &Request) {
         let deadline = Instant::now() + CLOSE_TIMEOUT;
         while request.check().is_none() && Instant::now() < deadline {
             self.inner.worker.progress();
         }
-        Err(timed_out(request.op(), timeout.as_millis() as u64))
+        if request.check().is_none() {
+            log::error!("{} still in flight {CLOSE_TIMEOUT:?} after its endpoint was stopped", request.op());
+        }
     }
 
     /// Request parameters for an operation on host memory. Naming the memory type spares
