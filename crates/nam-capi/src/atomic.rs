@@ -174,7 +174,12 @@ pub unsafe extern "C" fn nam_put_signal(
         }
         let (data, op) = (source(buf, len)?, signal_op(op)?);
         let (target, word) = (&alloc.allocation, &signal.allocation);
-        alloc.nam().client.put_signal(target, offset, data, word, signal_offset, value, op)?;
+        alloc.nam().client.put_signal(
+            target,
+            offset,
+            data,
+            nam_client::Signal { word, offset: signal_offset, value, op },
+        )?;
         Ok(NAM_OK)
     })
 }

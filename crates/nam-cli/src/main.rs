@@ -1,6 +1,7 @@
 //! `nam`: the command-line front end of network-attached memory.
 
 mod bench;
+mod demo;
 mod ecc_sim;
 mod plot;
 mod serve;
@@ -25,6 +26,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Measure put, get and fetch-add, optionally beside ucx_perftest.
     Bench(bench::BenchArgs),
+    /// Start a local server and show allocation, put/get, atomics, signals and a benchmark.
+    Demo(demo::DemoArgs),
     /// Rerun the DRAM fault-injection study of seed 001 (Table 4.4) or benchmark its codes.
     #[command(name = "ecc-sim")]
     EccSim(ecc_sim::EccSimArgs),
@@ -39,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Status(args) => status::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
     }

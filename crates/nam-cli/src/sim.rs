@@ -25,6 +25,7 @@ pub struct SimArgs {
 }
 
 #[derive(clap::Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 enum SimCommand {
     /// Simulate on-chip / system networks (one load point, or a sweep with --sweep).
     Noc(NocArgs),
@@ -347,31 +348,7 @@ fn write_csv<'a>(path: &Path, points: impl Iterator<Item = &'a SimResult>) -> Re
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
 }
 
-const FONT_PATH: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-fn load_font() -> Result<()> {
-    use std::sync::OnceLock;
-    static LOADED: OnceLock<bool> = OnceLock::new();
-    if *LOADED.get_or_init(|| {
-        std::fs::read(FONT_PATH)
-            .ok()
-            .map(|b| {
-                plotters::style::register_font(
-                    "sans-serif",
-                    plotters::style::FontStyle::Normal,
-                    Box::leak(b.into_boxed_slice()),
-                )
-                .is_ok()
-            })
-            .unwrap_or(false)
-    }) {
-        Ok(())
-    } else {
-        bail!("cannot load the plot font {FONT_PATH} (Debian: apt-get install fonts-dejavu-core)")
-    }
-}
-
-/// Draws named (x, y) series as lines with points.
+/// Draws named (x, y) series as lines with points on linear axes.
 fn plot_series(
     path: &Path,
     title: &str,
@@ -379,30 +356,7 @@ fn plot_series(
     y_label: &str,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<()> {
-    use plotters::prelude::*;
-    load_font()?;
-    let pts = series.iter().flat_map(|(_, v)| v.iter());
-    let (xmax, ymax) = pts.fold((0.0f64, 0.0f64), |(a, b), &(x, y)| (a.max(x), b.max(y)));
-    let root = BitMapBackend::new(path, (1000, 650)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 24))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..xmax * 1.05 + 1e-9, 0.0..ymax * 1.1 + 1e-9)?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
-    for (i, (name, v)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(v.iter().copied(), color.stroke_width(2)))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(v.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
-    root.present()?;
-    Ok(())
+    crate::plot::line_chart(path, title, x_label, y_label, series, crate::plot::Scales::default())
 }
 
 fn plot_curves(path: &Path, title: &str, results: &[SweepResult]) -> Result<()> {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{ServerProcess, TRANSPORTS};
-use nam_client::{AllocOptions, Compare, Error, SignalOp, Status};
+use nam_client::{AllocOptions, Compare, Error, Signal, SignalOp, Status};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +27,12 @@ fn several_clients_share_a_named_allocation() {
             reader.fetch_add(&view, 0, 1).unwrap();
         }
         assert_eq!(writer.fetch(&shared, 0).unwrap(), 3);
+        // Opening what this client already holds gives a handle that dies with the first.
+        let again = writer.open("job-42").unwrap();
+        assert_eq!(again.handle(), shared.handle());
         // The creator frees its reference; the readers still hold the memory.
         writer.free(&shared).unwrap();
+        assert!(matches!(writer.put(&again, 0, b"x"), Err(Error::Freed { .. })), "second handle outlived the free");
         let view = readers[0].open("job-42").unwrap();
         assert_eq!(readers[0].fetch(&view, 0).unwrap(), 3);
     }
@@ -152,11 +156,13 @@ fn signals_make_data_visible_before_the_signal() {
         });
         for round in 1..=20u64 {
             let payload = vec![round as u8; 64 * 1024];
-            producer.put_signal(&data, 4096, &payload, &data, 0, 1, SignalOp::Add).unwrap();
+            producer
+                .put_signal(&data, 4096, &payload, Signal { word: &data, offset: 0, value: 1, op: SignalOp::Add })
+                .unwrap();
             std::thread::sleep(Duration::from_millis(2));
         }
         waiter.join().unwrap();
-        producer.put_signal(&data, 8, b"x", &data, 0, 7, SignalOp::Set).unwrap();
+        producer.put_signal(&data, 8, b"x", Signal { word: &data, offset: 0, value: 7, op: SignalOp::Set }).unwrap();
         assert_eq!(producer.fetch(&data, 0).unwrap(), 7, "over {tls}");
     }
 }

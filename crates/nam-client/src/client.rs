@@ -82,7 +82,7 @@ impl Allocation {
     }
     #[inline]
     fn word(&self, offset: u64) -> Result<u64> {
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(Error::Misaligned { offset });
         }
         self.target(offset, 8)
@@ -96,6 +96,19 @@ pub enum SignalOp {
     Set,
     /// The value is added to the word.
     Add,
+}
+
+/// The signal word a [`Client::put_signal`] updates after its data.
+#[derive(Debug, Clone, Copy)]
+pub struct Signal<'a> {
+    /// The allocation holding the 64-bit word.
+    pub word: &'a Allocation,
+    /// Its offset (8-byte aligned).
+    pub offset: u64,
+    /// The value set or added.
+    pub value: u64,
+    /// Set or add.
+    pub op: SignalOp,
 }
 
 /// Comparison for [`Client::wait_until`].
@@ -137,6 +150,10 @@ struct Inner {
     next_request_id: u64,
     next_server: usize,
     traffic: TrafficReport,
+    /// The live flag of every allocation this client holds, by (server, handle): opening
+    /// an allocation twice yields handles that become invalid together, as the server keeps
+    /// one reference per client.
+    held: std::collections::HashMap<(usize, u64), Arc<AtomicBool>>,
     /// Operations that completed without progressing the worker since it last progressed.
     unprogressed_ops: u32,
     worker: Worker,
@@ -160,6 +177,13 @@ impl Client {
         if config.servers.is_empty() {
             return Err(Error::NoServers);
         }
+        use nam_proto::limits::{TENANT_NAME_LEN_MAX, TOKEN_LEN_MAX};
+        if config.tenant.is_empty() || config.tenant.len() > TENANT_NAME_LEN_MAX {
+            return Err(Error::Config(format!("tenant name must be 1..={TENANT_NAME_LEN_MAX} bytes")));
+        }
+        if config.token.len() > TOKEN_LEN_MAX {
+            return Err(Error::Config(format!("token longer than {TOKEN_LEN_MAX} bytes")));
+        }
         let addr0 = config.servers[0];
         let transport = |source| Error::Connect { addr: addr0, source };
         let context = Context::with_transports(Features::CLIENT, config.transports.as_deref()).map_err(transport)?;
@@ -175,6 +199,7 @@ impl Client {
             next_request_id: 1,
             next_server: 0,
             traffic: TrafficReport::default(),
+            held: std::collections::HashMap::new(),
             unprogressed_ops: 0,
             worker,
             _context: context,
@@ -275,6 +300,9 @@ impl Client {
         }
         let request = Request::Free { handle: allocation.handle };
         let result = inner.call(allocation.server, &request, "free", self.config.timeout);
+        if !matches!(result, Err(Error::Timeout { .. }) | Err(Error::Transport { .. })) {
+            inner.held.remove(&(allocation.server, allocation.handle));
+        }
         if let Err(e) = &result {
             if matches!(e, Error::Refused { .. }) {
                 return result.map(drop);
@@ -426,17 +454,9 @@ impl Client {
     }
 
     /// Puts `data`, then updates the signal word so that a reader that sees the signal also
-    /// sees the data (put, fence, atomic). Both allocations must be on the same server.
-    pub fn put_signal(
-        &self,
-        allocation: &Allocation,
-        offset: u64,
-        data: &[u8],
-        signal: &Allocation,
-        signal_offset: u64,
-        value: u64,
-        op: SignalOp,
-    ) -> Result<()> {
+    /// sees the data (put, fence, atomic). Data and signal word must be on the same server.
+    pub fn put_signal(&self, allocation: &Allocation, offset: u64, data: &[u8], signal: Signal<'_>) -> Result<()> {
+        let Signal { word: signal, offset: signal_offset, value, op } = signal;
         if allocation.server != signal.server {
             return Err(Error::InvalidArgument("data and signal word must be on the same server"));
         }
@@ -544,13 +564,14 @@ impl Inner {
         let link = &mut self.links[server];
         let Reply::Alloc(grant) = reply else { return Err(unexpected(link.addr, what, reply)) };
         link.remember_rkey(&grant.rkey)?;
+        let live = self.held.entry((server, grant.handle)).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone();
         Ok(Allocation {
             server,
             handle: grant.handle,
             size: grant.size,
             remote_addr: grant.remote_addr,
             flags: grant.flags,
-            live: Arc::new(AtomicBool::new(true)),
+            live,
         })
     }
 

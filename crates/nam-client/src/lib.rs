@@ -34,7 +34,7 @@ mod error;
 mod link;
 mod lock;
 
-pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, SignalOp};
+pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, Signal, SignalOp};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use nam_proto::{Status, StatusReply, TrafficReport};

@@ -90,6 +90,12 @@ pub enum DecodeError {
         /// Actual length.
         actual: usize,
     },
+    /// The header's reserved field is not zero.
+    #[error("reserved header field is 0x{found:08x}, must be 0")]
+    Reserved {
+        /// What was found.
+        found: u32,
+    },
     /// Bytes left over after the last field.
     #[error("{extra} unexpected bytes after the last field")]
     TrailingBytes {

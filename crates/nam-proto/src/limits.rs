@@ -4,8 +4,9 @@
 pub const PROTOCOL_VERSION: u16 = 1;
 /// Magic number at the start of every control message: `"NAM\x01"` little-endian.
 pub const MESSAGE_MAGIC: u32 = u32::from_le_bytes(*b"NAM\x01");
-/// Largest control message, header included.
-pub const MESSAGE_LEN_MAX: usize = 64 * 1024;
+/// Largest control message, header included. Sized so that a Status reply with
+/// [`TENANTS_MAX`] tenants of the longest names fits (about 92 KiB), with room to spare.
+pub const MESSAGE_LEN_MAX: usize = 128 * 1024;
 /// Longest allocation name in bytes (UTF-8).
 pub const NAME_LEN_MAX: usize = 255;
 /// Longest tenant name in bytes.

@@ -211,6 +211,18 @@ fn finish_message(mut w: Writer) -> Vec<u8> {
     w.finish()
 }
 
+/// The request id and kind of a message whose header has the right magic but another
+/// protocol version, so the server can answer it with `VersionMismatch`. Every version keeps
+/// the first 16 header bytes in this layout.
+pub fn peek_foreign_version(bytes: &[u8]) -> Option<(u16, u64)> {
+    if bytes.len() < 16 || bytes[0..4] != MESSAGE_MAGIC.to_le_bytes() {
+        return None;
+    }
+    let kind = u16::from_le_bytes([bytes[6], bytes[7]]);
+    let request_id = u64::from_le_bytes(bytes[8..16].try_into().ok()?);
+    Some((kind, request_id))
+}
+
 /// Reads and checks the header; returns it and the body.
 pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     if bytes.len() > MESSAGE_LEN_MAX {
@@ -228,7 +240,10 @@ pub fn decode_header(bytes: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     let kind = r.u16("kind")?;
     let request_id = r.u64("request_id")?;
     let body_len = r.u32("body_len")? as usize;
-    let _reserved = r.u32("reserved")?;
+    let reserved = r.u32("reserved")?;
+    if reserved != 0 {
+        return Err(DecodeError::Reserved { found: reserved });
+    }
     let body = &bytes[HEADER_LEN..];
     if body.len() != body_len {
         return Err(DecodeError::LengthMismatch { declared: body_len, actual: body.len() });
@@ -337,6 +352,9 @@ impl Reply {
         write_header(&mut w, request_kind | REPLY_BIT, request_id);
         match self {
             Reply::Error { status, message } => {
+                // An "error" that says Ok would not decode; it is a bug where it was made.
+                debug_assert_ne!(*status, Status::Ok, "Reply::Error with Status::Ok");
+                let status = if *status == Status::Ok { Status::Internal } else { *status };
                 w.u16(status.code());
                 w.str16(truncate_utf8(message, ERROR_TEXT_LEN_MAX));
             }

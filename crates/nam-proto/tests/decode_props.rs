@@ -101,11 +101,18 @@ fn reply(full: bool) -> impl Strategy<Value = (u16, Reply)> {
     let alloc_kind = proptest::sample::select(vec![Request::Alloc(dummy_alloc()).kind(), open_kind()]);
     let done_kind = proptest::sample::select(vec![free_kind(), goodbye_kind()]);
     prop_oneof![
-        (number(), number(), number(), text(SERVER_NAME_LEN_MAX), blob(WORKER_ADDRESS_LEN_MAX, full)).prop_map(
-            |(client_id, lease_ms, capacity, server_name, worker_address)| {
-                (hello_kind(), Reply::Hello(HelloReply { client_id, lease_ms, capacity, server_name, worker_address }))
-            }
-        ),
+        (
+            number(),
+            number(),
+            number(),
+            text(SERVER_NAME_LEN_MAX),
+            blob(WORKER_ADDRESS_LEN_MAX, full),
+            text(HOST_ID_LEN_MAX)
+        )
+            .prop_map(|(client_id, lease_ms, capacity, server_name, worker_address, host_id)| {
+                let hello = HelloReply { client_id, lease_ms, capacity, server_name, worker_address, host_id };
+                (hello_kind(), Reply::Hello(hello))
+            }),
         (alloc_kind, number(), number(), number(), any::<u32>(), blob(RKEY_LEN_MAX, full)).prop_map(
             |(kind, handle, size, remote_addr, flags, rkey)| {
                 (kind, Reply::Alloc(AllocReply { handle, size, remote_addr, flags, rkey }))
@@ -382,6 +389,7 @@ fn reply_fields_at_their_limit_decode_and_one_byte_more_is_refused() {
             capacity: 3,
             server_name: String::new(),
             worker_address: vec![7; n],
+            host_id: String::new(),
         })
     };
     let alloc = |n: usize| Reply::Alloc(AllocReply { handle: 1, size: 2, remote_addr: 3, flags: 0, rkey: vec![7; n] });

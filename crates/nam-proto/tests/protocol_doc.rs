@@ -148,14 +148,16 @@ fn worked_examples() -> String {
     let reply_bytes = reply.encode(request.kind(), id);
     assert_eq!(Reply::decode(&reply_bytes).unwrap(), (request.kind(), id, reply));
 
-    // A request whose header does not decode (version 2): the server answers as
-    // `Server::answer` does, with kind 0 and request id 0.
+    // The same request with version 2 in its header: the server answers as `Server::answer`
+    // does, with VersionMismatch under the request's own kind and id.
     let mut foreign = request_bytes.clone();
     foreign[4..6].copy_from_slice(&(PROTOCOL_VERSION + 1).to_le_bytes());
     let error = decode_header(&foreign).unwrap_err();
-    let malformed = Reply::Error { status: Status::Malformed, message: error.to_string() };
-    let malformed_bytes = malformed.encode(0, 0);
-    assert_eq!(Reply::decode(&malformed_bytes).unwrap(), (0, 0, malformed));
+    let (foreign_kind, foreign_id) = nam_proto::peek_foreign_version(&foreign).expect("magic and id are readable");
+    assert_eq!((foreign_kind, foreign_id), (request.kind(), id));
+    let malformed = Reply::Error { status: Status::VersionMismatch, message: error.to_string() };
+    let malformed_bytes = malformed.encode(foreign_kind, foreign_id);
+    assert_eq!(Reply::decode(&malformed_bytes).unwrap(), (foreign_kind, foreign_id, malformed));
 
     [
         example(
@@ -271,6 +273,7 @@ fn body_sizes_match_the_document() {
         capacity: 1,
         server_name: s(SERVER_NAME_LEN_MAX),
         worker_address: vec![0; WORKER_ADDRESS_LEN_MAX],
+        host_id: s(HOST_ID_LEN_MAX),
     });
     let alloc_reply =
         Reply::Alloc(AllocReply { handle: 1, size: 1, remote_addr: 1, flags: 0, rkey: vec![0; RKEY_LEN_MAX] });
@@ -278,7 +281,11 @@ fn body_sizes_match_the_document() {
         ("Hello", body_len(&hello.encode(1)), 10 + TENANT_NAME_LEN_MAX + TOKEN_LEN_MAX + CLIENT_NAME_LEN_MAX),
         ("Alloc", body_len(&alloc.encode(1)), 22 + NAME_LEN_MAX),
         ("Open", body_len(&open.encode(1)), 2 + NAME_LEN_MAX),
-        ("Hello reply", body_len(&hello_reply.encode(1, 1)), 32 + SERVER_NAME_LEN_MAX + WORKER_ADDRESS_LEN_MAX),
+        (
+            "Hello reply",
+            body_len(&hello_reply.encode(1, 1)),
+            34 + SERVER_NAME_LEN_MAX + WORKER_ADDRESS_LEN_MAX + HOST_ID_LEN_MAX,
+        ),
         ("Alloc reply", body_len(&alloc_reply.encode(2, 1)), 34 + RKEY_LEN_MAX),
     ];
     let doc = document();

@@ -223,6 +223,14 @@ impl Server {
     fn answer(&mut self, ep: EndpointId, bytes: &[u8]) -> (u16, u64, Reply) {
         let (kind, request_id) = match decode_header(bytes) {
             Ok((header, _)) => (header.kind, header.request_id),
+            Err(e @ nam_proto::DecodeError::Version { .. }) => {
+                let (kind, id) = nam_proto::peek_foreign_version(bytes).unwrap_or((0, 0));
+                return (
+                    kind & !nam_proto::REPLY_BIT,
+                    id,
+                    Reply::Error { status: Status::VersionMismatch, message: e.to_string() },
+                );
+            }
             Err(e) => return (0, 0, malformed(e)),
         };
         let request = match Request::decode(bytes) {

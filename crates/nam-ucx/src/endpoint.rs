@@ -277,7 +277,7 @@ impl Endpoint {
             }
             worker.progress();
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 if let Some(failure) = watch.and_then(Endpoint::failure) {
                     self.abort();
                     self.drain(request);
@@ -363,7 +363,7 @@ impl Endpoint {
         remote_addr: u64,
         rkey: &RemoteKey,
     ) -> Result<Posted> {
-        if remote_addr % 8 != 0 {
+        if !remote_addr.is_multiple_of(8) {
             return Err(Error::InvalidArgument("64-bit atomics need an 8-byte aligned address"));
         }
         let ep = self.live()?;

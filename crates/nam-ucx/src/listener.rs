@@ -40,12 +40,19 @@ impl Drop for ConnRequest {
     }
 }
 
-type Pending = Mutex<Vec<ffi::ucp_conn_request_h>>;
+/// A connection-request token that UCX hands to the callback; moved between threads only
+/// under the worker's serialization.
+struct PendingRequest(ffi::ucp_conn_request_h);
+
+// SAFETY: see above; the pointer is an opaque token owned by the listener's worker.
+unsafe impl Send for PendingRequest {}
+
+type Pending = Mutex<Vec<PendingRequest>>;
 
 unsafe extern "C" fn on_conn_request(request: ffi::ucp_conn_request_h, arg: *mut c_void) {
     // SAFETY: arg is the Pending leaked in Listener::bind, alive until the listener is destroyed.
     let pending = &*(arg as *const Pending);
-    pending.lock().unwrap().push(request);
+    pending.lock().unwrap().push(PendingRequest(request));
 }
 
 /// A UCP listener (`ucp_listener_h`). Requests queue up during [`Worker::progress`] and
@@ -98,7 +105,7 @@ impl Listener {
     pub fn take_requests(&self) -> Vec<ConnRequest> {
         // SAFETY: pending lives as long as self.
         let pending = unsafe { &*self.pending };
-        pending.lock().unwrap().drain(..).map(|raw| ConnRequest { raw, listener: self.raw }).collect()
+        pending.lock().unwrap().drain(..).map(|p| ConnRequest { raw: p.0, listener: self.raw }).collect()
     }
 }
 

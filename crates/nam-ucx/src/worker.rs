@@ -82,7 +82,7 @@ unsafe extern "C" fn am_trampoline(
     } else {
         Some(std::slice::from_raw_parts(data as *const u8, length))
     };
-    let reply_ep = (!param.reply_ep.is_null()).then(|| EndpointId(param.reply_ep as usize));
+    let reply_ep = (!param.reply_ep.is_null()).then_some(EndpointId(param.reply_ep as usize));
     handler(AmMessage { header, data, reply_ep });
     ffi::UCS_OK
 }

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A message's payload and the endpoint to reply on.
+type Received = (Vec<u8>, Option<nam_ucx::EndpointId>);
+
 fn progress_until(workers: &[&Worker], mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + TIMEOUT;
     while !done() {
@@ -24,7 +27,7 @@ fn connect_message_rma_atomics_and_peer_close() {
     let listener = Listener::bind(&server, "127.0.0.1:0".parse().unwrap()).unwrap();
     assert_ne!(listener.address().port(), 0);
 
-    let inbox: Arc<Mutex<Vec<(Vec<u8>, Option<nam_ucx::EndpointId>)>>> = Arc::default();
+    let inbox: Arc<Mutex<Vec<Received>>> = Arc::default();
     let sink = inbox.clone();
     server.set_am_handler(1, move |m| sink.lock().unwrap().push((m.data.unwrap().to_vec(), m.reply_ep))).unwrap();
 

@@ -1,0 +1,34 @@
+# The commands of the README. `make test` is what CI runs (.ci/run).
+CARGO ?= cargo
+PREFIX ?= /usr/local
+
+.PHONY: setup test bench header install demo
+
+setup:
+	scripts/setup.sh
+
+# Installs anything missing, builds everything (the C tests link the libnam.so this makes),
+# then runs every test.
+test:
+	scripts/setup.sh --deps-only
+	$(CARGO) build --workspace
+	$(CARGO) test --workspace
+
+# Benchmarks with their baselines measured in the same run; writes docs/benchmarks.md.
+bench:
+	bench/run.sh
+
+# Regenerates include/nam.h from the C API (a test fails while it is stale).
+header:
+	NAM_UPDATE_HEADER=1 $(CARGO) test -p nam-capi --test header
+
+install:
+	$(CARGO) build --release -p nam-capi -p nam-cli
+	install -Dm644 include/nam.h $(PREFIX)/include/nam.h
+	install -Dm755 target/release/libnam.so $(PREFIX)/lib/libnam.so
+	install -Dm644 target/release/libnam.a $(PREFIX)/lib/libnam.a
+	install -Dm755 target/release/nam $(PREFIX)/bin/nam
+	scripts/gen-pc.sh $(PREFIX) $(PREFIX)/lib/pkgconfig
+
+demo:
+	$(CARGO) run --release -p nam-cli -- demo

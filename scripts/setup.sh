@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what nam needs on Debian 12 (only what is missing; safe to rerun), builds nam and
+# runs `nam demo`. With --deps-only it stops after installing (the test command uses that).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deps_only=false
+[ "${1:-}" = "--deps-only" ] && deps_only=true
+
+# System packages: UCX (library, headers, ucx_perftest), bindgen's libclang, Open MPI, a C
+# toolchain for the C API and its tests, and the font the benchmark plots use.
+packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
+          build-essential binutils fonts-dejavu-core ca-certificates)
+
+# A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.
+if [ -f "$HOME/.cargo/env" ]; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+rust_ok() {
+    command -v cargo >/dev/null 2>&1 || return 1
+    local minor
+    minor=$(cargo --version | sed -E 's/^cargo 1\.([0-9]+).*/\1/')
+    [ "${minor:-0}" -ge 87 ]
+}
+# Debian 12's own rustc is too old; its rustc-web/cargo-web packages are current.
+rust_ok || packages+=(rustc-web cargo-web)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+rust_ok || { echo "setup: no cargo >= 1.87 after installing; install Rust (rustup or cargo-web)" >&2; exit 1; }
+pkg-config --exists ucx || { echo "setup: pkg-config cannot find ucx" >&2; exit 1; }
+echo "setup: dependencies present (UCX $(pkg-config --modversion ucx), $(cargo --version))"
+
+$deps_only && exit 0
+cargo build --release -p nam-cli
+exec ./target/release/nam demo
