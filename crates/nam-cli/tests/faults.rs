@@ -254,11 +254,14 @@ fn a_file_backed_pool_keeps_persistent_allocations_across_restarts() {
     assert!(!out.status.success() && stderr.contains("capacity"), "{stderr}");
 }
 
+/// The holder is killed while it moves data over shared memory. (Over TCP, UCX 1.13 emulates
+/// RMA in the server and aborts the server when it acknowledges a put from a client that has
+/// just died; see docs/architecture.md, "Known defect".)
 #[test]
 fn a_killed_client_loses_its_allocations_after_the_lease() {
-    let server = ServerProcess::start("tcp", &["--capacity", "64MiB", "--lease-ms", "500"]);
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB", "--lease-ms", "500"]);
     let mut holder = Command::new(env!("CARGO_BIN_EXE_nam"))
-        .args(["bench", "--server", &server.addr.to_string(), "--transport", "tcp", "--op", "put"])
+        .args(["bench", "--server", &server.addr.to_string(), "--transport", "shm", "--op", "put"])
         .args(["--size", "1MiB", "--iters", "100000000", "--repeat", "1"])
         .stdout(Stdio::null())
         .spawn()
