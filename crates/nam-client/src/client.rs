@@ -2,10 +2,11 @@
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::link::{Link, ReplyQueue};
+use crate::link::{DataPath, Link, ReplyQueue};
 use crate::lock::{FastLock, Guard};
 use nam_proto::{
-    Alloc, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED, AM_ID_REPLY,
+    Alloc, AtomicKind, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED,
+    AM_ID_REPLY,
 };
 use nam_ucx::{AtomicOp, Context, Features, Posted, Worker};
 use std::marker::PhantomData;
@@ -144,9 +145,9 @@ impl Compare {
 /// Immediate completions between two health checks of the control endpoints.
 const HEALTH_CHECK_OPS: u32 = 64;
 
-struct Inner {
-    links: Vec<Link>,
-    replies: ReplyQueue,
+pub(crate) struct Inner {
+    pub(crate) links: Vec<Link>,
+    pub(crate) replies: ReplyQueue,
     next_request_id: u64,
     next_server: usize,
     traffic: TrafficReport,
@@ -216,9 +217,9 @@ impl Client {
             match link.call(&inner.replies, id, &hello, "hello", config.connect_timeout)? {
                 Reply::Hello(h) => {
                     link.server_name = h.server_name;
-                    let shared_memory = h.host_id == nam_proto::host_id()
-                        && transports_allow_shared_memory(config.transports.as_deref());
-                    link.open_data_plane(&h.worker_address, shared_memory)?;
+                    let path =
+                        config.data_path.unwrap_or_else(|| choose_data_path(&h.host_id, config.transports.as_deref()));
+                    link.open_data_plane(&h.worker_address, path)?;
                 }
                 other => return Err(unexpected(addr, "hello", other)),
             }
@@ -319,6 +320,11 @@ impl Client {
     pub fn put(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
         let target = allocation.target(offset, data.len())?;
         let mut inner = self.lock();
+        if inner.links[allocation.server].uses_messages() {
+            inner.put_messages(allocation, offset, data, self.config.timeout)?;
+            inner.count_put(data.len());
+            return Ok(());
+        }
         let link = &inner.links[allocation.server];
         // SAFETY: `data` is borrowed until the wait below returns.
         let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
@@ -339,6 +345,11 @@ impl Client {
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         let target = allocation.target(offset, buffer.len())?;
         let mut inner = self.lock();
+        if inner.links[allocation.server].uses_messages() {
+            inner.get_messages(allocation, offset, buffer, self.config.timeout)?;
+            inner.count_get(buffer.len());
+            return Ok(());
+        }
         let link = &inner.links[allocation.server];
         // SAFETY: `buffer` is borrowed mutably until the wait below returns.
         let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
@@ -352,6 +363,12 @@ impl Client {
     pub fn put_nb<'a>(&'a self, allocation: &Allocation, offset: u64, data: &'a [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, data.len())?;
         let mut inner = self.lock();
+        if inner.links[allocation.server].uses_messages() {
+            // The message path pipelines chunks itself; the operation is complete on return.
+            inner.put_messages(allocation, offset, data, self.config.timeout)?;
+            inner.count_put(data.len());
+            return Ok(Op::completed(self, allocation.server, "put"));
+        }
         let link = &inner.links[allocation.server];
         // SAFETY: the returned Op borrows `data` and waits for completion before it is dropped.
         let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), target, link.rkey()) };
@@ -365,6 +382,11 @@ impl Client {
     pub fn get_nb<'a>(&'a self, allocation: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, buffer.len())?;
         let mut inner = self.lock();
+        if inner.links[allocation.server].uses_messages() {
+            inner.get_messages(allocation, offset, buffer, self.config.timeout)?;
+            inner.count_get(buffer.len());
+            return Ok(Op::completed(self, allocation.server, "get"));
+        }
         let link = &inner.links[allocation.server];
         // SAFETY: the returned Op borrows `buffer` and waits for completion before it is dropped.
         let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
@@ -397,6 +419,13 @@ impl Client {
         // Learn of a dead server before promising remote completion.
         inner.worker.progress();
         let link = inner.links.get(server).ok_or(Error::InvalidArgument("server index out of range"))?;
+        if link.uses_messages() {
+            // Every message operation completed at the server before it returned.
+            return match link.control.failure() {
+                Some(source) => Err(Error::Transport { addr: link.addr, what: "flush", source }),
+                None => Ok(()),
+            };
+        }
         let posted = link.data("flush")?.flush_nbx().map_err(|source| Error::Transport {
             addr: link.addr,
             what: "flush",
@@ -415,6 +444,19 @@ impl Client {
     fn atomic(&self, allocation: &Allocation, offset: u64, op: AtomicOp, value: u64, compare: u64) -> Result<u64> {
         let target = allocation.word(offset)?;
         let mut inner = self.lock();
+        if inner.links[allocation.server].uses_messages() {
+            let kind = match op {
+                AtomicOp::Add => AtomicKind::FetchAdd,
+                AtomicOp::Swap => AtomicKind::Swap,
+                AtomicOp::CompareSwap => AtomicKind::CompareSwap,
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => {
+                    return Err(Error::InvalidArgument("bitwise atomics are not offered by the client"))
+                }
+            };
+            let old = inner.atomic_messages(allocation, offset, kind, value, compare, self.config.timeout)?;
+            inner.traffic.atomics += 1;
+            return Ok(old);
+        }
         let link = &inner.links[allocation.server];
         let (operand, mut reply) = match op {
             AtomicOp::CompareSwap => (compare, value),
@@ -464,6 +506,15 @@ impl Client {
         let word = signal.word(signal_offset)?;
         let mut inner = self.lock();
         let timeout = self.config.timeout;
+        if inner.links[allocation.server].uses_messages() {
+            // The server executes messages in order: the data is stored before the signal.
+            inner.put_messages(allocation, offset, data, timeout)?;
+            let kind = if op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
+            inner.atomic_messages(signal, signal_offset, kind, value, 0, timeout)?;
+            inner.count_put(data.len());
+            inner.traffic.atomics += 1;
+            return Ok(());
+        }
         let link = &inner.links[allocation.server];
         let (addr, ep) = (link.addr, link.data("put_signal")?);
         let transport = |what| move |source| Error::Transport { addr, what, source };
@@ -548,13 +599,29 @@ impl Drop for Client {
 }
 
 impl Inner {
-    fn request_id(&mut self) -> u64 {
+    fn count_put(&mut self, bytes: usize) {
+        self.traffic.puts += 1;
+        self.traffic.bytes_put += bytes as u64;
+    }
+
+    fn count_get(&mut self, bytes: usize) {
+        self.traffic.gets += 1;
+        self.traffic.bytes_got += bytes as u64;
+    }
+
+    pub(crate) fn request_id(&mut self) -> u64 {
         let id = self.next_request_id;
         self.next_request_id += 1;
         id
     }
 
-    fn call(&mut self, server: usize, request: &Request, what: &'static str, timeout: Duration) -> Result<Reply> {
+    pub(crate) fn call(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
         let id = self.request_id();
         self.links[server].call(&self.replies, id, request, what, timeout)
     }
@@ -622,20 +689,40 @@ impl Inner {
     }
 }
 
-/// Whether the UCX transport list (`UCX_TLS` syntax; `None` reads the environment) lets
-/// UCX use shared memory.
-fn transports_allow_shared_memory(transports: Option<&str>) -> bool {
+/// The data path to a server whose Hello reply carried `server_host`: shared memory on the
+/// same host when the transports allow it, RDMA when this host has an RDMA device and the
+/// transports allow it, else messages the server executes.
+fn choose_data_path(server_host: &str, transports: Option<&str>) -> DataPath {
+    const SHARED: [&str; 7] = ["sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"];
+    const RDMA: [&str; 12] =
+        ["ib", "rc", "rc_v", "rc_x", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ud", "ud_v", "ud_x", "rdmacm"];
+    if server_host == nam_proto::host_id() && transports_allow(transports, &SHARED) {
+        DataPath::SharedMemory
+    } else if rdma_device_present() && transports_allow(transports, &RDMA) {
+        DataPath::Rdma
+    } else {
+        DataPath::Messages
+    }
+}
+
+/// Whether a UCX transport list (`UCX_TLS` syntax; `None` reads the environment) allows any
+/// of `family`.
+fn transports_allow(transports: Option<&str>, family: &[&str]) -> bool {
     let list = match transports {
         Some(t) => t.to_string(),
         None => std::env::var("UCX_TLS").unwrap_or_else(|_| "all".into()),
     };
-    const SHARED: [&str; 7] = ["sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"];
     let names: Vec<&str> = list.trim_start_matches('^').split(',').map(str::trim).collect();
     if list.starts_with('^') {
-        !names.iter().any(|n| SHARED.contains(n))
+        !names.iter().any(|n| family.contains(n))
     } else {
-        names.iter().any(|n| *n == "all" || SHARED.contains(n))
+        names.iter().any(|n| *n == "all" || family.contains(n))
     }
+}
+
+/// Whether this host has an RDMA device (`/sys/class/infiniband` lists one).
+fn rdma_device_present() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").map(|mut d| d.next().is_some()).unwrap_or(false)
 }
 
 fn unexpected(addr: SocketAddr, what: &'static str, reply: Reply) -> Error {
@@ -653,7 +740,12 @@ pub struct Op<'a> {
     _buffer: PhantomData<&'a mut [u8]>,
 }
 
-impl Op<'_> {
+impl<'a> Op<'a> {
+    /// An operation that already completed.
+    fn completed(client: &'a Client, server: usize, what: &'static str) -> Op<'a> {
+        Op { client, server, request: None, what, _buffer: PhantomData }
+    }
+
     /// Progresses once and reports whether the operation completed.
     pub fn test(&mut self) -> Result<bool> {
         let Some(request) = &self.request else { return Ok(true) };

@@ -27,6 +27,8 @@ pub struct ClientConfig {
     /// UCX transports (`UCX_TLS`) for this client, e.g. `"tcp"`; `None` keeps the
     /// environment's choice. From `NAM_TRANSPORTS`.
     pub transports: Option<String>,
+    /// Force a data path instead of choosing per server (`NAM_DATA_PATH=shm|rdma|messages`).
+    pub data_path: Option<crate::link::DataPath>,
 }
 
 impl ClientConfig {
@@ -40,6 +42,7 @@ impl ClientConfig {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             transports: None,
+            data_path: None,
         }
     }
 
@@ -59,6 +62,14 @@ impl ClientConfig {
         }
         if let Ok(t) = std::env::var("NAM_TRANSPORTS") {
             config.transports = Some(t);
+        }
+        if let Ok(path) = std::env::var("NAM_DATA_PATH") {
+            config.data_path = Some(match path.as_str() {
+                "shm" => crate::link::DataPath::SharedMemory,
+                "rdma" => crate::link::DataPath::Rdma,
+                "messages" => crate::link::DataPath::Messages,
+                other => return Err(Error::Config(format!("NAM_DATA_PATH={other:?}: expected shm, rdma or messages"))),
+            });
         }
         if let Some(ms) = env_ms("NAM_CONNECT_TIMEOUT_MS")? {
             config.connect_timeout = ms;

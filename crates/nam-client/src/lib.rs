@@ -31,10 +31,12 @@
 mod client;
 pub mod config;
 mod error;
-mod link;
+pub mod link;
 mod lock;
+mod messages;
 
 pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, Signal, SignalOp};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
+pub use link::DataPath;
 pub use nam_proto::{Status, StatusReply, TrafficReport};

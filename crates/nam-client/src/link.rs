@@ -19,10 +19,26 @@ pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 /// them when it is asked for); its operations then complete synchronously on mapped
 /// memory. Otherwise it detects failures itself, so that a dead server fails its requests
 /// cleanly. Data operations check the control endpoint first and watch it while they wait.
+/// How data operations reach one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPath {
+    /// One-sided UCX RMA through shared memory: same host, data endpoint without failure
+    /// detection (see [`Link`]).
+    SharedMemory,
+    /// One-sided UCX RMA over a fabric with hardware RMA (RDMA), with failure detection.
+    Rdma,
+    /// Control messages the server executes (put, get, atomics), for peers with neither:
+    /// UCX would emulate RMA in the server there, and UCX 1.13 aborts a server whose
+    /// emulated-RMA acknowledgement to a just-died client fails. The server checks the
+    /// handle and bounds of every operation on this path.
+    Messages,
+}
+
 pub(crate) struct Link {
     pub(crate) addr: SocketAddr,
     pub(crate) control: Endpoint,
     data: Option<Endpoint>,
+    path: DataPath,
     /// The packed bytes and unpacked key of the server's pool, cached after the first grant.
     rkey: Option<(Vec<u8>, RemoteKey)>,
     pub(crate) server_name: String,
@@ -31,16 +47,26 @@ pub(crate) struct Link {
 impl Link {
     pub(crate) fn connect(worker: &Worker, addr: SocketAddr) -> Result<Link> {
         let control = Endpoint::connect(worker, addr).map_err(|source| Error::Connect { addr, source })?;
-        Ok(Link { addr, control, data: None, rkey: None, server_name: String::new() })
+        Ok(Link { addr, control, data: None, path: DataPath::Messages, rkey: None, server_name: String::new() })
     }
 
-    /// Opens the data endpoint to the server worker's address (from its Hello reply);
-    /// `shared_memory` says whether the server's memory can be mapped here.
-    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], shared_memory: bool) -> Result<()> {
-        let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, !shared_memory)
+    /// Sets up the data path chosen for this server (see [`DataPath`]).
+    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], path: DataPath) -> Result<()> {
+        self.path = path;
+        if path == DataPath::Messages {
+            return Ok(());
+        }
+        let detect_failure = path != DataPath::SharedMemory;
+        let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, detect_failure)
             .map_err(|source| Error::Connect { addr: self.addr, source })?;
         self.data = Some(data);
         Ok(())
+    }
+
+    /// Whether data operations go as control messages executed by the server.
+    #[inline]
+    pub(crate) fn uses_messages(&self) -> bool {
+        self.path == DataPath::Messages
     }
 
     /// The data endpoint, if the server is still alive as far as the control endpoint knows.
@@ -49,13 +75,13 @@ impl Link {
         if let Some(source) = self.control.failure() {
             return Err(Error::Transport { addr: self.addr, what, source });
         }
-        Ok(self.data.as_ref().expect("the data plane opens during connect"))
+        Ok(self.data.as_ref().expect("RMA data paths open a data endpoint during connect"))
     }
 
     /// Waits for a data operation, giving up early if the control endpoint fails.
     #[inline]
     pub(crate) fn wait(&self, posted: nam_ucx::Posted, timeout: Duration, what: &'static str) -> Result<()> {
-        let data = self.data.as_ref().expect("the data plane opens during connect");
+        let data = self.data.as_ref().expect("RMA data paths open a data endpoint during connect");
         data.wait_watching(posted, timeout, &self.control).map_err(|source| Error::Transport {
             addr: self.addr,
             what,
@@ -72,15 +98,36 @@ impl Link {
         what: &'static str,
         timeout: Duration,
     ) -> Result<Reply> {
-        let addr = self.addr;
-        // Control calls are serialized by the client lock, so anything queued now is a late
-        // reply to a call that already timed out.
+        // Calls are serialized by the client lock, so anything queued now is a late reply to
+        // a call that already timed out.
         replies.lock().clear();
-        let bytes = request.encode(request_id);
-        self.control.am_send(AM_ID_REQUEST, &bytes, timeout).map_err(|source| match source {
+        self.send(request_id, request, what, timeout)?;
+        self.receive(replies, request_id, what, timeout)
+    }
+
+    /// Sends one request without waiting for its reply.
+    pub(crate) fn send(&self, request_id: u64, request: &Request, what: &'static str, timeout: Duration) -> Result<()> {
+        self.send_bytes(&request.encode(request_id), what, timeout)
+    }
+
+    /// Sends one encoded message without waiting for its reply.
+    pub(crate) fn send_bytes(&self, bytes: &[u8], what: &'static str, timeout: Duration) -> Result<()> {
+        let addr = self.addr;
+        self.control.am_send(AM_ID_REQUEST, bytes, timeout).map_err(|source| match source {
             nam_ucx::Error::PeerFailed { .. } => Error::Connect { addr, source },
             source => Error::Transport { addr, what, source },
-        })?;
+        })
+    }
+
+    /// Waits for the reply to `request_id`.
+    pub(crate) fn receive(
+        &self,
+        replies: &ReplyQueue,
+        request_id: u64,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
+        let addr = self.addr;
         let deadline = Instant::now() + timeout;
         loop {
             self.control.worker().progress();
@@ -102,7 +149,7 @@ impl Link {
 
     /// Caches the pool's remote key from a grant (unpacking only when it changes).
     pub(crate) fn remember_rkey(&mut self, packed: &[u8]) -> Result<()> {
-        if self.rkey.as_ref().is_some_and(|(bytes, _)| bytes == packed) {
+        if self.uses_messages() || self.rkey.as_ref().is_some_and(|(bytes, _)| bytes == packed) {
             return Ok(());
         }
         let key = self.data("unpack remote key")?.unpack_rkey(packed).map_err(|source| Error::Transport {

@@ -103,6 +103,15 @@ impl<'a> Reader<'a> {
         }
         Ok(self.take(len, field)?.to_vec())
     }
+    /// Like [`Reader::bytes32`], borrowing the bytes instead of copying them.
+    pub fn bytes32_borrowed(&mut self, field: &'static str, max: usize) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32(field)? as usize;
+        if len > max {
+            return Err(DecodeError::TooLong { field, len, max });
+        }
+        self.take(len, field)
+    }
+
     /// Fails unless every byte was consumed.
     pub fn finish(self) -> Result<(), DecodeError> {
         let extra = self.buf.len() - self.pos;

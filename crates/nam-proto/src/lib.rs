@@ -18,6 +18,22 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(test)]
+mod put_tests {
+    use super::*;
+
+    #[test]
+    fn the_borrowing_put_codec_matches_the_request_codec() {
+        let data = vec![7u8; 1000];
+        let bytes = encode_put(9, 3, 64, &data);
+        assert_eq!(bytes, Request::Put { handle: 3, offset: 64, data: data.clone() }.encode(9));
+        let view = decode_put(&bytes).unwrap().unwrap();
+        assert_eq!((view.request_id, view.handle, view.offset, view.data), (9, 3, 64, &data[..]));
+        assert_eq!(decode_put(&Request::Status.encode(1)).unwrap(), None);
+        assert!(decode_put(&bytes[..bytes.len() - 1]).is_err());
+    }
+}
+
 pub mod codec;
 pub mod limits;
 pub mod message;

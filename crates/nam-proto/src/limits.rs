@@ -19,6 +19,9 @@ pub const CLIENT_NAME_LEN_MAX: usize = 128;
 pub const RKEY_LEN_MAX: usize = 8 * 1024;
 /// Longest UCX worker address carried in a reply.
 pub const WORKER_ADDRESS_LEN_MAX: usize = 16 * 1024;
+/// Largest payload of one Put or Get message on the message data path; larger transfers are
+/// split into chunks of this size.
+pub const DATA_CHUNK_MAX: usize = 64 * 1024;
 /// Longest host identity in a Hello reply.
 pub const HOST_ID_LEN_MAX: usize = 255;
 /// Longest error text carried in a reply.

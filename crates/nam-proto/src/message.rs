@@ -65,6 +65,28 @@ pub struct TrafficReport {
     pub bytes_got: u64,
 }
 
+/// A 64-bit atomic executed by the server on the message data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicKind {
+    /// Add `value`, return the old word.
+    FetchAdd = 1,
+    /// Store `value`, return the old word.
+    Swap = 2,
+    /// Store `value` if the word equals `compare`; return the old word.
+    CompareSwap = 3,
+}
+
+impl AtomicKind {
+    fn from_code(code: u16) -> Option<AtomicKind> {
+        match code {
+            1 => Some(AtomicKind::FetchAdd),
+            2 => Some(AtomicKind::Swap),
+            3 => Some(AtomicKind::CompareSwap),
+            _ => None,
+        }
+    }
+}
+
 /// A client request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -86,6 +108,37 @@ pub enum Request {
     Status,
     /// Kind 6: the client is leaving; its non-persistent allocations are released now.
     Goodbye(TrafficReport),
+    /// Kind 7 (message data path): write `data` at `offset` of an allocation this client holds.
+    Put {
+        /// The allocation.
+        handle: u64,
+        /// Offset inside it.
+        offset: u64,
+        /// At most [`DATA_CHUNK_MAX`] bytes.
+        data: Vec<u8>,
+    },
+    /// Kind 8 (message data path): read `len` bytes at `offset`.
+    Get {
+        /// The allocation.
+        handle: u64,
+        /// Offset inside it.
+        offset: u64,
+        /// At most [`DATA_CHUNK_MAX`].
+        len: u32,
+    },
+    /// Kind 9 (message data path): a 64-bit atomic on the 8-byte aligned word at `offset`.
+    Atomic {
+        /// The allocation.
+        handle: u64,
+        /// Offset inside it (a multiple of 8).
+        offset: u64,
+        /// Which atomic.
+        op: AtomicKind,
+        /// Operand.
+        value: u64,
+        /// Compare value of [`AtomicKind::CompareSwap`]; 0 otherwise.
+        compare: u64,
+    },
 }
 
 /// What the server tells a new client.
@@ -174,10 +227,14 @@ pub enum Reply {
     Hello(HelloReply),
     /// To [`Request::Alloc`] and [`Request::Open`].
     Alloc(AllocReply),
-    /// To [`Request::Free`] and [`Request::Goodbye`].
+    /// To [`Request::Free`], [`Request::Goodbye`] and [`Request::Put`].
     Done,
     /// To [`Request::Status`].
     Status(StatusReply),
+    /// To [`Request::Get`]: the bytes read.
+    Data(Vec<u8>),
+    /// To [`Request::Atomic`]: the word's old value.
+    Value(u64),
     /// Any request that failed.
     Error {
         /// Why.
@@ -261,6 +318,9 @@ impl Request {
             Request::Free { .. } => 4,
             Request::Status => 5,
             Request::Goodbye(_) => 6,
+            Request::Put { .. } => 7,
+            Request::Get { .. } => 8,
+            Request::Atomic { .. } => 9,
         }
     }
 
@@ -285,6 +345,23 @@ impl Request {
             Request::Free { handle } => w.u64(*handle),
             Request::Status => {}
             Request::Goodbye(t) => write_traffic(&mut w, t),
+            Request::Put { handle, offset, data } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.bytes32(data);
+            }
+            Request::Get { handle, offset, len } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.u32(*len);
+            }
+            Request::Atomic { handle, offset, op, value, compare } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.u16(*op as u16);
+                w.u64(*value);
+                w.u64(*compare);
+            }
         }
         finish_message(w)
     }
@@ -310,11 +387,67 @@ impl Request {
             4 => Request::Free { handle: r.u64("handle")? },
             5 => Request::Status,
             6 => Request::Goodbye(read_traffic(&mut r)?),
+            7 => Request::Put {
+                handle: r.u64("handle")?,
+                offset: r.u64("offset")?,
+                data: r.bytes32("data", DATA_CHUNK_MAX)?,
+            },
+            8 => {
+                let (handle, offset, len) = (r.u64("handle")?, r.u64("offset")?, r.u32("len")?);
+                if len as usize > DATA_CHUNK_MAX {
+                    return Err(DecodeError::TooLong { field: "len", len: len as usize, max: DATA_CHUNK_MAX });
+                }
+                Request::Get { handle, offset, len }
+            }
+            9 => {
+                let (handle, offset) = (r.u64("handle")?, r.u64("offset")?);
+                let code = r.u16("op")?;
+                let op = AtomicKind::from_code(code).ok_or(DecodeError::UnknownKind { kind: code })?;
+                Request::Atomic { handle, offset, op, value: r.u64("value")?, compare: r.u64("compare")? }
+            }
             kind => return Err(DecodeError::UnknownKind { kind }),
         };
         r.finish()?;
         Ok((header.request_id, request))
     }
+}
+
+/// Encodes a [`Request::Put`] straight from the caller's bytes (the same bytes as
+/// `Request::Put { .. }.encode(request_id)`, without first copying `data` into a request).
+pub fn encode_put(request_id: u64, handle: u64, offset: u64, data: &[u8]) -> Vec<u8> {
+    let mut w = Writer::with_capacity(HEADER_LEN + 20 + data.len());
+    write_header(&mut w, 7, request_id);
+    w.u64(handle);
+    w.u64(offset);
+    w.bytes32(data);
+    finish_message(w)
+}
+
+/// A Put request decoded without copying its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutView<'a> {
+    /// The request id.
+    pub request_id: u64,
+    /// The allocation.
+    pub handle: u64,
+    /// Offset inside it.
+    pub offset: u64,
+    /// The payload, borrowed from the message.
+    pub data: &'a [u8],
+}
+
+/// Decodes `bytes` as a Put request if it is one (`None` for any other kind; errors as
+/// [`Request::decode`] reports them).
+pub fn decode_put(bytes: &[u8]) -> Result<Option<PutView<'_>>, DecodeError> {
+    let (header, body) = decode_header(bytes)?;
+    if header.kind != 7 {
+        return Ok(None);
+    }
+    let mut r = Reader::new(body);
+    let (handle, offset) = (r.u64("handle")?, r.u64("offset")?);
+    let data = r.bytes32_borrowed("data", DATA_CHUNK_MAX)?;
+    r.finish()?;
+    Ok(Some(PutView { request_id: header.request_id, handle, offset, data }))
 }
 
 fn write_traffic(w: &mut Writer, t: &TrafficReport) {
@@ -404,6 +537,8 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
             w.bytes32(&a.rkey);
         }
         Reply::Done | Reply::Error { .. } => {}
+        Reply::Data(data) => w.bytes32(data),
+        Reply::Value(v) => w.u64(*v),
         Reply::Status(s) => {
             w.str16(truncate_utf8(&s.server_name, SERVER_NAME_LEN_MAX));
             for v in [
@@ -450,8 +585,10 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             flags: r.u32("flags")?,
             rkey: r.bytes32("rkey", RKEY_LEN_MAX)?,
         }),
-        4 | 6 => Reply::Done,
+        4 | 6 | 7 => Reply::Done,
         5 => Reply::Status(decode_status(r)?),
+        8 => Reply::Data(r.bytes32("data", DATA_CHUNK_MAX)?),
+        9 => Reply::Value(r.u64("value")?),
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
 }

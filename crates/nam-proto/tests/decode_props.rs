@@ -7,8 +7,8 @@
 use nam_proto::codec::Writer;
 use nam_proto::limits::*;
 use nam_proto::{
-    decode_header, truncate_utf8, Alloc, AllocReply, DecodeError, Hello, HelloReply, Reply, Request, Status,
-    StatusReply, TenantUsage, TrafficReport, HEADER_LEN, REPLY_BIT,
+    decode_header, truncate_utf8, Alloc, AllocReply, AtomicKind, DecodeError, Hello, HelloReply, Reply, Request,
+    Status, StatusReply, TenantUsage, TrafficReport, HEADER_LEN, REPLY_BIT,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -59,6 +59,30 @@ fn request() -> impl Strategy<Value = Request> {
         number().prop_map(|handle| Request::Free { handle }),
         Just(Request::Status),
         traffic().prop_map(Request::Goodbye),
+        (number(), number(), vec(any::<u8>(), 0..512)).prop_map(|(handle, offset, data)| Request::Put {
+            handle,
+            offset,
+            data
+        }),
+        (number(), number(), 0..=DATA_CHUNK_MAX as u32).prop_map(|(handle, offset, len)| Request::Get {
+            handle,
+            offset,
+            len
+        }),
+        (
+            number(),
+            number(),
+            proptest::sample::select(vec![AtomicKind::FetchAdd, AtomicKind::Swap, AtomicKind::CompareSwap]),
+            number(),
+            number()
+        )
+            .prop_map(|(handle, offset, op, value, compare)| Request::Atomic {
+                handle,
+                offset,
+                op,
+                value,
+                compare
+            }),
     ]
 }
 
@@ -99,7 +123,7 @@ fn error_status() -> impl Strategy<Value = Status> {
 /// A reply with the kind of a request it can answer: `(request kind, reply)`.
 fn reply(full: bool) -> impl Strategy<Value = (u16, Reply)> {
     let alloc_kind = proptest::sample::select(vec![Request::Alloc(dummy_alloc()).kind(), open_kind()]);
-    let done_kind = proptest::sample::select(vec![free_kind(), goodbye_kind()]);
+    let done_kind = proptest::sample::select(vec![free_kind(), goodbye_kind(), 7]);
     prop_oneof![
         (
             number(),
@@ -119,6 +143,8 @@ fn reply(full: bool) -> impl Strategy<Value = (u16, Reply)> {
             }
         ),
         done_kind.prop_map(|kind| (kind, Reply::Done)),
+        vec(any::<u8>(), 0..512).prop_map(|data| (8, Reply::Data(data))),
+        number().prop_map(|old| (9, Reply::Value(old))),
         status_reply().prop_map(|s| (Request::Status.kind(), Reply::Status(s))),
         // An error answers any kind, even one the server did not know (kind 0: no header).
         (0..REPLY_BIT, error_status(), text(ERROR_TEXT_LEN_MAX))

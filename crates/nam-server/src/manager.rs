@@ -245,6 +245,22 @@ impl Manager {
         Ok(())
     }
 
+    /// Where `handle` lies in the pool, if `client` holds it: `(offset, size)`. Every
+    /// operation of the message data path goes through this check.
+    pub fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
+        let held = self.client_handles.get(&client).is_some_and(|h| h.contains(&handle));
+        if !held {
+            self.tenant_of(client)?;
+            return if handle != 0 && handle < self.next_handle && !self.allocations.contains_key(&handle) {
+                refuse(Status::FreedHandle, format!("handle {handle} was freed"))
+            } else {
+                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
+            };
+        }
+        let r = &self.allocations[&handle].record;
+        Ok((r.offset, r.size))
+    }
+
     /// Drops every reference `client` holds (goodbye or lease expiry). Non-persistent
     /// allocations nobody else holds are destroyed; returns how many were.
     pub fn release_client(&mut self, client: u64) -> u64 {

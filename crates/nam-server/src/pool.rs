@@ -118,6 +118,33 @@ impl Pool {
         unsafe { std::ptr::write_bytes(self.region.address().add(offset as usize), 0, size as usize) };
     }
 
+    /// Copies `data` into the pool at `offset` (bounds checked by the caller against the
+    /// allocation; asserted here against the pool).
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        assert!(offset.checked_add(data.len() as u64).is_some_and(|end| end <= self.len()), "write outside the pool");
+        // SAFETY: the range lies inside the mapped pool (asserted above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.region.address().add(offset as usize), data.len()) };
+    }
+
+    /// Copies `len` bytes at `offset` out of the pool.
+    pub fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+        assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "read outside the pool");
+        let mut out = vec![0u8; len];
+        // SAFETY: the range lies inside the mapped pool (asserted above).
+        unsafe { std::ptr::copy_nonoverlapping(self.region.address().add(offset as usize), out.as_mut_ptr(), len) };
+        out
+    }
+
+    /// The 64-bit word at `offset` (a multiple of 8), as an atomic shared with every other
+    /// way clients reach it: same-host clients' CPU atomics through shared memory and UCX's
+    /// atomics both operate on the same aligned word.
+    pub fn word(&self, offset: u64) -> &std::sync::atomic::AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len(), "word outside the pool or unaligned");
+        // SAFETY: in bounds and 8-byte aligned (the pool base is page aligned); AtomicU64 has
+        // the layout of u64, and the pool outlives the reference.
+        unsafe { &*(self.region.address().add(offset as usize) as *const std::sync::atomic::AtomicU64) }
+    }
+
     /// The packed remote key of the whole pool.
     pub fn rkey(&self) -> &[u8] {
         &self.rkey

@@ -7,7 +7,7 @@ use crate::manager::{Grant, Manager, Manifest, Refusal};
 use crate::pool::{Pool, PoolError};
 use nam_proto::limits::CLIENTS_MAX;
 use nam_proto::{
-    decode_header, AllocReply, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
+    decode_header, AllocReply, AtomicKind, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
     AM_ID_REQUEST,
 };
 use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, Worker};
@@ -233,6 +233,13 @@ impl Server {
             }
             Err(e) => return (0, 0, malformed(e)),
         };
+        // Puts are the bulk of the message data path: write the payload straight from the
+        // message instead of decoding it into a request first.
+        match nam_proto::decode_put(bytes) {
+            Ok(Some(put)) => return (kind, request_id, self.execute_put(ep, put)),
+            Ok(None) => {}
+            Err(e) => return (kind, request_id, malformed(e)),
+        }
         let request = match Request::decode(bytes) {
             Ok((_, request)) => request,
             Err(e) => return (kind, request_id, malformed(e)),
@@ -274,6 +281,32 @@ impl Server {
             Request::Open { name } => self.manager.open(client, &name).map(|g| self.alloc_reply(g)),
             Request::Free { handle } => self.manager.free(client, handle).map(|()| Reply::Done),
             Request::Status => Ok(Reply::Status(self.status())),
+            Request::Put { handle, offset, data } => {
+                let at = self.checked_range(client, handle, offset, data.len() as u64)?;
+                self.pool.write(at, &data);
+                Ok(Reply::Done)
+            }
+            Request::Get { handle, offset, len } => {
+                let at = self.checked_range(client, handle, offset, len as u64)?;
+                Ok(Reply::Data(self.pool.read(at, len as usize)))
+            }
+            Request::Atomic { handle, offset, op, value, compare } => {
+                if !offset.is_multiple_of(8) {
+                    return Err(Refusal {
+                        status: Status::InvalidArgument,
+                        message: format!("offset {offset} is not 8-byte aligned"),
+                    });
+                }
+                let word = self.pool.word(self.checked_range(client, handle, offset, 8)?);
+                use std::sync::atomic::Ordering::SeqCst;
+                Ok(Reply::Value(match op {
+                    AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
+                    AtomicKind::Swap => word.swap(value, SeqCst),
+                    AtomicKind::CompareSwap => {
+                        word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old)
+                    }
+                }))
+            }
             Request::Goodbye(report) => {
                 let r = &mut self.counters.reported;
                 r.puts += report.puts;
@@ -286,6 +319,35 @@ impl Server {
                 connection.authenticated = false;
                 Ok(Reply::Done)
             }
+        }
+    }
+
+    fn execute_put(&mut self, ep: EndpointId, put: nam_proto::PutView<'_>) -> Reply {
+        let connection = &self.connections[&ep];
+        let result = if connection.authenticated {
+            self.checked_range(connection.client_id, put.handle, put.offset, put.data.len() as u64)
+        } else {
+            Err(Refusal { status: Status::NotConnected, message: "send Hello before other requests".into() })
+        };
+        match result {
+            Ok(at) => {
+                self.pool.write(at, put.data);
+                Reply::Done
+            }
+            Err(refusal) => Reply::Error { status: refusal.status, message: refusal.message },
+        }
+    }
+
+    /// The pool offset of `[offset, offset + len)` inside `handle`, if `client` holds it and
+    /// the range fits.
+    fn checked_range(&self, client: u64, handle: u64, offset: u64, len: u64) -> Result<u64, Refusal> {
+        let (base, size) = self.manager.resolve(client, handle)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok(base + offset),
+            _ => Err(Refusal {
+                status: Status::OutOfBounds,
+                message: format!("offset {offset} + length {len} is outside the {size}-byte allocation"),
+            }),
         }
     }
 

@@ -1,0 +1,122 @@
+//! The message data path: put, get and atomics as control messages that the server executes
+//! (see [`crate::link::DataPath::Messages`]). Transfers are split into chunks of
+//! [`DATA_CHUNK_MAX`] bytes with up to [`WINDOW`] chunks in flight, so bandwidth is not one
+//! round trip per chunk.
+
+use crate::client::{Allocation, Inner};
+use crate::error::{Error, Result};
+use nam_proto::limits::DATA_CHUNK_MAX;
+use nam_proto::{AtomicKind, Reply, Request};
+use std::time::Duration;
+
+/// Chunks in flight per transfer.
+const WINDOW: usize = 8;
+
+/// A message to send: a request, or bytes encoded directly from the caller's buffer once
+/// the request id is known.
+enum Outgoing<'a> {
+    Request(Request),
+    Encoded(Box<dyn FnOnce(u64) -> Vec<u8> + 'a>),
+}
+
+impl Inner {
+    /// Writes `data` at `offset` through the server; returns when the server has stored it
+    /// (remote completion).
+    pub(crate) fn put_messages(&mut self, a: &Allocation, offset: u64, data: &[u8], timeout: Duration) -> Result<()> {
+        let handle = a.handle();
+        let requests = data.chunks(DATA_CHUNK_MAX).enumerate().map(|(i, chunk)| {
+            Outgoing::Encoded(Box::new(move |id| {
+                nam_proto::encode_put(id, handle, offset + (i * DATA_CHUNK_MAX) as u64, chunk)
+            }))
+        });
+        self.pipeline(a.server(), requests, "put", timeout, |_, reply| match reply {
+            Reply::Done => Ok(()),
+            _ => Err("put"),
+        })
+    }
+
+    /// Reads into `buffer` from `offset` through the server.
+    pub(crate) fn get_messages(
+        &mut self,
+        a: &Allocation,
+        offset: u64,
+        buffer: &mut [u8],
+        timeout: Duration,
+    ) -> Result<()> {
+        let len = buffer.len();
+        let requests = (0..len.div_ceil(DATA_CHUNK_MAX)).map(|i| {
+            Outgoing::Request(Request::Get {
+                handle: a.handle(),
+                offset: offset + (i * DATA_CHUNK_MAX) as u64,
+                len: (len - i * DATA_CHUNK_MAX).min(DATA_CHUNK_MAX) as u32,
+            })
+        });
+        self.pipeline(a.server(), requests, "get", timeout, |i, reply| match reply {
+            Reply::Data(bytes) => {
+                let at = i * DATA_CHUNK_MAX;
+                let want = (len - at).min(DATA_CHUNK_MAX);
+                if bytes.len() != want {
+                    return Err("get");
+                }
+                buffer[at..at + want].copy_from_slice(&bytes);
+                Ok(())
+            }
+            _ => Err("get"),
+        })
+    }
+
+    /// A 64-bit atomic executed by the server; returns the old value.
+    pub(crate) fn atomic_messages(
+        &mut self,
+        a: &Allocation,
+        offset: u64,
+        op: AtomicKind,
+        value: u64,
+        compare: u64,
+        timeout: Duration,
+    ) -> Result<u64> {
+        let request = Request::Atomic { handle: a.handle(), offset, op, value, compare };
+        match self.call(a.server(), &request, "atomic", timeout)? {
+            Reply::Value(old) => Ok(old),
+            _ => Err(Error::UnexpectedReply { addr: self.links[a.server()].addr, what: "atomic" }),
+        }
+    }
+
+    /// Sends `requests` to `server` keeping up to [`WINDOW`] unanswered, handing each reply
+    /// (with its index) to `accept`. Stops at the first error after collecting the replies
+    /// already requested, so no late reply is left to confuse a later call.
+    fn pipeline<'a>(
+        &mut self,
+        server: usize,
+        requests: impl Iterator<Item = Outgoing<'a>>,
+        what: &'static str,
+        timeout: Duration,
+        mut accept: impl FnMut(usize, Reply) -> std::result::Result<(), &'static str>,
+    ) -> Result<()> {
+        let addr = self.links[server].addr;
+        self.replies.lock().clear();
+        let mut in_flight: std::collections::VecDeque<(usize, u64)> = std::collections::VecDeque::new();
+        let mut first_error = None;
+        let mut requests = requests.enumerate().peekable();
+        while requests.peek().is_some() || !in_flight.is_empty() {
+            while in_flight.len() < WINDOW && first_error.is_none() {
+                let Some((index, request)) = requests.next() else { break };
+                let id = self.request_id();
+                let bytes = match request {
+                    Outgoing::Request(r) => r.encode(id),
+                    Outgoing::Encoded(encode) => encode(id),
+                };
+                self.links[server].send_bytes(&bytes, what, timeout)?;
+                in_flight.push_back((index, id));
+            }
+            let Some((index, id)) = in_flight.pop_front() else { break };
+            let result = self.links[server]
+                .receive(&self.replies, id, what, timeout)
+                .and_then(|reply| accept(index, reply).map_err(|what| Error::UnexpectedReply { addr, what }));
+            if let (Err(e), None) = (result, &first_error) {
+                first_error = Some(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
