@@ -1,9 +1,12 @@
 //! The client: connections to memory servers, allocations, one-sided operations.
 
+use crate::allocation::{AllocOptions, Allocation};
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::link::{DataPath, Link, ReplyQueue};
+use crate::link::{choose_data_path, Link, ReplyQueue};
 use crate::lock::{FastLock, Guard};
+use crate::op::Op;
+use crate::signal::{Compare, Signal, SignalOp};
 use nam_proto::{
     Alloc, AtomicKind, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED,
     AM_ID_REPLY,
@@ -14,133 +17,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How to allocate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllocOptions {
-    /// Alignment (power of two); 0 means the server's default (64 bytes).
-    pub align: u64,
-    /// Other clients of the tenant may [`Client::open`] it by name.
-    pub shared: bool,
-    /// Survives the disconnect of every holder until freed (needs a name).
-    pub persistent: bool,
-    /// Name for [`Client::open`]; `None` for anonymous.
-    pub name: Option<String>,
-    /// Server index in the configured list; `None` spreads allocations round-robin.
-    pub server: Option<usize>,
-}
-
-impl AllocOptions {
-    /// A shared allocation named `name`.
-    pub fn shared(name: &str) -> AllocOptions {
-        AllocOptions { shared: true, name: Some(name.into()), ..Default::default() }
-    }
-}
-
-/// An allocation on a memory server. Cheap to clone; every clone becomes invalid when the
-/// allocation is freed through any of them.
-#[derive(Debug, Clone)]
-pub struct Allocation {
-    server: usize,
-    handle: u64,
-    size: u64,
-    remote_addr: u64,
-    flags: u32,
-    live: Arc<AtomicBool>,
-}
-
-impl Allocation {
-    /// Handle on its server.
-    pub fn handle(&self) -> u64 {
-        self.handle
-    }
-    /// Size in bytes.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-    /// Index of its server in the client's list.
-    pub fn server(&self) -> usize {
-        self.server
-    }
-    /// Whether other clients may open it.
-    pub fn is_shared(&self) -> bool {
-        self.flags & ALLOC_FLAG_SHARED != 0
-    }
-    /// Whether it survives its holders.
-    pub fn is_persistent(&self) -> bool {
-        self.flags & ALLOC_FLAG_PERSISTENT != 0
-    }
-    /// Remote address of `offset` after checking that `len` bytes fit. The fast-path check.
-    #[inline]
-    fn target(&self, offset: u64, len: usize) -> Result<u64> {
-        if !self.live.load(Ordering::Relaxed) {
-            return Err(Error::Freed { handle: self.handle });
-        }
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= self.size => Ok(self.remote_addr + offset),
-            _ => Err(Error::OutOfBounds { offset, len: len as u64, size: self.size }),
-        }
-    }
-    #[inline]
-    fn word(&self, offset: u64) -> Result<u64> {
-        if !offset.is_multiple_of(8) {
-            return Err(Error::Misaligned { offset });
-        }
-        self.target(offset, 8)
-    }
-}
-
-/// How a signal word is updated by [`Client::put_signal`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalOp {
-    /// The word becomes the value.
-    Set,
-    /// The value is added to the word.
-    Add,
-}
-
-/// The signal word a [`Client::put_signal`] updates after its data.
-#[derive(Debug, Clone, Copy)]
-pub struct Signal<'a> {
-    /// The allocation holding the 64-bit word.
-    pub word: &'a Allocation,
-    /// Its offset (8-byte aligned).
-    pub offset: u64,
-    /// The value set or added.
-    pub value: u64,
-    /// Set or add.
-    pub op: SignalOp,
-}
-
-/// Comparison for [`Client::wait_until`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compare {
-    /// word == value
-    Eq,
-    /// word != value
-    Ne,
-    /// word >= value
-    Ge,
-    /// word > value
-    Gt,
-    /// word <= value
-    Le,
-    /// word < value
-    Lt,
-}
-
-impl Compare {
-    fn holds(self, word: u64, value: u64) -> bool {
-        match self {
-            Compare::Eq => word == value,
-            Compare::Ne => word != value,
-            Compare::Ge => word >= value,
-            Compare::Gt => word > value,
-            Compare::Le => word <= value,
-            Compare::Lt => word < value,
-        }
-    }
-}
 
 /// Immediate completions between two health checks of the control endpoints.
 const HEALTH_CHECK_OPS: u32 = 64;
@@ -157,7 +33,7 @@ pub(crate) struct Inner {
     held: std::collections::HashMap<(usize, u64), Arc<AtomicBool>>,
     /// Operations that completed without progressing the worker since it last progressed.
     unprogressed_ops: u32,
-    worker: Worker,
+    pub(crate) worker: Worker,
     _context: Context,
 }
 
@@ -169,7 +45,7 @@ pub(crate) struct Inner {
 /// [`Client::get`] returns with the data. Atomics return when done at the server.
 pub struct Client {
     inner: FastLock<Inner>,
-    config: ClientConfig,
+    pub(crate) config: ClientConfig,
 }
 
 impl Client {
@@ -244,7 +120,7 @@ impl Client {
     }
 
     #[inline]
-    fn lock(&self) -> Guard<'_, Inner> {
+    pub(crate) fn lock(&self) -> Guard<'_, Inner> {
         self.inner.lock()
     }
 
@@ -301,15 +177,15 @@ impl Client {
         }
         let request = Request::Free { handle: allocation.handle };
         let result = inner.call(allocation.server, &request, "free", self.config.timeout);
-        if !matches!(result, Err(Error::Timeout { .. }) | Err(Error::Transport { .. })) {
-            inner.held.remove(&(allocation.server, allocation.handle));
-        }
-        if let Err(e) = &result {
-            if matches!(e, Error::Refused { .. }) {
-                return result.map(drop);
-            }
+        match &result {
             // The server did not answer: the handle may still be live there.
-            allocation.live.store(true, Ordering::Release);
+            Err(Error::Timeout { .. } | Error::Transport { .. } | Error::Connect { .. }) => {
+                allocation.live.store(true, Ordering::Release)
+            }
+            // It answered (freed, or refused because it was already gone): forget the handle.
+            _ => {
+                inner.held.remove(&(allocation.server, allocation.handle));
+            }
         }
         result.map(drop)
     }
@@ -689,96 +565,9 @@ impl Inner {
     }
 }
 
-/// The data path to a server whose Hello reply carried `server_host`: shared memory on the
-/// same host when the transports allow it, RDMA when this host has an RDMA device and the
-/// transports allow it, else messages the server executes.
-fn choose_data_path(server_host: &str, transports: Option<&str>) -> DataPath {
-    const SHARED: [&str; 7] = ["sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"];
-    const RDMA: [&str; 12] =
-        ["ib", "rc", "rc_v", "rc_x", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ud", "ud_v", "ud_x", "rdmacm"];
-    if server_host == nam_proto::host_id() && transports_allow(transports, &SHARED) {
-        DataPath::SharedMemory
-    } else if rdma_device_present() && transports_allow(transports, &RDMA) {
-        DataPath::Rdma
-    } else {
-        DataPath::Messages
-    }
-}
-
-/// Whether a UCX transport list (`UCX_TLS` syntax; `None` reads the environment) allows any
-/// of `family`.
-fn transports_allow(transports: Option<&str>, family: &[&str]) -> bool {
-    let list = match transports {
-        Some(t) => t.to_string(),
-        None => std::env::var("UCX_TLS").unwrap_or_else(|_| "all".into()),
-    };
-    let names: Vec<&str> = list.trim_start_matches('^').split(',').map(str::trim).collect();
-    if list.starts_with('^') {
-        !names.iter().any(|n| family.contains(n))
-    } else {
-        names.iter().any(|n| *n == "all" || family.contains(n))
-    }
-}
-
-/// Whether this host has an RDMA device (`/sys/class/infiniband` lists one).
-fn rdma_device_present() -> bool {
-    std::fs::read_dir("/sys/class/infiniband").map(|mut d| d.next().is_some()).unwrap_or(false)
-}
-
 fn unexpected(addr: SocketAddr, what: &'static str, reply: Reply) -> Error {
     log::warn!("server {addr} answered {what} with {reply:?}");
     Error::UnexpectedReply { addr, what }
-}
-
-/// A non-blocking put or get in flight. It borrows its buffer; dropping it waits for
-/// completion (bounded by the client's timeout), so the buffer is never used afterwards.
-pub struct Op<'a> {
-    client: &'a Client,
-    server: usize,
-    request: Option<nam_ucx::Request>,
-    what: &'static str,
-    _buffer: PhantomData<&'a mut [u8]>,
-}
-
-impl<'a> Op<'a> {
-    /// An operation that already completed.
-    fn completed(client: &'a Client, server: usize, what: &'static str) -> Op<'a> {
-        Op { client, server, request: None, what, _buffer: PhantomData }
-    }
-
-    /// Progresses once and reports whether the operation completed.
-    pub fn test(&mut self) -> Result<bool> {
-        let Some(request) = &self.request else { return Ok(true) };
-        let inner = self.client.lock();
-        inner.worker.progress();
-        match request.check() {
-            None => Ok(false),
-            Some(result) => {
-                self.request = None;
-                let addr = inner.links[self.server].addr;
-                result.map(|()| true).map_err(|source| Error::Transport { addr, what: self.what, source })
-            }
-        }
-    }
-
-    /// Waits for completion, at most the client's timeout.
-    pub fn wait(mut self) -> Result<()> {
-        self.complete()
-    }
-
-    fn complete(&mut self) -> Result<()> {
-        let Some(request) = self.request.take() else { return Ok(()) };
-        let inner = self.client.lock();
-        inner.links[self.server].wait(Posted::InFlight(request), self.client.config.timeout, self.what)
-    }
-}
-
-impl Drop for Op<'_> {
-    fn drop(&mut self) {
-        if let Err(e) = self.complete() {
-            log::warn!("dropped {} failed: {e}", self.what);
-        }
-    }
 }
 
 /// Asks the server at `addr` for its statistics without authenticating (for `nam status`).

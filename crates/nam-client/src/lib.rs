@@ -28,15 +28,21 @@
 //! ```
 #![deny(missing_docs)]
 
+mod allocation;
 mod client;
 pub mod config;
 mod error;
 pub mod link;
 mod lock;
 mod messages;
+mod op;
+mod signal;
 
-pub use client::{server_status, AllocOptions, Allocation, Client, Compare, Op, Signal, SignalOp};
+pub use allocation::{AllocOptions, Allocation};
+pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;
 pub use nam_proto::{Status, StatusReply, TrafficReport};
+pub use op::Op;
+pub use signal::{Compare, Signal, SignalOp};

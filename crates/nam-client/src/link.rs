@@ -173,3 +173,39 @@ fn take_reply(replies: &ReplyQueue, request_id: u64) -> Option<Vec<u8>> {
         queue.iter().position(|bytes| matches!(decode_header(bytes), Ok((h, _)) if h.request_id == request_id))?;
     Some(queue.swap_remove(position))
 }
+
+/// The data path to a server whose Hello reply carried `server_host`: shared memory on the
+/// same host when the transports allow it, RDMA when this host has an RDMA device and the
+/// transports allow it, else messages the server executes.
+pub(crate) fn choose_data_path(server_host: &str, transports: Option<&str>) -> DataPath {
+    const SHARED: [&str; 7] = ["sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"];
+    const RDMA: [&str; 12] =
+        ["ib", "rc", "rc_v", "rc_x", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ud", "ud_v", "ud_x", "rdmacm"];
+    if server_host == nam_proto::host_id() && transports_allow(transports, &SHARED) {
+        DataPath::SharedMemory
+    } else if rdma_device_present() && transports_allow(transports, &RDMA) {
+        DataPath::Rdma
+    } else {
+        DataPath::Messages
+    }
+}
+
+/// Whether a UCX transport list (`UCX_TLS` syntax; `None` reads the environment) allows any
+/// of `family`.
+fn transports_allow(transports: Option<&str>, family: &[&str]) -> bool {
+    let list = match transports {
+        Some(t) => t.to_string(),
+        None => std::env::var("UCX_TLS").unwrap_or_else(|_| "all".into()),
+    };
+    let names: Vec<&str> = list.trim_start_matches('^').split(',').map(str::trim).collect();
+    if list.starts_with('^') {
+        !names.iter().any(|n| family.contains(n))
+    } else {
+        names.iter().any(|n| *n == "all" || family.contains(n))
+    }
+}
+
+/// Whether this host has an RDMA device (`/sys/class/infiniband` lists one).
+fn rdma_device_present() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").map(|mut d| d.next().is_some()).unwrap_or(false)
+}

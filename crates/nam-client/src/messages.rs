@@ -3,7 +3,8 @@
 //! [`DATA_CHUNK_MAX`] bytes with up to [`WINDOW`] chunks in flight, so bandwidth is not one
 //! round trip per chunk.
 
-use crate::client::{Allocation, Inner};
+use crate::allocation::Allocation;
+use crate::client::Inner;
 use crate::error::{Error, Result};
 use nam_proto::limits::DATA_CHUNK_MAX;
 use nam_proto::{AtomicKind, Reply, Request};
