@@ -1,6 +1,7 @@
 //! `nam demo`: starts a local memory server, walks a client through allocation, put/get,
 //! atomics, signals between two clients and a short benchmark, then stops the server.
 
+use crate::child::DieWithParent;
 use anyhow::{ensure, Context, Result};
 use nam_client::{AllocOptions, Client, ClientConfig, Compare, Signal, SignalOp};
 use nam_proto::size::format_size;
@@ -23,6 +24,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64MiB", "--name", "demo"])
         .env("UCX_TLS", &args.transports)
         .stdout(Stdio::piped())
+        .die_with_parent()
         .spawn()
         .context("cannot start nam serve")?;
     let mut banner = String::new();

@@ -1,6 +1,7 @@
 //! `nam`: the command-line front end of network-attached memory.
 
 mod bench;
+mod child;
 mod demo;
 mod ecc_sim;
 mod plot;

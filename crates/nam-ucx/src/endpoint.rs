@@ -202,6 +202,7 @@ impl Endpoint {
     }
 
     /// The failure UCX reported for the peer, if any.
+    #[inline]
     pub fn failure(&self) -> Option<Error> {
         match self.inner.health().failure.load(Ordering::Acquire) {
             0 => None,
@@ -239,6 +240,7 @@ impl Endpoint {
     }
 
     /// Whether this endpoint was created with peer-failure detection.
+    #[inline]
     pub fn detects_failure(&self) -> bool {
         self.inner.detects_failure
     }

@@ -5,6 +5,7 @@ use crate::ffi;
 use std::ffi::c_void;
 
 /// `UCS_PTR_IS_ERR`: UCX encodes an error status in the returned pointer.
+#[inline]
 pub(crate) fn ptr_is_err(ptr: ffi::ucs_status_ptr_t) -> bool {
     (ptr as usize) >= (ffi::UCS_ERR_LAST as isize as usize)
 }
@@ -25,6 +26,7 @@ pub enum Posted {
 
 impl Posted {
     /// Interprets the `ucs_status_ptr_t` a `*_nbx` call returned.
+    #[inline]
     pub(crate) fn from_status_ptr(op: &'static str, ptr: ffi::ucs_status_ptr_t) -> Result<Posted> {
         if ptr.is_null() {
             Ok(Posted::Done)

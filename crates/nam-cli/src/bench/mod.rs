@@ -129,6 +129,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let target = client.alloc(largest, &AllocOptions { align: 4096, ..Default::default() })?;
     let clock = Clock::calibrate();
     let mut rows = Vec::new();
+    let mut baseline_failures = Vec::new();
     for &op in &args.op {
         for &size in &sizes {
             let size = if op == Op::Fadd { 8 } else { size };
@@ -141,7 +142,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             for _ in 0..args.repeat.max(1) {
                 points.push(measure(&client, &target, op, size, iters, args.window, &clock)?);
                 if args.vs_ucx {
-                    baselines.push(perftest::run(op, size, iters, args.transport.ucx_tls())?);
+                    match perftest::run(op, size, iters, args.transport.ucx_tls()) {
+                        Ok(baseline) => baselines.push(baseline),
+                        Err(e) => baseline_failures.push(format!("baseline missing for {} {size} B: {e:#}", op.name())),
+                    }
                 }
             }
             let point = measure::median(points);
@@ -155,7 +159,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     client.free(&target)?;
     drop(client);
-    let mut extras = Vec::new();
+    let mut extras = baseline_failures;
     if let Some(n) = args.clients {
         extras.push(server::many_clients(addr, args.transport, n)?);
     }

@@ -28,6 +28,22 @@ pub fn test_name(op: Op) -> &'static str {
     }
 }
 
+/// Longest one ucx_perftest run may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits for `child` until `deadline`; kills it and returns `false` if it is still running.
+fn wait_until(child: &mut std::process::Child, deadline: Instant) -> bool {
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -45,16 +61,29 @@ pub fn run(op: Op, size: u64, iters: u64, transports: &str) -> Result<Baseline> 
     let size_arg = size.max(8).to_string();
     let iters_arg = iters.to_string();
     let warmup = (iters / 10).clamp(1, 1000).to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Every run has a deadline: ucx_perftest itself can stall (seen over TCP with ucp_get).
+    let deadline = Instant::now() + RUN_TIMEOUT;
     let result = loop {
-        let output = Command::new("ucx_perftest")
+        let mut client = Command::new("ucx_perftest")
             .args(["127.0.0.1", "-p", &port, "-t", test_name(op), "-s", &size_arg, "-n", &iters_arg, "-w", &warmup])
             .env("UCX_TLS", transports)
-            .stderr(Stdio::piped())
-            .output()?;
-        let parsed = parse_final(BufReader::new(&output.stdout[..]));
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let finished = wait_until(&mut client, deadline);
+        let mut stdout = Vec::new();
+        if let Some(mut out) = client.stdout.take() {
+            let _ = std::io::Read::read_to_end(&mut out, &mut stdout);
+        }
+        let parsed = parse_final(BufReader::new(&stdout[..]));
+        if !finished {
+            break Err(anyhow::anyhow!(
+                "ucx_perftest {} at {size} B did not finish within {RUN_TIMEOUT:?}",
+                test_name(op)
+            ));
+        }
         if parsed.is_ok() || Instant::now() > deadline {
-            break parsed.with_context(|| String::from_utf8_lossy(&output.stderr).into_owned());
+            break parsed;
         }
         // The server may not be listening yet.
         std::thread::sleep(Duration::from_millis(100));

@@ -2,6 +2,7 @@
 //! check and the idle-CPU measurement.
 
 use super::Transport;
+use crate::child::DieWithParent;
 use anyhow::{bail, Context, Result};
 use nam_client::{AllocOptions, Client, ClientConfig};
 use std::io::{BufRead, BufReader};
@@ -23,6 +24,7 @@ impl LocalServer {
             .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string(), "--name", "bench"])
             .env("UCX_TLS", transport.ucx_tls())
             .stdout(Stdio::piped())
+            .die_with_parent()
             .spawn()
             .context("cannot start a local nam serve")?;
         let mut line = String::new();
