@@ -29,7 +29,7 @@ pub fn test_name(op: Op) -> &'static str {
 }
 
 /// Longest one ucx_perftest run may take.
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Waits for `child` until `deadline`; kills it and returns `false` if it is still running.
 fn wait_until(child: &mut std::process::Child, deadline: Instant) -> bool {
