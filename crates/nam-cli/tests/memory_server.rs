@@ -253,3 +253,13 @@ fn status_codes_of_refusals_are_typed() {
     assert_eq!(refused(client.alloc(2 << 20, &AllocOptions::default())), Status::PoolExhausted);
     assert_eq!(refused(client.open("nothing")), Status::NameNotFound);
 }
+
+#[test]
+fn the_demo_runs_from_start_to_finish() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nam")).arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for step in ["bob reads \"hello from alice\"", "counter = 20", "signal 3: bob woke up", "outside the 1048576-byte", "server stopped"] {
+        assert!(stdout.contains(step), "demo output lacks {step:?}:\n{stdout}");
+    }
+}
