@@ -4,7 +4,7 @@
 mod common;
 
 use common::{ServerProcess, TRANSPORTS};
-use nam_client::{AllocOptions, Compare, Error, Signal, SignalOp, Status};
+use nam_client::{AllocOptions, Compare, DataPath, Error, Signal, SignalOp, Status};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +45,10 @@ fn random_put_get_sequences_match_a_local_model() {
         let client = server.client();
         let size = 256 * 1024;
         let a = client.alloc(size, &AllocOptions::default()).unwrap();
+        // Shared memory gets the direct load/store path; TCP (no RDMA here) the message path.
+        let expected = if tls == "tcp" { DataPath::Messages } else { DataPath::SharedMemory };
+        assert_eq!(client.data_path(0), Some(expected));
+        assert_eq!(a.is_direct(), tls != "tcp");
         let mut model = vec![0u8; size as usize];
         client.put_sync(&a, 0, &model).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
@@ -259,7 +263,13 @@ fn the_demo_runs_from_start_to_finish() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_nam")).arg("demo").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for step in ["bob reads \"hello from alice\"", "counter = 20", "signal 3: bob woke up", "outside the 1048576-byte", "server stopped"] {
+    for step in [
+        "bob reads \"hello from alice\"",
+        "counter = 20",
+        "signal 3: bob woke up",
+        "outside the 1048576-byte",
+        "server stopped",
+    ] {
         assert!(stdout.contains(step), "demo output lacks {step:?}:\n{stdout}");
     }
 }

@@ -37,6 +37,8 @@ pub struct Allocation {
     pub(crate) remote_addr: u64,
     pub(crate) flags: u32,
     pub(crate) live: Arc<AtomicBool>,
+    /// Where byte 0 is mapped in this process on a shared-memory path; 0 when it is not.
+    pub(crate) local: usize,
 }
 
 impl Allocation {
@@ -55,6 +57,11 @@ impl Allocation {
     /// Whether other clients may open it.
     pub fn is_shared(&self) -> bool {
         self.flags & ALLOC_FLAG_SHARED != 0
+    }
+    /// Whether this client reaches it with plain loads, stores and CPU atomics (its server's
+    /// pool is mapped here through shared memory).
+    pub fn is_direct(&self) -> bool {
+        self.local != 0
     }
     /// Whether it survives its holders.
     pub fn is_persistent(&self) -> bool {

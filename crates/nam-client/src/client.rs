@@ -3,7 +3,7 @@
 use crate::allocation::{AllocOptions, Allocation};
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::link::{choose_data_path, Link, ReplyQueue};
+use crate::link::{choose_data_path, DataPath, Link, ReplyQueue};
 use crate::lock::{FastLock, Guard};
 use crate::op::Op;
 use crate::signal::{Compare, Signal, SignalOp};
@@ -47,6 +47,10 @@ pub(crate) struct Inner {
 pub struct Client {
     inner: FastLock<Inner>,
     pub(crate) config: ClientConfig,
+    /// The control endpoints, readable without the lock (their failure flag is atomic).
+    pub(crate) controls: Vec<nam_ucx::Endpoint>,
+    /// Traffic of the direct path.
+    pub(crate) direct: crate::direct::DirectTraffic,
 }
 
 impl Client {
@@ -102,7 +106,8 @@ impl Client {
             }
             inner.links.push(link);
         }
-        Ok(Client { inner: FastLock::new(inner), config })
+        let controls = inner.links.iter().map(|l| l.control.clone()).collect();
+        Ok(Client { inner: FastLock::new(inner), config, controls, direct: Default::default() })
     }
 
     /// Connects with [`ClientConfig::from_env`].
@@ -196,6 +201,10 @@ impl Client {
     #[inline]
     pub fn put(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
         let target = allocation.target(offset, data.len())?;
+        if let Some(base) = self.direct_base(allocation, "put")? {
+            self.direct_put(base, offset, data);
+            return Ok(());
+        }
         let mut inner = self.lock();
         if inner.links[allocation.server].uses_messages() {
             inner.put_messages(allocation, offset, data, self.config.timeout)?;
@@ -221,6 +230,10 @@ impl Client {
     #[inline]
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         let target = allocation.target(offset, buffer.len())?;
+        if let Some(base) = self.direct_base(allocation, "get")? {
+            self.direct_get(base, offset, buffer);
+            return Ok(());
+        }
         let mut inner = self.lock();
         if inner.links[allocation.server].uses_messages() {
             inner.get_messages(allocation, offset, buffer, self.config.timeout)?;
@@ -239,6 +252,10 @@ impl Client {
     /// Non-blocking put; complete it with [`Op::wait`], [`Op::test`] or [`Client::wait_all`].
     pub fn put_nb<'a>(&'a self, allocation: &Allocation, offset: u64, data: &'a [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, data.len())?;
+        if let Some(base) = self.direct_base(allocation, "put")? {
+            self.direct_put(base, offset, data);
+            return Ok(Op::completed(self, allocation.server, "put"));
+        }
         let mut inner = self.lock();
         if inner.links[allocation.server].uses_messages() {
             // The message path pipelines chunks itself; the operation is complete on return.
@@ -258,6 +275,10 @@ impl Client {
     /// Non-blocking get into `buffer`; read it only after the [`Op`] completes.
     pub fn get_nb<'a>(&'a self, allocation: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, buffer.len())?;
+        if let Some(base) = self.direct_base(allocation, "get")? {
+            self.direct_get(base, offset, buffer);
+            return Ok(Op::completed(self, allocation.server, "get"));
+        }
         let mut inner = self.lock();
         if inner.links[allocation.server].uses_messages() {
             inner.get_messages(allocation, offset, buffer, self.config.timeout)?;
@@ -320,6 +341,20 @@ impl Client {
 
     fn atomic(&self, allocation: &Allocation, offset: u64, op: AtomicOp, value: u64, compare: u64) -> Result<u64> {
         let target = allocation.word(offset)?;
+        if let Some(base) = self.direct_base(allocation, "atomic")? {
+            let word = self.direct_word(base, offset);
+            use std::sync::atomic::Ordering::SeqCst;
+            return match op {
+                AtomicOp::Add => Ok(word.fetch_add(value, SeqCst)),
+                AtomicOp::Swap => Ok(word.swap(value, SeqCst)),
+                AtomicOp::CompareSwap => {
+                    Ok(word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old))
+                }
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => {
+                    Err(Error::InvalidArgument("bitwise atomics are not offered by the client"))
+                }
+            };
+        }
         let mut inner = self.lock();
         if inner.links[allocation.server].uses_messages() {
             let kind = match op {
@@ -381,6 +416,21 @@ impl Client {
         }
         let target = allocation.target(offset, data.len())?;
         let word = signal.word(signal_offset)?;
+        if let (Some(base), Some(signal_base)) =
+            (self.direct_base(allocation, "put_signal")?, self.direct_base(signal, "put_signal")?)
+        {
+            // The SeqCst atomic orders the copy before the signal for every observer.
+            self.direct_put(base, offset, data);
+            let word = self.direct_word(signal_base, signal_offset);
+            use std::sync::atomic::Ordering::SeqCst;
+            match op {
+                SignalOp::Set => word.store(value, SeqCst),
+                SignalOp::Add => {
+                    word.fetch_add(value, SeqCst);
+                }
+            }
+            return Ok(());
+        }
         let mut inner = self.lock();
         let timeout = self.config.timeout;
         if inner.links[allocation.server].uses_messages() {
@@ -453,9 +503,15 @@ impl Client {
         }
     }
 
+    /// The data path this client uses to server `server`.
+    pub fn data_path(&self, server: usize) -> Option<DataPath> {
+        self.lock().links.get(server).map(Link::path)
+    }
+
     /// One-sided traffic issued by this client so far.
     pub fn traffic(&self) -> TrafficReport {
-        self.lock().traffic
+        let locked = self.lock().traffic;
+        self.direct.add_to(locked)
     }
 
     /// The names the servers gave themselves.
@@ -466,8 +522,8 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
+        let report = self.direct.add_to(self.inner.get_mut().traffic);
         let inner = self.inner.get_mut();
-        let report = inner.traffic;
         for server in 0..inner.links.len() {
             // Best effort: a server that is gone reclaims through the lease instead.
             let _ = inner.call(server, &Request::Goodbye(report), "goodbye", Duration::from_secs(1));
@@ -509,6 +565,11 @@ impl Inner {
         let Reply::Alloc(grant) = reply else { return Err(unexpected(link.addr, what, reply)) };
         link.remember_rkey(&grant.rkey)?;
         let live = self.held.entry((server, grant.handle)).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone();
+        let link = &self.links[server];
+        let local = match link.path() {
+            DataPath::SharedMemory => link.rkey().local_ptr(grant.remote_addr).map_or(0, |p| p as usize),
+            _ => 0,
+        };
         Ok(Allocation {
             server,
             handle: grant.handle,
@@ -516,6 +577,7 @@ impl Inner {
             remote_addr: grant.remote_addr,
             flags: grant.flags,
             live,
+            local,
         })
     }
 

@@ -31,6 +31,7 @@
 mod allocation;
 mod client;
 pub mod config;
+mod direct;
 mod error;
 pub mod link;
 mod lock;

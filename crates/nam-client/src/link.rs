@@ -63,6 +63,12 @@ impl Link {
         Ok(())
     }
 
+    /// The data path to this server.
+    #[inline]
+    pub(crate) fn path(&self) -> DataPath {
+        self.path
+    }
+
     /// Whether data operations go as control messages executed by the server.
     #[inline]
     pub(crate) fn uses_messages(&self) -> bool {

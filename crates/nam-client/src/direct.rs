@@ -1,0 +1,96 @@
+//! The direct path: on a shared-memory data path the server's pool is mapped into this
+//! process (UCX's `ucp_rkey_ptr`), so puts and gets are plain copies and atomics are CPU
+//! atomics on the mapped words, with neither the client lock nor a UCX request: the native
+//! load/store path of seeds 000 and 002. It is coherent with every other way a word is
+//! reached: UCX's shared-memory atomics and the server's message path use the same CPU
+//! atomics on the same memory.
+
+use crate::allocation::Allocation;
+use crate::client::Client;
+use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Direct operations between two health checks (a worker progress under the client lock,
+/// which is how a dead server's news arrives).
+const HEALTH_CHECK_OPS: u64 = 1024;
+
+/// One-sided traffic of the direct path, counted without the client lock.
+#[derive(Default)]
+pub(crate) struct DirectTraffic {
+    pub(crate) puts: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) atomics: AtomicU64,
+    pub(crate) bytes_put: AtomicU64,
+    pub(crate) bytes_got: AtomicU64,
+}
+
+impl DirectTraffic {
+    /// `report` plus the direct path's counts.
+    pub(crate) fn add_to(&self, mut report: nam_proto::TrafficReport) -> nam_proto::TrafficReport {
+        report.puts += self.puts.load(Ordering::Relaxed);
+        report.gets += self.gets.load(Ordering::Relaxed);
+        report.atomics += self.atomics.load(Ordering::Relaxed);
+        report.bytes_put += self.bytes_put.load(Ordering::Relaxed);
+        report.bytes_got += self.bytes_got.load(Ordering::Relaxed);
+        report
+    }
+}
+
+impl Client {
+    /// The local address of `allocation`'s first byte if it can be reached directly and its
+    /// server is alive as far as this client knows.
+    #[inline]
+    pub(crate) fn direct_base(&self, allocation: &Allocation, what: &'static str) -> Result<Option<usize>> {
+        if allocation.local == 0 {
+            return Ok(None);
+        }
+        let control = &self.controls[allocation.server];
+        if let Some(source) = control.failure() {
+            return Err(Error::Transport { addr: self.config.servers[allocation.server], what, source });
+        }
+        Ok(Some(allocation.local))
+    }
+
+    /// Copies `data` to `base + offset` (range checked by the caller).
+    #[inline]
+    pub(crate) fn direct_put(&self, base: usize, offset: u64, data: &[u8]) {
+        // SAFETY: the caller checked offset + len against the allocation, which lies inside
+        // the pool mapping that this client's remote key keeps mapped.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (base + offset as usize) as *mut u8, data.len()) };
+        self.count(&self.direct.puts, &self.direct.bytes_put, data.len());
+    }
+
+    /// Copies from `base + offset` into `buffer` (range checked by the caller).
+    #[inline]
+    pub(crate) fn direct_get(&self, base: usize, offset: u64, buffer: &mut [u8]) {
+        // SAFETY: as in direct_put.
+        unsafe {
+            std::ptr::copy_nonoverlapping((base + offset as usize) as *const u8, buffer.as_mut_ptr(), buffer.len())
+        };
+        self.count(&self.direct.gets, &self.direct.bytes_got, buffer.len());
+    }
+
+    /// The 64-bit word at `base + offset` (8-byte aligned, range checked by the caller).
+    #[inline]
+    pub(crate) fn direct_word(&self, base: usize, offset: u64) -> &AtomicU64 {
+        let ops = self.direct.atomics.fetch_add(1, Ordering::Relaxed);
+        self.maybe_check_health(ops);
+        // SAFETY: aligned (pool and allocations are 64-byte aligned, offset % 8 == 0) and in
+        // bounds; AtomicU64 has u64's layout; the mapping outlives the client.
+        unsafe { &*((base + offset as usize) as *const AtomicU64) }
+    }
+
+    #[inline]
+    fn count(&self, ops: &AtomicU64, bytes: &AtomicU64, len: usize) {
+        let n = ops.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(len as u64, Ordering::Relaxed);
+        self.maybe_check_health(n);
+    }
+
+    #[inline]
+    fn maybe_check_health(&self, ops: u64) {
+        if ops % HEALTH_CHECK_OPS == HEALTH_CHECK_OPS - 1 {
+            self.lock().worker.progress();
+        }
+    }
+}
