@@ -18,9 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Immediate completions between two health checks of the control endpoints. A check is
+/// Operations completed without progressing the worker (immediate UCX completions, or
+/// direct loads and stores) between two health checks of the control endpoints. A check is
 /// one worker progress (an epoll_wait, ~0.5 us): every 64 operations it cost ~8 ns each.
-const HEALTH_CHECK_OPS: u32 = 1024;
+pub(crate) const HEALTH_CHECK_OPS: u32 = 1024;
 
 pub(crate) struct Inner {
     pub(crate) links: Vec<Link>,

@@ -6,13 +6,9 @@
 //! atomics on the same memory.
 
 use crate::allocation::Allocation;
-use crate::client::Client;
+use crate::client::{Client, HEALTH_CHECK_OPS};
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Direct operations between two health checks (a worker progress under the client lock,
-/// which is how a dead server's news arrives).
-const HEALTH_CHECK_OPS: u64 = 1024;
 
 /// One-sided traffic of the direct path, counted without the client lock.
 #[derive(Default)]
@@ -89,7 +85,7 @@ impl Client {
 
     #[inline]
     fn maybe_check_health(&self, ops: u64) {
-        if ops % HEALTH_CHECK_OPS == HEALTH_CHECK_OPS - 1 {
+        if ops % HEALTH_CHECK_OPS as u64 == HEALTH_CHECK_OPS as u64 - 1 {
             self.lock().worker.progress();
         }
     }
