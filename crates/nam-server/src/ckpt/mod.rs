@@ -37,8 +37,8 @@ struct Peer {
     node: String,
     len: u64,
     addr: u64,
-    // Field order: the key is released before its endpoint.
-    rkey: RemoteKey,
+    // Field order: the key is released before its endpoint. `None` for an empty buffer.
+    rkey: Option<RemoteKey>,
     endpoint: Endpoint,
 }
 
@@ -138,10 +138,16 @@ impl CkptEngine {
         let endpoint = Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| {
             Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) }
         })?;
-        let rkey = endpoint.unpack_rkey(&join.rkey).map_err(|e| Refusal {
-            status: Status::InvalidArgument,
-            message: format!("rank {}'s remote key does not unpack: {e}", join.rank),
-        })?;
+        // UCX cannot validate a packed key; an empty one would crash it, so an empty buffer
+        // (a replacement rank that has not learnt its size) carries none.
+        let rkey = match (join.buffer_len, join.rkey.is_empty()) {
+            (0, _) => None,
+            (_, true) => return refuse(Status::InvalidArgument, format!("rank {} sent no remote key", join.rank)),
+            (_, false) => Some(endpoint.unpack_rkey(&join.rkey).map_err(|e| Refusal {
+                status: Status::InvalidArgument,
+                message: format!("rank {}'s remote key does not unpack: {e}", join.rank),
+            })?),
+        };
         let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
         let recorded_len = group.recorded_len(ctx.pool, join.rank);
         group.peers[join.rank as usize] =
@@ -509,7 +515,10 @@ impl Group {
         let sources: Vec<Option<RankSource<'_>>> = self
             .peers
             .iter()
-            .map(|p| p.as_ref().map(|p| RankSource { endpoint: &p.endpoint, rkey: &p.rkey, addr: p.addr }))
+            .map(|p| {
+                let p = p.as_ref()?;
+                Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
+            })
             .collect();
         let result = job.step(pool, &sources);
         drop(sources);
