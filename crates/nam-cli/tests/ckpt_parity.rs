@@ -90,3 +90,167 @@ fn uneven_buffers_are_rebuilt_byte_for_byte_on_both_transports() {
         }
     }
 }
+
+fn status_of<T: std::fmt::Debug>(result: Result<T, nam_client::Error>) -> (Status, String) {
+    let e = result.expect_err("expected an error");
+    (e.server_status().unwrap_or_else(|| panic!("not a server status: {e}")), e.to_string())
+}
+
+/// Joins one client per rank, each with `len` bytes.
+fn join_all<'c>(clients: &'c [Client], ranks: u32, name: &str, len: usize) -> Vec<CkptMember<'c>> {
+    clients.iter().enumerate().map(|(r, c)| c.ckpt_join(&spec(name, ranks, r as u32), r as u32, len).unwrap()).collect()
+}
+
+/// Puts epoch `seed`'s data back into every member's buffer (what ranks do after a restart:
+/// reload their checkpoint from local storage).
+fn reload(members: &mut [CkptMember<'_>], seed: u64) {
+    for m in members.iter_mut() {
+        let len = m.buffer().len();
+        let r = m.rank() as u64;
+        m.buffer_mut().unwrap().copy_from_slice(&data(seed * 100 + r, len));
+    }
+}
+
+#[test]
+fn a_rank_that_never_flags_ready_fails_the_epoch_by_name_and_the_previous_one_survives() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "16MiB"]);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients, 3, "straggler", 50_000);
+    assert_eq!(checkpoint_all(&mut members, 1), 1);
+    reload(&mut members[..2], 2);
+    for m in &mut members[..2] {
+        assert_eq!(m.ready().unwrap(), 2);
+    }
+    // Each flagged rank is released once its own buffer is folded in; the epoch then fails.
+    assert_eq!(members[0].wait(WAIT).unwrap(), 2);
+    let (status, message) = status_of(members[0].wait_complete(2, WAIT));
+    assert_eq!(status, Status::CkptTimeout, "{message}");
+    assert!(message.contains("ranks [2] did not flag ready"), "{message}");
+    assert_eq!(members[0].complete_epoch().unwrap(), 1);
+    // The late rank is refused for the failed epoch and catches up with the group's next one.
+    assert_eq!(status_of(members[2].ready_epoch(2)).0, Status::CkptBusy);
+    let lost = members.remove(1);
+    drop(lost);
+    reload(&mut members, 1);
+    let rebuilt = restore_rank(&server, &members, "straggler", 3, 1);
+    assert_eq!(rebuilt, data(101, 50_000));
+}
+
+#[test]
+fn a_rank_that_disconnects_during_generation_leaves_the_previous_epoch_restorable() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "16MiB"]);
+    let mut clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let dying = clients.pop().unwrap();
+    let mut members = join_all(&clients, 3, "dying", 30_000);
+    let mut last = dying.ckpt_join(&spec("dying", 3, 2), 2, 30_000).unwrap();
+    reload(&mut members, 1);
+    last.buffer_mut().unwrap().copy_from_slice(&data(102, 30_000));
+    for m in &mut members {
+        assert_eq!(m.ready().unwrap(), 1);
+    }
+    assert_eq!(last.ready().unwrap(), 1);
+    last.wait(WAIT).unwrap();
+    members[0].wait_complete(1, WAIT).unwrap();
+    for m in &mut members {
+        m.wait(WAIT).unwrap();
+    }
+    reload(&mut members, 2);
+    for m in &mut members {
+        m.ready().unwrap();
+    }
+    drop(last);
+    drop(dying);
+    let (status, message) = status_of(members[0].wait_complete(2, WAIT));
+    assert_eq!(status, Status::CkptRankFailed, "{message}");
+    assert!(message.contains("rank 2"), "{message}");
+    for m in &mut members {
+        m.wait(WAIT).unwrap();
+    }
+    reload(&mut members, 1);
+    let rebuilt = restore_rank(&server, &members, "dying", 3, 2);
+    assert_eq!(rebuilt, data(102, 30_000));
+}
+
+#[test]
+fn two_lost_ranks_are_unrecoverable_and_oversized_buffers_are_refused() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "1MiB"]);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients[..2], 3, "two", 10_000);
+    let third = clients[2].ckpt_join(&spec("two", 3, 2), 2, 10_000).unwrap();
+    members.push(third);
+    assert_eq!(checkpoint_all(&mut members, 1), 1);
+    drop(members.split_off(1));
+    drop(clients.into_iter().skip(1).collect::<Vec<_>>());
+    let client = server.client();
+    let replacement = client.ckpt_join(&spec("two", 3, 1), 1, 0).unwrap();
+    let outcome = common::eventually(Duration::from_secs(5), || {
+        replacement.restore(1, 0).is_err_and(|e| e.server_status() == Some(Status::CkptUnrecoverable))
+    });
+    assert!(outcome, "restoring with two ranks gone must be refused as unrecoverable");
+    let (status, message) = status_of(replacement.restore(1, 0));
+    assert_eq!(status, Status::CkptUnrecoverable, "{message}");
+    assert!(message.contains("XOR parity rebuilds only one rank"), "{message}");
+
+    // Parity for two 2 MiB buffers cannot fit a 1 MiB pool: refused at ready, nothing changes.
+    let big: Vec<Client> = (0..2).map(|_| server.client()).collect();
+    let mut members = join_all(&big, 2, "big", 2 << 20);
+    let (status, message) = status_of(members[0].ready());
+    assert_eq!(status, Status::PoolExhausted, "{message}");
+    assert!(message.contains("parity slot"), "{message}");
+}
+
+/// Where the engine keeps `name`'s allocation in a file-backed pool, from the manifest.
+fn slot_offsets(backing: &std::path::Path, name: &str) -> Vec<(String, u64)> {
+    let manifest: nam_server::manager::Manifest =
+        serde_json::from_slice(&std::fs::read(nam_server::manifest_path_for(backing)).unwrap()).unwrap();
+    manifest
+        .allocations
+        .into_iter()
+        .filter_map(|a| a.name.filter(|n| n.starts_with(&format!("ckpt:{name}:parity"))).map(|n| (n, a.offset)))
+        .collect()
+}
+
+#[test]
+fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corrupted_parity() {
+    let dir = common::temp_dir("ckpt-backing");
+    let backing = dir.join("pool.bin");
+    let args = ["--capacity", "16MiB", "--backing", backing.to_str().unwrap()];
+    let mut server = ServerProcess::start("sm,self,tcp", &args);
+    {
+        let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+        let mut members = join_all(&clients, 3, "persist", 40_000);
+        assert_eq!(checkpoint_all(&mut members, 1), 1);
+        reload(&mut members, 2);
+        members[0].ready().unwrap();
+        server.kill();
+        assert!(members[0].wait(Duration::from_secs(5)).is_err(), "a dead server must give an error");
+    }
+    let mut server = ServerProcess::start("sm,self,tcp", &args);
+    {
+        let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+        let mut members = join_all(&clients, 3, "persist", 40_000);
+        assert_eq!(members[0].complete_epoch_at_join(), 1);
+        let lost = members.remove(2);
+        drop(lost);
+        reload(&mut members, 1);
+        assert_eq!(restore_rank(&server, &members, "persist", 3, 2), data(102, 40_000));
+    }
+    server.terminate();
+    // Flip one parity byte of every slot: a restore must refuse, never hand out wrong data.
+    let mut pool = std::fs::read(&backing).unwrap();
+    for (_, offset) in slot_offsets(&backing, "persist") {
+        pool[(offset + 4096 + 7) as usize] ^= 0x40;
+    }
+    std::fs::write(&backing, &pool).unwrap();
+    let server = ServerProcess::start("sm,self,tcp", &args);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients, 3, "persist", 40_000);
+    let lost = members.remove(2);
+    drop(lost);
+    reload(&mut members, 1);
+    let replacement_client = server.client();
+    let replacement = replacement_client.ckpt_join(&spec("persist", 3, 2), 2, 0).unwrap();
+    let (status, message) = status_of(replacement.restore(2, 0));
+    assert_eq!(status, Status::CkptCorrupted, "{message}");
+    assert!(message.contains("fails its checksum"), "{message}");
+}

@@ -69,7 +69,7 @@ pub struct CkptMember<'c> {
     control: Allocation,
     region: Option<MemRegion>,
     len: usize,
-    /// Last epoch this rank flagged ready.
+    /// Last epoch this rank flagged ready (or the group's complete epoch at join).
     epoch: u64,
     /// Whether the server may still be reading the buffer.
     in_flight: bool,
@@ -164,6 +164,11 @@ impl<'c> CkptMember<'c> {
         self.register(len)
     }
 
+    /// The last epoch this rank flagged ready (or the complete epoch when it joined).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// This rank.
     pub fn rank(&self) -> u32 {
         self.rank
@@ -223,8 +228,14 @@ impl<'c> CkptMember<'c> {
     /// Flags the buffer ready for the next epoch and returns that epoch's number. Returns at
     /// once; the server pulls the buffer in the background.
     pub fn ready(&mut self) -> Result<u64> {
+        self.ready_epoch(self.epoch + 1)
+    }
+
+    /// Like [`CkptMember::ready`] for an explicit epoch number, which every rank of the
+    /// group must use (the MPI layer agrees on it collectively, so a rank that missed a
+    /// failed epoch catches up).
+    pub fn ready_epoch(&mut self, epoch: u64) -> Result<u64> {
         self.ensure_idle()?;
-        let epoch = self.epoch + 1;
         let request = CkptRequest::Ready { group_id: self.group_id, rank: self.rank, epoch };
         self.call(request, "checkpoint ready")?;
         self.epoch = epoch;
@@ -260,10 +271,8 @@ impl<'c> CkptMember<'c> {
         let mut polls = 0u32;
         while !self.test()? {
             if Instant::now() >= deadline {
-                return Err(self.local_error(
-                    Status::CkptTimeout,
-                    format!("epoch {} not pulled within {timeout:?}", self.epoch),
-                ));
+                return Err(self
+                    .local_error(Status::CkptTimeout, format!("epoch {} not pulled within {timeout:?}", self.epoch)));
             }
             backoff(&mut polls);
         }
@@ -287,8 +296,10 @@ impl<'c> CkptMember<'c> {
             }
             let info = self.query()?;
             if info.running_epoch != epoch && info.complete_epoch < epoch {
-                let message = if info.last_error.is_empty() { "epoch failed".into() } else { info.last_error };
-                return Err(self.local_error(Status::CkptRankFailed, message));
+                let status = if info.last_status == Status::Ok { Status::CkptRankFailed } else { info.last_status };
+                let message =
+                    if info.last_error.is_empty() { format!("epoch {epoch} failed") } else { info.last_error };
+                return Err(self.local_error(status, message));
             }
             if Instant::now() >= deadline {
                 return Err(self.local_error(

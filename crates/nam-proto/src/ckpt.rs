@@ -165,6 +165,8 @@ pub struct CkptInfo {
     pub running_epoch: u64,
     /// Ranks that have joined.
     pub joined: u32,
+    /// Status of the last failure ([`crate::Status::Ok`] if none).
+    pub last_status: crate::Status,
     /// The last failure, naming its cause (empty if none).
     pub last_error: String,
 }
@@ -264,6 +266,7 @@ impl CkptReply {
                 w.u64(i.complete_epoch);
                 w.u64(i.running_epoch);
                 w.u32(i.joined);
+                w.u16(i.last_status.code());
                 w.str16(crate::message::truncate_utf8(&i.last_error, ERROR_TEXT_LEN_MAX));
             }
         }
@@ -281,6 +284,10 @@ impl CkptReply {
                 complete_epoch: r.u64("complete_epoch")?,
                 running_epoch: r.u64("running_epoch")?,
                 joined: r.u32("joined")?,
+                last_status: {
+                    let code = r.u16("last_status")?;
+                    crate::Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?
+                },
                 last_error: r.str16("last_error", ERROR_TEXT_LEN_MAX)?,
             }),
             kind => return Err(DecodeError::UnknownKind { kind }),
@@ -325,7 +332,13 @@ mod tests {
     fn checkpoint_replies_round_trip() {
         let control = AllocReply { handle: 1, size: 64, remote_addr: 4096, flags: 3, rkey: vec![4; 10] };
         let joined = CkptJoined { group_id: 2, control, complete_epoch: 9, recorded_len: 100 };
-        let info = CkptInfo { complete_epoch: 9, running_epoch: 10, joined: 3, last_error: "rank 2".into() };
+        let info = CkptInfo {
+            complete_epoch: 9,
+            running_epoch: 10,
+            joined: 3,
+            last_status: Status::CkptTimeout,
+            last_error: "rank 2".into(),
+        };
         for (kind, reply) in [(KIND_CKPT_JOIN, CkptReply::Joined(joined)), (KIND_CKPT_QUERY, CkptReply::Info(info))] {
             let bytes = Reply::Ckpt(reply.clone()).encode(kind, 11);
             assert_eq!(Reply::decode(&bytes).unwrap(), (kind, 11, Reply::Ckpt(reply)));

@@ -57,6 +57,7 @@ struct Group {
     last_started: u64,
     job: Option<Job>,
     last_error: String,
+    last_status: Status,
 }
 
 /// Every checkpoint group of the server.
@@ -92,6 +93,7 @@ impl CkptEngine {
                     complete_epoch: g.complete_epoch,
                     running_epoch: g.job.as_ref().map_or(0, |j| j.epoch),
                     joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
+                    last_status: g.last_status,
                     last_error: g.last_error.clone(),
                 }))
             }
@@ -126,12 +128,18 @@ impl CkptEngine {
         if group.job.is_some() {
             return refuse(Status::CkptBusy, format!("group {:?} is generating or restoring; join later", group.name));
         }
-        if let Some(other) = group.peers.iter().enumerate().find_map(|(r, p)| {
-            p.as_ref().filter(|p| r as u32 != join.rank && p.node == join.node).map(|_| r)
-        }) {
+        if let Some(other) = group
+            .peers
+            .iter()
+            .enumerate()
+            .find_map(|(r, p)| p.as_ref().filter(|p| r as u32 != join.rank && p.node == join.node).map(|_| r))
+        {
             return refuse(
                 Status::InvalidArgument,
-                format!("ranks {other} and {} are both on node {:?}; a group needs distinct nodes", join.rank, join.node),
+                format!(
+                    "ranks {other} and {} are both on node {:?}; a group needs distinct nodes",
+                    join.rank, join.node
+                ),
             );
         }
         let same_host = join.host == nam_proto::host_id();
@@ -211,8 +219,9 @@ impl CkptEngine {
             ranks: join.ranks,
             segment: if join.segment_bytes == 0 { CKPT_SEGMENT_DEFAULT } else { join.segment_bytes },
             in_flight: if join.in_flight == 0 { CKPT_IN_FLIGHT_DEFAULT } else { join.in_flight },
-            timeout: Duration::from_millis(if join.timeout_ms == 0 { CKPT_TIMEOUT_MS_DEFAULT } else { join.timeout_ms }
-                as u64),
+            timeout: Duration::from_millis(
+                if join.timeout_ms == 0 { CKPT_TIMEOUT_MS_DEFAULT } else { join.timeout_ms } as u64,
+            ),
             control: Slot { offset: control.offset, len: control.size, handle: control.handle },
             slots,
             peers: (0..join.ranks).map(|_| None).collect(),
@@ -220,6 +229,7 @@ impl CkptEngine {
             last_started: 0,
             job: None,
             last_error: String::new(),
+            last_status: Status::Ok,
         };
         group.recover_from_pool(ctx.pool);
         Ok(group)
@@ -281,8 +291,7 @@ impl CkptEngine {
         let Some((slot, header)) = group.valid_slot(ctx.pool, epoch) else {
             return refuse(Status::CkptUnrecoverable, format!("no complete parity for epoch {epoch} in this group"));
         };
-        let missing: Vec<u32> =
-            (0..group.ranks).filter(|&r| r != lost && group.peers[r as usize].is_none()).collect();
+        let missing: Vec<u32> = (0..group.ranks).filter(|&r| r != lost && group.peers[r as usize].is_none()).collect();
         if !missing.is_empty() {
             return refuse(
                 Status::CkptUnrecoverable,
@@ -299,7 +308,8 @@ impl CkptEngine {
             }
         }
         let lost_len = header.sizes[lost as usize].max(1);
-        let grant = ctx.manager.allocate(client, &Alloc { size: lost_len, align: 4096, flags: 0, name: String::new() })?;
+        let grant =
+            ctx.manager.allocate(client, &Alloc { size: lost_len, align: 4096, flags: 0, name: String::new() })?;
         let target = grant.offset;
         group.write_word(ctx.pool, CKPT_WORD_RESTORE, 0);
         let mut job = Job::new(
@@ -313,6 +323,7 @@ impl CkptEngine {
         if let Err(f) = job.start_restore(ctx.pool) {
             ctx.manager.free(client, grant.handle)?;
             group.last_error = f.message.clone();
+            group.last_status = f.status;
             return refuse(f.status, f.message);
         }
         group.job = Some(job);
@@ -432,7 +443,9 @@ impl Group {
     fn check_member(&self, client: u64, rank: u32) -> Result<(), Refusal> {
         match self.peers.get(rank as usize) {
             Some(Some(p)) if p.client == client => Ok(()),
-            Some(_) => refuse(Status::InvalidArgument, format!("rank {rank} of this group is not joined by this client")),
+            Some(_) => {
+                refuse(Status::InvalidArgument, format!("rank {rank} of this group is not joined by this client"))
+            }
             None => refuse(Status::InvalidArgument, format!("rank {rank} is not in a group of {}", self.ranks)),
         }
     }
@@ -470,7 +483,12 @@ impl Group {
 
     /// The slot for a new epoch: never the one holding the complete epoch. Grown (freed and
     /// allocated again) when the ranks' buffers no longer fit.
-    fn prepare_slot(&mut self, ctx: &mut EngineCtx<'_>, client: u64, epoch: u64) -> Result<(Slot, SlotHeader), Refusal> {
+    fn prepare_slot(
+        &mut self,
+        ctx: &mut EngineCtx<'_>,
+        client: u64,
+        epoch: u64,
+    ) -> Result<(Slot, SlotHeader), Refusal> {
         let keep = self.valid_slot(ctx.pool, self.complete_epoch).map(|(s, _)| s.handle);
         let index = match (&self.slots[0], keep) {
             (Some(s), Some(k)) if s.handle == k => 1,
@@ -529,7 +547,9 @@ impl Group {
         if let Purpose::Epoch = job.purpose {
             for r in 0..self.ranks {
                 let word = CKPT_WORD_RANK0 + r as u64;
-                if job.rank_finished(r) && pool.word(self.control.offset + 8 * word).load(std::sync::atomic::Ordering::Relaxed) != job.epoch {
+                if job.rank_finished(r)
+                    && pool.word(self.control.offset + 8 * word).load(std::sync::atomic::Ordering::Relaxed) != job.epoch
+                {
                     self.write_word(pool, word, CkptWord::done(job.epoch).0);
                 }
             }
@@ -545,7 +565,9 @@ impl Group {
                     job.not_ready(),
                     self.timeout
                 ),
-                Purpose::Restore { .. } => format!("restore of epoch {} did not finish within {:?}", job.epoch, self.timeout),
+                Purpose::Restore { .. } => {
+                    format!("restore of epoch {} did not finish within {:?}", job.epoch, self.timeout)
+                }
             };
             return Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message }));
         }
@@ -589,6 +611,7 @@ impl Group {
             Purpose::Restore { .. } => self.write_word(pool, CKPT_WORD_RESTORE, word),
         }
         self.last_error = failure.message;
+        self.last_status = failure.status;
         // GETs still in flight go to ranks that may be gone: close those endpoints so UCX
         // ends the GETs; those ranks join again before the next epoch.
         if job.has_pending() {
