@@ -26,13 +26,27 @@
 //! ```
 #![deny(missing_docs)]
 
+mod checkpointer;
 pub mod comm;
+pub mod config;
 pub mod cpu;
 mod error;
+pub mod flush;
+pub mod format;
 pub mod groups;
+pub mod level;
 pub mod node;
+pub mod policy;
 pub mod redfile;
 pub mod redundancy;
+mod restart;
+pub mod wear;
+
+pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};
+pub use config::Config;
+pub use level::LevelKind;
+pub use policy::{Decision, Placement, PolicyKind};
+pub use restart::RestartOutcome;
 
 pub use comm::Comm;
 pub use error::{CkptError, Result};
