@@ -141,7 +141,7 @@ impl Default for L2Config {
 }
 
 /// L3: asynchronous flush to a parallel file system.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FlushConfig {
     /// Target directory (shared file system); empty: no flush.
@@ -150,6 +150,12 @@ pub struct FlushConfig {
     pub every: u64,
     /// Flushed versions kept.
     pub keep: usize,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        FlushConfig { dir: None, every: 0, keep: 2 }
+    }
 }
 
 /// The placement policy between RAM and SSD.
@@ -198,7 +204,7 @@ impl Default for Config {
             ram: RamConfig::default(),
             ssd: SsdConfig::default(),
             redundancy: L2Config::default(),
-            flush: FlushConfig { dir: None, every: 0, keep: 2 },
+            flush: FlushConfig::default(),
             policy: PolicyConfig::default(),
         }
     }

@@ -1,5 +1,5 @@
-//! `nam ckpt-check`, run under `mpirun`: checks the checkpoint library's L2 redundancy on
-//! this job's layout, end to end. Every rank writes a checkpoint (sizes may differ), the
+//! `nam ckpt-check`, run under `mpirun`: checks the checkpoint library on this job's layout.
+//! `redundancy` checks the L2 schemes end to end: Every rank writes a checkpoint (sizes may differ), the
 //! scheme protects it, the chosen ranks lose their node-local directory (data and stored
 //! redundancy, as a lost node does), the scheme rebuilds, and every byte is compared.
 
@@ -8,9 +8,25 @@ use nam_ckpt::{redundancy, Comm, RedundancyConfig, Scheme, Target};
 use nam_proto::size::parse_size;
 use std::path::PathBuf;
 
+/// Subcommands of `nam ckpt-check`.
+#[derive(clap::Subcommand, Debug)]
+pub enum CkptCheck {
+    /// Protect with an L2 scheme, erase ranks' data, rebuild, compare every byte.
+    Redundancy(RedundancyArgs),
+    /// A small application that checkpoints and restarts through the library.
+    App(crate::ckpt_app::AppArgs),
+}
+
 /// Arguments of `nam ckpt-check`.
 #[derive(clap::Args, Debug)]
 pub struct CkptCheckArgs {
+    #[command(subcommand)]
+    check: CkptCheck,
+}
+
+/// Arguments of `nam ckpt-check redundancy`.
+#[derive(clap::Args, Debug)]
+pub struct RedundancyArgs {
     /// L2 scheme: none, partner, xor, nam-xor, rs.
     #[arg(long, default_value = "xor")]
     scheme: String,
@@ -54,6 +70,13 @@ fn pattern(rank: usize, len: usize) -> Vec<u8> {
 
 /// Runs `nam ckpt-check`.
 pub fn run(args: CkptCheckArgs) -> Result<()> {
+    match args.check {
+        CkptCheck::Redundancy(a) => redundancy_check(a),
+        CkptCheck::App(a) => crate::ckpt_app::run(a),
+    }
+}
+
+fn redundancy_check(args: RedundancyArgs) -> Result<()> {
     let universe = mpi::initialize().context("MPI is already initialized")?;
     let comm = Comm::new(&universe.world());
     let (rank, ranks) = (comm.rank(), comm.size());

@@ -2,6 +2,7 @@
 
 mod bench;
 mod child;
+mod ckpt_app;
 mod ckpt_check;
 mod demo;
 mod ecc_sim;
@@ -35,7 +36,7 @@ enum Command {
     EccSim(ecc_sim::EccSimArgs),
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
-    /// Under mpirun: protect a checkpoint with an L2 scheme, erase ranks, rebuild, compare.
+    /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
 }

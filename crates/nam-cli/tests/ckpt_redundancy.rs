@@ -8,7 +8,7 @@ use ckpt_support::{mpirun, run, temp_dir, text};
 
 fn check(ranks: usize, nodes: usize, scheme: &str, lose: &str, extra: &[&str]) -> (bool, String) {
     let dir = temp_dir(&format!("{scheme}-{ranks}-{}", lose.replace(',', "_")));
-    let mut args = vec!["ckpt-check", "--scheme", scheme, "--uneven", "--size-per-rank", "300KiB"];
+    let mut args = vec!["ckpt-check", "redundancy", "--scheme", scheme, "--uneven", "--size-per-rank", "300KiB"];
     args.extend(["--block", "64KiB", "--lose", lose, "--dir", dir.to_str().unwrap()]);
     args.extend(extra);
     let out = run(mpirun(ranks, nodes, &args));
