@@ -17,8 +17,10 @@ use std::time::Duration;
 /// How long finalize waits for outstanding flushes.
 pub const FLUSH_WAIT_MAX: Duration = Duration::from_secs(600);
 
-/// Environment variable for fault injection in tests: `die-before-commit:<version>:<rank>`
-/// kills that rank (SIGKILL) after its data and redundancy are stored but before the commit.
+/// Environment variable for fault injection in tests: `<point>:<version>:<rank>` kills that
+/// rank (SIGKILL) at `<point>` of that version's checkpoint: `die-before-protect` (its file
+/// is written, L2 has not run) or `die-before-commit` (data and redundancy are stored on
+/// every rank, its commit marker is not).
 pub const FAULT_ENV: &str = "NAM_FAULT_CKPT";
 
 /// A protected memory region.
@@ -258,8 +260,9 @@ impl Checkpointer {
         };
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: opts.fsync };
+        inject_fault("die-before-protect", version, rank);
         let protect = self.scheme.protect(data, &target)?;
-        inject_fault(version, rank);
+        inject_fault("die-before-commit", version, rank);
         let committed = std::fs::write(level.marker(name, version, rank), b"")
             .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e));
         redundancy::agree(self.comm.raw(), committed, "committing the checkpoint")?;
@@ -326,10 +329,10 @@ impl Checkpointer {
     }
 }
 
-fn inject_fault(version: u64, rank: usize) {
+fn inject_fault(point: &str, version: u64, rank: usize) {
     let Ok(spec) = std::env::var(FAULT_ENV) else { return };
     let parts: Vec<&str> = spec.split(':').collect();
-    if parts.len() == 3 && parts[0] == "die-before-commit" && parts[1].parse() == Ok(version) && parts[2].parse() == Ok(rank)
+    if parts.len() == 3 && parts[0] == point && parts[1].parse() == Ok(version) && parts[2].parse() == Ok(rank)
     {
         // SAFETY: raising SIGKILL on ourselves; the process ends here, as a crashed rank does.
         unsafe { libc::raise(libc::SIGKILL) };

@@ -104,6 +104,13 @@ impl Comm {
     }
 
     /// Collective: the sum of `value` over all ranks.
+    pub fn sum_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Collective: the sum of `value` over all ranks.
     pub fn sum_f64(&self, value: f64) -> f64 {
         let mut out = 0f64;
         self.comm.all_reduce_into(&value, &mut out, SystemOperation::sum());

@@ -236,7 +236,11 @@ fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Res
             .collect();
         let lost: Vec<usize> = bad.iter().copied().filter(|c| c / par.data == stripe).collect();
         if lost.len() > good_parity.len() {
-            return Err(format!("stripe {stripe}: {} bad chunks, {} good parity chunks", lost.len(), good_parity.len()));
+            return Err(format!(
+                "stripe {stripe}: {} chunks fail CRC32C, only {} good parity chunks",
+                lost.len(),
+                good_parity.len()
+            ));
         }
         let mut originals = Vec::new();
         for c in first..first + par.data {

@@ -18,7 +18,7 @@ pub struct RestartOutcome {
     pub level: LevelKind,
     /// Ranks whose data was rebuilt by the L2 scheme.
     pub rebuilt_ranks: Vec<usize>,
-    /// Chunks of this rank rebuilt from chunk parity.
+    /// Chunks rebuilt from chunk parity, summed over all ranks.
     pub repaired_chunks: usize,
     /// `(version, level, reason)` of every candidate tried and refused before this one.
     pub fell_back: Vec<(u64, LevelKind, String)>,
@@ -77,7 +77,7 @@ impl Checkpointer {
                 Ok((loaded, rebuilt_ranks)) => {
                     let local = self.restore_into(&loaded, ids);
                     agree(self.comm.raw(), local, "copying restored data into regions")?;
-                    let repaired_chunks = loaded.repaired_chunks;
+                    let repaired_chunks = self.comm.sum_u64(loaded.repaired_chunks as u64) as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
                 }
                 Err(e @ CkptError::RankCount { .. }) => return Err(e),
@@ -105,13 +105,17 @@ impl Checkpointer {
             return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
         }
         if kind == LevelKind::Pfs {
-            return agree(self.comm.raw(), local, "reading the flushed checkpoint").map(|l| (l, Vec::new()));
+            let failed = !self.comm.all_agree(local.is_ok());
+            return match local {
+                Ok(l) if !failed => Ok((l, Vec::new())),
+                _ => Err(self.with_local_causes(&local, CkptError::NoCheckpoint(" complete on every rank".into()))),
+            };
         }
         let dir = level.version_dir(name, version);
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: false };
         let have = local.as_ref().ok().map(|l| l.data.as_slice());
-        let rebuilt = self.scheme.rebuild(have, &target)?;
+        let rebuilt = self.scheme.rebuild(have, &target).map_err(|e| self.with_local_causes(&local, e))?;
         let loaded = match (local, rebuilt.data) {
             (Ok(l), _) => l,
             (Err(_), Some(data)) => self.rewrite(&level, name, version, data)?,
@@ -173,5 +177,22 @@ impl Checkpointer {
             at += *len as usize;
         }
         Ok(())
+    }
+
+    /// Collective: `error` extended with why each rank could not read its own file.
+    fn with_local_causes(&self, local: &Result<Loaded>, error: CkptError) -> CkptError {
+        let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+        let causes: Vec<String> = self
+            .comm
+            .all_gather_bytes(mine.as_bytes())
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(r, m)| format!("rank {r}: {}", String::from_utf8_lossy(m)))
+            .collect();
+        if causes.is_empty() {
+            return error;
+        }
+        CkptError::Unrecoverable(format!("{} ({error})", causes.join("; ")))
     }
 }
