@@ -74,13 +74,15 @@ impl Checkpointer {
         crate::redundancy::agree(comm.raw(), local, "checking checkpoint directories")?;
         let scheme = redundancy::build(&comm, &config.redundancy_config())?;
         let node = comm.nodes().names[comm.nodes().node_of[comm.rank()]].clone();
-        let wear_file = config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
+        let wear_file =
+            config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
         let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw)?;
         let kind = PolicyKind::parse(&config.policy.kind)?.with_ratio(config.policy.ratio);
         let clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
         let ram = Level { kind: LevelKind::Ram, dir: config.ram.dir.clone(), keep: config.ram.keep };
         let ssd = Level { kind: LevelKind::Ssd, dir: config.ssd.dir.clone(), keep: config.ssd.keep };
-        let pfs = config.flush.dir.clone().map(|dir| Level { kind: LevelKind::Pfs, dir, keep: config.flush.keep.max(1) });
+        let pfs =
+            config.flush.dir.clone().map(|dir| Level { kind: LevelKind::Pfs, dir, keep: config.flush.keep.max(1) });
         let flusher = pfs.clone().filter(|_| config.flush.every > 0).map(Flusher::start);
         Ok(Checkpointer {
             comm,
@@ -191,7 +193,8 @@ impl Checkpointer {
             Placement::Ssd => self.ssd.clone(),
         };
         if level.kind == LevelKind::Ram && !decision.fits_ram {
-            let local = if bytes > ram_limit { Err(CkptError::RamTooSmall { bytes, limit: ram_limit }) } else { Ok(()) };
+            let local =
+                if bytes > ram_limit { Err(CkptError::RamTooSmall { bytes, limit: ram_limit }) } else { Ok(()) };
             redundancy::agree(self.comm.raw(), local, "fitting the RAM level")?;
         }
         let (file_bytes, write_seconds, protect) = self.store(&level, &name, version, &parts, &file_data)?;
@@ -199,7 +202,16 @@ impl Checkpointer {
         self.clc.record(&self.comm, decision.placement, seconds, file_bytes)?;
         let flushed = self.after_commit(&level, &name, version)?;
         let seconds = self.comm.max_f64(seconds);
-        Ok(CheckpointOutcome { version, level: Some(level.kind), decision, file_bytes, write_seconds, protect, seconds, flushed })
+        Ok(CheckpointOutcome {
+            version,
+            level: Some(level.kind),
+            decision,
+            file_bytes,
+            write_seconds,
+            protect,
+            seconds,
+            flushed,
+        })
     }
 
     /// This rank's share of the RAM level.
@@ -211,7 +223,9 @@ impl Checkpointer {
     fn read_routed_files(&self) -> Result<Vec<(String, Vec<u8>)>> {
         self.files
             .iter()
-            .map(|(base, path)| std::fs::read(path).map(|d| (base.clone(), d)).map_err(|e| CkptError::io("read routed file", path, e)))
+            .map(|(base, path)| {
+                std::fs::read(path).map(|d| (base.clone(), d)).map_err(|e| CkptError::io("read routed file", path, e))
+            })
             .collect()
     }
 
@@ -321,7 +335,10 @@ impl Checkpointer {
         let waited = self.wait_flush(FLUSH_WAIT_MAX);
         let errors = self.flush_errors();
         let local = waited.and_then(|_| match errors.first() {
-            Some(e) => Err(CkptError::Flush { path: self.pfs.as_ref().map(|l| l.dir.clone()).unwrap_or_default(), reason: e.clone() }),
+            Some(e) => Err(CkptError::Flush {
+                path: self.pfs.as_ref().map(|l| l.dir.clone()).unwrap_or_default(),
+                reason: e.clone(),
+            }),
             None => Ok(()),
         });
         self.comm.barrier();
@@ -332,8 +349,7 @@ impl Checkpointer {
 fn inject_fault(point: &str, version: u64, rank: usize) {
     let Ok(spec) = std::env::var(FAULT_ENV) else { return };
     let parts: Vec<&str> = spec.split(':').collect();
-    if parts.len() == 3 && parts[0] == point && parts[1].parse() == Ok(version) && parts[2].parse() == Ok(rank)
-    {
+    if parts.len() == 3 && parts[0] == point && parts[1].parse() == Ok(version) && parts[2].parse() == Ok(rank) {
         // SAFETY: raising SIGKILL on ourselves; the process ends here, as a crashed rank does.
         unsafe { libc::raise(libc::SIGKILL) };
     }

@@ -307,7 +307,8 @@ fn apply_env(table: &mut toml::Table, defaults: &toml::Table, name: &str, value:
             let optional = matches!((section.as_str(), field), ("flush", "dir") | ("ssd", "wear_file"));
             if fields.contains_key(field) || optional {
                 let entry = table.entry(section.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
-                let sub = entry.as_table_mut().ok_or_else(|| CkptError::Config(format!("`{section}` is not a table")))?;
+                let sub =
+                    entry.as_table_mut().ok_or_else(|| CkptError::Config(format!("`{section}` is not a table")))?;
                 let parsed = if fields.get(field).is_some_and(|v| v.is_str()) || optional {
                     toml::Value::String(value.to_string())
                 } else {

@@ -221,7 +221,11 @@ pub fn read(path: &Path) -> Result<Loaded> {
 /// Rebuilds the `bad` chunks from the stripes' parity; Err names what could not be.
 fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Result<(), String> {
     let Some(par) = footer.parity else {
-        return Err(format!("{} chunk(s) fail CRC32C (first: chunk {}) and the level has no parity", bad.len(), bad[0]));
+        return Err(format!(
+            "{} chunk(s) fail CRC32C (first: chunk {}) and the level has no parity",
+            bad.len(),
+            bad[0]
+        ));
     };
     let chunk = footer.chunk as usize;
     let total = data.len();

@@ -112,7 +112,16 @@ impl Clc {
     /// A controller for `kind` with the PLE `bound`, forced SSD checkpoints every
     /// `force_ssd_every` (0: never), the SSD's rated lifetime and its wear record.
     pub fn new(kind: PolicyKind, bound: f64, force_ssd_every: u64, rated_years: f64, wear: Wear) -> Self {
-        Clc { kind, bound, force_ssd_every, rated_years, wear, start: Instant::now(), checkpoint_seconds: 0.0, count: 0 }
+        Clc {
+            kind,
+            bound,
+            force_ssd_every,
+            rated_years,
+            wear,
+            start: Instant::now(),
+            checkpoint_seconds: 0.0,
+            count: 0,
+        }
     }
 
     /// Eq. 4.1 and 4.2 for this node, years (`L_estimated` is infinite before any SSD write).

@@ -150,7 +150,8 @@ impl Checkpointer {
             parity_crcs: Vec::new(),
         };
         let opts = self.write_options(level.kind);
-        std::fs::create_dir_all(level.version_dir(name, version)).map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
+        std::fs::create_dir_all(level.version_dir(name, version))
+            .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
         format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
         let _ = std::fs::write(level.marker(name, version, rank), b"");
         Ok(Loaded { footer, data, repaired_chunks: 0 })
@@ -173,7 +174,8 @@ impl Checkpointer {
         }
         for (file, len) in &loaded.footer.files {
             let path = self.route_file(file)?;
-            std::fs::write(&path, &loaded.data[at..at + *len as usize]).map_err(|e| CkptError::io("restore", &path, e))?;
+            std::fs::write(&path, &loaded.data[at..at + *len as usize])
+                .map_err(|e| CkptError::io("restore", &path, e))?;
             at += *len as usize;
         }
         Ok(())

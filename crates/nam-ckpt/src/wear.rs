@@ -38,9 +38,11 @@ impl Wear {
         let node = comm.nodes().node_of[comm.rank()];
         let node_comm = comm.split(Some(node as u32), comm.rank() as i32).expect("every rank has a node");
         let initial = match std::fs::read(&file) {
-            Ok(bytes) => serde_json::from_slice::<WearRecord>(&bytes)
-                .map_err(|e| CkptError::Corrupt(format!("wear file {}: {e}", file.display())))?
-                .bytes_written,
+            Ok(bytes) => {
+                serde_json::from_slice::<WearRecord>(&bytes)
+                    .map_err(|e| CkptError::Corrupt(format!("wear file {}: {e}", file.display())))?
+                    .bytes_written
+            }
             Err(_) => used_pbw * PB,
         };
         if rated_pbw <= 0.0 {
