@@ -2,6 +2,7 @@
 //! are clients in this process, each playing its own node. Checkpoint, lose one rank's data,
 //! restore it from the parity and the survivors, compare bytes; and the faults of issue 3.
 
+mod ckpt_support;
 mod common;
 
 use common::{ServerProcess, TRANSPORTS};
@@ -253,4 +254,45 @@ fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corr
     let (status, message) = status_of(replacement.restore(2, 0));
     assert_eq!(status, Status::CkptCorrupted, "{message}");
     assert!(message.contains("fails its checksum"), "{message}");
+}
+
+/// NAM-XOR as an L2 scheme of nam-ckpt under `mpirun`: sets on distinct emulated nodes,
+/// uneven sizes, one lost rank per set rebuilt by the server, two lost in a set refused.
+#[test]
+fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
+    for transports in TRANSPORTS {
+        let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let servers = server.addr.to_string();
+        for (ranks, lose, set, ok) in [(3, "1", "8", true), (5, "0,4", "3", true), (4, "1,2", "8", false)] {
+            let dir = ckpt_support::temp_dir(&format!("namxor-{ranks}-{}", lose.replace(',', "_")));
+            let args = [
+                "ckpt-check",
+                "redundancy",
+                "--scheme",
+                "nam-xor",
+                "--uneven",
+                "--size-per-rank",
+                "300KiB",
+                "--lose",
+                lose,
+                "--set-size",
+                set,
+                "--servers",
+                &servers,
+                "--dir",
+                dir.to_str().unwrap(),
+            ];
+            let mut cmd = ckpt_support::mpirun(ranks, ranks, &args);
+            cmd.env("NAM_TRANSPORTS", transports).env("UCX_TLS", transports);
+            cmd.env("NAM_CKPT_GROUP", format!("t{ranks}-{}", lose.replace(',', "_")));
+            let out = ckpt_support::run(cmd);
+            let text = ckpt_support::text(&out);
+            let _ = std::fs::remove_dir_all(&dir);
+            if ok {
+                assert!(out.status.success() && text.contains("bytes_match=true"), "{ranks} lose {lose}:\n{text}");
+            } else {
+                assert!(!out.status.success() && text.contains("rebuilds one rank per set"), "{text}");
+            }
+        }
+    }
 }
