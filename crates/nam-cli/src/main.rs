@@ -3,6 +3,7 @@
 mod bench;
 mod child;
 mod ckpt_app;
+mod ckpt_bench;
 mod ckpt_check;
 mod demo;
 mod ecc_sim;
@@ -37,6 +38,9 @@ enum Command {
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
     /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
+    /// Compare checkpoint redundancy schemes under mpirun: NAM-XOR, partner, XOR on nodes.
+    #[command(name = "ckpt-bench")]
+    CkptBench(ckpt_bench::CkptBenchArgs),
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
 }
@@ -51,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::CkptBench(args) => ckpt_bench::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
     }
 }

@@ -284,6 +284,7 @@ impl<'c> CkptMember<'c> {
     pub fn wait_complete(&self, epoch: u64, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut polls = 0u32;
+        let mut next_query = Instant::now() + QUERY_INTERVAL;
         loop {
             if self.complete_epoch()? >= epoch {
                 return Ok(());
@@ -294,12 +295,17 @@ impl<'c> CkptMember<'c> {
                     return Err(self.failure(status, "checkpoint epoch"));
                 }
             }
-            let info = self.query()?;
-            if info.running_epoch != epoch && info.complete_epoch < epoch {
-                let status = if info.last_status == Status::Ok { Status::CkptRankFailed } else { info.last_status };
-                let message =
-                    if info.last_error.is_empty() { format!("epoch {epoch} failed") } else { info.last_error };
-                return Err(self.local_error(status, message));
+            // Another rank's failure shows only in the group's state: ask now and then, not
+            // on every poll (a control round trip costs the server and this core).
+            if Instant::now() >= next_query {
+                next_query = Instant::now() + QUERY_INTERVAL;
+                let info = self.query()?;
+                if info.running_epoch != epoch && info.complete_epoch < epoch {
+                    let status = if info.last_status == Status::Ok { Status::CkptRankFailed } else { info.last_status };
+                    let message =
+                        if info.last_error.is_empty() { format!("epoch {epoch} failed") } else { info.last_error };
+                    return Err(self.local_error(status, message));
+                }
             }
             if Instant::now() >= deadline {
                 return Err(self.local_error(
@@ -385,6 +391,9 @@ impl<'c> CkptMember<'c> {
         self.call(CkptRequest::Destroy { group_id: self.group_id }, "checkpoint destroy").map(|_| ())
     }
 }
+
+/// How often [`CkptMember::wait_complete`] asks the server whether the epoch failed.
+const QUERY_INTERVAL: Duration = Duration::from_millis(20);
 
 fn backoff(polls: &mut u32) {
     *polls = polls.saturating_add(1);

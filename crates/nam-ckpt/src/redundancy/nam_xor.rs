@@ -116,8 +116,7 @@ impl NamXor {
         Ok(())
     }
 
-    fn record(&self, target: &Target, epoch: u64, sizes: Vec<u64>) -> Record {
-        let _ = target;
+    fn record(&self, epoch: u64, sizes: Vec<u64>) -> Record {
         Record { group: self.spec.name.clone(), server: self.server.to_string(), epoch, set: self.set.clone(), sizes }
     }
 }
@@ -146,6 +145,41 @@ impl Redundancy for NamXor {
         let clock = Stopwatch::start();
         let staged = self.stage(data);
         agree(&self.set_comm, staged, "staging the checkpoint")?;
+        self.protect_staged(data.len(), target, clock)
+    }
+
+    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        let staged = match data {
+            Some(d) => self.stage(d),
+            None => Ok(()),
+        };
+        agree(&self.set_comm, staged, "staging the checkpoint")?;
+        self.rebuild_staged(data.is_some(), target, clock)
+    }
+
+    fn discard(&mut self, target: &Target) -> Result<()> {
+        super::xor::remove_if_exists(&target.file("namxor"))
+    }
+}
+
+impl NamXor {
+    /// [`Redundancy::protect`] of the `len` bytes already in [`NamXor::buffer_mut`]: the
+    /// zero-copy form for applications that build their checkpoint there.
+    pub fn protect_buffer(&mut self, len: usize, target: &Target) -> Result<ProtectStats> {
+        let clock = Stopwatch::start();
+        let joined = self.ensure_buffer(len).map(|_| ());
+        agree(&self.set_comm, joined, "joining the group")?;
+        self.protect_staged(len, target, clock)
+    }
+
+    /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
+    /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none.
+    pub fn rebuild_buffer(&mut self, have: bool, target: &Target) -> Result<Rebuilt> {
+        self.rebuild_staged(have, target, Stopwatch::start())
+    }
+
+    fn protect_staged(&mut self, len: usize, target: &Target, clock: Stopwatch) -> Result<ProtectStats> {
         let last = self.member.as_ref().expect("staged").epoch();
         let epoch = all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) + 1;
         let member = self.member.as_mut().expect("staged");
@@ -155,22 +189,21 @@ impl Redundancy for NamXor {
             .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
             .map_err(client_error("parity generation"));
         agree(&self.set_comm, pulled, "parity generation at the memory server")?;
-        let sizes = all_gather_u64(&self.set_comm, data.len() as u64);
-        let record = self.record(target, epoch, sizes);
+        let sizes = all_gather_u64(&self.set_comm, len as u64);
+        let record = self.record(epoch, sizes);
         let written = write_record(target, &record);
         agree(&self.set_comm, written, "writing the NAM-XOR record")?;
         Ok(ProtectStats {
-            data_bytes: data.len() as u64,
-            sent_bytes: data.len() as u64,
+            data_bytes: len as u64,
+            sent_bytes: len as u64,
             stored_bytes: 0,
             seconds: clock.wall_seconds(),
             cpu_seconds: clock.cpu_seconds(),
         })
     }
 
-    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        let clock = Stopwatch::start();
-        let lost = lost_ranks(&self.set_comm, data.is_some());
+    fn rebuild_staged(&mut self, have: bool, target: &Target, clock: Stopwatch) -> Result<Rebuilt> {
+        let lost = lost_ranks(&self.set_comm, have);
         let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
         if lost.len() > 1 {
             return Err(CkptError::Unrecoverable(format!(
@@ -186,11 +219,8 @@ impl Redundancy for NamXor {
         let json = record.as_ref().map(|r| serde_json::to_vec(r).expect("serializes")).unwrap_or_default();
         let record: Record = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &json))
             .map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?;
-        let staged = match data {
-            Some(d) => self.stage(d),
-            None => self.ensure_buffer(0).map(|_| ()),
-        };
-        agree(&self.set_comm, staged, "rejoining the group")?;
+        let joined = if have { self.ensure_joined() } else { self.ensure_buffer(0).map(|_| ()) };
+        agree(&self.set_comm, joined, "rejoining the group")?;
         let requested = if me == l {
             self.member
                 .as_ref()
@@ -218,8 +248,12 @@ impl Redundancy for NamXor {
         Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }
 
-    fn discard(&mut self, target: &Target) -> Result<()> {
-        super::xor::remove_if_exists(&target.file("namxor"))
+    /// A survivor whose buffer already holds its data must be joined with it.
+    fn ensure_joined(&mut self) -> Result<()> {
+        match &self.member {
+            Some(_) => Ok(()),
+            None => Err(CkptError::Unrecoverable("NAM-XOR survivor has no group buffer to rebuild from".into())),
+        }
     }
 }
 

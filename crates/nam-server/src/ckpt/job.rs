@@ -83,6 +83,8 @@ pub struct Job {
     pub header: SlotHeader,
     /// When the job fails with [`Status::CkptTimeout`].
     pub deadline: Instant,
+    /// When it started (for the log).
+    pub started: Instant,
     pullers: Vec<Puller>,
     /// Contributions folded into each segment so far.
     counts: Vec<u32>,
@@ -132,6 +134,7 @@ impl Job {
             slot,
             header,
             deadline,
+            started: Instant::now(),
             pullers,
             counts: vec![0; segments as usize],
             expected,

@@ -353,7 +353,8 @@ impl CkptEngine {
         Ok(())
     }
 
-    /// Advances every running job; true while any has work.
+    /// Advances every running job; true if any made progress (a job waiting for ranks to
+    /// flag ready lets the server sleep: their requests wake it).
     pub fn poll(&mut self, pool: &Pool) -> bool {
         self.draining.retain(|(posted, _)| match posted {
             Posted::Done => false,
@@ -361,10 +362,9 @@ impl CkptEngine {
         });
         let mut busy = false;
         for group in self.groups.values_mut() {
-            busy |= group.job.is_some();
-            if let Some(pending) = group.step(pool) {
-                self.draining.extend(pending);
-            }
+            let (progressed, pending) = group.step(pool);
+            busy |= progressed;
+            self.draining.extend(pending.into_iter().flatten());
         }
         busy
     }
@@ -527,9 +527,9 @@ impl Group {
         Ok((slot, header))
     }
 
-    /// Advances the job; returns GETs to drain if it failed.
-    fn step(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
-        let job = self.job.as_mut()?;
+    /// Advances the job: whether it progressed, and the GETs to drain if it failed.
+    fn step(&mut self, pool: &Pool) -> (bool, Option<Vec<(Posted, Vec<u8>)>>) {
+        let Some(job) = self.job.as_mut() else { return (false, None) };
         let sources: Vec<Option<RankSource<'_>>> = self
             .peers
             .iter()
@@ -540,9 +540,10 @@ impl Group {
             .collect();
         let result = job.step(pool, &sources);
         drop(sources);
-        if let Err(f) = result {
-            return Some(self.fail(pool, f));
-        }
+        let progressed = match result {
+            Ok(progressed) => progressed,
+            Err(f) => return (true, Some(self.fail(pool, f))),
+        };
         let job = self.job.as_ref().expect("still running");
         if let Purpose::Epoch = job.purpose {
             for r in 0..self.ranks {
@@ -555,7 +556,7 @@ impl Group {
             }
         }
         if job.finished() {
-            return self.finish(pool);
+            return (true, self.finish(pool));
         }
         if Instant::now() >= job.deadline {
             let message = match job.purpose {
@@ -569,9 +570,9 @@ impl Group {
                     format!("restore of epoch {} did not finish within {:?}", job.epoch, self.timeout)
                 }
             };
-            return Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message }));
+            return (true, Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message })));
         }
-        None
+        (progressed, None)
     }
 
     fn finish(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
@@ -581,7 +582,13 @@ impl Group {
                 job.slot.set_state(pool, SlotState::Valid);
                 self.complete_epoch = job.epoch;
                 self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
-                log::info!("group {:?}: epoch {} complete", self.name, job.epoch);
+                log::info!(
+                    "group {:?}: epoch {} complete, {} bytes folded in {:?}",
+                    self.name,
+                    job.epoch,
+                    job.header.sizes.iter().sum::<u64>(),
+                    job.started.elapsed()
+                );
             }
             Purpose::Restore { lost, .. } => {
                 if let Err(f) = job.verify_restore(pool) {
