@@ -83,8 +83,9 @@ struct SchemeResult {
     aggregate_gbps: f64,
     /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint.
     rank_cpu_s: f64,
-    /// NAM-XOR only: parity bytes folded per second at the server over the in-memory XOR
-    /// loop's rate measured in the same run.
+    /// NAM-XOR only: bytes the server folds into parity per second of its working time
+    /// (pulling, XOR, checksums), over the rate of a plain in-memory XOR loop measured in
+    /// the same run.
     server_xor_ratio: Option<f64>,
     bytes_match: bool,
 }
@@ -229,6 +230,14 @@ impl Protector {
     }
 
     /// Rebuild after a restart: survivors have read their local checkpoint into the buffer.
+    /// The server's working seconds on the last epoch (NAM-XOR only).
+    fn server_busy_seconds(&self) -> Result<Option<f64>> {
+        Ok(match self {
+            Protector::Generic(..) => None,
+            Protector::Nam(n) => Some(n.server_busy_seconds()?),
+        })
+    }
+
     fn rebuild(&mut self, have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
         Ok(match self {
             Protector::Generic(r, buf) => r.rebuild(have.then_some(&buf[..len]), target)?,
@@ -251,7 +260,7 @@ fn run_scheme(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut app = Mockup::new(rank, len);
     let mut protector = Protector::build(comm, args, scheme, servers, len)?;
-    let (mut ckpt_s, mut red_s, mut cpu_s) = (0.0, 0.0, 0.0);
+    let (mut ckpt_s, mut red_s, mut cpu_s, mut server_s) = (0.0, 0.0, 0.0, 0.0);
     let mut name = String::new();
     for n in 1..=args.checkpoints {
         app.compute(args.compute_ms);
@@ -266,6 +275,7 @@ fn run_scheme(
         ckpt_s += comm.max_f64(start.elapsed().as_secs_f64());
         red_s += comm.max_f64(stats.seconds);
         cpu_s += comm.sum_f64(stats.cpu_seconds);
+        server_s += protector.server_busy_seconds()?.unwrap_or(0.0);
         if n > 1 {
             let old = format!("ckpt.{}", n - 1);
             let _ = std::fs::remove_file(dir.join(format!("{old}.data")));
@@ -274,7 +284,9 @@ fn run_scheme(
     let checkpoints = args.checkpoints as f64;
     let (restart_s, rebuild_s, ok) = restart(comm, args, &mut protector, &app, &dir, &name, len)?;
     let total = (len * comm.size()) as f64;
-    let per_ckpt_parity = red_s / checkpoints;
+    // Every set's server works on its own set; rank 0's set is representative.
+    let set_bytes = (len * comm.size().min(args.set_size)) as f64;
+    let per_ckpt_parity = server_s / checkpoints;
     Ok(SchemeResult {
         scheme: scheme.name().into(),
         ranks: comm.size(),
@@ -288,7 +300,7 @@ fn run_scheme(
         aggregate_gbps: total / (ckpt_s / checkpoints) / 1e9,
         rank_cpu_s: cpu_s / checkpoints,
         server_xor_ratio: (scheme == Scheme::NamXor && rank == 0)
-            .then(|| (total / per_ckpt_parity / 1e9) / xor_loop_gbps),
+            .then(|| (set_bytes / per_ckpt_parity / 1e9) / xor_loop_gbps),
         bytes_match: ok,
     })
 }

@@ -393,7 +393,7 @@ impl<'c> CkptMember<'c> {
 }
 
 /// How often [`CkptMember::wait_complete`] asks the server whether the epoch failed.
-const QUERY_INTERVAL: Duration = Duration::from_millis(20);
+const QUERY_INTERVAL: Duration = Duration::from_millis(250);
 
 fn backoff(polls: &mut u32) {
     *polls = polls.saturating_add(1);

@@ -165,6 +165,9 @@ pub struct CkptInfo {
     pub running_epoch: u64,
     /// Ranks that have joined.
     pub joined: u32,
+    /// Microseconds the engine spent working (pulling, XOR, checksums) on the last
+    /// finished epoch or restore, not counting waits for ranks to flag ready.
+    pub last_job_busy_us: u64,
     /// Status of the last failure ([`crate::Status::Ok`] if none).
     pub last_status: crate::Status,
     /// The last failure, naming its cause (empty if none).
@@ -266,6 +269,7 @@ impl CkptReply {
                 w.u64(i.complete_epoch);
                 w.u64(i.running_epoch);
                 w.u32(i.joined);
+                w.u64(i.last_job_busy_us);
                 w.u16(i.last_status.code());
                 w.str16(crate::message::truncate_utf8(&i.last_error, ERROR_TEXT_LEN_MAX));
             }
@@ -284,6 +288,7 @@ impl CkptReply {
                 complete_epoch: r.u64("complete_epoch")?,
                 running_epoch: r.u64("running_epoch")?,
                 joined: r.u32("joined")?,
+                last_job_busy_us: r.u64("last_job_busy_us")?,
                 last_status: {
                     let code = r.u16("last_status")?;
                     crate::Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?
@@ -336,6 +341,7 @@ mod tests {
             complete_epoch: 9,
             running_epoch: 10,
             joined: 3,
+            last_job_busy_us: 1234,
             last_status: Status::CkptTimeout,
             last_error: "rank 2".into(),
         };

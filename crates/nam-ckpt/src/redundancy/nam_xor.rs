@@ -173,6 +173,14 @@ impl NamXor {
         self.protect_staged(len, target, clock)
     }
 
+    /// Seconds the memory server worked (pulling, XOR, checksums) on this set's last
+    /// finished epoch or restore, waits for ranks excluded.
+    pub fn server_busy_seconds(&self) -> Result<f64> {
+        let member = self.member.as_ref().ok_or_else(|| CkptError::Unrecoverable("NAM-XOR: not joined".into()))?;
+        let info = member.query().map_err(client_error("query"))?;
+        Ok(info.last_job_busy_us as f64 * 1e-6)
+    }
+
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
     /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none.
     pub fn rebuild_buffer(&mut self, have: bool, target: &Target) -> Result<Rebuilt> {
@@ -233,15 +241,18 @@ impl NamXor {
         };
         let restored = agree(&self.set_comm, requested, "requesting the restore")?;
         self.set_comm.barrier();
-        let member = self.member.as_mut().expect("joined");
+        let member = self.member.as_ref().expect("joined");
         let waited = member.wait_restore(SERVER_WAIT).map(|_| ()).map_err(client_error("restore"));
         agree(&self.set_comm, waited, "rebuilding at the memory server")?;
         let out = match restored {
             Some(allocation) => {
-                let len = record.sizes[l];
-                member.fetch_restored(&allocation, len).map_err(client_error("fetching the rebuilt data"))?;
+                // Straight from the server's restore allocation into the result: the group
+                // buffer gets the data again at the next protect.
+                let mut data = vec![0u8; record.sizes[l] as usize];
+                let fetched = self.client.get(&allocation, 0, &mut data).and_then(|()| self.client.free(&allocation));
+                fetched.map_err(client_error("fetching the rebuilt data"))?;
                 write_record(target, &record)?;
-                Some(member.buffer().to_vec())
+                Some(data)
             }
             None => None,
         };

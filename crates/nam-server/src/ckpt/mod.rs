@@ -35,6 +35,7 @@ pub struct EngineCtx<'a> {
 struct Peer {
     client: u64,
     node: String,
+    worker_address: Vec<u8>,
     len: u64,
     addr: u64,
     // Field order: the key is released before its endpoint. `None` for an empty buffer.
@@ -58,6 +59,7 @@ struct Group {
     job: Option<Job>,
     last_error: String,
     last_status: Status,
+    last_job_busy: Duration,
 }
 
 /// Every checkpoint group of the server.
@@ -93,6 +95,7 @@ impl CkptEngine {
                     complete_epoch: g.complete_epoch,
                     running_epoch: g.job.as_ref().map_or(0, |j| j.epoch),
                     joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
+                    last_job_busy_us: g.last_job_busy.as_micros() as u64,
                     last_status: g.last_status,
                     last_error: g.last_error.clone(),
                 }))
@@ -142,10 +145,22 @@ impl CkptEngine {
                 ),
             );
         }
-        let same_host = join.host == nam_proto::host_id();
-        let endpoint = Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| {
-            Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) }
-        })?;
+        // A rank joining again from the same worker (a new buffer size) keeps its endpoint:
+        // creating one costs a wire-up round trip.
+        let previous = group.peers[join.rank as usize].take().filter(|p| p.worker_address == join.worker_address);
+        let endpoint = match previous {
+            Some(p) => {
+                drop(p.rkey);
+                p.endpoint
+            }
+            None => {
+                let same_host = join.host == nam_proto::host_id();
+                Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| Refusal {
+                    status: Status::CkptRankFailed,
+                    message: format!("cannot reach rank {}: {e}", join.rank),
+                })?
+            }
+        };
         // UCX cannot validate a packed key; an empty one would crash it, so an empty buffer
         // (a replacement rank that has not learnt its size) carries none.
         let rkey = match (join.buffer_len, join.rkey.is_empty()) {
@@ -158,8 +173,15 @@ impl CkptEngine {
         };
         let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
         let recorded_len = group.recorded_len(ctx.pool, join.rank);
-        group.peers[join.rank as usize] =
-            Some(Peer { client, node: join.node, len: join.buffer_len, addr: join.buffer_addr, rkey, endpoint });
+        group.peers[join.rank as usize] = Some(Peer {
+            client,
+            node: join.node,
+            worker_address: join.worker_address,
+            len: join.buffer_len,
+            addr: join.buffer_addr,
+            rkey,
+            endpoint,
+        });
         Ok(CkptJoined {
             group_id: id,
             control: AllocReply {
@@ -230,6 +252,7 @@ impl CkptEngine {
             job: None,
             last_error: String::new(),
             last_status: Status::Ok,
+            last_job_busy: Duration::ZERO,
         };
         group.recover_from_pool(ctx.pool);
         Ok(group)
@@ -538,8 +561,12 @@ impl Group {
                 Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
             })
             .collect();
+        let started = Instant::now();
         let result = job.step(pool, &sources);
         drop(sources);
+        if matches!(result, Ok(true)) {
+            job.busy += started.elapsed();
+        }
         let progressed = match result {
             Ok(progressed) => progressed,
             Err(f) => return (true, Some(self.fail(pool, f))),
@@ -577,17 +604,19 @@ impl Group {
 
     fn finish(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
         let job = self.job.as_ref().expect("finishing a job");
+        self.last_job_busy = job.busy;
         match job.purpose {
             Purpose::Epoch => {
                 job.slot.set_state(pool, SlotState::Valid);
                 self.complete_epoch = job.epoch;
                 self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
                 log::info!(
-                    "group {:?}: epoch {} complete, {} bytes folded in {:?}",
+                    "group {:?}: epoch {} complete, {} bytes folded in {:?} ({:?} of work)",
                     self.name,
                     job.epoch,
                     job.header.sizes.iter().sum::<u64>(),
-                    job.started.elapsed()
+                    job.started.elapsed(),
+                    job.busy
                 );
             }
             Purpose::Restore { lost, .. } => {
@@ -595,7 +624,13 @@ impl Group {
                     return Some(self.fail(pool, f));
                 }
                 self.write_word(pool, CKPT_WORD_RESTORE, CkptWord::done(job.epoch).0);
-                log::info!("group {:?}: rank {lost} rebuilt from epoch {}", self.name, job.epoch);
+                log::info!(
+                    "group {:?}: rank {lost} rebuilt from epoch {} in {:?} ({:?} of work)",
+                    self.name,
+                    job.epoch,
+                    job.started.elapsed(),
+                    job.busy
+                );
             }
         }
         self.job = None;
