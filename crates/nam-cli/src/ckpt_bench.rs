@@ -52,6 +52,12 @@ pub struct CkptBenchArgs {
     /// Bytes per pipelined message of the partner and XOR schemes.
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     block: u64,
+    /// NAM-XOR: bytes per server GET segment (0: the server's default).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    segment: u64,
+    /// NAM-XOR: server GETs in flight per rank (0: the server's default).
+    #[arg(long, default_value_t = 0)]
+    in_flight: u32,
     /// The rank that loses its node-local data before the restart.
     #[arg(long, default_value_t = 1)]
     lose: usize,
@@ -71,6 +77,8 @@ struct SchemeResult {
     nodes: usize,
     bytes_per_rank: u64,
     storage: String,
+    /// NAM-XOR's segment size (0: the server's default).
+    segment_bytes: u64,
     /// Mean wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
     checkpoint_s: f64,
     /// Of which redundancy alone.
@@ -201,7 +209,13 @@ enum Protector {
 impl Protector {
     fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String], len: usize) -> Result<Self> {
         Ok(match scheme {
-            Scheme::NamXor => Protector::Nam(Box::new(NamXor::new(comm, args.set_size, servers)?)),
+            Scheme::NamXor => Protector::Nam(Box::new(NamXor::with_tuning(
+                comm,
+                args.set_size,
+                servers,
+                args.segment as u32,
+                args.in_flight,
+            )?)),
             _ => {
                 let config = RedundancyConfig {
                     scheme,
@@ -283,6 +297,9 @@ fn run_scheme(
     }
     let checkpoints = args.checkpoints as f64;
     let (restart_s, rebuild_s, ok) = restart(comm, args, &mut protector, &app, &dir, &name, len)?;
+    // Node-local storage may be tmpfs: give the space back before the next scheme runs.
+    comm.barrier();
+    let _ = std::fs::remove_dir_all(&dir);
     let total = (len * comm.size()) as f64;
     // Every set's server works on its own set; rank 0's set is representative.
     let set_bytes = (len * comm.size().min(args.set_size)) as f64;
@@ -293,6 +310,7 @@ fn run_scheme(
         nodes: comm.nodes().nodes(),
         bytes_per_rank: len as u64,
         storage: storage_kind(&args.dir),
+        segment_bytes: if scheme == Scheme::NamXor { args.segment } else { 0 },
         checkpoint_s: ckpt_s / checkpoints,
         redundancy_s: red_s / checkpoints,
         restart_s,

@@ -57,6 +57,18 @@ impl NamXor {
     /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
+        Self::with_tuning(comm, set_size, servers, 0, 0)
+    }
+
+    /// As [`NamXor::new`], with the server's GET segment size and GETs in flight per rank
+    /// (0: the server's defaults).
+    pub fn with_tuning(
+        comm: &Comm,
+        set_size: usize,
+        servers: &[String],
+        segment_bytes: u32,
+        in_flight: u32,
+    ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
@@ -74,6 +86,8 @@ impl NamXor {
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
         spec.timeout = SERVER_WAIT;
+        spec.segment_bytes = segment_bytes;
+        spec.in_flight = in_flight;
         Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, member: None, client })
     }
 
