@@ -152,7 +152,7 @@ impl<'c> CkptMember<'c> {
         self.group_id = joined.group_id;
         self.joined_complete_epoch = joined.complete_epoch;
         self.recorded_len = joined.recorded_len;
-        self.epoch = joined.complete_epoch.max(self.epoch);
+        self.epoch = joined.started_epoch.max(self.epoch);
         self.region = region;
         self.len = len;
         Ok(())

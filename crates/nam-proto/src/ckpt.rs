@@ -152,6 +152,8 @@ pub struct CkptJoined {
     /// Newest epoch whose parity is complete (after a server restart from a file-backed
     /// pool, the one found in the pool).
     pub complete_epoch: u64,
+    /// The group's last started epoch (complete or failed): the next ready is for one more.
+    pub started_epoch: u64,
     /// Size the group recorded for this rank in `complete_epoch` (0 if none).
     pub recorded_len: u64,
 }
@@ -263,6 +265,7 @@ impl CkptReply {
                 w.u64(j.group_id);
                 crate::message::write_alloc_reply(w, &j.control);
                 w.u64(j.complete_epoch);
+                w.u64(j.started_epoch);
                 w.u64(j.recorded_len);
             }
             CkptReply::Info(i) => {
@@ -282,6 +285,7 @@ impl CkptReply {
                 group_id: r.u64("group_id")?,
                 control: crate::message::read_alloc_reply(r)?,
                 complete_epoch: r.u64("complete_epoch")?,
+                started_epoch: r.u64("started_epoch")?,
                 recorded_len: r.u64("recorded_len")?,
             }),
             KIND_CKPT_QUERY => CkptReply::Info(CkptInfo {
@@ -336,7 +340,7 @@ mod tests {
     #[test]
     fn checkpoint_replies_round_trip() {
         let control = AllocReply { handle: 1, size: 64, remote_addr: 4096, flags: 3, rkey: vec![4; 10] };
-        let joined = CkptJoined { group_id: 2, control, complete_epoch: 9, recorded_len: 100 };
+        let joined = CkptJoined { group_id: 2, control, complete_epoch: 9, started_epoch: 10, recorded_len: 100 };
         let info = CkptInfo {
             complete_epoch: 9,
             running_epoch: 10,

@@ -192,6 +192,7 @@ impl CkptEngine {
                 rkey: ctx.pool.rkey().to_vec(),
             },
             complete_epoch: group.complete_epoch,
+            started_epoch: group.last_started,
             recorded_len,
         })
     }
