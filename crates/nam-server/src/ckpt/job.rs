@@ -223,8 +223,8 @@ impl Job {
         let seg = self.header.segment as u64;
         let mut budget = DIRECT_BUDGET_BYTES;
         let mut busy = false;
-        for r in 0..self.pullers.len() {
-            let Some(source) = &sources[r] else { continue };
+        for (r, source) in sources.iter().enumerate() {
+            let Some(source) = source else { continue };
             let p = &self.pullers[r];
             if !p.active || !p.ready || p.next == p.segments || budget == 0 {
                 continue;
@@ -365,6 +365,8 @@ impl Job {
         (at, seg.min(len.saturating_sub(at)) as usize)
     }
 
+    // The slice aliases nothing: the slot belongs to this job alone (see `Pool::bytes_mut`).
+    #[allow(clippy::mut_from_ref)]
     fn parity_segment<'p>(&self, pool: &'p Pool, s: u64) -> &'p mut [u8] {
         let (at, n) = self.segment_range(s, self.header.parity_len());
         // SAFETY: the slot is the engine's own allocation; only this job touches it.

@@ -62,6 +62,10 @@ struct Group {
     last_job_busy: Duration,
 }
 
+/// GETs still in flight after their job ended, with the buffers UCX writes into: kept until
+/// UCX completes them.
+type Drain = Vec<(Posted, Vec<u8>)>;
+
 /// Every checkpoint group of the server.
 #[derive(Default)]
 pub struct CkptEngine {
@@ -69,7 +73,7 @@ pub struct CkptEngine {
     by_name: HashMap<(String, String), u64>,
     next_id: u64,
     /// GETs still in flight from failed jobs, with the buffers they write into.
-    draining: Vec<(Posted, Vec<u8>)>,
+    draining: Drain,
 }
 
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
@@ -437,7 +441,7 @@ fn validate_join(join: &CkptJoin) -> Result<(), Refusal> {
         return bad(format!("rank {} is not in a group of {}", join.rank, join.ranks));
     }
     let seg = join.segment_bytes;
-    if seg != 0 && (!(CKPT_SEGMENT_MIN..=CKPT_SEGMENT_MAX).contains(&seg) || seg % 16 != 0) {
+    if seg != 0 && (!(CKPT_SEGMENT_MIN..=CKPT_SEGMENT_MAX).contains(&seg) || !seg.is_multiple_of(16)) {
         return bad(format!("segment of {seg} bytes: use a multiple of 16 in {CKPT_SEGMENT_MIN}..={CKPT_SEGMENT_MAX}"));
     }
     if join.in_flight > CKPT_IN_FLIGHT_MAX {
@@ -552,7 +556,7 @@ impl Group {
     }
 
     /// Advances the job: whether it progressed, and the GETs to drain if it failed.
-    fn step(&mut self, pool: &Pool) -> (bool, Option<Vec<(Posted, Vec<u8>)>>) {
+    fn step(&mut self, pool: &Pool) -> (bool, Option<Drain>) {
         let Some(job) = self.job.as_mut() else { return (false, None) };
         let sources: Vec<Option<RankSource<'_>>> = self
             .peers
@@ -603,7 +607,7 @@ impl Group {
         (progressed, None)
     }
 
-    fn finish(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
+    fn finish(&mut self, pool: &Pool) -> Option<Drain> {
         let job = self.job.as_ref().expect("finishing a job");
         self.last_job_busy = job.busy;
         match job.purpose {
@@ -640,7 +644,7 @@ impl Group {
 
     /// Ends the running job with `failure`: the slot being written is marked empty (the
     /// other one still holds the last complete epoch), every waiting rank gets the status.
-    fn fail(&mut self, pool: &Pool, failure: JobFailure) -> Vec<(Posted, Vec<u8>)> {
+    fn fail(&mut self, pool: &Pool, failure: JobFailure) -> Drain {
         let Some(mut job) = self.job.take() else { return Vec::new() };
         log::warn!("group {:?}: {}", self.name, failure.message);
         let word = CkptWord::failed(job.epoch, failure.status).0;
