@@ -1,0 +1,91 @@
+//! The checkpointing modes and the engine's configuration.
+
+use crate::record::RECORD_BYTES_DEFAULT;
+use crate::tracker::TrackerChoice;
+use std::time::Duration;
+
+/// How a checkpoint is taken (seed 001 §5.2-5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Baseline: stop, copy every byte of every region into one image, fsync, resume.
+    StopAndCopy,
+    /// Baseline: fork; the child writes the image while the parent runs on (copy-on-write).
+    Fork,
+    /// Stop, copy only what changed since the last checkpoint, resume (with
+    /// `consolidate` this is the seed's "consolidate" method).
+    Incremental,
+    /// Write-protect the dirty pages and resume at once; a background writer persists them,
+    /// and a write to a page not yet persisted waits for that page only (queue jumping).
+    /// The next checkpoint waits for the previous one.
+    PartiallyNonBlocking,
+    /// Partially non-blocking, plus early copying of pages that turn cold before the
+    /// checkpoint and late copying that may span later intervals.
+    EarlyLate,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 5] =
+        [Mode::StopAndCopy, Mode::Fork, Mode::Incremental, Mode::PartiallyNonBlocking, Mode::EarlyLate];
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::StopAndCopy => "stop-and-copy",
+            Mode::Fork => "fork",
+            Mode::Incremental => "incremental",
+            Mode::PartiallyNonBlocking => "non-blocking",
+            Mode::EarlyLate => "early-late",
+        }
+    }
+
+    /// Parses [`Mode::name`].
+    pub fn parse(s: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// Whether the mode tracks writes.
+    pub fn tracks(self) -> bool {
+        self != Mode::StopAndCopy
+    }
+
+    /// Whether the mode writes records (increments) rather than images.
+    pub fn incremental(self) -> bool {
+        matches!(self, Mode::Incremental | Mode::PartiallyNonBlocking | Mode::EarlyLate)
+    }
+}
+
+/// Engine configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The mode.
+    pub mode: Mode,
+    /// Store only changed 64-byte lines, packed into records (else whole dirty pages).
+    pub consolidate: bool,
+    /// Record size in bytes (default 16 KiB).
+    pub record_bytes: usize,
+    /// Which tracker to try.
+    pub tracker: TrackerChoice,
+    /// Early/late: how often the writer looks for pages that turned cold.
+    pub early_sweep: Duration,
+    /// Merge the increments of the chain backwards once it holds more objects than this
+    /// (0: never).
+    pub merge_after: usize,
+    /// Deadline of every wait of the engine.
+    pub timeout: Duration,
+}
+
+impl Config {
+    /// Defaults for `mode`: consolidation on, 16 KiB records, 2 ms sweeps, merge after 256.
+    pub fn new(mode: Mode) -> Config {
+        Config {
+            mode,
+            consolidate: true,
+            record_bytes: RECORD_BYTES_DEFAULT,
+            tracker: TrackerChoice::Auto,
+            early_sweep: Duration::from_millis(2),
+            merge_after: 256,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
