@@ -2,6 +2,7 @@
 
 mod bench;
 mod child;
+mod ckpt_incr_bench;
 mod demo;
 mod ecc_sim;
 mod plot;
@@ -34,6 +35,9 @@ enum Command {
     EccSim(ecc_sim::EccSimArgs),
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
+    /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
+    #[command(name = "ckpt-incr-bench")]
+    CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +50,6 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::CkptIncrBench(args) => ckpt_incr_bench::run(args),
     }
 }

@@ -19,6 +19,8 @@ pub struct Chain {
     pub generation: u32,
     /// Objects, oldest first.
     pub objects: Vec<String>,
+    /// Their total size.
+    pub bytes: u64,
 }
 
 impl Chain {

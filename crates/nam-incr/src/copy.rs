@@ -15,27 +15,65 @@ pub struct Batch {
     pub interval: u32,
     /// The record being filled.
     pub builder: RecordBuilder,
+    /// Finished records not yet stored.
+    pub segment: Vec<u8>,
     /// Objects written, in order.
     pub objects: Vec<String>,
     /// Next record sequence number.
     pub seq: u32,
+    /// Name prefix of the segments ("seg" or "mrg-<generation>").
+    pub prefix: String,
+    /// Bytes of the objects written.
+    pub bytes: u64,
+    /// Store a segment once it holds this many bytes.
+    pub segment_bytes: usize,
 }
 
 impl Batch {
     /// An empty batch.
-    pub fn new(interval: u32, record_bytes: usize) -> Batch {
-        Batch { interval, builder: RecordBuilder::new(record_bytes), objects: Vec::new(), seq: 0 }
+    pub fn new(interval: u32, record_bytes: usize, segment_bytes: usize) -> Batch {
+        Batch {
+            interval,
+            builder: RecordBuilder::new(record_bytes),
+            segment: Vec::with_capacity(segment_bytes),
+            segment_bytes,
+            objects: Vec::new(),
+            seq: 0,
+            prefix: "seg".into(),
+            bytes: 0,
+        }
     }
 
-    /// Writes the record being filled, if any.
+    /// Closes the record being filled; stores the segment once it is full.
+    pub fn next_record(&mut self, store: &dyn Store, written: &AtomicU64) -> Result<(), StoreError> {
+        if !self.builder.is_empty() {
+            let record = self.builder.finish(self.interval, self.seq);
+            self.segment.extend_from_slice(&record);
+        }
+        if self.segment.len() + self.builder.capacity() > self.segment_bytes {
+            self.store_segment(store, written)?;
+        }
+        Ok(())
+    }
+
+    /// Stores everything gathered so far.
     pub fn flush(&mut self, store: &dyn Store, written: &AtomicU64) -> Result<(), StoreError> {
-        if self.builder.is_empty() {
+        if !self.builder.is_empty() {
+            let record = self.builder.finish(self.interval, self.seq);
+            self.segment.extend_from_slice(&record);
+        }
+        self.store_segment(store, written)
+    }
+
+    fn store_segment(&mut self, store: &dyn Store, written: &AtomicU64) -> Result<(), StoreError> {
+        if self.segment.is_empty() {
             return Ok(());
         }
-        let bytes = self.builder.finish(self.interval, self.seq);
-        let name = format!("rec-{:010}-{:06}", self.interval, self.seq);
-        store.put(&name, &bytes)?;
-        written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let name = format!("{}-{:010}-{:06}", self.prefix, self.interval, self.seq);
+        store.put(&name, &self.segment)?;
+        written.fetch_add(self.segment.len() as u64, Ordering::Relaxed);
+        self.bytes += self.segment.len() as u64;
+        self.segment.clear();
         self.objects.push(name);
         self.seq += 1;
         Ok(())
@@ -104,7 +142,7 @@ pub fn add_page(
         return Ok(());
     }
     if !batch.builder.fits(lines_len(&region.geometry, page, bitmap)) {
-        batch.flush(params.store, params.written)?;
+        batch.next_record(params.store, params.written)?;
     }
     batch.builder.add(index as u32, &region.geometry, page as u32, bitmap, bytes);
     Ok(())

@@ -235,7 +235,7 @@ impl Engine {
         let result = crate::image::write(&*self.inner.store, interval, &regions, &self.inner.written);
         let result = result.and_then(|name| {
             let previous = self.inner.shared.lock().chain.clone();
-            let chain = Chain { interval, generation: 0, objects: vec![name] };
+            let chain = Chain { interval, generation: 0, objects: vec![name], bytes: 0 };
             commit::publish(&*self.inner.store, &chain, &regions, &previous, &self.inner.written)?;
             self.inner.shared.lock().chain = chain;
             Ok(())

@@ -34,7 +34,7 @@ pub fn checkpoint(inner: &Arc<Inner>) -> Result<u32, IncrError> {
             let _ = table.protect(page, 1);
         }
     }
-    let chain = Chain { interval, generation: 0, objects: vec![format!("img-{interval:010}")] };
+    let chain = Chain { interval, generation: 0, objects: vec![format!("img-{interval:010}")], bytes: 0 };
     // SAFETY: fork duplicates the process; the child only writes the image through the
     // store and leaves with _exit, never returning into the parent's code.
     let pid = unsafe { libc::fork() };

@@ -64,27 +64,31 @@ pub struct Config {
     pub consolidate: bool,
     /// Record size in bytes (default 16 KiB).
     pub record_bytes: usize,
+    /// Records are gathered into segments of this many bytes, one store object (and one
+    /// fsync on the SSD level) each, instead of one object per record (default 1 MiB).
+    pub segment_bytes: usize,
     /// Which tracker to try.
     pub tracker: TrackerChoice,
     /// Early/late: how often the writer looks for pages that turned cold.
     pub early_sweep: Duration,
-    /// Merge the increments of the chain backwards once it holds more objects than this
-    /// (0: never).
-    pub merge_after: usize,
+    /// Merge the increments of the chain backwards (garbage collection) once the chain holds
+    /// more than this many times the regions' bytes (0: never).
+    pub merge_ratio: f64,
     /// Deadline of every wait of the engine.
     pub timeout: Duration,
 }
 
 impl Config {
-    /// Defaults for `mode`: consolidation on, 16 KiB records, 2 ms sweeps, merge after 256.
+    /// Defaults for `mode`: consolidation on, 16 KiB records, 2 ms sweeps, merge at twice the regions' size.
     pub fn new(mode: Mode) -> Config {
         Config {
             mode,
             consolidate: true,
             record_bytes: RECORD_BYTES_DEFAULT,
+            segment_bytes: 1 << 20,
             tracker: TrackerChoice::Auto,
             early_sweep: Duration::from_millis(2),
-            merge_after: 256,
+            merge_ratio: 2.0,
             timeout: Duration::from_secs(60),
         }
     }

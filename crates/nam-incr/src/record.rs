@@ -79,6 +79,11 @@ impl RecordBuilder {
         RECORD_HEADER_BYTES + self.entries.len() * ENTRY_BYTES + self.data.len() + 4
     }
 
+    /// The record size limit.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Whether nothing was added.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -185,6 +190,38 @@ impl<'a> Record<'a> {
         }
         out
     }
+}
+
+/// Splits a segment (records back to back, each sealed with its own checksum) and decodes
+/// every record.
+pub fn decode_segment<'a>(name: &str, bytes: &'a [u8]) -> Result<Vec<Record<'a>>, StoreError> {
+    let mut records = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        let corrupt = |why: &str| StoreError::Corrupt { name: name.into(), why: format!("{why} at byte {pos}") };
+        if rest.len() < RECORD_HEADER_BYTES + 4 {
+            return Err(corrupt("truncated record"));
+        }
+        let count = u32::from_le_bytes(rest[12..16].try_into().unwrap()) as usize;
+        let entries_end = RECORD_HEADER_BYTES + count.checked_mul(ENTRY_BYTES).ok_or_else(|| corrupt("bad count"))?;
+        if rest.len() < entries_end + 4 {
+            return Err(corrupt("truncated record"));
+        }
+        let data_len: usize = (0..count)
+            .map(|i| {
+                u32::from_le_bytes(rest[RECORD_HEADER_BYTES + i * ENTRY_BYTES + 20..][..4].try_into().unwrap()) as usize
+            })
+            .sum();
+        let total = entries_end + data_len + 4;
+        if rest.len() < total {
+            return Err(corrupt("truncated record"));
+        }
+        let body = format::unseal(name, &rest[..total])?;
+        records.push(Record::decode(name, body)?);
+        pos += total;
+    }
+    Ok(records)
 }
 
 impl RecordBuilder {

@@ -4,7 +4,7 @@
 use crate::error::{IncrError, StoreError};
 use crate::format::{self, decode_head, Commit, HEAD, IMAGE_MAGIC, RECORD_MAGIC};
 use crate::geometry::Geometry;
-use crate::record::Record;
+use crate::record::decode_segment;
 use crate::store::Store;
 
 /// How far below the head restart looks for an older complete checkpoint.
@@ -73,22 +73,23 @@ fn load(store: &dyn Store, name: &str) -> Result<Option<Restored>, StoreError> {
     let mut regions: Vec<Vec<u8>> = commit.regions.iter().map(|r| vec![0u8; r.len]).collect();
     for object in &commit.objects {
         let bytes = store.get(object)?;
-        let body = format::unseal(object, &bytes)?;
-        match &body[..4] {
-            m if m == IMAGE_MAGIC => apply_image(object, body, &mut regions)?,
+        match bytes.get(..4).unwrap_or_default() {
+            m if m == IMAGE_MAGIC => apply_image(object, format::unseal(object, &bytes)?, &mut regions)?,
             m if m == RECORD_MAGIC => {
-                let record = Record::decode(object, body)?;
-                for entry in &record.entries {
-                    let corrupt =
-                        || StoreError::Corrupt { name: object.clone(), why: "entry outside the regions".into() };
-                    let shape = commit.regions.get(entry.region as usize).ok_or_else(corrupt)?;
-                    let geometry = Geometry { lead: shape.lead, len: shape.len };
-                    if entry.page as usize >= geometry.pages()
-                        || crate::record::lines_len(&geometry, entry.page as usize, entry.bitmap) != entry.len as usize
-                    {
-                        return Err(corrupt());
+                for record in decode_segment(object, &bytes)? {
+                    for entry in &record.entries {
+                        let corrupt =
+                            || StoreError::Corrupt { name: object.clone(), why: "entry outside the regions".into() };
+                        let shape = commit.regions.get(entry.region as usize).ok_or_else(corrupt)?;
+                        let geometry = Geometry { lead: shape.lead, len: shape.len };
+                        if entry.page as usize >= geometry.pages()
+                            || crate::record::lines_len(&geometry, entry.page as usize, entry.bitmap)
+                                != entry.len as usize
+                        {
+                            return Err(corrupt());
+                        }
+                        record.apply(entry, &geometry, u64::MAX, &mut regions[entry.region as usize]);
                     }
-                    record.apply(entry, &geometry, u64::MAX, &mut regions[entry.region as usize]);
                 }
             }
             _ => return Err(StoreError::Corrupt { name: object.clone(), why: "unknown object kind".into() }),

@@ -56,7 +56,8 @@ pub fn run(inner: &Arc<Inner>) {
 /// Persists `work` (after the early copies in `early`) and commits it.
 pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result<(), IncrError> {
     let regions = inner.regions.read().clone();
-    let mut batch = early.unwrap_or_else(|| Batch::new(work.interval, inner.config.record_bytes));
+    let mut batch =
+        early.unwrap_or_else(|| Batch::new(work.interval, inner.config.record_bytes, inner.config.segment_bytes));
     let params = CopyParams {
         store: &*inner.store,
         written: &inner.written,
@@ -89,9 +90,10 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         }
         batch.flush(&*inner.store, &inner.written)?;
         let previous = inner.shared.lock().chain.clone();
-        let mut objects = if work.full { Vec::new() } else { previous.objects.clone() };
+        let (mut objects, before) =
+            if work.full { (Vec::new(), 0) } else { (previous.objects.clone(), previous.bytes) };
         objects.append(&mut batch.objects);
-        let chain = Chain { interval: work.interval, generation: 0, objects };
+        let chain = Chain { interval: work.interval, generation: 0, objects, bytes: before + batch.bytes };
         commit::publish(&*inner.store, &chain, &regions, &previous, &inner.written)?;
         let chain = crate::merge::maybe_merge(inner, chain, &regions)?;
         inner.shared.lock().chain = chain;
@@ -158,7 +160,9 @@ pub fn finish(inner: &Inner, interval: u32, result: Result<(), IncrError>) -> Re
 /// and copied now; dirty pages go on probation (write-protected).
 fn early_sweep(inner: &Inner, open: u32, batch: Option<Batch>) -> Option<Batch> {
     let regions = inner.regions.read().clone();
-    let mut batch = batch.filter(|b| b.interval == open).unwrap_or_else(|| Batch::new(open, inner.config.record_bytes));
+    let mut batch = batch
+        .filter(|b| b.interval == open)
+        .unwrap_or_else(|| Batch::new(open, inner.config.record_bytes, inner.config.segment_bytes));
     let params = CopyParams {
         store: &*inner.store,
         written: &inner.written,

@@ -92,8 +92,11 @@ fn fill(bytes: &mut [u8], seed: u8) {
     }
 }
 
+/// One 16 KiB record per stored segment, so a slow store gives a long background copy.
 fn engine(mode: Mode, store: Arc<dyn Store>, map: &Mapping) -> Engine {
-    let engine = Engine::new(Config::new(mode), store).unwrap();
+    let mut config = Config::new(mode);
+    config.segment_bytes = 16 * 1024;
+    let engine = Engine::new(config, store).unwrap();
     // SAFETY: the mapping outlives the engine in every test (or is unmapped on purpose).
     unsafe { engine.protect(map.0, map.1).unwrap() };
     engine
@@ -236,7 +239,7 @@ fn kill_during_background_copy_restarts_from_the_last_complete_version() {
     fill(&mut expected, 1);
     assert_eq!(back.interval, 1);
     assert!(back.regions[0] == expected);
-    assert!(store.exists("rec-0000000002-000000").unwrap(), "the kill did not land during interval 2's copy");
+    assert!(store.exists("seg-0000000002-000000").unwrap(), "the kill did not land during interval 2's copy");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -51,7 +51,8 @@ fn run(mode: Mode, consolidate: bool, store: Arc<dyn Store>, tracker: TrackerCho
     let mut config = Config::new(mode);
     config.consolidate = consolidate;
     config.tracker = tracker;
-    config.merge_after = 6;
+    config.merge_ratio = 1.3;
+    config.segment_bytes = 64 * 1024;
     let mut map = Mapping::new(40 * 4096);
     let engine = Engine::new(config, store.clone()).unwrap();
     let (a_off, a_len, b_off, b_len) = (100, 9 * 4096 + 77, 12 * 4096 + 3, 20 * 4096 + 1000);
