@@ -15,6 +15,41 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Closes `region`'s interval: dirty pages (every page when `full`) become `PENDING`, tagged
+/// `interval`, and are write-protected, one system call per run of adjacent pages. Edge pages
+/// are read now instead.
+fn close_region(
+    index: usize,
+    region: &Region,
+    interval: u32,
+    full: bool,
+    pages: &mut Vec<(usize, usize)>,
+    snapshots: &mut Vec<(usize, usize, Vec<u8>)>,
+) -> std::io::Result<()> {
+    let table = region.table.expect("incremental modes track writes");
+    let mut run: Option<(usize, usize)> = None;
+    for page in 0..=table.pages {
+        let taken = page < table.pages && !region.is_edge(page) && {
+            let from = [DIRTY, PROBATION].into_iter().chain(full.then_some(CLEAN));
+            from.into_iter().any(|s| table.transition(page, s, PENDING))
+        };
+        if taken {
+            table.tags[page].store(interval, Ordering::Release);
+            pages.push((index, page));
+            run = Some(run.map_or((page, 1), |(first, n)| (first, n + 1)));
+        } else if let Some((first, n)) = run.take() {
+            table.protect(first, n)?;
+        }
+        if page < table.pages && region.is_edge(page) {
+            let range = region.geometry.page_range(page);
+            let mut bytes = vec![0u8; range.len()];
+            region.read(range.start, &mut bytes)?;
+            snapshots.push((index, page, bytes));
+        }
+    }
+    Ok(())
+}
+
 /// Counters of an engine, for benchmarks and reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -259,33 +294,10 @@ impl Engine {
         let mut pages = Vec::new();
         let mut snapshots = Vec::new();
         for (index, region) in regions.iter().enumerate().filter(|(_, r)| !r.is_removed()) {
-            let table = region.table.expect("incremental modes track writes");
-            let mut protect_error = None;
-            for page in 0..table.pages {
-                if region.is_edge(page) {
-                    let range = region.geometry.page_range(page);
-                    let mut bytes = vec![0u8; range.len()];
-                    region.read(range.start, &mut bytes).map_err(|source| IncrError::RegionUnreadable {
-                        region: index,
-                        offset: range.start,
-                        source,
-                    })?;
-                    snapshots.push((index, page, bytes));
-                    continue;
-                }
-                let taken = [DIRTY, PROBATION].into_iter().chain(full.then_some(CLEAN));
-                if taken.into_iter().any(|s| table.transition(page, s, PENDING)) {
-                    table.tags[page].store(interval, Ordering::Release);
-                    if let Err(e) = table.protect(page, 1) {
-                        protect_error = Some(e);
-                    }
-                    pages.push((index, page));
-                }
-            }
-            if let Some(source) = protect_error {
+            close_region(index, region, interval, full, &mut pages, &mut snapshots).map_err(|source| {
                 let tracker = self.tracker().unwrap_or(TrackerKind::Mprotect);
-                return Err(IncrError::Track { start: region.addr, len: region.geometry.len, tracker, source });
-            }
+                IncrError::Track { start: region.addr, len: region.geometry.len, tracker, source }
+            })?;
         }
         if full {
             // A fresh chain re-learns every line's hash.

@@ -79,7 +79,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults for `mode`: consolidation on, 16 KiB records, 2 ms sweeps, merge at twice the regions' size.
+    /// Defaults for `mode`: consolidation on, 16 KiB records, 10 ms sweeps, merge at four times the regions' size.
     pub fn new(mode: Mode) -> Config {
         Config {
             mode,
@@ -87,8 +87,8 @@ impl Config {
             record_bytes: RECORD_BYTES_DEFAULT,
             segment_bytes: 1 << 20,
             tracker: TrackerChoice::Auto,
-            early_sweep: Duration::from_millis(2),
-            merge_ratio: 2.0,
+            early_sweep: Duration::from_millis(10),
+            merge_ratio: 4.0,
             timeout: Duration::from_secs(60),
         }
     }

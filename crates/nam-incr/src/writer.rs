@@ -171,9 +171,10 @@ fn early_sweep(inner: &Inner, open: u32, batch: Option<Batch>) -> Option<Batch> 
     };
     for (index, region) in regions.iter().enumerate().filter(|(_, r)| !r.is_removed()) {
         let Some(table) = region.table else { continue };
+        let mut run: Option<(usize, usize)> = None;
         for page in (0..table.pages).filter(|&p| !region.is_edge(p)) {
             if inner.shared.lock().interval != open {
-                return Some(batch);
+                break;
             }
             if table.transition(page, PROBATION, COPYING) {
                 if let Err(e) = copy_page(&params, index, region, page, &mut batch) {
@@ -182,8 +183,18 @@ fn early_sweep(inner: &Inner, open: u32, batch: Option<Batch>) -> Option<Batch> 
                     return None;
                 }
             } else if table.transition(page, DIRTY, PROBATION) {
-                let _ = table.protect(page, 1);
+                run = Some(match run {
+                    Some((first, n)) if first + n == page => (first, n + 1),
+                    Some((first, n)) => {
+                        let _ = table.protect(first, n);
+                        (page, 1)
+                    }
+                    None => (page, 1),
+                });
             }
+        }
+        if let Some((first, n)) = run {
+            let _ = table.protect(first, n);
         }
     }
     Some(batch)
