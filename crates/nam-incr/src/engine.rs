@@ -114,6 +114,12 @@ impl Engine {
                 why: "a forked child cannot use the parent's UCX connection",
             });
         }
+        if !config.fault_around_pages.is_power_of_two() {
+            return Err(IncrError::InvalidConfig("fault_around_pages must be a power of two"));
+        }
+        if config.record_bytes < crate::record::RECORD_BYTES_MIN || config.segment_bytes < config.record_bytes {
+            return Err(IncrError::InvalidConfig("record_bytes must hold a whole page and segment_bytes a record"));
+        }
         let tracker = config.mode.tracks().then(|| Tracker::start(config.tracker));
         let shared = Shared {
             interval: 1,
@@ -183,7 +189,10 @@ impl Engine {
             Some(tracker) => {
                 let track_error = |source| IncrError::Track { start: addr, len, tracker: tracker.kind(), source };
                 tracker.register(start, span).map_err(track_error)?;
-                let table = PageTable::new(start, geometry.pages(), tracker.uffd(), DIRTY);
+                // Fork mode counts duplicated pages from faults, so it tracks page by page.
+                let around =
+                    if self.inner.config.mode == Mode::Fork { 1 } else { self.inner.config.fault_around_pages };
+                let table = PageTable::new(start, geometry.pages(), tracker.uffd(), DIRTY, around);
                 match pages::publish(table) {
                     Some(t) => Some(t),
                     None => {

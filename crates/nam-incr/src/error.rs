@@ -40,6 +40,9 @@ pub enum StoreError {
 /// An incremental-checkpoint operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum IncrError {
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(&'static str),
     /// The region is empty.
     #[error("region of 0 bytes cannot be protected")]
     EmptyRegion,

@@ -67,6 +67,9 @@ pub struct Config {
     /// Records are gathered into segments of this many bytes, one store object (and one
     /// fsync on the SSD level) each, instead of one object per record (default 1 MiB).
     pub segment_bytes: usize,
+    /// A write fault releases this many neighbouring clean pages at once (a power of two;
+    /// 1 = page by page): fewer faults for dense writes, a little more hashing for sparse ones.
+    pub fault_around_pages: usize,
     /// Which tracker to try.
     pub tracker: TrackerChoice,
     /// Early/late: how often the writer looks for pages that turned cold.
@@ -86,6 +89,7 @@ impl Config {
             consolidate: true,
             record_bytes: RECORD_BYTES_DEFAULT,
             segment_bytes: 1 << 20,
+            fault_around_pages: 16,
             tracker: TrackerChoice::Auto,
             early_sweep: Duration::from_millis(10),
             merge_ratio: 4.0,

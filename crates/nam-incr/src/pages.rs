@@ -53,11 +53,14 @@ pub struct PageTable {
     pub stall_ns: AtomicU64,
     /// A write gave up waiting: the interval in flight must not be committed.
     pub broken: AtomicBool,
+    /// Pages per fault-around group (a power of two; 1 = none).
+    pub fault_around: usize,
 }
 
 impl PageTable {
     /// A table for `pages` pages from `base`, every page `state`.
-    pub fn new(base: usize, pages: usize, uffd: i32, state: u8) -> PageTable {
+    pub fn new(base: usize, pages: usize, uffd: i32, state: u8, fault_around: usize) -> PageTable {
+        assert!(fault_around.is_power_of_two());
         PageTable {
             base,
             pages,
@@ -69,6 +72,7 @@ impl PageTable {
             faults: AtomicU64::new(0),
             stall_ns: AtomicU64::new(0),
             broken: AtomicBool::new(false),
+            fault_around,
         }
     }
 
@@ -160,6 +164,28 @@ pub fn on_write_fault(table: &PageTable, addr: usize) {
     }
     // A failure here leaves the page protected; the write faults again and retries.
     let _ = table.unprotect(page, 1);
+    fault_around(table, page);
+}
+
+/// Releases the clean neighbours of `page` in its fault-around group too: a sweep or a stream
+/// then takes one fault per group instead of one per page. They count as dirty, and the
+/// line-level comparison at the next copy drops what did not change. Pages waiting for the
+/// writer or on probation are left alone.
+fn fault_around(table: &PageTable, page: usize) {
+    let group = table.fault_around;
+    let first = page & !(group - 1);
+    let mut run_start = None;
+    for p in first..(first + group).min(table.pages) + 1 {
+        let released = p < table.pages && p < first + group && p != page && table.transition(p, CLEAN, DIRTY);
+        match (released, run_start) {
+            (true, None) => run_start = Some(p),
+            (false, Some(s)) => {
+                let _ = table.unprotect(s, p - s);
+                run_start = None;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Most regions one process can protect at a time.

@@ -11,6 +11,9 @@ use crate::geometry::{Geometry, LINES_PER_PAGE};
 /// Default record size: the seed's 16 KiB flash page.
 pub const RECORD_BYTES_DEFAULT: usize = 16 * 1024;
 
+/// Smallest record: its header, one page header, one whole page and the checksum.
+pub const RECORD_BYTES_MIN: usize = RECORD_HEADER_BYTES + ENTRY_BYTES + crate::geometry::PAGE_BYTES + 4;
+
 /// 64-bit hash of one line (multiply-rotate mixing of its 8-byte words).
 pub fn line_hash(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -70,7 +73,7 @@ pub struct RecordBuilder {
 impl RecordBuilder {
     /// An empty record of at most `capacity` bytes.
     pub fn new(capacity: usize) -> RecordBuilder {
-        assert!(capacity >= RECORD_HEADER_BYTES + ENTRY_BYTES + crate::geometry::PAGE_BYTES + 4);
+        assert!(capacity >= RECORD_BYTES_MIN, "checked by Engine::new");
         RecordBuilder { capacity, entries: Vec::new(), data: Vec::with_capacity(capacity) }
     }
 

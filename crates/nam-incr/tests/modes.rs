@@ -117,3 +117,54 @@ fn every_mode_works_with_the_mprotect_tracker() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+#[test]
+fn bad_configuration_and_regions_get_typed_errors() {
+    let dir = temp("config");
+    let store: Arc<dyn Store> = Arc::new(DirStore::ram(&dir).unwrap());
+    let mut config = Config::new(Mode::EarlyLate);
+    config.fault_around_pages = 3;
+    assert!(matches!(Engine::new(config, store.clone()), Err(nam_incr::IncrError::InvalidConfig(_))));
+    let mut config = Config::new(Mode::EarlyLate);
+    config.record_bytes = 1000;
+    assert!(matches!(Engine::new(config, store.clone()), Err(nam_incr::IncrError::InvalidConfig(_))));
+    let engine = Engine::new(Config::new(Mode::Incremental), store.clone()).unwrap();
+    let mut map = Mapping::new(4 * 4096);
+    // SAFETY: inside `map`, which outlives the engine.
+    unsafe {
+        assert!(matches!(engine.protect(map.ptr, 0), Err(nam_incr::IncrError::EmptyRegion)));
+        engine.protect(map.ptr.add(10), 4096).unwrap();
+        assert!(matches!(engine.protect(map.ptr.add(4096), 10), Err(nam_incr::IncrError::Overlap { .. })));
+    }
+    assert!(matches!(engine.unprotect(7), Err(nam_incr::IncrError::UnknownRegion(7))));
+    map.bytes()[10] = 1;
+    drop(engine);
+    assert!(matches!(restore(&*store), Err(nam_incr::IncrError::NothingToRestore { .. })));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn merging_backwards_keeps_restart_byte_exact_and_shrinks_the_chain() {
+    let dir = temp("merge");
+    let store = Arc::new(DirStore::ram(&dir).unwrap());
+    let mut config = Config::new(Mode::Incremental);
+    config.merge_ratio = 1.5;
+    config.segment_bytes = 16 * 1024;
+    let engine = Engine::new(config, store.clone()).unwrap();
+    let mut map = Mapping::new(16 * 4096);
+    // SAFETY: `map` outlives the engine.
+    unsafe { engine.protect(map.ptr, map.len).unwrap() };
+    for interval in 0..12u8 {
+        // Dense rewrites: without merging the chain would grow by a region per interval.
+        map.bytes().iter_mut().enumerate().for_each(|(i, b)| *b = (i as u8) ^ interval);
+        engine.checkpoint().unwrap();
+        assert!(restore(&*store).unwrap().regions[0] == map.bytes().to_vec());
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().any(|n| n.starts_with("mrg")), "no merged objects: {names:?}");
+    let stored: u64 = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(stored < 3 * map.len as u64, "{stored} bytes stored for a {} byte region", map.len);
+    drop(engine);
+    std::fs::remove_dir_all(dir).unwrap();
+}
