@@ -376,7 +376,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        let _ = self.wait_idle();
+        drop(self.wait_idle());
         self.inner.shared.lock().stop = true;
         self.inner.cv.notify_all();
         if let Some(w) = self.writer.take() {

@@ -19,7 +19,7 @@ pub enum StoreError {
         /// Operation and object.
         what: String,
         /// The client's error.
-        source: nam_client::Error,
+        source: Box<nam_client::Error>,
     },
     /// No object of that name.
     #[error("checkpoint object {name} not found")]
@@ -96,7 +96,7 @@ pub enum IncrError {
         /// The last complete checkpoint.
         previous: Option<u32>,
         /// Why.
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// A write gave up waiting for its page, so the interval in flight was abandoned.
     #[error("checkpoint {0} abandoned: a write waited longer than the page wait limit")]

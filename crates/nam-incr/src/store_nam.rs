@@ -27,7 +27,7 @@ impl NamStore {
 }
 
 fn client_error(what: &str, name: &str, source: ClientError) -> StoreError {
-    StoreError::Server { what: format!("{what} {name}"), source }
+    StoreError::Server { what: format!("{what} {name}"), source: Box::new(source) }
 }
 
 fn is_not_found(e: &ClientError) -> bool {

@@ -145,7 +145,7 @@ pub fn finish(inner: &Inner, interval: u32, result: Result<(), IncrError>) -> Re
     let previous = shared.chain.committed();
     log::error!("checkpoint {interval} failed ({error}); checkpoint {previous:?} stays the restart point");
     let error = match error {
-        IncrError::Store(source) => IncrError::CheckpointFailed { interval, previous, source },
+        IncrError::Store(source) => IncrError::CheckpointFailed { interval, previous, source: Box::new(source) },
         other => other,
     };
     if inner.config.mode.incremental() && inner.config.mode != Mode::Incremental {

@@ -67,7 +67,7 @@ impl Mapping {
         assert_ne!(p, libc::MAP_FAILED);
         Mapping(p as *mut u8, len)
     }
-    fn bytes(&self) -> &mut [u8] {
+    fn bytes(&mut self) -> &mut [u8] {
         // SAFETY: our mapping, alive until drop (tests do not keep two slices at once).
         unsafe { std::slice::from_raw_parts_mut(self.0, self.1) }
     }
@@ -106,7 +106,7 @@ fn engine(mode: Mode, store: Arc<dyn Store>, map: &Mapping) -> Engine {
 fn restart_from_an_interval_whose_late_copy_was_running() {
     let dir = temp("late");
     let store = SlowStore::new(&dir, 15);
-    let map = Mapping::new(PAGES * 4096);
+    let mut map = Mapping::new(PAGES * 4096);
     let engine = engine(Mode::EarlyLate, store.clone(), &map);
     fill(map.bytes(), 1);
     assert_eq!(engine.checkpoint().unwrap(), 1);
@@ -130,7 +130,7 @@ fn target_failing_mid_copy_keeps_the_previous_checkpoint_and_reports_at_the_next
     for mode in [Mode::PartiallyNonBlocking, Mode::EarlyLate, Mode::Incremental] {
         let dir = temp(&format!("fail-{}", mode.name()));
         let store = SlowStore::new(&dir, 0);
-        let map = Mapping::new(PAGES * 4096);
+        let mut map = Mapping::new(PAGES * 4096);
         let engine = engine(mode, store.clone(), &map);
         fill(map.bytes(), 1);
         engine.checkpoint().unwrap();
@@ -163,7 +163,7 @@ fn target_failing_mid_copy_keeps_the_previous_checkpoint_and_reports_at_the_next
 fn region_unprotected_during_a_copy_is_an_error_not_a_crash() {
     let dir = temp("unprotect");
     let store = SlowStore::new(&dir, 10);
-    let map = Mapping::new(PAGES * 4096);
+    let mut map = Mapping::new(PAGES * 4096);
     let engine = engine(Mode::PartiallyNonBlocking, store.clone(), &map);
     fill(map.bytes(), 1);
     engine.checkpoint().unwrap();
@@ -207,7 +207,7 @@ fn region_unmapped_during_a_copy_is_an_error_not_a_crash() {
 fn kill_child_body() {
     let Ok(dir) = std::env::var("NAM_INCR_KILL_DIR") else { return };
     let store = SlowStore::new(std::path::Path::new(&dir), 20);
-    let map = Mapping::new(PAGES * 4096);
+    let mut map = Mapping::new(PAGES * 4096);
     let engine = engine(Mode::EarlyLate, store, &map);
     fill(map.bytes(), 1);
     engine.checkpoint().unwrap();
@@ -252,7 +252,7 @@ fn eperm_child_body() {
     assert_eq!(unsafe { libc::setgid(65534) }, 0);
     assert_eq!(unsafe { libc::setuid(65534) }, 0);
     let store: Arc<dyn Store> = Arc::new(DirStore::ram(&dir).unwrap());
-    let map = Mapping::new(PAGES * 4096);
+    let mut map = Mapping::new(PAGES * 4096);
     let engine = engine(Mode::PartiallyNonBlocking, store.clone(), &map);
     assert_eq!(engine.tracker(), Some(TrackerKind::Mprotect));
     let reason = engine.tracker_fallback().unwrap().to_string();
