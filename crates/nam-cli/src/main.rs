@@ -2,6 +2,9 @@
 
 mod bench;
 mod child;
+mod ckpt_app;
+mod ckpt_bench;
+mod ckpt_check;
 mod ckpt_incr_bench;
 mod demo;
 mod ecc_sim;
@@ -35,6 +38,12 @@ enum Command {
     EccSim(ecc_sim::EccSimArgs),
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
+    /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
+    /// Compare checkpoint redundancy schemes under mpirun: NAM-XOR, partner, XOR on nodes.
+    #[command(name = "ckpt-bench")]
+    CkptBench(ckpt_bench::CkptBenchArgs),
+    #[command(name = "ckpt-check")]
+    CkptCheck(ckpt_check::CkptCheckArgs),
     /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
     #[command(name = "ckpt-incr-bench")]
     CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
@@ -50,6 +59,8 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::CkptBench(args) => ckpt_bench::run(args),
+        Command::CkptCheck(args) => ckpt_check::run(args),
         Command::CkptIncrBench(args) => ckpt_incr_bench::run(args),
     }
 }
