@@ -26,7 +26,17 @@ pub fn run(inner: &Arc<Inner>) {
                 let interval = work.interval;
                 let batch = early.take().filter(|b| b.interval == interval && !work.full);
                 let result = write_interval(inner, work, batch);
+                let failed = result.is_err();
                 let _ = finish(inner, interval, result);
+                if failed {
+                    // Later intervals build on the one that failed: drop them too (their pages
+                    // become plain dirty; the next checkpoint rewrites everything).
+                    let dropped: Vec<Work> = inner.shared.lock().queue.drain(..).collect();
+                    let regions = inner.regions.read().clone();
+                    for work in dropped {
+                        release(&regions, &work.pages);
+                    }
+                }
                 inner.shared.lock().busy = false;
                 inner.cv.notify_all();
             }
