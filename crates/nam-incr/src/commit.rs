@@ -55,6 +55,7 @@ pub fn publish(
         regions: shapes(regions),
         objects: chain.objects.clone(),
     };
+    store.sync_names()?;
     put(store, &Commit::name(chain.interval, chain.generation), &commit.encode(), written)?;
     put(store, HEAD, &encode_head(chain.interval, chain.generation), written)?;
     if previous.committed().is_some() {

@@ -35,7 +35,7 @@ impl Batch {
         Batch {
             interval,
             builder: RecordBuilder::new(record_bytes),
-            segment: Vec::with_capacity(segment_bytes),
+            segment: Vec::new(),
             segment_bytes,
             objects: Vec::new(),
             seq: 0,

@@ -357,8 +357,12 @@ impl Engine {
         let tables = regions.iter().filter_map(|r| r.table);
         let (faults, fault_stall) = tables
             .fold((0, 0), |(f, s), t| (f + t.faults.load(Ordering::Relaxed), s + t.stall_ns.load(Ordering::Relaxed)));
+        let region_bytes: usize = regions.iter().map(|r| r.geometry.len).sum();
         let metadata: usize = if self.inner.config.mode.incremental() {
-            regions.iter().map(|r| r.metadata_bytes()).sum::<usize>() + 2 * self.inner.config.record_bytes
+            // Line hashes and page states, plus at most two batches (the early one and the
+            // late one), each a record and a segment buffer (which grows only as filled).
+            let buffers = self.inner.config.record_bytes + self.inner.config.segment_bytes.min(region_bytes);
+            regions.iter().map(|r| r.metadata_bytes()).sum::<usize>() + 2 * buffers
         } else if self.inner.config.mode == Mode::Fork {
             regions.iter().map(|r| r.geometry.pages() * 6).sum()
         } else {

@@ -65,7 +65,7 @@ pub struct Config {
     /// Record size in bytes (default 16 KiB).
     pub record_bytes: usize,
     /// Records are gathered into segments of this many bytes, one store object (and one
-    /// fsync on the SSD level) each, instead of one object per record (default 1 MiB).
+    /// fsync on the SSD level) each, instead of one object per record (default 4 MiB).
     pub segment_bytes: usize,
     /// A write fault releases this many neighbouring clean pages at once (a power of two;
     /// 1 = page by page): fewer faults for dense writes, a little more hashing for sparse ones.
@@ -88,7 +88,7 @@ impl Config {
             mode,
             consolidate: true,
             record_bytes: RECORD_BYTES_DEFAULT,
-            segment_bytes: 1 << 20,
+            segment_bytes: 4 << 20,
             fault_around_pages: 16,
             tracker: TrackerChoice::Auto,
             early_sweep: Duration::from_millis(10),

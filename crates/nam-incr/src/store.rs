@@ -22,6 +22,12 @@ pub trait Store: Send + Sync {
     fn get(&self, name: &str) -> Result<Vec<u8>, StoreError>;
     /// Deletes `name` (no error when absent).
     fn remove(&self, name: &str) -> Result<(), StoreError>;
+    /// Makes the names of every object stored so far durable (a directory fsync on the SSD
+    /// level). Called before a commit is written, so a durable commit never names an object
+    /// whose name could be lost; object data is durable when `put` returns.
+    fn sync_names(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Whether `name` exists.
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         match self.get(name) {
@@ -82,6 +88,15 @@ impl Store for DirStore {
         }
         drop(file);
         std::fs::rename(&tmp, &path).map_err(|e| io_error("rename", &path, e))?;
+        // Data segments leave the directory fsync to `sync_names`, once per commit; commits,
+        // the head and images are durable by name at once.
+        if self.sync && !name.starts_with("seg") && !name.starts_with("mrg") {
+            self.sync_names()?;
+        }
+        Ok(())
+    }
+
+    fn sync_names(&self) -> Result<(), StoreError> {
         if self.sync {
             let dir = std::fs::File::open(&self.dir).map_err(|e| io_error("open", &self.dir, e))?;
             dir.sync_all().map_err(|e| io_error("fsync", &self.dir, e))?;
