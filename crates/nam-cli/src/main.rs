@@ -5,6 +5,7 @@ mod child;
 mod ckpt_app;
 mod ckpt_bench;
 mod ckpt_check;
+mod ckpt_incr_bench;
 mod demo;
 mod ecc_sim;
 mod plot;
@@ -43,6 +44,9 @@ enum Command {
     CkptBench(ckpt_bench::CkptBenchArgs),
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
+    /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
+    #[command(name = "ckpt-incr-bench")]
+    CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,5 +61,6 @@ fn main() -> anyhow::Result<()> {
         Command::Sim(args) => sim::run(args),
         Command::CkptBench(args) => ckpt_bench::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
+        Command::CkptIncrBench(args) => ckpt_incr_bench::run(args),
     }
 }
