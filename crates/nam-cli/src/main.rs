@@ -4,6 +4,7 @@ mod bench;
 mod child;
 mod demo;
 mod ecc_sim;
+mod farmem_bench;
 mod plot;
 mod serve;
 mod sim;
@@ -34,6 +35,9 @@ enum Command {
     EccSim(ecc_sim::EccSimArgs),
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
+    /// Far memory against local memory: pointer chase, SAXPY, friends-of-friends, page faults.
+    #[command(name = "farmem-bench")]
+    FarmemBench(farmem_bench::FarmemBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +50,6 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::FarmemBench(args) => farmem_bench::run(args),
     }
 }

@@ -197,6 +197,19 @@ impl PagedRegion {
     }
 }
 
+impl PagedRegion {
+    /// Writes every dirty page back and drops every page from local memory: the next
+    /// access to any page fetches it from the servers.
+    pub fn evict_all(&self) -> Result<()> {
+        let mut pages = self.shared.state.lock();
+        while let Some(&page) = pages.resident.last() {
+            self.shared.evict(&mut pages, page)?;
+        }
+        drop(pages);
+        self.shared.span.flush()
+    }
+}
+
 impl Drop for PagedRegion {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
