@@ -28,6 +28,8 @@ use std::sync::Arc;
 
 /// Page size of the pager.
 pub const PAGE_BYTES: u64 = 4096;
+/// Most pages one eviction drops at once.
+pub const EVICT_RUN_MAX: u64 = 16;
 
 /// Configuration of a [`PagedRegion`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,13 +252,24 @@ impl Shared {
         let mut pages = self.state.lock();
         let state = pages.state[page as usize];
         if fault.flags & FAULT_WP != 0 {
-            if state == CLEAN {
-                pages.state[page as usize] = DIRTY;
-                pages.stats.write_faults += 1;
-                return self.uffd.write_protect(addr, PAGE_BYTES, false);
+            if state != CLEAN {
+                self.uffd.wake(addr, PAGE_BYTES); // evicted or already dirty: retry the access
+                return Ok(());
             }
-            self.uffd.wake(addr, PAGE_BYTES); // evicted or already dirty: retry the access
-            return Ok(());
+            // A writer moving sequentially (the page before is dirty) will write the clean
+            // pages after this one too: lift their protection with the same call.
+            let mut end = page + 1;
+            if page > 0 && pages.state[page as usize - 1] == DIRTY {
+                let limit = (page + pages.prefetcher.config().depth as u64).min(self.pages);
+                while end < limit && pages.state[end as usize] == CLEAN {
+                    end += 1;
+                }
+            }
+            for p in page..end {
+                pages.state[p as usize] = DIRTY;
+            }
+            pages.stats.write_faults += 1;
+            return self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false);
         }
         if state != MISSING {
             self.uffd.wake(addr, PAGE_BYTES); // installed by a prefetch meanwhile
@@ -264,79 +277,124 @@ impl Shared {
         }
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
-        self.make_room(&mut pages, 1)?;
-        let ahead = pages.prefetcher.on_miss(page, self.pages);
-        let wanted: Vec<u64> =
-            std::iter::once(page).chain(ahead.filter(|&p| pages.state[p as usize] == MISSING)).collect();
-        let wanted = &wanted[..wanted.len().min(self.budget_pages)];
         let mut bounce = std::mem::take(&mut pages.bounce);
-        let result = self.fetch(&mut pages, wanted, &mut bounce, fault.flags & FAULT_WRITE != 0);
+        let write = fault.flags & FAULT_WRITE != 0;
+        let result = self.fetch_install(&mut pages, page, 1, &mut bounce, write);
+        let ahead = pages.prefetcher.on_miss(page, self.pages);
+        let result = result.and_then(|()| self.prefetch(&mut pages, ahead, &mut bounce));
         pages.bounce = bounce;
         result
     }
 
-    /// Fetches `wanted` (the faulting page first) and installs them; prefetched pages only
-    /// where the budget has room.
-    fn fetch(&self, pages: &mut Pages, wanted: &[u64], bounce: &mut [u8], write: bool) -> Result<()> {
-        let n = PAGE_BYTES as usize;
-        {
-            let mut requests: Vec<(u64, &mut [u8])> =
-                wanted.iter().map(|&p| p * PAGE_BYTES).zip(bounce.chunks_mut(n)).collect();
-            self.span.read_many(&mut requests)?;
-        }
-        for (i, &p) in wanted.iter().enumerate() {
-            if i > 0 {
-                if self.make_room(pages, 1).is_err() {
-                    break;
-                }
-                pages.stats.prefetches += 1;
-            }
-            let dirty = i == 0 && write;
-            let src = bounce[i * n..].as_ptr();
-            if self.uffd.copy(self.base + p * PAGE_BYTES, src, PAGE_BYTES, !dirty, true)? {
+    /// Fetches the contiguous missing pages `first..first + count` and installs them with
+    /// one copy, read-only unless `dirty`.
+    fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, bounce: &mut [u8], dirty: bool) -> Result<()> {
+        let bytes = count * PAGE_BYTES as usize;
+        self.make_room(pages, count)?;
+        self.span.read(first * PAGE_BYTES, &mut bounce[..bytes])?;
+        let dst = self.base + first * PAGE_BYTES;
+        if self.uffd.copy(dst, bounce.as_ptr(), bytes as u64, !dirty, true)? {
+            for p in first..first + count as u64 {
                 pages.state[p as usize] = if dirty { DIRTY } else { CLEAN };
                 pages.position[p as usize] = pages.resident.len() as u32;
                 pages.resident.push(p as u32);
+            }
+        } else {
+            // Some page of the run was already there: install one by one.
+            for (i, p) in (first..first + count as u64).enumerate() {
+                if pages.state[p as usize] == MISSING {
+                    let src = bounce[i * PAGE_BYTES as usize..].as_ptr();
+                    if self.uffd.copy(self.base + p * PAGE_BYTES, src, PAGE_BYTES, !dirty, true)? {
+                        pages.state[p as usize] = if dirty { DIRTY } else { CLEAN };
+                        pages.position[p as usize] = pages.resident.len() as u32;
+                        pages.resident.push(p as u32);
+                    }
+                }
             }
         }
         Ok(())
     }
 
-    /// Evicts until `room` more pages fit in the budget.
+    /// Installs the missing pages of `ahead` in contiguous runs, as far as the budget allows
+    /// without evicting the page just faulted.
+    fn prefetch(&self, pages: &mut Pages, ahead: std::ops::Range<u64>, bounce: &mut [u8]) -> Result<()> {
+        let room = self.budget_pages.saturating_sub(1);
+        let mut p = ahead.start;
+        let mut budget = (ahead.end - ahead.start).min(room as u64);
+        while p < ahead.end && budget > 0 {
+            if pages.state[p as usize] != MISSING {
+                p += 1;
+                continue;
+            }
+            let mut end = p + 1;
+            while end < ahead.end && end - p < budget && pages.state[end as usize] == MISSING {
+                end += 1;
+            }
+            let count = (end - p) as usize;
+            self.fetch_install(pages, p, count, bounce, false)?;
+            pages.stats.prefetches += count as u64;
+            budget -= count as u64;
+            p = end;
+        }
+        Ok(())
+    }
+
+    /// Evicts until `room` more pages fit in the budget. Victims are random resident pages
+    /// other than the most recently faulted one, each taken with the resident pages that
+    /// follow it (up to [`EVICT_RUN_MAX`]), so one `madvise` drops a run.
     fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         while pages.resident.len() + room > self.budget_pages {
             let len = pages.resident.len();
-            let mut k = pages.rng.gen_range(0..len);
-            if pages.resident[k] == pages.last_fault && len > 1 {
-                k = (k + 1) % len;
-            }
-            let victim = pages.resident[k];
-            if victim == pages.last_fault && len == 1 {
+            if len == 0 || (len == 1 && pages.resident[0] == pages.last_fault) {
                 return Err(Error::BudgetTooSmall { budget_bytes: PAGE_BYTES, unit_bytes: 2 * PAGE_BYTES });
             }
-            self.evict(pages, victim)?;
+            let mut k = pages.rng.gen_range(0..len);
+            if pages.resident[k] == pages.last_fault {
+                k = (k + 1) % len;
+            }
+            let first = pages.resident[k] as u64;
+            let need = (pages.resident.len() + room - self.budget_pages).min(EVICT_RUN_MAX as usize) as u64;
+            let mut end = first + 1;
+            while end < self.pages
+                && end - first < need
+                && pages.state[end as usize] != MISSING
+                && end != pages.last_fault as u64
+            {
+                end += 1;
+            }
+            self.evict_run(pages, first, end)?;
         }
         Ok(())
     }
 
     fn evict(&self, pages: &mut Pages, page: u32) -> Result<()> {
-        let addr = self.base + page as u64 * PAGE_BYTES;
-        if pages.state[page as usize] == DIRTY {
-            self.write_back(pages, page)?;
+        self.evict_run(pages, page as u64, page as u64 + 1)
+    }
+
+    /// Writes back the dirty pages of the resident run `first..end` and drops the run.
+    fn evict_run(&self, pages: &mut Pages, first: u64, end: u64) -> Result<()> {
+        for p in first..end {
+            if pages.state[p as usize] == DIRTY {
+                self.write_back(pages, p as u32)?;
+            }
         }
-        // SAFETY: a page of our mapping; dropping it makes the next access fault.
-        if unsafe { libc::madvise(addr as *mut libc::c_void, PAGE_BYTES as usize, libc::MADV_DONTNEED) } != 0 {
-            return Err(Error::last_os("madvise(MADV_DONTNEED) of an evicted page"));
+        let addr = self.base + first * PAGE_BYTES;
+        let len = ((end - first) * PAGE_BYTES) as usize;
+        // SAFETY: pages of our mapping; dropping them makes the next access fault.
+        if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
+            return Err(Error::last_os("madvise(MADV_DONTNEED) of evicted pages"));
         }
-        pages.state[page as usize] = MISSING;
-        let k = pages.position[page as usize] as usize;
-        pages.resident.swap_remove(k);
-        if k < pages.resident.len() {
-            let moved = pages.resident[k];
-            pages.position[moved as usize] = k as u32;
+        for page in first..end {
+            pages.state[page as usize] = MISSING;
+            let k = pages.position[page as usize] as usize;
+            pages.resident.swap_remove(k);
+            if k < pages.resident.len() {
+                let moved = pages.resident[k];
+                pages.position[moved as usize] = k as u32;
+            }
+            pages.position[page as usize] = u32::MAX;
+            pages.stats.evictions += 1;
         }
-        pages.position[page as usize] = u32::MAX;
-        pages.stats.evictions += 1;
         Ok(())
     }
 
