@@ -6,6 +6,7 @@
 //! measures the latency of a 4 KiB remote page fault.
 
 mod fault;
+mod memcached;
 mod report;
 mod workloads;
 
@@ -33,6 +34,8 @@ pub enum WorkloadKind {
     Fof,
     /// A 4 KiB remote page fault, one page at a time.
     FaultLatency,
+    /// memcached through the LD_PRELOAD library under a load generator.
+    Memcached,
 }
 
 /// Prefetcher setting.
@@ -125,6 +128,16 @@ pub struct Run {
     p50_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     p99_us: Option<f64>,
+    /// memcached only: bytes it allocated in far memory, its resident set, values checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_bytes: Option<u64>,
+    /// memcached only: bytes of its far region resident in local memory at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_resident_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values_checked: Option<u64>,
 }
 
 /// Local `nam serve` processes of one transport.
@@ -183,7 +196,7 @@ fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
             edges: s(3_000_000.0),
             queries: s(2_000.0),
         }),
-        WorkloadKind::FaultLatency => unreachable!("measured by fault::measure"),
+        WorkloadKind::FaultLatency | WorkloadKind::Memcached => unreachable!("measured by their own modules"),
     }
 }
 
@@ -267,6 +280,26 @@ fn run_workload(
         }
         return Ok(runs);
     }
+    if kind == WorkloadKind::Memcached {
+        let preload = memcached::preload_path()?;
+        for &n in counts {
+            for &fraction in &args.local_fraction {
+                for &p in &args.prefetch {
+                    let far = memcached::FarSide {
+                        servers: &addrs[..n],
+                        transport,
+                        fraction,
+                        prefetch: p == OnOff::On,
+                        preload: &preload,
+                    };
+                    let run = memcached::measure(&far, args.scale)?;
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
+            }
+        }
+        return Ok(runs);
+    }
     let w = workload(kind, args.scale);
     let (local_ms, local_sum) = run_local(w.as_ref());
     for &n in counts {
@@ -295,6 +328,10 @@ fn run_workload(
                     evictions: stats.evictions,
                     p50_us: None,
                     p99_us: None,
+                    far_bytes: None,
+                    far_resident_bytes: None,
+                    rss_bytes: None,
+                    values_checked: None,
                 };
                 report::progress(args, &run);
                 runs.push(run);

@@ -69,5 +69,9 @@ pub fn measure(client: Arc<Client>, transport: Transport, servers: usize, scale:
         evictions: stats.evictions,
         p50_us: Some(p50),
         p99_us: Some(p99),
+        far_bytes: None,
+        far_resident_bytes: None,
+        rss_bytes: None,
+        values_checked: None,
     })
 }

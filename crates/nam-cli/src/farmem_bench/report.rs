@@ -59,6 +59,18 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             ));
         }
     }
+    for r in runs.iter().filter(|r| r.workload == WorkloadKind::Memcached && r.local_fraction == 0.5 && r.prefetch) {
+        lines.push(format!(
+            "memcached at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {} MiB allocated in far memory of which {} MiB resident locally (target >= 0.6x: {})",
+            r.servers,
+            r.transport,
+            r.throughput_ratio,
+            r.values_checked.unwrap_or(0),
+            r.far_bytes.unwrap_or(0) >> 20,
+            r.far_resident_bytes.unwrap_or(0) >> 20,
+            verdict(r.throughput_ratio >= 0.6)
+        ));
+    }
     for r in runs.iter().filter(|r| r.workload == WorkloadKind::FaultLatency) {
         let limit = if r.transport == Transport::Shm { 6.0 } else { 15.0 };
         let p50 = r.p50_us.unwrap_or(f64::NAN);
