@@ -5,6 +5,7 @@
 //! slowdown (far time / local time), checks that both runs computed the same result, and
 //! measures the latency of a 4 KiB remote page fault.
 
+mod cache_sweep;
 mod fault;
 mod memcached;
 mod report;
@@ -36,6 +37,12 @@ pub enum WorkloadKind {
     FaultLatency,
     /// memcached through the LD_PRELOAD library under a load generator.
     Memcached,
+    /// Explicit API: line-size and metadata-cache sweep (runs both explicit rows).
+    CacheSweep,
+    /// Explicit API sequential read (a row of cache-sweep).
+    ExplicitSeq,
+    /// Explicit API pointer chase (a row of cache-sweep).
+    ExplicitChase,
 }
 
 /// Prefetcher setting.
@@ -138,6 +145,51 @@ pub struct Run {
     rss_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     values_checked: Option<u64>,
+    /// Explicit-API rows: cache line size and metadata-cache entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata_cache: Option<usize>,
+}
+
+impl Run {
+    /// A row with the common fields; the optional ones empty.
+    #[allow(clippy::too_many_arguments)]
+    fn basic(
+        workload: WorkloadKind,
+        local_fraction: f64,
+        prefetch: bool,
+        servers: usize,
+        transport: Transport,
+        local_ms: f64,
+        far_ms: f64,
+        items: f64,
+    ) -> Run {
+        Run {
+            workload,
+            local_fraction,
+            prefetch,
+            servers,
+            transport,
+            slowdown: far_ms / local_ms,
+            throughput_ratio: local_ms / far_ms,
+            local_ms,
+            far_ms,
+            far_ns_per_item: far_ms * 1e6 / items,
+            local_ns_per_item: local_ms * 1e6 / items,
+            misses: 0,
+            prefetches: 0,
+            evictions: 0,
+            p50_us: None,
+            p99_us: None,
+            far_bytes: None,
+            far_resident_bytes: None,
+            rss_bytes: None,
+            values_checked: None,
+            line_bytes: None,
+            metadata_cache: None,
+        }
+    }
 }
 
 /// Local `nam serve` processes of one transport.
@@ -196,7 +248,7 @@ fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
             edges: s(3_000_000.0),
             queries: s(2_000.0),
         }),
-        WorkloadKind::FaultLatency | WorkloadKind::Memcached => unreachable!("measured by their own modules"),
+        _ => unreachable!("measured by their own modules"),
     }
 }
 
@@ -280,6 +332,15 @@ fn run_workload(
         }
         return Ok(runs);
     }
+    if kind == WorkloadKind::CacheSweep {
+        for &n in counts {
+            for run in cache_sweep::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)? {
+                report::progress(args, &run);
+                runs.push(run);
+            }
+        }
+        return Ok(runs);
+    }
     if kind == WorkloadKind::Memcached {
         let preload = memcached::preload_path()?;
         for &n in counts {
@@ -310,29 +371,10 @@ fn run_workload(
                 if far_sum != local_sum {
                     bail!("{kind:?} computed {far_sum:#x} in far memory but {local_sum:#x} locally: data corrupted");
                 }
-                let items = w.items() as f64;
-                let run = Run {
-                    workload: kind,
-                    local_fraction: fraction,
-                    prefetch: setting.prefetch,
-                    servers: n,
-                    transport,
-                    slowdown: far_ms / local_ms,
-                    throughput_ratio: local_ms / far_ms,
-                    local_ms,
-                    far_ms,
-                    far_ns_per_item: far_ms * 1e6 / items,
-                    local_ns_per_item: local_ms * 1e6 / items,
-                    misses: stats.misses,
-                    prefetches: stats.prefetches,
-                    evictions: stats.evictions,
-                    p50_us: None,
-                    p99_us: None,
-                    far_bytes: None,
-                    far_resident_bytes: None,
-                    rss_bytes: None,
-                    values_checked: None,
-                };
+                let mut run = Run::basic(kind, fraction, setting.prefetch, n, transport, local_ms, far_ms, w.items() as f64);
+                run.misses = stats.misses;
+                run.prefetches = stats.prefetches;
+                run.evictions = stats.evictions;
                 report::progress(args, &run);
                 runs.push(run);
             }

@@ -73,5 +73,7 @@ pub fn measure(client: Arc<Client>, transport: Transport, servers: usize, scale:
         far_resident_bytes: None,
         rss_bytes: None,
         values_checked: None,
+        line_bytes: None,
+        metadata_cache: None,
     })
 }

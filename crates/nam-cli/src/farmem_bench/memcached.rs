@@ -232,5 +232,7 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),
         values_checked: Some(gets),
+        line_bytes: None,
+        metadata_cache: None,
     })
 }

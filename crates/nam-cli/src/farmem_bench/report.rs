@@ -10,8 +10,9 @@ const HEADER: &str = "| workload | local fraction | prefetch | servers | transpo
 fn row(r: &Run) -> String {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     format!(
-        "| {:?} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
+        "| {:?}{} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
         r.workload,
+        r.line_bytes.map_or(String::new(), |l| format!(" line {l} B, meta cache {}", r.metadata_cache.unwrap_or(0))),
         r.local_fraction,
         if r.prefetch { "on" } else { "off" },
         r.servers,
