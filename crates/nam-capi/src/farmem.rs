@@ -89,7 +89,12 @@ pub unsafe extern "C" fn nam_farmem_create(
 /// # Safety
 /// `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn nam_farmem_read(far: *mut nam_farmem_t, addr: u64, buf: *mut c_void, len: usize) -> nam_status_t {
+pub unsafe extern "C" fn nam_farmem_read(
+    far: *mut nam_farmem_t,
+    addr: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> nam_status_t {
     guard("nam_farmem_read", || {
         let far = deref_mut(far, "far")?;
         far.far.read(addr, sink(buf, len)?).map_err(Failure::Far)?;

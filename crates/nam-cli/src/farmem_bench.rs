@@ -243,11 +243,9 @@ fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
     match kind {
         WorkloadKind::PointerChase => Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: 1 << 20 }),
         WorkloadKind::Saxpy => Box::new(workloads::Saxpy { n: s(4.0 * 1048576.0), passes: 4 }),
-        WorkloadKind::Fof => Box::new(workloads::FriendsOfFriends {
-            vertices: s(200_000.0),
-            edges: s(3_000_000.0),
-            queries: s(2_000.0),
-        }),
+        WorkloadKind::Fof => {
+            Box::new(workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) })
+        }
         _ => unreachable!("measured by their own modules"),
     }
 }
@@ -371,7 +369,8 @@ fn run_workload(
                 if far_sum != local_sum {
                     bail!("{kind:?} computed {far_sum:#x} in far memory but {local_sum:#x} locally: data corrupted");
                 }
-                let mut run = Run::basic(kind, fraction, setting.prefetch, n, transport, local_ms, far_ms, w.items() as f64);
+                let mut run =
+                    Run::basic(kind, fraction, setting.prefetch, n, transport, local_ms, far_ms, w.items() as f64);
                 run.misses = stats.misses;
                 run.prefetches = stats.prefetches;
                 run.evictions = stats.evictions;

@@ -45,7 +45,8 @@ fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed:
             _ => rng.gen_range(1..64),
         };
         // Half the accesses are sequential runs so the prefetcher has streams to find.
-        let addr = if i % 2 == 0 { rng.gen_range(0..size - len as u64) } else { (i as u64 * line) % (size - len as u64) };
+        let addr =
+            if i % 2 == 0 { rng.gen_range(0..size - len as u64) } else { (i as u64 * line) % (size - len as u64) };
         let (a, b) = (addr as usize, addr as usize + len);
         if rng.gen_bool(0.5) {
             let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();

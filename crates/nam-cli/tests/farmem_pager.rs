@@ -49,7 +49,8 @@ fn paged_region_keeps_data_under_random_access_with_evictions() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(servers as u64);
         for i in 0..2000 {
             let len = rng.gen_range(1..6000);
-            let addr = if i % 3 == 0 { (i * 4096) % (bytes as usize - len) } else { rng.gen_range(0..bytes as usize - len) };
+            let addr =
+                if i % 3 == 0 { (i * 4096) % (bytes as usize - len) } else { rng.gen_range(0..bytes as usize - len) };
             if rng.gen_bool(0.5) {
                 let v: u8 = rng.gen();
                 mem[addr..addr + len].fill(v);
@@ -84,7 +85,8 @@ fn child_main(scenario: &str) {
             std::io::stdin().read_line(&mut line).unwrap();
             // Even pages live on server 0 (alive), odd pages on server 1 (killed).
             for page in (0..64).step_by(2) {
-                let ok = mem[page * 4096..][..4096].iter().enumerate().all(|(k, &b)| b == ((page * 4096 + k) % 239) as u8);
+                let ok =
+                    mem[page * 4096..][..4096].iter().enumerate().all(|(k, &b)| b == ((page * 4096 + k) % 239) as u8);
                 assert!(ok, "page {page} on the live server is damaged");
             }
             println!("live server intact");
@@ -159,7 +161,8 @@ fn a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang() {
     let _serial = serial();
     let mut procs = [ServerProcess::start("tcp", &[]), ServerProcess::start("tcp", &[])];
     let list = format!("{},{}", procs[0].addr, procs[1].addr);
-    let mut child = spawn_child("a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang", "server-dies", &list);
+    let mut child =
+        spawn_child("a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang", "server-dies", &list);
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("ready") {

@@ -4,7 +4,7 @@
 
 use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 const PAGE: u64 = 4096;

@@ -99,13 +99,16 @@ impl LineStore {
     pub fn victim(&mut self, line: u64, exclude: &[usize], clean_only: bool) -> Option<usize> {
         let set = self.set_of(line);
         let first = set * self.ways;
-        let usable = |s: &LineStore, slot: usize| !exclude.contains(&slot) && (!clean_only || s.state[slot] & DIRTY == 0);
+        let usable =
+            |s: &LineStore, slot: usize| !exclude.contains(&slot) && (!clean_only || s.state[slot] & DIRTY == 0);
         if let Some(slot) = (first..first + self.ways).find(|&s| self.state[s] & VALID == 0 && usable(self, s)) {
             return Some(slot);
         }
         let mru = first + self.mru[set] as usize;
         let start = self.rng.gen_range(0..self.ways);
-        (0..self.ways).map(|k| first + (start + k) % self.ways).find(|&s| (s != mru || self.ways == 1) && usable(self, s))
+        (0..self.ways)
+            .map(|k| first + (start + k) % self.ways)
+            .find(|&s| (s != mru || self.ways == 1) && usable(self, s))
     }
 
     /// The set `line` maps to.

@@ -99,7 +99,9 @@ impl FarConfig {
         }
         let p = &self.prefetch;
         if p.streams == 0 || p.streams > STREAMS_MAX || p.depth > OUTSTANDING_MAX || p.threshold == 0 {
-            return bad(format!("prefetch streams 1..={STREAMS_MAX}, depth <= {OUTSTANDING_MAX}, threshold >= 1: {p:?}"));
+            return bad(format!(
+                "prefetch streams 1..={STREAMS_MAX}, depth <= {OUTSTANDING_MAX}, threshold >= 1: {p:?}"
+            ));
         }
         let set_bytes = self.line_bytes * self.ways as u64;
         if self.budget_bytes < set_bytes {

@@ -46,8 +46,8 @@ pub enum Error {
         addr: SocketAddr,
         /// The operation.
         what: &'static str,
-        /// The client library's error.
-        source: nam_client::Error,
+        /// The client library's error (boxed: it is large and errors are rare).
+        source: Box<nam_client::Error>,
     },
     /// A memory server has no room for an extent; the dirty data it was meant for stays in
     /// the local cache.
@@ -60,7 +60,7 @@ pub enum Error {
         /// Size of the chunk that did not fit.
         bytes: u64,
         /// The server's refusal.
-        source: nam_client::Error,
+        source: Box<nam_client::Error>,
     },
     /// userfaultfd is not permitted for this process.
     #[error("userfaultfd is not permitted ({reason}); run as root, set vm.unprivileged_userfaultfd=1, or grant CAP_SYS_PTRACE")]

@@ -182,7 +182,12 @@ impl FarMemory {
 
     /// Walks the lines of `[addr, addr + len)` in groups, fetching each group's missing
     /// lines in one batch, then calls `each(store, slot, offset in line, offset in range)`.
-    fn access(&mut self, addr: u64, len: usize, mut each: impl FnMut(&crate::cache::LineStore, usize, usize, usize)) -> Result<()> {
+    fn access(
+        &mut self,
+        addr: u64,
+        len: usize,
+        mut each: impl FnMut(&crate::cache::LineStore, usize, usize, usize),
+    ) -> Result<()> {
         let lb = self.config.line_bytes;
         let (first, last) = (addr / lb, (addr + len.max(1) as u64 - 1) / lb);
         let mut group = first;

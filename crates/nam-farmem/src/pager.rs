@@ -168,6 +168,7 @@ impl PagedRegion {
     ///
     /// # Safety
     /// The caller must not let it outlive the region nor alias it with a mutable view.
+    #[allow(clippy::mut_from_ref)] // the region is memory shared with the handler, like a raw mapping
     pub unsafe fn as_slice_mut(&self) -> &mut [u8] {
         std::slice::from_raw_parts_mut(self.as_ptr(), self.len as usize)
     }

@@ -84,6 +84,28 @@ impl StreamPrefetcher {
     }
 }
 
+impl StreamPrefetcher {
+    /// A demand access hit a prefetched unit: when the stream's window ahead of it has
+    /// shrunk to half the depth, returns the units that refill it to `depth` ahead.
+    pub fn on_prefetch_hit(&mut self, unit: u64, limit: u64) -> Range<u64> {
+        let depth = self.config.depth as u64;
+        let Some(s) =
+            self.streams.iter_mut().find(|s| s.valid && unit >= s.next.saturating_sub(1) && unit < s.frontier)
+        else {
+            return 0..0;
+        };
+        s.next = unit + 1;
+        s.idle = 0;
+        if s.frontier - unit > depth / 2 {
+            return 0..0;
+        }
+        let start = s.frontier.min(limit);
+        let end = (unit + 1 + depth).min(limit);
+        s.frontier = s.frontier.max(end);
+        start..end.max(start)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,26 +132,5 @@ mod tests {
         for u in 0..10 {
             assert!(off.on_miss(u, 100).is_empty());
         }
-    }
-}
-
-impl StreamPrefetcher {
-    /// A demand access hit a prefetched unit: when the stream's window ahead of it has
-    /// shrunk to half the depth, returns the units that refill it to `depth` ahead.
-    pub fn on_prefetch_hit(&mut self, unit: u64, limit: u64) -> Range<u64> {
-        let depth = self.config.depth as u64;
-        let Some(s) = self.streams.iter_mut().find(|s| s.valid && unit >= s.next.saturating_sub(1) && unit < s.frontier)
-        else {
-            return 0..0;
-        };
-        s.next = unit + 1;
-        s.idle = 0;
-        if s.frontier - unit > depth / 2 {
-            return 0..0;
-        }
-        let start = s.frontier.min(limit);
-        let end = (unit + 1 + depth).min(limit);
-        s.frontier = s.frontier.max(end);
-        start..end.max(start)
     }
 }

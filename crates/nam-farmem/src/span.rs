@@ -49,7 +49,7 @@ impl SpanService {
         if addr.checked_add(len).is_none_or(|end| end > size) {
             return Err(Error::OutOfRange { addr, len, size });
         }
-        if addr % self.span_bytes != 0 || len % self.span_bytes != 0 || len == 0 {
+        if !addr.is_multiple_of(self.span_bytes) || !len.is_multiple_of(self.span_bytes) || len == 0 {
             return Err(Error::Unaligned { addr, len, span_bytes: self.span_bytes });
         }
         Ok(())
@@ -162,15 +162,15 @@ impl SpanService {
                 let addr = self.client.config().servers[server];
                 match source.server_status() {
                     Some(Status::PoolExhausted | Status::QuotaExceeded) => {
-                        Err(Error::OutOfCapacity { server, addr, bytes, source })
+                        Err(Error::OutOfCapacity { server, addr, bytes, source: Box::new(source) })
                     }
-                    _ => Err(Error::Server { server, addr, what: "extent allocation", source }),
+                    _ => Err(Error::Server { server, addr, what: "extent allocation", source: Box::new(source) }),
                 }
             }
         }
     }
 
     fn server_error(&self, server: usize, what: &'static str, source: nam_client::Error) -> Error {
-        Error::Server { server, addr: self.client.config().servers[server], what, source }
+        Error::Server { server, addr: self.client.config().servers[server], what, source: Box::new(source) }
     }
 }

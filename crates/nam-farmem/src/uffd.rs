@@ -202,10 +202,12 @@ impl Uffd {
                 };
             }
             let count = n as usize / std::mem::size_of::<Msg>();
-            out.extend(msgs[..count].iter().filter(|m| m.event == UFFD_EVENT_PAGEFAULT).map(|m| Fault {
-                address: m.address,
-                flags: m.flags,
-            }));
+            out.extend(
+                msgs[..count]
+                    .iter()
+                    .filter(|m| m.event == UFFD_EVENT_PAGEFAULT)
+                    .map(|m| Fault { address: m.address, flags: m.flags }),
+            );
             if count < msgs.len() {
                 return Ok(());
             }

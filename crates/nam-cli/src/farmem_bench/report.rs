@@ -48,7 +48,8 @@ pub fn progress(args: &FarmemBenchArgs, run: &Run) {
 pub fn targets(runs: &[Run]) -> Vec<String> {
     let mut lines = Vec::new();
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    let at_half = |w: WorkloadKind| runs.iter().filter(move |r| r.workload == w && r.prefetch && r.local_fraction == 0.5);
+    let at_half =
+        |w: WorkloadKind| runs.iter().filter(move |r| r.workload == w && r.prefetch && r.local_fraction == 0.5);
     for (w, limit) in [(WorkloadKind::Saxpy, 1.25), (WorkloadKind::Fof, 1.6)] {
         for r in at_half(w) {
             lines.push(format!(
@@ -161,7 +162,14 @@ fn plot(dir: &std::path::Path, runs: &[Run]) -> Result<()> {
             let name = format!("{w:?}").to_lowercase();
             let path = dir.join(format!("farmem-{name}.png"));
             let title = format!("{w:?}: time relative to local memory");
-            line_chart(&path, &title, "local memory (% of footprint)", "slowdown (x local)", &series, Scales::default())?;
+            line_chart(
+                &path,
+                &title,
+                "local memory (% of footprint)",
+                "slowdown (x local)",
+                &series,
+                Scales::default(),
+            )?;
         }
     }
     Ok(())

@@ -91,7 +91,7 @@ impl Workload for Saxpy {
         let (x, y) = v.split_at_mut(self.n);
         for _ in 0..self.passes {
             for (y, x) in y.iter_mut().zip(x.iter()) {
-                *y = 0.5 * *x + *y;
+                *y += 0.5 * *x;
             }
         }
         y.iter().step_by(97).map(|v| v.to_bits() as u64).fold(0, |a, b| a.wrapping_mul(31).wrapping_add(b))
@@ -181,7 +181,8 @@ impl Workload for FriendsOfFriends {
             let mut ranked: Vec<(u32, u32)> = mutual.iter().map(|(&v, &n)| (n, v)).collect();
             ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             for (rank, (n, v)) in ranked.iter().take(10).enumerate() {
-                checksum = checksum.wrapping_mul(1_000_003).wrapping_add((rank as u64) << 40 | (*n as u64) << 24 | *v as u64);
+                checksum =
+                    checksum.wrapping_mul(1_000_003).wrapping_add((rank as u64) << 40 | (*n as u64) << 24 | *v as u64);
             }
             for &f in friends {
                 is_friend[f as usize] = false;
