@@ -157,21 +157,43 @@ typedef enum {
    */
   NAM_ERR_INTERNAL = -26,
   /**
+   * A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+   */
+  NAM_ERR_CKPT_TIMEOUT = -27,
+  /**
+   * The memory server could not read a rank's checkpoint buffer (the rank died or left).
+   */
+  NAM_ERR_CKPT_RANK_FAILED = -28,
+  /**
+   * The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+   * complete epoch.
+   */
+  NAM_ERR_CKPT_UNRECOVERABLE = -29,
+  /**
+   * Stored parity or a rank's buffer fails its checksum; no data was returned.
+   */
+  NAM_ERR_CKPT_CORRUPTED = -30,
+  /**
+   * The checkpoint group is busy with another epoch or restore, or the epoch is out of
+   * order, or the buffer is still being pulled.
+   */
+  NAM_ERR_CKPT_BUSY = -31,
+  /**
    * Far memory: the local-memory budget is smaller than one set of lines (or one page).
    */
-  NAM_ERR_BUDGET_TOO_SMALL = -27,
+  NAM_ERR_BUDGET_TOO_SMALL = -32,
   /**
    * Far memory: a span access is not aligned to the span size.
    */
-  NAM_ERR_UNALIGNED = -28,
+  NAM_ERR_UNALIGNED = -33,
   /**
    * Far memory: this process may not use userfaultfd (paged regions are unavailable).
    */
-  NAM_ERR_USERFAULTFD_DENIED = -29,
+  NAM_ERR_USERFAULTFD_DENIED = -34,
   /**
    * Far memory: a system call of the pager failed (mmap, ioctl, madvise).
    */
-  NAM_ERR_SYSTEM = -30,
+  NAM_ERR_SYSTEM = -35,
 } nam_status_t;
 
 /**
@@ -225,6 +247,12 @@ typedef enum {
  * `nam_finalize` releases it.
  */
 typedef struct nam_alloc_t nam_alloc_t;
+
+/**
+ * A rank of a checkpoint group (opaque). Destroy it with `nam_ckpt_group_leave` before
+ * `nam_finalize` of its client.
+ */
+typedef struct nam_ckpt_group_t nam_ckpt_group_t;
 
 /**
  * Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
@@ -312,6 +340,37 @@ typedef struct {
    */
   int32_t server;
 } nam_alloc_params_t;
+
+/**
+ * How `nam_ckpt_group_join` joins. Zero fields take the defaults.
+ */
+typedef struct {
+  /**
+   * Ranks in the group.
+   */
+  uint32_t ranks;
+  /**
+   * Index of the server (in the client's list) that keeps the parity.
+   */
+  uint32_t server;
+  /**
+   * Bytes per GET of the server (a multiple of 16); 0: 256 KiB.
+   */
+  uint32_t segment_bytes;
+  /**
+   * GETs in flight per rank; 0: 4.
+   */
+  uint32_t in_flight;
+  /**
+   * Deadline for all ranks to flag an epoch ready, and for a restore, in ms; 0: 60 s.
+   */
+  uint32_t timeout_ms;
+  /**
+   * Node identity of this rank (ranks of one node never share a group), or NULL for
+   * `NAM_NODE_ID` / the host name.
+   */
+  const char *node;
+} nam_ckpt_group_params_t;
 
 /**
  * Parameters of a far-memory cache or region. Zero fields take the defaults.
@@ -661,6 +720,122 @@ nam_status_t nam_wait_until(nam_alloc_t *alloc,
                             uint64_t value,
                             uint64_t timeout_ms,
                             uint64_t *value_out);
+
+/**
+ * Joins (or creates) the checkpoint group `name` as `rank` with a checkpoint buffer of
+ * `buffer_len` bytes that the library maps for the server (get it with
+ * `nam_ckpt_group_buffer`). A replacement rank that does not know its size passes 0,
+ * restores, and gets a buffer of the restored size. Blocking (one control round trip).
+ *
+ * # Safety
+ * `nam` is a live client; `name` a NUL-terminated string; `params` valid; `out` writable.
+ */
+nam_status_t nam_ckpt_group_join(const nam_t *nam,
+                                 const char *name,
+                                 uint32_t rank,
+                                 uint64_t buffer_len,
+                                 const nam_ckpt_group_params_t *params,
+                                 nam_ckpt_group_t **out);
+
+/**
+ * The checkpoint buffer: `*buf` and `*len`. Write the next checkpoint there, then call
+ * `nam_ckpt_group_ready`; do not write it again until `nam_ckpt_group_wait` returned
+ * `NAM_OK`. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group; `buf` and `len` writable.
+ */
+nam_status_t nam_ckpt_group_buffer(nam_ckpt_group_t *group,
+                                   uint8_t **buf,
+                                   uint64_t *len);
+
+/**
+ * Flags the buffer ready for the next epoch (its number in `*epoch_out` if not NULL).
+ * Non-blocking: the server pulls the buffer in the background. `NAM_ERR_CKPT_BUSY` while the
+ * previous epoch is still being pulled.
+ *
+ * # Safety
+ * `group` is a live group; `epoch_out` NULL or writable.
+ */
+nam_status_t nam_ckpt_group_ready(nam_ckpt_group_t *group,
+                                  uint64_t *epoch_out);
+
+/**
+ * `NAM_OK` once the server has folded this rank's buffer into the parity (the buffer may
+ * change again), `NAM_IN_PROGRESS` before, or the epoch's error. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_test(nam_ckpt_group_t *group);
+
+/**
+ * Waits until `nam_ckpt_group_test` would return `NAM_OK`, at most `timeout_ms`; then, if
+ * `whole_group` is non-zero, until the parity of the epoch is complete for every rank.
+ * Blocking; `NAM_ERR_CKPT_TIMEOUT` at the deadline, the epoch's error if it failed.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait(nam_ckpt_group_t *group,
+                                 int32_t whole_group,
+                                 uint64_t timeout_ms);
+
+/**
+ * Asks the server to rebuild `lost_rank`'s checkpoint of `epoch` (0: the newest complete)
+ * from the other ranks' buffers (which must hold that epoch's data again) and the parity.
+ * `*out` receives the server allocation the bytes are written to; every rank then calls
+ * `nam_ckpt_group_wait_restore`. Blocking (one control round trip).
+ *
+ * # Safety
+ * `group` is a live group; `out` writable.
+ */
+nam_status_t nam_ckpt_group_restore(nam_ckpt_group_t *group,
+                                    uint32_t lost_rank,
+                                    uint64_t epoch,
+                                    nam_alloc_t **out);
+
+/**
+ * Waits until the group's running restore has finished (checksums verified), at most
+ * `timeout_ms`. Every rank of the group calls it; survivors keep their buffers unchanged
+ * until it returns.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait_restore(nam_ckpt_group_t *group,
+                                         uint64_t timeout_ms);
+
+/**
+ * The replacement rank copies a finished restore into its buffer (resized to `len`, the
+ * lost rank's size: `nam_ckpt_group_recorded_len`) and the server allocation is freed
+ * (release `restored` with `nam_alloc_release` afterwards). Blocking.
+ *
+ * # Safety
+ * `group` is a live group; `restored` the allocation from `nam_ckpt_group_restore`.
+ */
+nam_status_t nam_ckpt_group_fetch_restored(nam_ckpt_group_t *group,
+                                           const nam_alloc_t *restored,
+                                           uint64_t len);
+
+/**
+ * The size this rank had in the newest complete epoch when it joined (0 if none).
+ *
+ * # Safety
+ * `group` is a live group; `len` writable.
+ */
+nam_status_t nam_ckpt_group_recorded_len(const nam_ckpt_group_t *group,
+                                         uint64_t *len);
+
+/**
+ * Leaves the group and releases the object; with `destroy` non-zero the group and its
+ * parity are deleted on the server too. The object is gone even when an error is returned.
+ *
+ * # Safety
+ * `group` is NULL or a live group, not used afterwards.
+ */
+nam_status_t nam_ckpt_group_leave(nam_ckpt_group_t *group,
+                                  int32_t destroy);
 
 /**
  * A static, NUL-terminated description of `status` (for example "offset or length out of

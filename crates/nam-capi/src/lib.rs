@@ -10,6 +10,8 @@
 //!   `nam_flush` (remote completion) and `nam_fence` (ordering).
 //! - 64-bit atomics (`nam_atomic_fetch_add`, `nam_atomic_cswap`, `nam_atomic_swap`,
 //!   `nam_atomic_fetch`) and signals (`nam_put_signal`, `nam_wait_until`).
+//! - Checkpoint groups (`nam_ckpt_group_*`): a memory server pulls each rank's checkpoint
+//!   buffer and keeps XOR parity (NAM-XOR); ready, wait, restore.
 //! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
 //!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
 //!   of this thread's last failure.
@@ -41,6 +43,8 @@ mod rma;
 
 mod atomic;
 
+mod ckpt_group;
+
 mod status;
 
 mod farmem;
@@ -54,6 +58,11 @@ pub use alloc::{
 pub use atomic::{
     nam_atomic_cswap, nam_atomic_fetch, nam_atomic_fetch_add, nam_atomic_swap, nam_cmp_t, nam_put_signal,
     nam_signal_op_t, nam_wait_until,
+};
+pub use ckpt_group::{
+    nam_ckpt_group_buffer, nam_ckpt_group_fetch_restored, nam_ckpt_group_join, nam_ckpt_group_leave,
+    nam_ckpt_group_params_t, nam_ckpt_group_ready, nam_ckpt_group_recorded_len, nam_ckpt_group_restore,
+    nam_ckpt_group_t, nam_ckpt_group_test, nam_ckpt_group_wait, nam_ckpt_group_wait_restore,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
 pub use farmem::{

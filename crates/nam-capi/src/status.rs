@@ -68,21 +68,33 @@ pub enum nam_status_t {
     NAM_ERR_SERVER_INTERNAL = -25,
     /// libnam failed internally (a bug: a panic caught at the API boundary).
     NAM_ERR_INTERNAL = -26,
+    /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+    NAM_ERR_CKPT_TIMEOUT = -27,
+    /// The memory server could not read a rank's checkpoint buffer (the rank died or left).
+    NAM_ERR_CKPT_RANK_FAILED = -28,
+    /// The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+    /// complete epoch.
+    NAM_ERR_CKPT_UNRECOVERABLE = -29,
+    /// Stored parity or a rank's buffer fails its checksum; no data was returned.
+    NAM_ERR_CKPT_CORRUPTED = -30,
+    /// The checkpoint group is busy with another epoch or restore, or the epoch is out of
+    /// order, or the buffer is still being pulled.
+    NAM_ERR_CKPT_BUSY = -31,
     /// Far memory: the local-memory budget is smaller than one set of lines (or one page).
-    NAM_ERR_BUDGET_TOO_SMALL = -27,
+    NAM_ERR_BUDGET_TOO_SMALL = -32,
     /// Far memory: a span access is not aligned to the span size.
-    NAM_ERR_UNALIGNED = -28,
+    NAM_ERR_UNALIGNED = -33,
     /// Far memory: this process may not use userfaultfd (paged regions are unavailable).
-    NAM_ERR_USERFAULTFD_DENIED = -29,
+    NAM_ERR_USERFAULTFD_DENIED = -34,
     /// Far memory: a system call of the pager failed (mmap, ioctl, madvise).
-    NAM_ERR_SYSTEM = -30,
+    NAM_ERR_SYSTEM = -35,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 32] {
+    pub const fn all() -> [nam_status_t; 37] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -112,6 +124,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED,
             NAM_ERR_SERVER_INTERNAL,
             NAM_ERR_INTERNAL,
+            NAM_ERR_CKPT_TIMEOUT,
+            NAM_ERR_CKPT_RANK_FAILED,
+            NAM_ERR_CKPT_UNRECOVERABLE,
+            NAM_ERR_CKPT_CORRUPTED,
+            NAM_ERR_CKPT_BUSY,
             NAM_ERR_BUDGET_TOO_SMALL,
             NAM_ERR_UNALIGNED,
             NAM_ERR_USERFAULTFD_DENIED,
@@ -155,6 +172,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED => "request before hello\0",
             NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
             NAM_ERR_INTERNAL => "internal libnam error\0",
+            NAM_ERR_CKPT_TIMEOUT => "checkpoint deadline passed\0",
+            NAM_ERR_CKPT_RANK_FAILED => "checkpoint rank failed\0",
+            NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint unrecoverable\0",
+            NAM_ERR_CKPT_CORRUPTED => "checkpoint data corrupted\0",
+            NAM_ERR_CKPT_BUSY => "checkpoint group busy\0",
             NAM_ERR_BUDGET_TOO_SMALL => "local-memory budget too small\0",
             NAM_ERR_UNALIGNED => "far-memory span not aligned\0",
             NAM_ERR_USERFAULTFD_DENIED => "userfaultfd not permitted\0",
@@ -183,6 +205,11 @@ pub fn status_of_refusal(status: Status) -> nam_status_t {
         Status::TooMany => NAM_ERR_TOO_MANY,
         Status::NotConnected => NAM_ERR_NOT_CONNECTED,
         Status::Internal => NAM_ERR_SERVER_INTERNAL,
+        Status::CkptTimeout => NAM_ERR_CKPT_TIMEOUT,
+        Status::CkptRankFailed => NAM_ERR_CKPT_RANK_FAILED,
+        Status::CkptUnrecoverable => NAM_ERR_CKPT_UNRECOVERABLE,
+        Status::CkptCorrupted => NAM_ERR_CKPT_CORRUPTED,
+        Status::CkptBusy => NAM_ERR_CKPT_BUSY,
     }
 }
 

@@ -58,7 +58,7 @@ fn codes_are_distinct_and_have_strings() {
         assert!(!text.is_empty() && text != "unknown status", "{status:?} has no string");
         assert!(strings.insert(text), "{status:?} shares its string {text:?}");
     }
-    for unknown in [2, -31, -1000, i32::MIN, i32::MAX] {
+    for unknown in [2, -1000, i32::MIN, i32::MAX] {
         let text = unsafe { CStr::from_ptr(nam_status_string(unknown)) };
         assert_eq!(text.to_str().unwrap(), "unknown status");
     }
@@ -214,7 +214,7 @@ fn far_memory_errors_have_their_own_codes() {
     let codes: HashSet<nam_status_t> = far_errors().iter().map(status_of_far_error).collect();
     assert_eq!(codes.len(), far_errors().len(), "two far-memory errors share a code");
     for code in codes {
-        assert!((code as i32) <= -27, "{code:?} should be one of the far-memory codes");
+        assert!((code as i32) <= -32, "{code:?} should be one of the far-memory codes");
     }
     let range = nam_farmem::Error::OutOfRange { addr: 0, len: 8, size: 4 };
     assert_eq!(status_of_far_error(&range), NAM_ERR_OUT_OF_BOUNDS);

@@ -2,6 +2,9 @@
 
 mod bench;
 mod child;
+mod ckpt_app;
+mod ckpt_bench;
+mod ckpt_check;
 mod demo;
 mod ecc_sim;
 mod farmem_bench;
@@ -38,6 +41,12 @@ enum Command {
     /// Far memory against local memory: pointer chase, SAXPY, friends-of-friends, page faults.
     #[command(name = "farmem-bench")]
     FarmemBench(farmem_bench::FarmemBenchArgs),
+    /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
+    /// Compare checkpoint redundancy schemes under mpirun: NAM-XOR, partner, XOR on nodes.
+    #[command(name = "ckpt-bench")]
+    CkptBench(ckpt_bench::CkptBenchArgs),
+    #[command(name = "ckpt-check")]
+    CkptCheck(ckpt_check::CkptCheckArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,5 +60,7 @@ fn main() -> anyhow::Result<()> {
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
         Command::FarmemBench(args) => farmem_bench::run(args),
+        Command::CkptBench(args) => ckpt_bench::run(args),
+        Command::CkptCheck(args) => ckpt_check::run(args),
     }
 }
