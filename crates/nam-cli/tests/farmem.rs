@@ -80,7 +80,7 @@ fn explicit_api_keeps_data_under_random_access_with_evictions() {
             config.prefetch = PrefetchConfig { depth: 8, ..Default::default() };
             let mut far = FarMemory::new(client(&procs), config).unwrap();
             let mut model = vec![0u8; far_bytes as usize];
-            random_against_model(&mut far, &mut model, 1500, line + servers as u64);
+            random_against_model(&mut far, &mut model, 1000, line + servers as u64);
             far.flush().unwrap();
             far.invalidate().unwrap();
             check_all(&mut far, &model);

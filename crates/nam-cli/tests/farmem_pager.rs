@@ -47,7 +47,7 @@ fn paged_region_keeps_data_under_random_access_with_evictions() {
         let mem = unsafe { region.as_slice_mut() };
         let mut model = vec![0u8; bytes as usize];
         let mut rng = rand::rngs::StdRng::seed_from_u64(servers as u64);
-        for i in 0..2000 {
+        for i in 0..1200 {
             let len = rng.gen_range(1..6000);
             let addr =
                 if i % 3 == 0 { (i * 4096) % (bytes as usize - len) } else { rng.gen_range(0..bytes as usize - len) };
