@@ -178,6 +178,22 @@ typedef enum {
    * order, or the buffer is still being pulled.
    */
   NAM_ERR_CKPT_BUSY = -31,
+  /**
+   * Far memory: the local-memory budget is smaller than one set of lines (or one page).
+   */
+  NAM_ERR_BUDGET_TOO_SMALL = -32,
+  /**
+   * Far memory: a span access is not aligned to the span size.
+   */
+  NAM_ERR_UNALIGNED = -33,
+  /**
+   * Far memory: this process may not use userfaultfd (paged regions are unavailable).
+   */
+  NAM_ERR_USERFAULTFD_DENIED = -34,
+  /**
+   * Far memory: a system call of the pager failed (mmap, ioctl, madvise).
+   */
+  NAM_ERR_SYSTEM = -35,
 } nam_status_t;
 
 /**
@@ -237,6 +253,18 @@ typedef struct nam_alloc_t nam_alloc_t;
  * `nam_finalize` of its client.
  */
 typedef struct nam_ckpt_group_t nam_ckpt_group_t;
+
+/**
+ * Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
+ * Use it from one thread at a time.
+ */
+typedef struct nam_farmem_t nam_farmem_t;
+
+/**
+ * A paged far-memory region (opaque); from `nam_region_create`. Its memory, at
+ * `nam_region_ptr`, may be used from any thread.
+ */
+typedef struct nam_region_t nam_region_t;
 
 /**
  * A non-blocking put or get in flight (opaque), from `nam_put` or `nam_get`. Poll it
@@ -343,6 +371,36 @@ typedef struct {
    */
   const char *node;
 } nam_ckpt_group_params_t;
+
+/**
+ * Parameters of a far-memory cache or region. Zero fields take the defaults.
+ */
+typedef struct {
+  /**
+   * Bytes of far memory (required).
+   */
+  uint64_t far_bytes;
+  /**
+   * Local memory for cached data or resident pages (required).
+   */
+  uint64_t local_bytes;
+  /**
+   * Cache line in bytes, a power of two in 64..=65536; 0 means 4096 (cache only).
+   */
+  uint32_t line_bytes;
+  /**
+   * Ways per set; 0 means 8 (cache only).
+   */
+  uint32_t ways;
+  /**
+   * Entries of the metadata cache, 0 or a power of two (cache only).
+   */
+  uint32_t metadata_cache_entries;
+  /**
+   * 1 disables the stream prefetcher.
+   */
+  uint32_t prefetch_off;
+} nam_farmem_params_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -795,6 +853,93 @@ const char *nam_status_string(nam_status_t status);
  * Completes immediately.
  */
 const char *nam_last_error_message(void);
+
+/**
+ * Creates far memory of `params->far_bytes` striped over the servers, cached in
+ * `params->local_bytes` of local memory. Blocking (connects). Errors:
+ * `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`
+ * (a parameter out of range), and the connection errors of `nam_init`. `*out` is NULL on
+ * failure. Release with `nam_farmem_destroy`.
+ *
+ * # Safety
+ * `config` is NULL or valid as for `nam_init`; `params` and `out` are valid pointers.
+ */
+nam_status_t nam_farmem_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_farmem_t **out);
+
+/**
+ * Reads `len` bytes at far address `addr` into `buf`. `NAM_ERR_OUT_OF_BOUNDS` when the
+ * range leaves the far memory (nothing read); a failed server gives its transport or
+ * timeout code, with the server named in `nam_last_error_message`.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
+ */
+nam_status_t nam_farmem_read(nam_farmem_t *far,
+                             uint64_t addr,
+                             void *buf,
+                             size_t len);
+
+/**
+ * Writes `len` bytes from `buf` at far address `addr` (into the cache; `nam_farmem_flush`
+ * makes them reach the servers). Errors as `nam_farmem_read`, plus `NAM_ERR_POOL_EXHAUSTED`
+ * when a server has no room for an evicted line (the data stays in the cache).
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is readable for `len` bytes.
+ */
+nam_status_t nam_farmem_write(nam_farmem_t *far,
+                              uint64_t addr,
+                              const void *buf,
+                              size_t len);
+
+/**
+ * Writes every dirty line back and waits until the servers have them.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`.
+ */
+nam_status_t nam_farmem_flush(nam_farmem_t *far);
+
+/**
+ * Destroys `far`, freeing its far memory on the servers (unflushed writes are lost).
+ *
+ * # Safety
+ * `far` is NULL or from `nam_farmem_create`, not used afterwards.
+ */
+nam_status_t nam_farmem_destroy(nam_farmem_t *far);
+
+/**
+ * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
+ * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
+ * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+ * page cannot be fetched later (its server died) the process is aborted with a message.
+ *
+ * # Safety
+ * `config` as for `nam_init`; `params`, `out` and `ptr` are valid pointers.
+ */
+nam_status_t nam_region_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_region_t **out,
+                               void **ptr);
+
+/**
+ * Writes every dirty page of the region back and waits until the servers have them.
+ *
+ * # Safety
+ * `region` is from `nam_region_create`.
+ */
+nam_status_t nam_region_flush(nam_region_t *region);
+
+/**
+ * Unmaps the region and frees its far memory; its memory must not be touched afterwards.
+ *
+ * # Safety
+ * `region` is NULL or from `nam_region_create`, not used afterwards.
+ */
+nam_status_t nam_region_destroy(nam_region_t *region);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -47,6 +47,8 @@ mod ckpt_group;
 
 mod status;
 
+mod farmem;
+
 mod ffi;
 
 pub use alloc::{
@@ -63,5 +65,11 @@ pub use ckpt_group::{
     nam_ckpt_group_t, nam_ckpt_group_test, nam_ckpt_group_wait, nam_ckpt_group_wait_restore,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
+pub use farmem::{
+    nam_farmem_create, nam_farmem_destroy, nam_farmem_flush, nam_farmem_params_t, nam_farmem_read, nam_farmem_t,
+    nam_farmem_write, nam_region_create, nam_region_destroy, nam_region_flush, nam_region_t,
+};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
-pub use status::{nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_refusal};
+pub use status::{
+    nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_far_error, status_of_refusal,
+};

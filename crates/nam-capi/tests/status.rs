@@ -104,7 +104,9 @@ fn every_client_error_has_exactly_one_code() {
     }
     // Every code but OK, IN_PROGRESS, UNEXPECTED_REPLY's Ok-refusal alias and INTERNAL is
     // reachable from some error or refusal: nothing in the enum is dead.
-    let reachable: HashSet<nam_status_t> = seen.keys().chain(refusal_codes.keys()).copied().collect();
+    let far_codes = far_errors().iter().map(status_of_far_error).collect::<Vec<_>>();
+    let reachable: HashSet<nam_status_t> =
+        seen.keys().chain(refusal_codes.keys()).chain(far_codes.iter()).copied().collect();
     for code in nam_status_t::all() {
         if ![NAM_OK, NAM_IN_PROGRESS, NAM_ERR_INTERNAL].contains(&code) {
             assert!(reachable.contains(&code), "{code:?} is reached by no error");
@@ -194,4 +196,26 @@ fn a_server_that_is_not_there_is_a_connect_error_within_the_deadline() {
 
 fn cs(bytes: &'static [u8]) -> *const std::ffi::c_char {
     CStr::from_bytes_with_nul(bytes).expect("NUL-terminated").as_ptr()
+}
+
+/// One far-memory error of each kind that has a code of its own.
+fn far_errors() -> Vec<nam_farmem::Error> {
+    use nam_farmem::Error as E;
+    vec![
+        E::BudgetTooSmall { budget_bytes: 1, unit_bytes: 4096 },
+        E::Unaligned { addr: 1, len: 1, span_bytes: 64 },
+        E::UserfaultfdNotPermitted { reason: "EPERM".into() },
+        E::System { what: "mmap", source: std::sync::Arc::new(std::io::Error::from_raw_os_error(12)) },
+    ]
+}
+
+#[test]
+fn far_memory_errors_have_their_own_codes() {
+    let codes: HashSet<nam_status_t> = far_errors().iter().map(status_of_far_error).collect();
+    assert_eq!(codes.len(), far_errors().len(), "two far-memory errors share a code");
+    for code in codes {
+        assert!((code as i32) <= -32, "{code:?} should be one of the far-memory codes");
+    }
+    let range = nam_farmem::Error::OutOfRange { addr: 0, len: 8, size: 4 };
+    assert_eq!(status_of_far_error(&range), NAM_ERR_OUT_OF_BOUNDS);
 }
