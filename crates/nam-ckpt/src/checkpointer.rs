@@ -258,7 +258,10 @@ impl Checkpointer {
             parity: None,
             parity_crcs: Vec::new(),
         };
-        let opts = self.write_options(level.kind);
+        let mut opts = self.write_options(level.kind);
+        if level.kind == LevelKind::Ram {
+            opts.recycle = Some(level.spare(name, rank));
+        }
         let write_clock = std::time::Instant::now();
         let written = std::fs::create_dir_all(&dir)
             .map_err(|e| CkptError::io("create", &dir, e))
@@ -286,6 +289,8 @@ impl Checkpointer {
     pub(crate) fn write_options(&self, kind: LevelKind) -> WriteOptions {
         match kind {
             LevelKind::Ram => WriteOptions {
+                mapped: true,
+                recycle: None,
                 chunk: self.config.ram.chunk.0 as usize,
                 parity: (self.config.ram.parity_chunks > 0).then_some(ChunkParity {
                     data: self.config.ram.stripe_chunks,
@@ -293,9 +298,13 @@ impl Checkpointer {
                 }),
                 fsync: false,
             },
-            LevelKind::Ssd | LevelKind::Pfs => {
-                WriteOptions { chunk: self.config.ssd.chunk.0 as usize, parity: None, fsync: self.config.ssd.fsync }
-            }
+            LevelKind::Ssd | LevelKind::Pfs => WriteOptions {
+                mapped: false,
+                recycle: None,
+                chunk: self.config.ssd.chunk.0 as usize,
+                parity: None,
+                fsync: self.config.ssd.fsync,
+            },
         }
     }
 
@@ -315,6 +324,12 @@ impl Checkpointer {
             l.retain(name, rank, &pinned)?;
         }
         Ok(flushed)
+    }
+
+    /// Eq. 4.2 for this rank's node now: projected SSD lifetime at this run's SSD write
+    /// rate, years (infinite before any SSD write).
+    pub fn lifetime_estimated_years(&self) -> f64 {
+        self.clc.lifetimes().0
     }
 
     /// Errors of finished L3 flushes since the last call (empty when all went well).

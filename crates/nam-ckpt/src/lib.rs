@@ -35,6 +35,7 @@ pub mod flush;
 pub mod format;
 pub mod groups;
 pub mod level;
+mod mapped;
 pub mod node;
 pub mod policy;
 pub mod redfile;

@@ -4,6 +4,7 @@ mod bench;
 mod child;
 mod ckpt_app;
 mod ckpt_check;
+mod ckpt_policy_bench;
 mod demo;
 mod ecc_sim;
 mod plot;
@@ -39,6 +40,9 @@ enum Command {
     /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
+    /// Under mpirun: seed 001's RAM/SSD placement microbenchmark over every policy.
+    #[command(name = "ckpt-policy-bench")]
+    CkptPolicyBench(ckpt_policy_bench::PolicyBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,5 +56,6 @@ fn main() -> anyhow::Result<()> {
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
+        Command::CkptPolicyBench(args) => ckpt_policy_bench::run(args),
     }
 }
