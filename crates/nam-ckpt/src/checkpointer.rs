@@ -197,6 +197,10 @@ impl Checkpointer {
                 if bytes > ram_limit { Err(CkptError::RamTooSmall { bytes, limit: ram_limit }) } else { Ok(()) };
             redundancy::agree(self.comm.raw(), local, "fitting the RAM level")?;
         }
+        // Versions whose flush has finished since the last checkpoint retire now, so the RAM
+        // level can reuse their file for this one.
+        let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
+        level.retain(&name, self.comm.rank(), &pinned)?;
         let (file_bytes, write_seconds, protect) = self.store(&level, &name, version, &parts, &file_data)?;
         let seconds = clock.wall_seconds();
         self.clc.record(&self.comm, decision.placement, seconds, file_bytes)?;

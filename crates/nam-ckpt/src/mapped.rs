@@ -24,13 +24,20 @@ struct Mapping {
 // the cache's lock.
 unsafe impl Send for Mapping {}
 
-/// The mapping of the last written file, by (device, inode).
+/// The mapping of a written file, by (device, inode). The open file keeps the inode alive,
+/// so its number cannot be reused by another file while it is cached; entries of files that
+/// were deleted (no links left) are dropped.
 struct Cached {
     key: (u64, u64),
     map: Mapping,
+    file: std::fs::File,
 }
 
-static CACHE: std::sync::Mutex<Option<Cached>> = std::sync::Mutex::new(None);
+/// Mappings kept: the RAM level cycles through `keep` + 1 files, and a file being flushed
+/// adds one more.
+const CACHED_MAX: usize = 4;
+
+static CACHE: std::sync::Mutex<Vec<Cached>> = std::sync::Mutex::new(Vec::new());
 
 impl Mapping {
     fn new(file: &std::fs::File, len: usize) -> std::io::Result<Mapping> {
@@ -131,14 +138,28 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &Wri
         let meta = file.metadata().map_err(|e| io("stat", e))?;
         let key = (meta.dev(), meta.ino());
         let mut cache = CACHE.lock().expect("mapping cache");
-        let reuse = cache.as_ref().is_some_and(|c| c.key == key && c.map.len == body);
-        if !reuse {
-            *cache = None;
-            let map = Mapping::new(&file, body).map_err(|e| io("mmap", e))?;
-            *cache = Some(Cached { key, map });
-        }
-        let cached = cache.as_mut().expect("just filled");
-        fill(cached.map.bytes(), parts, total, opts)
+        // A mapping of another size is of no use, and one of a deleted file pins its pages.
+        cache.retain(|c| (c.key != key || c.map.len == body) && c.file.metadata().is_ok_and(|m| m.nlink() > 0));
+        let at = match cache.iter().position(|c| c.key == key) {
+            Some(at) => at,
+            None => {
+                if cache.len() == CACHED_MAX {
+                    cache.remove(0);
+                }
+                let map = Mapping::new(&file, body).map_err(|e| io("mmap", e))?;
+                let file = file.try_clone().map_err(|e| io("dup", e))?;
+                cache.push(Cached { key, map, file });
+                cache.len() - 1
+            }
+        };
+        let cached = cache.remove(at);
+        let result = {
+            let mut cached = cached;
+            let r = fill(cached.map.bytes(), parts, total, opts);
+            cache.push(cached);
+            r
+        };
+        result
     };
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
