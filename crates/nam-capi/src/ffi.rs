@@ -15,6 +15,8 @@ pub(crate) enum Failure {
     Null(&'static str),
     /// An argument is invalid for another reason.
     Invalid(String),
+    /// A failure that carries its own code (the checkpoint library's errors).
+    Coded(nam_status_t, String),
 }
 
 impl From<Error> for Failure {
@@ -28,6 +30,7 @@ impl Failure {
         match self {
             Failure::Client(error) => status_of_error(error),
             Failure::Null(_) | Failure::Invalid(_) => nam_status_t::NAM_ERR_INVALID_ARGUMENT,
+            Failure::Coded(status, _) => *status,
         }
     }
 }
@@ -37,7 +40,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Client(error) => write!(f, "{error}"),
             Failure::Null(argument) => write!(f, "argument `{argument}` is NULL"),
-            Failure::Invalid(text) => f.write_str(text),
+            Failure::Invalid(text) | Failure::Coded(_, text) => f.write_str(text),
         }
     }
 }

@@ -68,13 +68,43 @@ pub enum nam_status_t {
     NAM_ERR_SERVER_INTERNAL = -25,
     /// libnam failed internally (a bug: a panic caught at the API boundary).
     NAM_ERR_INTERNAL = -26,
+    /// Checkpoint library: a configuration key that does not exist.
+    NAM_ERR_CKPT_UNKNOWN_KEY = -27,
+    /// Checkpoint library: a checkpoint directory is missing or cannot be written.
+    NAM_ERR_CKPT_DIRECTORY = -28,
+    /// Checkpoint library: one checkpoint of a rank exceeds the RAM level's per-rank share.
+    NAM_ERR_CKPT_RAM_TOO_SMALL = -29,
+    /// Checkpoint library: a region overlaps another, is NULL, or its id is already protected.
+    NAM_ERR_CKPT_REGION = -30,
+    /// Checkpoint library: a region id that is not protected.
+    NAM_ERR_CKPT_UNKNOWN_REGION = -31,
+    /// Checkpoint library: no restartable checkpoint exists on any level.
+    NAM_ERR_CKPT_NO_CHECKPOINT = -32,
+    /// Checkpoint library: the checkpoint was written by a job of another size.
+    NAM_ERR_CKPT_RANK_COUNT = -33,
+    /// Checkpoint library: stored checkpoint bytes fail their checksum and cannot be rebuilt.
+    NAM_ERR_CKPT_CORRUPT = -34,
+    /// Checkpoint library: more data was lost than the redundancy scheme rebuilds.
+    NAM_ERR_CKPT_UNRECOVERABLE = -35,
+    /// Checkpoint library: the redundancy scheme cannot work with this job's node layout.
+    NAM_ERR_CKPT_LAYOUT = -36,
+    /// Checkpoint library: the configured redundancy scheme is not built into this library.
+    NAM_ERR_CKPT_NOT_BUILT = -37,
+    /// Checkpoint library: a stored region's size differs from the protected region's.
+    NAM_ERR_CKPT_SIZE_MISMATCH = -38,
+    /// Checkpoint library: the asynchronous flush to the parallel file system failed.
+    NAM_ERR_CKPT_FLUSH = -39,
+    /// Checkpoint library: a checkpoint file operation failed.
+    NAM_ERR_CKPT_IO = -40,
+    /// Checkpoint library: the checkpoint library was used in the wrong order.
+    NAM_ERR_CKPT_STATE = -41,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 28] {
+    pub const fn all() -> [nam_status_t; 43] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -104,6 +134,21 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED,
             NAM_ERR_SERVER_INTERNAL,
             NAM_ERR_INTERNAL,
+            NAM_ERR_CKPT_UNKNOWN_KEY,
+            NAM_ERR_CKPT_DIRECTORY,
+            NAM_ERR_CKPT_RAM_TOO_SMALL,
+            NAM_ERR_CKPT_REGION,
+            NAM_ERR_CKPT_UNKNOWN_REGION,
+            NAM_ERR_CKPT_NO_CHECKPOINT,
+            NAM_ERR_CKPT_RANK_COUNT,
+            NAM_ERR_CKPT_CORRUPT,
+            NAM_ERR_CKPT_UNRECOVERABLE,
+            NAM_ERR_CKPT_LAYOUT,
+            NAM_ERR_CKPT_NOT_BUILT,
+            NAM_ERR_CKPT_SIZE_MISMATCH,
+            NAM_ERR_CKPT_FLUSH,
+            NAM_ERR_CKPT_IO,
+            NAM_ERR_CKPT_STATE,
         ]
     }
 
@@ -143,6 +188,21 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED => "request before hello\0",
             NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
             NAM_ERR_INTERNAL => "internal libnam error\0",
+            NAM_ERR_CKPT_UNKNOWN_KEY => "checkpoint: unknown configuration key\0",
+            NAM_ERR_CKPT_DIRECTORY => "checkpoint: directory not usable\0",
+            NAM_ERR_CKPT_RAM_TOO_SMALL => "checkpoint: RAM level too small\0",
+            NAM_ERR_CKPT_REGION => "checkpoint: invalid region\0",
+            NAM_ERR_CKPT_UNKNOWN_REGION => "checkpoint: region not protected\0",
+            NAM_ERR_CKPT_NO_CHECKPOINT => "checkpoint: nothing to restart\0",
+            NAM_ERR_CKPT_RANK_COUNT => "checkpoint: different rank count\0",
+            NAM_ERR_CKPT_CORRUPT => "checkpoint: corrupt data\0",
+            NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint: unrecoverable loss\0",
+            NAM_ERR_CKPT_LAYOUT => "checkpoint: job layout unsuited to scheme\0",
+            NAM_ERR_CKPT_NOT_BUILT => "checkpoint: scheme not built in\0",
+            NAM_ERR_CKPT_SIZE_MISMATCH => "checkpoint: region size mismatch\0",
+            NAM_ERR_CKPT_FLUSH => "checkpoint: flush failed\0",
+            NAM_ERR_CKPT_IO => "checkpoint: file I/O error\0",
+            NAM_ERR_CKPT_STATE => "checkpoint: invalid use\0",
         }
     }
 }

@@ -58,7 +58,7 @@ fn codes_are_distinct_and_have_strings() {
         assert!(!text.is_empty() && text != "unknown status", "{status:?} has no string");
         assert!(strings.insert(text), "{status:?} shares its string {text:?}");
     }
-    for unknown in [2, -27, -1000, i32::MIN, i32::MAX] {
+    for unknown in [2, -42, -1000, i32::MIN, i32::MAX] {
         let text = unsafe { CStr::from_ptr(nam_status_string(unknown)) };
         assert_eq!(text.to_str().unwrap(), "unknown status");
     }
@@ -104,12 +104,54 @@ fn every_client_error_has_exactly_one_code() {
     }
     // Every code but OK, IN_PROGRESS, UNEXPECTED_REPLY's Ok-refusal alias and INTERNAL is
     // reachable from some error or refusal: nothing in the enum is dead.
-    let reachable: HashSet<nam_status_t> = seen.keys().chain(refusal_codes.keys()).copied().collect();
+    let ckpt_codes: Vec<nam_status_t> =
+        one_ckpt_error_per_variant().iter().map(|(_, e)| status_of_ckpt_error(e)).collect();
+    let reachable: HashSet<nam_status_t> =
+        seen.keys().chain(refusal_codes.keys()).chain(ckpt_codes.iter()).copied().collect();
     for code in nam_status_t::all() {
         if ![NAM_OK, NAM_IN_PROGRESS, NAM_ERR_INTERNAL].contains(&code) {
             assert!(reachable.contains(&code), "{code:?} is reached by no error");
         }
     }
+}
+
+/// One value of every `nam_ckpt::CkptError` variant (`status_of_ckpt_error` has no
+/// wildcard, so a new variant fails to compile there; this list must then grow too).
+fn one_ckpt_error_per_variant() -> Vec<(&'static str, nam_ckpt::CkptError)> {
+    use nam_ckpt::CkptError as E;
+    let io = || std::io::Error::other("x");
+    vec![
+        ("Config", E::Config("x".into())),
+        ("UnknownKey", E::UnknownKey("x".into())),
+        ("Directory", E::Directory { path: "/x".into(), reason: "x".into() }),
+        ("RamTooSmall", E::RamTooSmall { bytes: 2, limit: 1 }),
+        ("Region", E::Region { id: 1, reason: "x".into() }),
+        ("UnknownRegion", E::UnknownRegion(1)),
+        ("NoCheckpoint", E::NoCheckpoint(String::new())),
+        ("RankCount", E::RankCount { written: 2, now: 1 }),
+        ("Corrupt", E::Corrupt("x".into())),
+        ("Unrecoverable", E::Unrecoverable("x".into())),
+        ("Layout", E::layout("xor", "x")),
+        ("NotBuilt", E::NotBuilt("nam-xor".into())),
+        ("SizeMismatch", E::SizeMismatch { id: 1, stored: 1, protected: 2 }),
+        ("Flush", E::Flush { path: "/x".into(), reason: "x".into() }),
+        ("Io", E::io("read", "/x", io())),
+        ("State", E::State("x".into())),
+    ]
+}
+
+#[test]
+fn every_checkpoint_error_has_exactly_one_code() {
+    let mut seen: HashMap<nam_status_t, &str> = HashMap::new();
+    for (variant, error) in one_ckpt_error_per_variant() {
+        let code = status_of_ckpt_error(&error);
+        assert!((code as i32) < 0 && code != NAM_ERR_INTERNAL, "{variant} maps to {code:?}");
+        if let Some(other) = seen.insert(code, variant) {
+            panic!("{variant} and {other} share {code:?}");
+        }
+    }
+    // Configuration errors share the client's NAM_ERR_CONFIG: they mean the same.
+    assert_eq!(status_of_ckpt_error(&nam_ckpt::CkptError::Config("x".into())), NAM_ERR_CONFIG);
 }
 
 fn last_error() -> String {
