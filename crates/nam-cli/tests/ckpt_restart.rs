@@ -86,7 +86,7 @@ fn restart_comes_from_each_level() {
 
 #[test]
 fn lost_rank_is_rebuilt_by_l2_and_selected_regions_restore() {
-    for scheme in ["partner", "xor"] {
+    for scheme in ["partner", "xor", "rs"] {
         let dir = temp_dir(&format!("lost-{scheme}"));
         let cfg = config(&dir, scheme, "always-ram", 0);
         let (ok, clean) = app(&cfg, &[]);

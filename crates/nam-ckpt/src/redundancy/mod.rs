@@ -16,13 +16,13 @@
 
 mod none;
 mod partner;
-// mod reed_solomon;
+mod reed_solomon;
 mod ring;
 mod xor;
 
 pub use none::NoRedundancy;
 pub use partner::Partner;
-// pub use reed_solomon::ReedSolomon;
+pub use reed_solomon::ReedSolomon;
 pub use xor::Xor;
 
 use crate::comm::Comm;
@@ -162,7 +162,7 @@ pub fn build(comm: &Comm, config: &RedundancyConfig) -> Result<Box<dyn Redundanc
         Scheme::None => Box::new(NoRedundancy::new(comm)),
         Scheme::Partner => Box::new(Partner::new(comm, config.block_bytes)?),
         Scheme::Xor => Box::new(Xor::new(comm, config.set_size, config.block_bytes)?),
-        Scheme::Rs => return Err(CkptError::NotBuilt("rs".into())),
+        Scheme::Rs => Box::new(ReedSolomon::new(comm, config.set_size, config.rs_parity, config.block_bytes)?),
         // The NAM-XOR engine (issue 3) plugs in here: `Box::new(nam_xor::NamXor::new(comm, config)?)`.
         Scheme::NamXor => return Err(CkptError::NotBuilt("nam-xor".into())),
     })
