@@ -317,7 +317,7 @@ impl Checkpointer {
         let rank = self.comm.rank();
         let mut flushed = false;
         if let Some(f) = &self.flusher {
-            if self.count % self.config.flush.every == 0 {
+            if self.count.is_multiple_of(self.config.flush.every) {
                 f.submit(FlushJob { name: name.into(), version, rank, source: level.file(name, version, rank) });
                 flushed = true;
             }

@@ -149,7 +149,7 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
 /// Writes one checkpoint file from the regions `parts` (with `footer` filled in here).
 /// Returns the bytes written.
 pub fn write(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) -> Result<u64> {
-    assert!(opts.chunk >= 2 && opts.chunk % 2 == 0, "chunk size is even");
+    assert!(opts.chunk >= 2 && opts.chunk.is_multiple_of(2), "chunk size is even");
     if opts.mapped {
         return crate::mapped::write(path, parts, footer, opts);
     }

@@ -140,8 +140,7 @@ fn timed(comm: &Comm, f: impl FnOnce() -> Result<()>) -> Result<f64> {
 }
 
 fn bench_config(args: &PolicyBenchArgs, policy: &str, flush: Option<&Path>) -> Result<Config> {
-    let mut config = Config::default();
-    config.name = format!("bench-{policy}");
+    let mut config = Config { name: format!("bench-{policy}"), ..Config::default() };
     config.ram.dir = args.ram_dir.clone();
     config.ram.capacity = nam_ckpt::config::Size(u64::MAX / 2);
     config.ram.keep = 1;
