@@ -182,65 +182,75 @@ typedef enum {
    */
   NAM_ERR_INTERNAL = -26,
   /**
+   * A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+   */
+  NAM_ERR_CKPT_TIMEOUT = -27,
+  /**
+   * The memory server could not read a rank's checkpoint buffer (the rank died or left).
+   */
+  NAM_ERR_CKPT_RANK_FAILED = -28,
+  /**
+   * The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+   * complete epoch.
+   */
+  NAM_ERR_CKPT_UNRECOVERABLE = -29,
+  /**
+   * Stored parity or a rank's buffer fails its checksum; no data was returned.
+   */
+  NAM_ERR_CKPT_CORRUPTED = -30,
+  /**
+   * The checkpoint group is busy with another epoch or restore, or the epoch is out of
+   * order, or the buffer is still being pulled.
+   */
+  NAM_ERR_CKPT_BUSY = -31,
+  /**
    * Checkpoint library: a configuration key that does not exist.
    */
-  NAM_ERR_CKPT_UNKNOWN_KEY = -27,
+  NAM_ERR_CKPT_UNKNOWN_KEY = -32,
   /**
    * Checkpoint library: a checkpoint directory is missing or cannot be written.
    */
-  NAM_ERR_CKPT_DIRECTORY = -28,
+  NAM_ERR_CKPT_DIRECTORY = -33,
   /**
    * Checkpoint library: one checkpoint of a rank exceeds the RAM level's per-rank share.
    */
-  NAM_ERR_CKPT_RAM_TOO_SMALL = -29,
+  NAM_ERR_CKPT_RAM_TOO_SMALL = -34,
   /**
    * Checkpoint library: a region overlaps another, is NULL, or its id is already protected.
    */
-  NAM_ERR_CKPT_REGION = -30,
+  NAM_ERR_CKPT_REGION = -35,
   /**
    * Checkpoint library: a region id that is not protected.
    */
-  NAM_ERR_CKPT_UNKNOWN_REGION = -31,
+  NAM_ERR_CKPT_UNKNOWN_REGION = -36,
   /**
    * Checkpoint library: no restartable checkpoint exists on any level.
    */
-  NAM_ERR_CKPT_NO_CHECKPOINT = -32,
+  NAM_ERR_CKPT_NO_CHECKPOINT = -37,
   /**
    * Checkpoint library: the checkpoint was written by a job of another size.
    */
-  NAM_ERR_CKPT_RANK_COUNT = -33,
-  /**
-   * Checkpoint library: stored checkpoint bytes fail their checksum and cannot be rebuilt.
-   */
-  NAM_ERR_CKPT_CORRUPT = -34,
-  /**
-   * Checkpoint library: more data was lost than the redundancy scheme rebuilds.
-   */
-  NAM_ERR_CKPT_UNRECOVERABLE = -35,
+  NAM_ERR_CKPT_RANK_COUNT = -38,
   /**
    * Checkpoint library: the redundancy scheme cannot work with this job's node layout.
    */
-  NAM_ERR_CKPT_LAYOUT = -36,
-  /**
-   * Checkpoint library: the configured redundancy scheme is not built into this library.
-   */
-  NAM_ERR_CKPT_NOT_BUILT = -37,
+  NAM_ERR_CKPT_LAYOUT = -39,
   /**
    * Checkpoint library: a stored region's size differs from the protected region's.
    */
-  NAM_ERR_CKPT_SIZE_MISMATCH = -38,
+  NAM_ERR_CKPT_SIZE_MISMATCH = -40,
   /**
    * Checkpoint library: the asynchronous flush to the parallel file system failed.
    */
-  NAM_ERR_CKPT_FLUSH = -39,
+  NAM_ERR_CKPT_FLUSH = -41,
   /**
    * Checkpoint library: a checkpoint file operation failed.
    */
-  NAM_ERR_CKPT_IO = -40,
+  NAM_ERR_CKPT_IO = -42,
   /**
    * Checkpoint library: the checkpoint library was used in the wrong order.
    */
-  NAM_ERR_CKPT_STATE = -41,
+  NAM_ERR_CKPT_STATE = -43,
 } nam_status_t;
 
 /**
@@ -294,6 +304,12 @@ typedef enum {
  * `nam_finalize` releases it.
  */
 typedef struct nam_alloc_t nam_alloc_t;
+
+/**
+ * A rank of a checkpoint group (opaque). Destroy it with `nam_ckpt_group_leave` before
+ * `nam_finalize` of its client.
+ */
+typedef struct nam_ckpt_group_t nam_ckpt_group_t;
 
 /**
  * The checkpoint library of one MPI job (opaque). Created by `nam_ckpt_init_fcomm` (or
@@ -376,6 +392,37 @@ typedef struct {
    */
   int32_t server;
 } nam_alloc_params_t;
+
+/**
+ * How `nam_ckpt_group_join` joins. Zero fields take the defaults.
+ */
+typedef struct {
+  /**
+   * Ranks in the group.
+   */
+  uint32_t ranks;
+  /**
+   * Index of the server (in the client's list) that keeps the parity.
+   */
+  uint32_t server;
+  /**
+   * Bytes per GET of the server (a multiple of 16); 0: 256 KiB.
+   */
+  uint32_t segment_bytes;
+  /**
+   * GETs in flight per rank; 0: 4.
+   */
+  uint32_t in_flight;
+  /**
+   * Deadline for all ranks to flag an epoch ready, and for a restore, in ms; 0: 60 s.
+   */
+  uint32_t timeout_ms;
+  /**
+   * Node identity of this rank (ranks of one node never share a group), or NULL for
+   * `NAM_NODE_ID` / the host name.
+   */
+  const char *node;
+} nam_ckpt_group_params_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -695,6 +742,122 @@ nam_status_t nam_wait_until(nam_alloc_t *alloc,
                             uint64_t value,
                             uint64_t timeout_ms,
                             uint64_t *value_out);
+
+/**
+ * Joins (or creates) the checkpoint group `name` as `rank` with a checkpoint buffer of
+ * `buffer_len` bytes that the library maps for the server (get it with
+ * `nam_ckpt_group_buffer`). A replacement rank that does not know its size passes 0,
+ * restores, and gets a buffer of the restored size. Blocking (one control round trip).
+ *
+ * # Safety
+ * `nam` is a live client; `name` a NUL-terminated string; `params` valid; `out` writable.
+ */
+nam_status_t nam_ckpt_group_join(const nam_t *nam,
+                                 const char *name,
+                                 uint32_t rank,
+                                 uint64_t buffer_len,
+                                 const nam_ckpt_group_params_t *params,
+                                 nam_ckpt_group_t **out);
+
+/**
+ * The checkpoint buffer: `*buf` and `*len`. Write the next checkpoint there, then call
+ * `nam_ckpt_group_ready`; do not write it again until `nam_ckpt_group_wait` returned
+ * `NAM_OK`. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group; `buf` and `len` writable.
+ */
+nam_status_t nam_ckpt_group_buffer(nam_ckpt_group_t *group,
+                                   uint8_t **buf,
+                                   uint64_t *len);
+
+/**
+ * Flags the buffer ready for the next epoch (its number in `*epoch_out` if not NULL).
+ * Non-blocking: the server pulls the buffer in the background. `NAM_ERR_CKPT_BUSY` while the
+ * previous epoch is still being pulled.
+ *
+ * # Safety
+ * `group` is a live group; `epoch_out` NULL or writable.
+ */
+nam_status_t nam_ckpt_group_ready(nam_ckpt_group_t *group,
+                                  uint64_t *epoch_out);
+
+/**
+ * `NAM_OK` once the server has folded this rank's buffer into the parity (the buffer may
+ * change again), `NAM_IN_PROGRESS` before, or the epoch's error. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_test(nam_ckpt_group_t *group);
+
+/**
+ * Waits until `nam_ckpt_group_test` would return `NAM_OK`, at most `timeout_ms`; then, if
+ * `whole_group` is non-zero, until the parity of the epoch is complete for every rank.
+ * Blocking; `NAM_ERR_CKPT_TIMEOUT` at the deadline, the epoch's error if it failed.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait(nam_ckpt_group_t *group,
+                                 int32_t whole_group,
+                                 uint64_t timeout_ms);
+
+/**
+ * Asks the server to rebuild `lost_rank`'s checkpoint of `epoch` (0: the newest complete)
+ * from the other ranks' buffers (which must hold that epoch's data again) and the parity.
+ * `*out` receives the server allocation the bytes are written to; every rank then calls
+ * `nam_ckpt_group_wait_restore`. Blocking (one control round trip).
+ *
+ * # Safety
+ * `group` is a live group; `out` writable.
+ */
+nam_status_t nam_ckpt_group_restore(nam_ckpt_group_t *group,
+                                    uint32_t lost_rank,
+                                    uint64_t epoch,
+                                    nam_alloc_t **out);
+
+/**
+ * Waits until the group's running restore has finished (checksums verified), at most
+ * `timeout_ms`. Every rank of the group calls it; survivors keep their buffers unchanged
+ * until it returns.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait_restore(nam_ckpt_group_t *group,
+                                         uint64_t timeout_ms);
+
+/**
+ * The replacement rank copies a finished restore into its buffer (resized to `len`, the
+ * lost rank's size: `nam_ckpt_group_recorded_len`) and the server allocation is freed
+ * (release `restored` with `nam_alloc_release` afterwards). Blocking.
+ *
+ * # Safety
+ * `group` is a live group; `restored` the allocation from `nam_ckpt_group_restore`.
+ */
+nam_status_t nam_ckpt_group_fetch_restored(nam_ckpt_group_t *group,
+                                           const nam_alloc_t *restored,
+                                           uint64_t len);
+
+/**
+ * The size this rank had in the newest complete epoch when it joined (0 if none).
+ *
+ * # Safety
+ * `group` is a live group; `len` writable.
+ */
+nam_status_t nam_ckpt_group_recorded_len(const nam_ckpt_group_t *group,
+                                         uint64_t *len);
+
+/**
+ * Leaves the group and releases the object; with `destroy` non-zero the group and its
+ * parity are deleted on the server too. The object is gone even when an error is returned.
+ *
+ * # Safety
+ * `group` is NULL or a live group, not used afterwards.
+ */
+nam_status_t nam_ckpt_group_leave(nam_ckpt_group_t *group,
+                                  int32_t destroy);
 
 /**
  * A static, NUL-terminated description of `status` (for example "offset or length out of

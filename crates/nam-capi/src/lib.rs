@@ -13,6 +13,8 @@
 //! - Checkpoint/restart for MPI applications (`nam_ckpt_t`, nam-ckpt): `nam_ckpt_init`
 //!   with an `MPI_Comm` and a config file, `nam_ckpt_protect`, `nam_ckpt_checkpoint`,
 //!   `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`.
+//! - Checkpoint groups (`nam_ckpt_group_*`): a memory server pulls each rank's checkpoint
+//!   buffer and keeps XOR parity (NAM-XOR); ready, wait, restore.
 //! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
 //!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
 //!   of this thread's last failure.
@@ -44,6 +46,8 @@ mod rma;
 
 mod atomic;
 
+mod ckpt_group;
+
 mod status;
 
 mod ckpt;
@@ -62,6 +66,11 @@ pub use ckpt::{
     nam_ckpt_checkpoint, nam_ckpt_config_dump, nam_ckpt_finalize, nam_ckpt_init_fcomm, nam_ckpt_latest,
     nam_ckpt_protect, nam_ckpt_restart, nam_ckpt_route_file, nam_ckpt_t, nam_ckpt_unprotect, status_of_ckpt_error,
     NAM_CKPT_LEVEL_PFS, NAM_CKPT_LEVEL_RAM, NAM_CKPT_LEVEL_SKIPPED, NAM_CKPT_LEVEL_SSD, NAM_CKPT_VERSION_LATEST,
+};
+pub use ckpt_group::{
+    nam_ckpt_group_buffer, nam_ckpt_group_fetch_restored, nam_ckpt_group_join, nam_ckpt_group_leave,
+    nam_ckpt_group_params_t, nam_ckpt_group_ready, nam_ckpt_group_recorded_len, nam_ckpt_group_restore,
+    nam_ckpt_group_t, nam_ckpt_group_test, nam_ckpt_group_wait, nam_ckpt_group_wait_restore,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};

@@ -68,43 +68,49 @@ pub enum nam_status_t {
     NAM_ERR_SERVER_INTERNAL = -25,
     /// libnam failed internally (a bug: a panic caught at the API boundary).
     NAM_ERR_INTERNAL = -26,
+    /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+    NAM_ERR_CKPT_TIMEOUT = -27,
+    /// The memory server could not read a rank's checkpoint buffer (the rank died or left).
+    NAM_ERR_CKPT_RANK_FAILED = -28,
+    /// The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+    /// complete epoch.
+    NAM_ERR_CKPT_UNRECOVERABLE = -29,
+    /// Stored parity or a rank's buffer fails its checksum; no data was returned.
+    NAM_ERR_CKPT_CORRUPTED = -30,
+    /// The checkpoint group is busy with another epoch or restore, or the epoch is out of
+    /// order, or the buffer is still being pulled.
+    NAM_ERR_CKPT_BUSY = -31,
     /// Checkpoint library: a configuration key that does not exist.
-    NAM_ERR_CKPT_UNKNOWN_KEY = -27,
+    NAM_ERR_CKPT_UNKNOWN_KEY = -32,
     /// Checkpoint library: a checkpoint directory is missing or cannot be written.
-    NAM_ERR_CKPT_DIRECTORY = -28,
+    NAM_ERR_CKPT_DIRECTORY = -33,
     /// Checkpoint library: one checkpoint of a rank exceeds the RAM level's per-rank share.
-    NAM_ERR_CKPT_RAM_TOO_SMALL = -29,
+    NAM_ERR_CKPT_RAM_TOO_SMALL = -34,
     /// Checkpoint library: a region overlaps another, is NULL, or its id is already protected.
-    NAM_ERR_CKPT_REGION = -30,
+    NAM_ERR_CKPT_REGION = -35,
     /// Checkpoint library: a region id that is not protected.
-    NAM_ERR_CKPT_UNKNOWN_REGION = -31,
+    NAM_ERR_CKPT_UNKNOWN_REGION = -36,
     /// Checkpoint library: no restartable checkpoint exists on any level.
-    NAM_ERR_CKPT_NO_CHECKPOINT = -32,
+    NAM_ERR_CKPT_NO_CHECKPOINT = -37,
     /// Checkpoint library: the checkpoint was written by a job of another size.
-    NAM_ERR_CKPT_RANK_COUNT = -33,
-    /// Checkpoint library: stored checkpoint bytes fail their checksum and cannot be rebuilt.
-    NAM_ERR_CKPT_CORRUPT = -34,
-    /// Checkpoint library: more data was lost than the redundancy scheme rebuilds.
-    NAM_ERR_CKPT_UNRECOVERABLE = -35,
+    NAM_ERR_CKPT_RANK_COUNT = -38,
     /// Checkpoint library: the redundancy scheme cannot work with this job's node layout.
-    NAM_ERR_CKPT_LAYOUT = -36,
-    /// Checkpoint library: the configured redundancy scheme is not built into this library.
-    NAM_ERR_CKPT_NOT_BUILT = -37,
+    NAM_ERR_CKPT_LAYOUT = -39,
     /// Checkpoint library: a stored region's size differs from the protected region's.
-    NAM_ERR_CKPT_SIZE_MISMATCH = -38,
+    NAM_ERR_CKPT_SIZE_MISMATCH = -40,
     /// Checkpoint library: the asynchronous flush to the parallel file system failed.
-    NAM_ERR_CKPT_FLUSH = -39,
+    NAM_ERR_CKPT_FLUSH = -41,
     /// Checkpoint library: a checkpoint file operation failed.
-    NAM_ERR_CKPT_IO = -40,
+    NAM_ERR_CKPT_IO = -42,
     /// Checkpoint library: the checkpoint library was used in the wrong order.
-    NAM_ERR_CKPT_STATE = -41,
+    NAM_ERR_CKPT_STATE = -43,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 43] {
+    pub const fn all() -> [nam_status_t; 45] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -134,6 +140,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED,
             NAM_ERR_SERVER_INTERNAL,
             NAM_ERR_INTERNAL,
+            NAM_ERR_CKPT_TIMEOUT,
+            NAM_ERR_CKPT_RANK_FAILED,
+            NAM_ERR_CKPT_UNRECOVERABLE,
+            NAM_ERR_CKPT_CORRUPTED,
+            NAM_ERR_CKPT_BUSY,
             NAM_ERR_CKPT_UNKNOWN_KEY,
             NAM_ERR_CKPT_DIRECTORY,
             NAM_ERR_CKPT_RAM_TOO_SMALL,
@@ -141,10 +152,7 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNKNOWN_REGION,
             NAM_ERR_CKPT_NO_CHECKPOINT,
             NAM_ERR_CKPT_RANK_COUNT,
-            NAM_ERR_CKPT_CORRUPT,
-            NAM_ERR_CKPT_UNRECOVERABLE,
             NAM_ERR_CKPT_LAYOUT,
-            NAM_ERR_CKPT_NOT_BUILT,
             NAM_ERR_CKPT_SIZE_MISMATCH,
             NAM_ERR_CKPT_FLUSH,
             NAM_ERR_CKPT_IO,
@@ -188,6 +196,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED => "request before hello\0",
             NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
             NAM_ERR_INTERNAL => "internal libnam error\0",
+            NAM_ERR_CKPT_TIMEOUT => "checkpoint deadline passed\0",
+            NAM_ERR_CKPT_RANK_FAILED => "checkpoint rank failed\0",
+            NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint unrecoverable\0",
+            NAM_ERR_CKPT_CORRUPTED => "checkpoint data corrupted\0",
+            NAM_ERR_CKPT_BUSY => "checkpoint group busy\0",
             NAM_ERR_CKPT_UNKNOWN_KEY => "checkpoint: unknown configuration key\0",
             NAM_ERR_CKPT_DIRECTORY => "checkpoint: directory not usable\0",
             NAM_ERR_CKPT_RAM_TOO_SMALL => "checkpoint: RAM level too small\0",
@@ -195,10 +208,7 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNKNOWN_REGION => "checkpoint: region not protected\0",
             NAM_ERR_CKPT_NO_CHECKPOINT => "checkpoint: nothing to restart\0",
             NAM_ERR_CKPT_RANK_COUNT => "checkpoint: different rank count\0",
-            NAM_ERR_CKPT_CORRUPT => "checkpoint: corrupt data\0",
-            NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint: unrecoverable loss\0",
             NAM_ERR_CKPT_LAYOUT => "checkpoint: job layout unsuited to scheme\0",
-            NAM_ERR_CKPT_NOT_BUILT => "checkpoint: scheme not built in\0",
             NAM_ERR_CKPT_SIZE_MISMATCH => "checkpoint: region size mismatch\0",
             NAM_ERR_CKPT_FLUSH => "checkpoint: flush failed\0",
             NAM_ERR_CKPT_IO => "checkpoint: file I/O error\0",
@@ -227,6 +237,11 @@ pub fn status_of_refusal(status: Status) -> nam_status_t {
         Status::TooMany => NAM_ERR_TOO_MANY,
         Status::NotConnected => NAM_ERR_NOT_CONNECTED,
         Status::Internal => NAM_ERR_SERVER_INTERNAL,
+        Status::CkptTimeout => NAM_ERR_CKPT_TIMEOUT,
+        Status::CkptRankFailed => NAM_ERR_CKPT_RANK_FAILED,
+        Status::CkptUnrecoverable => NAM_ERR_CKPT_UNRECOVERABLE,
+        Status::CkptCorrupted => NAM_ERR_CKPT_CORRUPTED,
+        Status::CkptBusy => NAM_ERR_CKPT_BUSY,
     }
 }
 

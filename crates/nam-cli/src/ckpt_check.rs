@@ -54,6 +54,9 @@ pub struct RedundancyArgs {
     /// Bytes per pipelined message.
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     block: u64,
+    /// Memory servers for nam-xor (`host:port`, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
 }
 
 fn pattern(rank: usize, len: usize) -> Vec<u8> {
@@ -92,7 +95,7 @@ fn redundancy_check(args: RedundancyArgs) -> Result<()> {
         set_size: args.set_size,
         rs_parity: args.rs_parity,
         block_bytes: args.block as usize,
-        servers: Vec::new(),
+        servers: args.servers.clone(),
     };
     let mut scheme = redundancy::build(&comm, &config)?;
     let data = pattern(rank, size);

@@ -3,6 +3,7 @@
 mod bench;
 mod child;
 mod ckpt_app;
+mod ckpt_bench;
 mod ckpt_check;
 mod ckpt_policy_bench;
 mod demo;
@@ -38,6 +39,9 @@ enum Command {
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
     /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
+    /// Compare checkpoint redundancy schemes under mpirun: NAM-XOR, partner, XOR on nodes.
+    #[command(name = "ckpt-bench")]
+    CkptBench(ckpt_bench::CkptBenchArgs),
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
     /// Under mpirun: seed 001's RAM/SSD placement microbenchmark over every policy.
@@ -55,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::CkptBench(args) => ckpt_bench::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
         Command::CkptPolicyBench(args) => ckpt_policy_bench::run(args),
     }

@@ -50,8 +50,6 @@ fn losses_beyond_the_scheme_are_unrecoverable_not_wrong() {
     assert!(!ok && out.contains("rank 1 and its partner 2 both lost"), "{out}");
     let (ok, out) = check(3, 3, "none", "0", &[]);
     assert!(!ok && out.contains("scheme is `none`"), "{out}");
-    let (ok, out) = check(2, 2, "nam-xor", "0", &[]);
-    assert!(!ok && out.contains("`nam-xor` is not built into this library"), "{out}");
 }
 
 #[test]

@@ -11,6 +11,9 @@
 //! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
 //!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
 //!
+//! - Checkpoint groups ([`ckpt`]): [`Client::ckpt_join`] gives a [`CkptMember`] whose
+//!   buffer the server pulls and XORs into parity (NAM-XOR), and restores after a loss.
+//!
 //! Every call has a deadline (the config's `timeout`); a server that dies makes calls fail
 //! with [`Error::Transport`] or [`Error::Timeout`], never hang.
 //!
@@ -29,6 +32,7 @@
 #![deny(missing_docs)]
 
 mod allocation;
+pub mod ckpt;
 mod client;
 pub mod config;
 mod direct;
@@ -40,6 +44,7 @@ mod op;
 mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
+pub use ckpt::{CkptMember, GroupSpec};
 pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};

@@ -34,6 +34,7 @@ mod put_tests {
     }
 }
 
+pub mod ckpt;
 pub mod codec;
 pub mod limits;
 pub mod message;

@@ -39,11 +39,21 @@ pub enum Status {
     NotConnected = 15,
     /// The server failed internally; the message says why.
     Internal = 16,
+    /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+    CkptTimeout = 17,
+    /// The engine could not read a rank's checkpoint buffer (the rank died or left).
+    CkptRankFailed = 18,
+    /// The data cannot be rebuilt: more than one rank of the group is lost, or no epoch is complete.
+    CkptUnrecoverable = 19,
+    /// Stored parity or a rank's buffer fails its checksum.
+    CkptCorrupted = 20,
+    /// The group is busy with another epoch or restore, or the epoch is out of order.
+    CkptBusy = 21,
 }
 
 impl Status {
     /// All statuses, in code order.
-    pub const ALL: [Status; 17] = [
+    pub const ALL: [Status; 22] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::UnknownHandle,
@@ -61,6 +71,11 @@ impl Status {
         Status::TooMany,
         Status::NotConnected,
         Status::Internal,
+        Status::CkptTimeout,
+        Status::CkptRankFailed,
+        Status::CkptUnrecoverable,
+        Status::CkptCorrupted,
+        Status::CkptBusy,
     ];
 
     /// The wire code.
@@ -93,6 +108,11 @@ impl Status {
             Status::TooMany => "too many clients or handles",
             Status::NotConnected => "no Hello before the request",
             Status::Internal => "internal server error",
+            Status::CkptTimeout => "checkpoint deadline passed",
+            Status::CkptRankFailed => "checkpoint rank failed",
+            Status::CkptUnrecoverable => "checkpoint unrecoverable",
+            Status::CkptCorrupted => "checkpoint data corrupted",
+            Status::CkptBusy => "checkpoint group busy",
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   persistence, tenants with tokens and quotas. Pure bookkeeping, unit-tested.
 //! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
 //! - [`ServerConfig`]: TOML file and defaults.
+//! - [`ckpt::CkptEngine`]: checkpoint groups whose XOR parity the server computes by pulling
+//!   the ranks' buffers itself (seed 000's CR unit), in ping-pong parity slots.
 //!
 //! ```no_run
 //! use nam_server::{Server, ServerConfig};
@@ -22,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod allocator;
+pub mod ckpt;
 pub mod config;
 pub mod manager;
 pub mod pool;

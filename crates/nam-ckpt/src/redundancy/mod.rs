@@ -12,14 +12,16 @@
 //! | [`Partner`] | a full copy on another node | loss of a rank/node whose partner survives |
 //! | [`Xor`] | 1/(n-1) parity per rank in sets of n ranks on n nodes | one lost rank per set |
 //! | [`ReedSolomon`] | k/(n-k) parity per rank in sets of n | k lost ranks per set |
-//! | `nam-xor` | parity in memory servers (see `nam_xor.rs`) | one lost rank per set |
+//! | [`NamXor`] | parity in a memory server, computed there | one lost rank per set |
 
+mod nam_xor;
 mod none;
 mod partner;
 mod reed_solomon;
 mod ring;
 mod xor;
 
+pub use nam_xor::NamXor;
 pub use none::NoRedundancy;
 pub use partner::Partner;
 pub use reed_solomon::ReedSolomon;
@@ -163,8 +165,7 @@ pub fn build(comm: &Comm, config: &RedundancyConfig) -> Result<Box<dyn Redundanc
         Scheme::Partner => Box::new(Partner::new(comm, config.block_bytes)?),
         Scheme::Xor => Box::new(Xor::new(comm, config.set_size, config.block_bytes)?),
         Scheme::Rs => Box::new(ReedSolomon::new(comm, config.set_size, config.rs_parity, config.block_bytes)?),
-        // The NAM-XOR engine (issue 3) plugs in here: `Box::new(nam_xor::NamXor::new(comm, config)?)`.
-        Scheme::NamXor => return Err(CkptError::NotBuilt("nam-xor".into())),
+        Scheme::NamXor => Box::new(NamXor::new(comm, config.set_size, &config.servers)?),
     })
 }
 
