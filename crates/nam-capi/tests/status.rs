@@ -104,7 +104,8 @@ fn every_client_error_has_exactly_one_code() {
     }
     // Every code but OK, IN_PROGRESS, UNEXPECTED_REPLY's Ok-refusal alias and INTERNAL is
     // reachable from some error or refusal: nothing in the enum is dead.
-    let ckpt_codes: Vec<nam_status_t> = one_ckpt_error_per_variant().iter().map(|(_, e)| status_of_ckpt_error(e)).collect();
+    let ckpt_codes: Vec<nam_status_t> =
+        one_ckpt_error_per_variant().iter().map(|(_, e)| status_of_ckpt_error(e)).collect();
     let reachable: HashSet<nam_status_t> =
         seen.keys().chain(refusal_codes.keys()).chain(ckpt_codes.iter()).copied().collect();
     for code in nam_status_t::all() {
