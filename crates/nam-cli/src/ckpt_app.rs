@@ -87,30 +87,10 @@ pub fn run(args: AppArgs) -> Result<()> {
         return region_errors(&mut ckpt, state);
     }
     if args.restart || args.restart_version.is_some() {
-        let ids = [1];
-        let selected = args.restart_state_only.then_some(&ids[..]);
-        let out = ckpt.restart(None, args.restart_version, selected)?;
-        if rank == 0 {
-            println!(
-                "restart version={} level={} rebuilt={:?} repaired_chunks={} fell_back={}",
-                out.version,
-                out.level.name(),
-                out.rebuilt_ranks,
-                out.repaired_chunks,
-                out.fell_back.len()
-            );
-            for (v, l, why) in &out.fell_back {
-                println!("fell back from v{v}/{}: {why}", l.name());
-            }
-        }
-        if let Some(want) = &args.expect_level {
-            if out.level.name() != want {
-                bail!("restarted from {} but expected {want}", out.level.name());
-            }
-        }
+        let version = restart(&mut ckpt, &args)?;
         if args.restart_state_only {
             // SAFETY: see above.
-            unsafe { counter_ptr.write(out.version) };
+            unsafe { counter_ptr.write(version) };
         }
     }
     // SAFETY: see above.
@@ -140,6 +120,32 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
     flush.context("flush")?;
     Ok(())
+}
+
+/// Restarts as the arguments ask; returns the version restored.
+fn restart(ckpt: &mut Checkpointer, args: &AppArgs) -> Result<u64> {
+    let ids = [1];
+    let selected = args.restart_state_only.then_some(&ids[..]);
+    let out = ckpt.restart(None, args.restart_version, selected)?;
+    if ckpt.comm().rank() == 0 {
+        println!(
+            "restart version={} level={} rebuilt={:?} repaired_chunks={} fell_back={}",
+            out.version,
+            out.level.name(),
+            out.rebuilt_ranks,
+            out.repaired_chunks,
+            out.fell_back.len()
+        );
+        for (v, l, why) in &out.fell_back {
+            println!("fell back from v{v}/{}: {why}", l.name());
+        }
+    }
+    if let Some(want) = &args.expect_level {
+        if out.level.name() != want {
+            bail!("restarted from {} but expected {want}", out.level.name());
+        }
+    }
+    Ok(out.version)
 }
 
 fn crc32c_of(bytes: &[u8]) -> u32 {
