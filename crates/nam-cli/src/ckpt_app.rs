@@ -47,6 +47,10 @@ pub struct AppArgs {
     /// Protect overlapping regions, unprotect, and restart an unprotected id; print errors.
     #[arg(long)]
     region_errors: bool,
+    /// Also keep a routed file (`route_file`) rewritten every step; print its content after
+    /// a restart.
+    #[arg(long)]
+    routed_file: bool,
 }
 
 fn step(state: &mut [u8], rank: usize, step: u64) {
@@ -88,6 +92,11 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
     if args.restart || args.restart_version.is_some() {
         let version = restart(&mut ckpt, &args)?;
+        if args.routed_file {
+            let path = ckpt.route_file("progress.txt")?;
+            let text = std::fs::read_to_string(&path).with_context(|| format!("routed file {}", path.display()))?;
+            println!("routed rank {rank}: {}", text.trim());
+        }
         if args.restart_state_only {
             // SAFETY: see above.
             unsafe { counter_ptr.write(version) };
@@ -99,6 +108,11 @@ pub fn run(args: AppArgs) -> Result<()> {
         step(state, rank, s);
         // SAFETY: see above.
         unsafe { counter_ptr.write(s) };
+        if args.routed_file {
+            // Written every step: a restart must bring back the content of its version.
+            let path = ckpt.route_file("progress.txt")?;
+            std::fs::write(&path, format!("step {s} of rank {rank}\n"))?;
+        }
         if s % args.every == 0 {
             let out = ckpt.checkpoint(None, s)?;
             if rank == 0 {
