@@ -8,12 +8,16 @@
  *
  *   mpirun -np 4 heat_namxor run     DIR STEPS EVERY            # uninterrupted
  *   mpirun -np 4 heat_namxor crash   DIR STEPS EVERY CRASH_AT   # dies after a checkpoint
+ *   mpirun -np 4 heat_namxor die     DIR STEPS EVERY DIE_AT     # rank 1 is killed mid-checkpoint
  *   mpirun -np 4 heat_namxor restart DIR STEPS EVERY            # resumes, rebuilding lost ranks
  *
+ * A local checkpoint replaces the previous one only once the server confirms the new parity,
+ * so after a failure during a checkpoint the previous epoch is restored.
  * The memory server comes from NAM_SERVERS. Rows are split unevenly, so ranks' checkpoints
  * differ in size. Prints "final checksum <x>" on rank 0.
  */
 #include <mpi.h>
+#include <signal.h>
 #include <nam.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,7 +91,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 5) {
-        if (rank == 0) fprintf(stderr, "usage: heat_namxor run|crash|restart DIR STEPS EVERY [CRASH_AT]\n");
+        if (rank == 0) fprintf(stderr, "usage: heat_namxor run|crash|die|restart DIR STEPS EVERY [AT]\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -153,9 +157,17 @@ int main(int argc, char **argv) {
             uint64_t at = (uint64_t)t;
             memcpy(buf, &at, sizeof at);
             memcpy(buf + sizeof at, grid + N, (size_t)rows * N * sizeof(double));
-            if (write_local(path, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s.new", path);
+            if (write_local(tmp, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
+            if (strcmp(mode, "die") == 0 && t == crash_at && rank == 1) {
+                printf("rank 1: killed before flagging step %ld ready\n", t);
+                fflush(stdout);
+                raise(SIGKILL);
+            }
             check(nam_ckpt_group_ready(group, NULL), "ready", rank);
             check(nam_ckpt_group_wait(group, 1, WAIT_MS), "parity", rank);
+            if (rename(tmp, path) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local rename", rank);
             if (strcmp(mode, "crash") == 0 && t == crash_at) {
                 if (rank == 0) printf("crashing after the checkpoint of step %ld\n", t);
                 fflush(stdout);

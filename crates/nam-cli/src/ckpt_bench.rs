@@ -52,6 +52,12 @@ pub struct CkptBenchArgs {
     /// Bytes per pipelined message of the partner and XOR schemes.
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     block: u64,
+    /// NAM-XOR: bytes per server GET segment (0: the server's default).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    segment: u64,
+    /// NAM-XOR: server GETs in flight per rank (0: the server's default).
+    #[arg(long, default_value_t = 0)]
+    in_flight: u32,
     /// The rank that loses its node-local data before the restart.
     #[arg(long, default_value_t = 1)]
     lose: usize,
@@ -71,6 +77,8 @@ struct SchemeResult {
     nodes: usize,
     bytes_per_rank: u64,
     storage: String,
+    /// NAM-XOR's segment size (0: the server's default).
+    segment_bytes: u64,
     /// Mean wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
     checkpoint_s: f64,
     /// Of which redundancy alone.
@@ -83,8 +91,9 @@ struct SchemeResult {
     aggregate_gbps: f64,
     /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint.
     rank_cpu_s: f64,
-    /// NAM-XOR only: parity bytes folded per second at the server over the in-memory XOR
-    /// loop's rate measured in the same run.
+    /// NAM-XOR only: bytes the server folds into parity per second of its working time
+    /// (pulling, XOR, checksums), over the rate of a plain in-memory XOR loop measured in
+    /// the same run.
     server_xor_ratio: Option<f64>,
     bytes_match: bool,
 }
@@ -200,7 +209,13 @@ enum Protector {
 impl Protector {
     fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String], len: usize) -> Result<Self> {
         Ok(match scheme {
-            Scheme::NamXor => Protector::Nam(Box::new(NamXor::new(comm, args.set_size, servers)?)),
+            Scheme::NamXor => Protector::Nam(Box::new(NamXor::with_tuning(
+                comm,
+                args.set_size,
+                servers,
+                args.segment as u32,
+                args.in_flight,
+            )?)),
             _ => {
                 let config = RedundancyConfig {
                     scheme,
@@ -229,6 +244,14 @@ impl Protector {
     }
 
     /// Rebuild after a restart: survivors have read their local checkpoint into the buffer.
+    /// The server's working seconds on the last epoch (NAM-XOR only).
+    fn server_busy_seconds(&self) -> Result<Option<f64>> {
+        Ok(match self {
+            Protector::Generic(..) => None,
+            Protector::Nam(n) => Some(n.server_busy_seconds()?),
+        })
+    }
+
     fn rebuild(&mut self, have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
         Ok(match self {
             Protector::Generic(r, buf) => r.rebuild(have.then_some(&buf[..len]), target)?,
@@ -251,7 +274,7 @@ fn run_scheme(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut app = Mockup::new(rank, len);
     let mut protector = Protector::build(comm, args, scheme, servers, len)?;
-    let (mut ckpt_s, mut red_s, mut cpu_s) = (0.0, 0.0, 0.0);
+    let (mut ckpt_s, mut red_s, mut cpu_s, mut server_s) = (0.0, 0.0, 0.0, 0.0);
     let mut name = String::new();
     for n in 1..=args.checkpoints {
         app.compute(args.compute_ms);
@@ -266,6 +289,7 @@ fn run_scheme(
         ckpt_s += comm.max_f64(start.elapsed().as_secs_f64());
         red_s += comm.max_f64(stats.seconds);
         cpu_s += comm.sum_f64(stats.cpu_seconds);
+        server_s += protector.server_busy_seconds()?.unwrap_or(0.0);
         if n > 1 {
             let old = format!("ckpt.{}", n - 1);
             let _ = std::fs::remove_file(dir.join(format!("{old}.data")));
@@ -273,14 +297,20 @@ fn run_scheme(
     }
     let checkpoints = args.checkpoints as f64;
     let (restart_s, rebuild_s, ok) = restart(comm, args, &mut protector, &app, &dir, &name, len)?;
+    // Node-local storage may be tmpfs: give the space back before the next scheme runs.
+    comm.barrier();
+    let _ = std::fs::remove_dir_all(&dir);
     let total = (len * comm.size()) as f64;
-    let per_ckpt_parity = red_s / checkpoints;
+    // Every set's server works on its own set; rank 0's set is representative.
+    let set_bytes = (len * comm.size().min(args.set_size)) as f64;
+    let per_ckpt_parity = server_s / checkpoints;
     Ok(SchemeResult {
         scheme: scheme.name().into(),
         ranks: comm.size(),
         nodes: comm.nodes().nodes(),
         bytes_per_rank: len as u64,
         storage: storage_kind(&args.dir),
+        segment_bytes: if scheme == Scheme::NamXor { args.segment } else { 0 },
         checkpoint_s: ckpt_s / checkpoints,
         redundancy_s: red_s / checkpoints,
         restart_s,
@@ -288,7 +318,7 @@ fn run_scheme(
         aggregate_gbps: total / (ckpt_s / checkpoints) / 1e9,
         rank_cpu_s: cpu_s / checkpoints,
         server_xor_ratio: (scheme == Scheme::NamXor && rank == 0)
-            .then(|| (total / per_ckpt_parity / 1e9) / xor_loop_gbps),
+            .then(|| (set_bytes / per_ckpt_parity / 1e9) / xor_loop_gbps),
         bytes_match: ok,
     })
 }

@@ -362,4 +362,15 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     assert!(restarted.contains("rank 2: checkpoint rebuilt by the memory server"), "{restarted}");
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
     assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
+
+    // Rank 1 is killed (SIGKILL) during the checkpoint of step 40: the others' epoch fails
+    // with an error naming it, and the previous epoch (step 30) is still restorable.
+    let (died, killed) = heat("die", &dir.join("killed"), &["40"]);
+    assert!(!died && killed.contains("rank 1: killed before flagging step 40 ready"), "{killed}");
+    assert!(killed.contains("checkpoint rank failed") || killed.contains("checkpoint deadline passed"), "{killed}");
+    std::fs::remove_file(dir.join("killed/rank-2.ckpt")).unwrap();
+    let (ok, restarted) = heat("restart", &dir.join("killed"), &[]);
+    assert!(ok, "{restarted}");
+    assert!(restarted.contains("restarting from step 30"), "{restarted}");
+    assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
 }

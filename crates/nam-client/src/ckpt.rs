@@ -152,7 +152,7 @@ impl<'c> CkptMember<'c> {
         self.group_id = joined.group_id;
         self.joined_complete_epoch = joined.complete_epoch;
         self.recorded_len = joined.recorded_len;
-        self.epoch = joined.complete_epoch.max(self.epoch);
+        self.epoch = joined.started_epoch.max(self.epoch);
         self.region = region;
         self.len = len;
         Ok(())
@@ -393,7 +393,7 @@ impl<'c> CkptMember<'c> {
 }
 
 /// How often [`CkptMember::wait_complete`] asks the server whether the epoch failed.
-const QUERY_INTERVAL: Duration = Duration::from_millis(20);
+const QUERY_INTERVAL: Duration = Duration::from_millis(250);
 
 fn backoff(polls: &mut u32) {
     *polls = polls.saturating_add(1);

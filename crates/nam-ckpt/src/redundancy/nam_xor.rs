@@ -57,6 +57,18 @@ impl NamXor {
     /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
+        Self::with_tuning(comm, set_size, servers, 0, 0)
+    }
+
+    /// As [`NamXor::new`], with the server's GET segment size and GETs in flight per rank
+    /// (0: the server's defaults).
+    pub fn with_tuning(
+        comm: &Comm,
+        set_size: usize,
+        servers: &[String],
+        segment_bytes: u32,
+        in_flight: u32,
+    ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
@@ -74,6 +86,8 @@ impl NamXor {
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
         spec.timeout = SERVER_WAIT;
+        spec.segment_bytes = segment_bytes;
+        spec.in_flight = in_flight;
         Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, member: None, client })
     }
 
@@ -173,6 +187,14 @@ impl NamXor {
         self.protect_staged(len, target, clock)
     }
 
+    /// Seconds the memory server worked (pulling, XOR, checksums) on this set's last
+    /// finished epoch or restore, waits for ranks excluded.
+    pub fn server_busy_seconds(&self) -> Result<f64> {
+        let member = self.member.as_ref().ok_or_else(|| CkptError::Unrecoverable("NAM-XOR: not joined".into()))?;
+        let info = member.query().map_err(client_error("query"))?;
+        Ok(info.last_job_busy_us as f64 * 1e-6)
+    }
+
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
     /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none.
     pub fn rebuild_buffer(&mut self, have: bool, target: &Target) -> Result<Rebuilt> {
@@ -233,15 +255,18 @@ impl NamXor {
         };
         let restored = agree(&self.set_comm, requested, "requesting the restore")?;
         self.set_comm.barrier();
-        let member = self.member.as_mut().expect("joined");
+        let member = self.member.as_ref().expect("joined");
         let waited = member.wait_restore(SERVER_WAIT).map(|_| ()).map_err(client_error("restore"));
         agree(&self.set_comm, waited, "rebuilding at the memory server")?;
         let out = match restored {
             Some(allocation) => {
-                let len = record.sizes[l];
-                member.fetch_restored(&allocation, len).map_err(client_error("fetching the rebuilt data"))?;
+                // Straight from the server's restore allocation into the result: the group
+                // buffer gets the data again at the next protect.
+                let mut data = vec![0u8; record.sizes[l] as usize];
+                let fetched = self.client.get(&allocation, 0, &mut data).and_then(|()| self.client.free(&allocation));
+                fetched.map_err(client_error("fetching the rebuilt data"))?;
                 write_record(target, &record)?;
-                Some(member.buffer().to_vec())
+                Some(data)
             }
             None => None,
         };
