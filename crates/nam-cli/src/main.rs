@@ -5,6 +5,7 @@ mod child;
 mod ckpt_app;
 mod ckpt_bench;
 mod ckpt_check;
+mod ckpt_incr_bench;
 mod ckpt_policy_bench;
 mod demo;
 mod ecc_sim;
@@ -47,6 +48,9 @@ enum Command {
     /// Under mpirun: seed 001's RAM/SSD placement microbenchmark over every policy.
     #[command(name = "ckpt-policy-bench")]
     CkptPolicyBench(ckpt_policy_bench::PolicyBenchArgs),
+    /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
+    #[command(name = "ckpt-incr-bench")]
+    CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,5 +66,6 @@ fn main() -> anyhow::Result<()> {
         Command::CkptBench(args) => ckpt_bench::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
         Command::CkptPolicyBench(args) => ckpt_policy_bench::run(args),
+        Command::CkptIncrBench(args) => ckpt_incr_bench::run(args),
     }
 }

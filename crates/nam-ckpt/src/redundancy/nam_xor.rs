@@ -42,6 +42,8 @@ pub struct NamXor {
     set: Vec<usize>,
     spec: GroupSpec,
     server: SocketAddr,
+    /// The last protect failed: agree on the epoch before the next.
+    resync: bool,
     // Field order: the member (which borrows the client) goes first.
     member: Option<CkptMember<'static>>,
     client: &'static Client,
@@ -88,7 +90,7 @@ impl NamXor {
         spec.timeout = SERVER_WAIT;
         spec.segment_bytes = segment_bytes;
         spec.in_flight = in_flight;
-        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, member: None, client })
+        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, member: None, client })
     }
 
     /// The ranks of this rank's set.
@@ -201,18 +203,32 @@ impl NamXor {
         self.rebuild_staged(have, target, Stopwatch::start())
     }
 
+    /// Flags the staged buffer ready and waits for the set's parity. Ranks do not meet in a
+    /// collective before flagging: each flags as soon as it is ready and sleeps in the wait
+    /// (an MPI collective would have the early ranks spin on the cores the server needs).
+    /// They meet once, after the parity is complete, to exchange sizes and outcomes.
     fn protect_staged(&mut self, len: usize, target: &Target, clock: Stopwatch) -> Result<ProtectStats> {
         let last = self.member.as_ref().expect("staged").epoch();
-        let epoch = all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) + 1;
+        // After a failed protect the ranks may disagree on the epoch: agree on it first.
+        let last = if self.resync { all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) } else { last };
+        let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
         let pulled = member
             .ready_epoch(epoch)
             .and_then(|_| member.wait(SERVER_WAIT))
             .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
             .map_err(client_error("parity generation"));
-        agree(&self.set_comm, pulled, "parity generation at the memory server")?;
-        let sizes = all_gather_u64(&self.set_comm, len as u64);
-        let record = self.record(epoch, sizes);
+        // One collective: every rank's length, bit 63 set where its part failed.
+        let failed_bit = 1u64 << 63;
+        let words = all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
+        if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
+            self.resync = true;
+            return Err(pulled.err().unwrap_or_else(|| {
+                CkptError::Unrecoverable(format!("NAM-XOR parity generation failed on rank {}", self.set[bad]))
+            }));
+        }
+        self.resync = false;
+        let record = self.record(epoch, words);
         let written = write_record(target, &record);
         agree(&self.set_comm, written, "writing the NAM-XOR record")?;
         Ok(ProtectStats {
