@@ -37,6 +37,31 @@
 #define NAM_SERVER_ANY -1
 
 /**
+ * Pass as `version` to `nam_ckpt_restart` to restart the newest restorable version.
+ */
+#define NAM_CKPT_VERSION_LATEST UINT64_MAX
+
+/**
+ * The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from.
+ */
+#define NAM_CKPT_LEVEL_SKIPPED 0
+
+/**
+ * L1 in RAM (tmpfs).
+ */
+#define NAM_CKPT_LEVEL_RAM 1
+
+/**
+ * L1 on the node's SSD.
+ */
+#define NAM_CKPT_LEVEL_SSD 2
+
+/**
+ * L3 on the parallel file system.
+ */
+#define NAM_CKPT_LEVEL_PFS 3
+
+/**
  * Outcome of a call. `NAM_OK` is 0, `NAM_IN_PROGRESS` (a non-blocking operation is still in
  * flight) is positive, every error is negative. Each error of the client library and each
  * refusal of a memory server has exactly one code; `nam_status_string` names it and
@@ -179,21 +204,69 @@ typedef enum {
    */
   NAM_ERR_CKPT_BUSY = -31,
   /**
+   * Checkpoint library: a configuration key that does not exist.
+   */
+  NAM_ERR_CKPT_UNKNOWN_KEY = -32,
+  /**
+   * Checkpoint library: a checkpoint directory is missing or cannot be written.
+   */
+  NAM_ERR_CKPT_DIRECTORY = -33,
+  /**
+   * Checkpoint library: one checkpoint of a rank exceeds the RAM level's per-rank share.
+   */
+  NAM_ERR_CKPT_RAM_TOO_SMALL = -34,
+  /**
+   * Checkpoint library: a region overlaps another, is NULL, or its id is already protected.
+   */
+  NAM_ERR_CKPT_REGION = -35,
+  /**
+   * Checkpoint library: a region id that is not protected.
+   */
+  NAM_ERR_CKPT_UNKNOWN_REGION = -36,
+  /**
+   * Checkpoint library: no restartable checkpoint exists on any level.
+   */
+  NAM_ERR_CKPT_NO_CHECKPOINT = -37,
+  /**
+   * Checkpoint library: the checkpoint was written by a job of another size.
+   */
+  NAM_ERR_CKPT_RANK_COUNT = -38,
+  /**
+   * Checkpoint library: the redundancy scheme cannot work with this job's node layout.
+   */
+  NAM_ERR_CKPT_LAYOUT = -39,
+  /**
+   * Checkpoint library: a stored region's size differs from the protected region's.
+   */
+  NAM_ERR_CKPT_SIZE_MISMATCH = -40,
+  /**
+   * Checkpoint library: the asynchronous flush to the parallel file system failed.
+   */
+  NAM_ERR_CKPT_FLUSH = -41,
+  /**
+   * Checkpoint library: a checkpoint file operation failed.
+   */
+  NAM_ERR_CKPT_IO = -42,
+  /**
+   * Checkpoint library: the checkpoint library was used in the wrong order.
+   */
+  NAM_ERR_CKPT_STATE = -43,
+  /**
    * Far memory: the local-memory budget is smaller than one set of lines (or one page).
    */
-  NAM_ERR_BUDGET_TOO_SMALL = -32,
+  NAM_ERR_BUDGET_TOO_SMALL = -44,
   /**
    * Far memory: a span access is not aligned to the span size.
    */
-  NAM_ERR_UNALIGNED = -33,
+  NAM_ERR_UNALIGNED = -45,
   /**
    * Far memory: this process may not use userfaultfd (paged regions are unavailable).
    */
-  NAM_ERR_USERFAULTFD_DENIED = -34,
+  NAM_ERR_USERFAULTFD_DENIED = -46,
   /**
    * Far memory: a system call of the pager failed (mmap, ioctl, madvise).
    */
-  NAM_ERR_SYSTEM = -35,
+  NAM_ERR_SYSTEM = -47,
 } nam_status_t;
 
 /**
@@ -253,6 +326,13 @@ typedef struct nam_alloc_t nam_alloc_t;
  * `nam_finalize` of its client.
  */
 typedef struct nam_ckpt_group_t nam_ckpt_group_t;
+
+/**
+ * The checkpoint library of one MPI job (opaque). Created by `nam_ckpt_init_fcomm` (or
+ * `nam_ckpt_init`), destroyed by `nam_ckpt_finalize`. Not thread-safe: one thread per rank
+ * calls it, as MPI's collectives require.
+ */
+typedef struct nam_ckpt_t nam_ckpt_t;
 
 /**
  * Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
@@ -941,8 +1021,131 @@ nam_status_t nam_region_flush(nam_region_t *region);
  */
 nam_status_t nam_region_destroy(nam_region_t *region);
 
+/**
+ * Collective over the communicator whose Fortran handle is `fcomm` (`MPI_Comm_c2f`):
+ * reads the configuration (`config_path`, or `NAM_CKPT_CONFIG`, or defaults when NULL;
+ * `NAM_CKPT_*` variables override it), checks its directories and builds the redundancy
+ * scheme. MPI must be initialized. On success `*out` is the new handle.
+ *
+ * # Safety
+ * `config_path` is NULL or a NUL-terminated string; `out` is valid for a write.
+ */
+nam_status_t nam_ckpt_init_fcomm(int fcomm,
+                                 const char *config_path,
+                                 nam_ckpt_t **out);
+
+/**
+ * Protects `bytes` bytes at `ptr` under `id` (not collective). The memory must stay valid
+ * until it is unprotected or the handle is finalized. Overlapping another region, a NULL
+ * pointer or an id already protected give `NAM_ERR_CKPT_REGION`.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `ptr` is valid for reads and writes of `bytes` bytes.
+ */
+nam_status_t nam_ckpt_protect(nam_ckpt_t *ckpt,
+                              int id,
+                              void *ptr,
+                              size_t bytes);
+
+/**
+ * Stops protecting `id` (`NAM_ERR_CKPT_UNKNOWN_REGION` if it is not protected).
+ *
+ * # Safety
+ * `ckpt` is a live handle.
+ */
+nam_status_t nam_ckpt_unprotect(nam_ckpt_t *ckpt,
+                                int id);
+
+/**
+ * Collective: checkpoints the protected regions (and routed files) as `version` of `name`
+ * (NULL: the configured name). The placement policy picks the level for all ranks;
+ * `*level_out` (may be NULL) is a `NAM_CKPT_LEVEL_*`, `NAM_CKPT_LEVEL_SKIPPED` when the
+ * policy skipped this checkpoint. Returns once every rank's data and redundancy are stored.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `level_out` is NULL
+ * or valid for a write.
+ */
+nam_status_t nam_ckpt_checkpoint(nam_ckpt_t *ckpt,
+                                 const char *name,
+                                 uint64_t version,
+                                 int *level_out);
+
+/**
+ * Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
+ * the configured name) a restart can start from, or `*found_out` = 0.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; the outputs are valid
+ * for writes.
+ */
+nam_status_t nam_ckpt_latest(nam_ckpt_t *ckpt,
+                             const char *name,
+                             uint64_t *version_out,
+                             int *found_out);
+
+/**
+ * Collective: restores `version` of `name` (`NAM_CKPT_VERSION_LATEST`: the newest
+ * restorable one) into the protected regions — all of them when `ids` is NULL, else the
+ * `nids` listed — and into routed files. Corrupt or missing data is rebuilt (chunk parity,
+ * L2 redundancy) or the restart falls back to the next level and older versions; wrong
+ * data is never copied. `*version_out` (may be NULL) is the version restored.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `ids` is NULL or
+ * valid for `nids` reads; `version_out` is NULL or valid for a write.
+ */
+nam_status_t nam_ckpt_restart(nam_ckpt_t *ckpt,
+                              const char *name,
+                              uint64_t version,
+                              const int *ids,
+                              size_t nids,
+                              uint64_t *version_out);
+
+/**
+ * Routes a file of a file-based application: writes to `out` (`out_len` bytes, NUL
+ * included) the path where to write `path` so the next checkpoint stores it, and where a
+ * restart puts it back. `NAM_ERR_INVALID_ARGUMENT` when `out` is too small.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `path` is a NUL-terminated string; `out` is valid for
+ * `out_len` bytes.
+ */
+nam_status_t nam_ckpt_route_file(nam_ckpt_t *ckpt,
+                                 const char *path,
+                                 char *out,
+                                 size_t out_len);
+
+/**
+ * Writes the resolved configuration (TOML, every key) to `out` (`out_len` bytes, NUL
+ * included); `NAM_ERR_INVALID_ARGUMENT` when `out` is too small.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `out` is valid for `out_len` bytes.
+ */
+nam_status_t nam_ckpt_config_dump(nam_ckpt_t *ckpt,
+                                  char *out,
+                                  size_t out_len);
+
+/**
+ * Collective: waits for outstanding flushes (with a deadline) and frees the handle, which
+ * must not be used again. `NAM_ERR_CKPT_FLUSH` reports a flush that failed (the handle is
+ * freed all the same). NULL is a no-op.
+ *
+ * # Safety
+ * `ckpt` is NULL or a live handle.
+ */
+nam_status_t nam_ckpt_finalize(nam_ckpt_t *ckpt);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* NAM_H */
+
+#if defined(MPI_VERSION) && !defined(NAM_NO_MPI_HELPERS)
+/** nam_ckpt_init_fcomm for a C communicator: include <mpi.h> before <nam.h>. */
+static inline nam_status_t nam_ckpt_init(MPI_Comm comm, const char *config_path, nam_ckpt_t **out) {
+  return nam_ckpt_init_fcomm((int)MPI_Comm_c2f(comm), config_path, out);
+}
+#endif

@@ -17,6 +17,8 @@ pub(crate) enum Failure {
     Invalid(String),
     /// The far-memory library failed.
     Far(nam_farmem::Error),
+    /// A failure that carries its own code (the checkpoint library's errors).
+    Coded(nam_status_t, String),
 }
 
 impl From<Error> for Failure {
@@ -31,6 +33,7 @@ impl Failure {
             Failure::Client(error) => status_of_error(error),
             Failure::Null(_) | Failure::Invalid(_) => nam_status_t::NAM_ERR_INVALID_ARGUMENT,
             Failure::Far(error) => crate::status::status_of_far_error(error),
+            Failure::Coded(status, _) => *status,
         }
     }
 }
@@ -40,7 +43,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Client(error) => write!(f, "{error}"),
             Failure::Null(argument) => write!(f, "argument `{argument}` is NULL"),
-            Failure::Invalid(text) => f.write_str(text),
+            Failure::Invalid(text) | Failure::Coded(_, text) => f.write_str(text),
             Failure::Far(error) => write!(f, "{error}"),
         }
     }

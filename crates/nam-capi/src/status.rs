@@ -80,21 +80,45 @@ pub enum nam_status_t {
     /// The checkpoint group is busy with another epoch or restore, or the epoch is out of
     /// order, or the buffer is still being pulled.
     NAM_ERR_CKPT_BUSY = -31,
+    /// Checkpoint library: a configuration key that does not exist.
+    NAM_ERR_CKPT_UNKNOWN_KEY = -32,
+    /// Checkpoint library: a checkpoint directory is missing or cannot be written.
+    NAM_ERR_CKPT_DIRECTORY = -33,
+    /// Checkpoint library: one checkpoint of a rank exceeds the RAM level's per-rank share.
+    NAM_ERR_CKPT_RAM_TOO_SMALL = -34,
+    /// Checkpoint library: a region overlaps another, is NULL, or its id is already protected.
+    NAM_ERR_CKPT_REGION = -35,
+    /// Checkpoint library: a region id that is not protected.
+    NAM_ERR_CKPT_UNKNOWN_REGION = -36,
+    /// Checkpoint library: no restartable checkpoint exists on any level.
+    NAM_ERR_CKPT_NO_CHECKPOINT = -37,
+    /// Checkpoint library: the checkpoint was written by a job of another size.
+    NAM_ERR_CKPT_RANK_COUNT = -38,
+    /// Checkpoint library: the redundancy scheme cannot work with this job's node layout.
+    NAM_ERR_CKPT_LAYOUT = -39,
+    /// Checkpoint library: a stored region's size differs from the protected region's.
+    NAM_ERR_CKPT_SIZE_MISMATCH = -40,
+    /// Checkpoint library: the asynchronous flush to the parallel file system failed.
+    NAM_ERR_CKPT_FLUSH = -41,
+    /// Checkpoint library: a checkpoint file operation failed.
+    NAM_ERR_CKPT_IO = -42,
+    /// Checkpoint library: the checkpoint library was used in the wrong order.
+    NAM_ERR_CKPT_STATE = -43,
     /// Far memory: the local-memory budget is smaller than one set of lines (or one page).
-    NAM_ERR_BUDGET_TOO_SMALL = -32,
+    NAM_ERR_BUDGET_TOO_SMALL = -44,
     /// Far memory: a span access is not aligned to the span size.
-    NAM_ERR_UNALIGNED = -33,
+    NAM_ERR_UNALIGNED = -45,
     /// Far memory: this process may not use userfaultfd (paged regions are unavailable).
-    NAM_ERR_USERFAULTFD_DENIED = -34,
+    NAM_ERR_USERFAULTFD_DENIED = -46,
     /// Far memory: a system call of the pager failed (mmap, ioctl, madvise).
-    NAM_ERR_SYSTEM = -35,
+    NAM_ERR_SYSTEM = -47,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 37] {
+    pub const fn all() -> [nam_status_t; 49] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -129,6 +153,18 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNRECOVERABLE,
             NAM_ERR_CKPT_CORRUPTED,
             NAM_ERR_CKPT_BUSY,
+            NAM_ERR_CKPT_UNKNOWN_KEY,
+            NAM_ERR_CKPT_DIRECTORY,
+            NAM_ERR_CKPT_RAM_TOO_SMALL,
+            NAM_ERR_CKPT_REGION,
+            NAM_ERR_CKPT_UNKNOWN_REGION,
+            NAM_ERR_CKPT_NO_CHECKPOINT,
+            NAM_ERR_CKPT_RANK_COUNT,
+            NAM_ERR_CKPT_LAYOUT,
+            NAM_ERR_CKPT_SIZE_MISMATCH,
+            NAM_ERR_CKPT_FLUSH,
+            NAM_ERR_CKPT_IO,
+            NAM_ERR_CKPT_STATE,
             NAM_ERR_BUDGET_TOO_SMALL,
             NAM_ERR_UNALIGNED,
             NAM_ERR_USERFAULTFD_DENIED,
@@ -177,6 +213,18 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint unrecoverable\0",
             NAM_ERR_CKPT_CORRUPTED => "checkpoint data corrupted\0",
             NAM_ERR_CKPT_BUSY => "checkpoint group busy\0",
+            NAM_ERR_CKPT_UNKNOWN_KEY => "checkpoint: unknown configuration key\0",
+            NAM_ERR_CKPT_DIRECTORY => "checkpoint: directory not usable\0",
+            NAM_ERR_CKPT_RAM_TOO_SMALL => "checkpoint: RAM level too small\0",
+            NAM_ERR_CKPT_REGION => "checkpoint: invalid region\0",
+            NAM_ERR_CKPT_UNKNOWN_REGION => "checkpoint: region not protected\0",
+            NAM_ERR_CKPT_NO_CHECKPOINT => "checkpoint: nothing to restart\0",
+            NAM_ERR_CKPT_RANK_COUNT => "checkpoint: different rank count\0",
+            NAM_ERR_CKPT_LAYOUT => "checkpoint: job layout unsuited to scheme\0",
+            NAM_ERR_CKPT_SIZE_MISMATCH => "checkpoint: region size mismatch\0",
+            NAM_ERR_CKPT_FLUSH => "checkpoint: flush failed\0",
+            NAM_ERR_CKPT_IO => "checkpoint: file I/O error\0",
+            NAM_ERR_CKPT_STATE => "checkpoint: invalid use\0",
             NAM_ERR_BUDGET_TOO_SMALL => "local-memory budget too small\0",
             NAM_ERR_UNALIGNED => "far-memory span not aligned\0",
             NAM_ERR_USERFAULTFD_DENIED => "userfaultfd not permitted\0",

@@ -105,13 +105,61 @@ fn every_client_error_has_exactly_one_code() {
     // Every code but OK, IN_PROGRESS, UNEXPECTED_REPLY's Ok-refusal alias and INTERNAL is
     // reachable from some error or refusal: nothing in the enum is dead.
     let far_codes = far_errors().iter().map(status_of_far_error).collect::<Vec<_>>();
-    let reachable: HashSet<nam_status_t> =
-        seen.keys().chain(refusal_codes.keys()).chain(far_codes.iter()).copied().collect();
+    let ckpt_codes: Vec<nam_status_t> =
+        one_ckpt_error_per_variant().iter().map(|(_, e)| status_of_ckpt_error(e)).collect();
+    let reachable: HashSet<nam_status_t> = seen
+        .keys()
+        .chain(refusal_codes.keys())
+        .chain(far_codes.iter())
+        .chain(ckpt_codes.iter())
+        .copied()
+        .collect();
     for code in nam_status_t::all() {
         if ![NAM_OK, NAM_IN_PROGRESS, NAM_ERR_INTERNAL].contains(&code) {
             assert!(reachable.contains(&code), "{code:?} is reached by no error");
         }
     }
+}
+
+/// One value of every `nam_ckpt::CkptError` variant (`status_of_ckpt_error` has no
+/// wildcard, so a new variant fails to compile there; this list must then grow too).
+fn one_ckpt_error_per_variant() -> Vec<(&'static str, nam_ckpt::CkptError)> {
+    use nam_ckpt::CkptError as E;
+    let io = || std::io::Error::other("x");
+    vec![
+        ("Config", E::Config("x".into())),
+        ("UnknownKey", E::UnknownKey("x".into())),
+        ("Directory", E::Directory { path: "/x".into(), reason: "x".into() }),
+        ("RamTooSmall", E::RamTooSmall { bytes: 2, limit: 1 }),
+        ("Region", E::Region { id: 1, reason: "x".into() }),
+        ("UnknownRegion", E::UnknownRegion(1)),
+        ("NoCheckpoint", E::NoCheckpoint(String::new())),
+        ("RankCount", E::RankCount { written: 2, now: 1 }),
+        ("Corrupt", E::Corrupt("x".into())),
+        ("Unrecoverable", E::Unrecoverable("x".into())),
+        ("Layout", E::layout("xor", "x")),
+        ("SizeMismatch", E::SizeMismatch { id: 1, stored: 1, protected: 2 }),
+        ("Flush", E::Flush { path: "/x".into(), reason: "x".into() }),
+        ("Io", E::io("read", "/x", io())),
+        ("State", E::State("x".into())),
+    ]
+}
+
+#[test]
+fn every_checkpoint_error_has_exactly_one_code() {
+    let mut seen: HashMap<nam_status_t, &str> = HashMap::new();
+    for (variant, error) in one_ckpt_error_per_variant() {
+        let code = status_of_ckpt_error(&error);
+        assert!((code as i32) < 0 && code != NAM_ERR_INTERNAL, "{variant} maps to {code:?}");
+        if let Some(other) = seen.insert(code, variant) {
+            panic!("{variant} and {other} share {code:?}");
+        }
+    }
+    // Errors that mean what the client library's or the engine's codes mean share them.
+    use nam_ckpt::CkptError as E;
+    assert_eq!(status_of_ckpt_error(&E::Config("x".into())), NAM_ERR_CONFIG);
+    assert_eq!(status_of_ckpt_error(&E::Unrecoverable("x".into())), NAM_ERR_CKPT_UNRECOVERABLE);
+    assert_eq!(status_of_ckpt_error(&E::Corrupt("x".into())), NAM_ERR_CKPT_CORRUPTED);
 }
 
 fn last_error() -> String {

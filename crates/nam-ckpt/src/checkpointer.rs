@@ -197,6 +197,10 @@ impl Checkpointer {
                 if bytes > ram_limit { Err(CkptError::RamTooSmall { bytes, limit: ram_limit }) } else { Ok(()) };
             redundancy::agree(self.comm.raw(), local, "fitting the RAM level")?;
         }
+        // Versions whose flush has finished since the last checkpoint retire now, so the RAM
+        // level can reuse their file for this one.
+        let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
+        level.retain(&name, self.comm.rank(), &pinned)?;
         let (file_bytes, write_seconds, protect) = self.store(&level, &name, version, &parts, &file_data)?;
         let seconds = clock.wall_seconds();
         self.clc.record(&self.comm, decision.placement, seconds, file_bytes)?;
@@ -258,7 +262,10 @@ impl Checkpointer {
             parity: None,
             parity_crcs: Vec::new(),
         };
-        let opts = self.write_options(level.kind);
+        let mut opts = self.write_options(level.kind);
+        if level.kind == LevelKind::Ram {
+            opts.recycle = Some(level.spare(name, rank));
+        }
         let write_clock = std::time::Instant::now();
         let written = std::fs::create_dir_all(&dir)
             .map_err(|e| CkptError::io("create", &dir, e))
@@ -286,6 +293,8 @@ impl Checkpointer {
     pub(crate) fn write_options(&self, kind: LevelKind) -> WriteOptions {
         match kind {
             LevelKind::Ram => WriteOptions {
+                mapped: true,
+                recycle: None,
                 chunk: self.config.ram.chunk.0 as usize,
                 parity: (self.config.ram.parity_chunks > 0).then_some(ChunkParity {
                     data: self.config.ram.stripe_chunks,
@@ -293,9 +302,13 @@ impl Checkpointer {
                 }),
                 fsync: false,
             },
-            LevelKind::Ssd | LevelKind::Pfs => {
-                WriteOptions { chunk: self.config.ssd.chunk.0 as usize, parity: None, fsync: self.config.ssd.fsync }
-            }
+            LevelKind::Ssd | LevelKind::Pfs => WriteOptions {
+                mapped: false,
+                recycle: None,
+                chunk: self.config.ssd.chunk.0 as usize,
+                parity: None,
+                fsync: self.config.ssd.fsync,
+            },
         }
     }
 
@@ -304,7 +317,7 @@ impl Checkpointer {
         let rank = self.comm.rank();
         let mut flushed = false;
         if let Some(f) = &self.flusher {
-            if self.count % self.config.flush.every == 0 {
+            if self.count.is_multiple_of(self.config.flush.every) {
                 f.submit(FlushJob { name: name.into(), version, rank, source: level.file(name, version, rank) });
                 flushed = true;
             }
@@ -315,6 +328,12 @@ impl Checkpointer {
             l.retain(name, rank, &pinned)?;
         }
         Ok(flushed)
+    }
+
+    /// Eq. 4.2 for this rank's node now: projected SSD lifetime at this run's SSD write
+    /// rate, years (infinite before any SSD write).
+    pub fn lifetime_estimated_years(&self) -> f64 {
+        self.clc.lifetimes().0
     }
 
     /// Errors of finished L3 flushes since the last call (empty when all went well).

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 /// Environment variable naming the configuration file when none is passed.
 pub const CONFIG_ENV: &str = "NAM_CKPT_CONFIG";
 const ENV_PREFIX: &str = "NAM_CKPT_";
+/// `NAM_CKPT_*` variables that are not configuration keys: the file itself, and the group-name
+/// prefix of the NAM-XOR scheme (`redundancy/nam_xor.rs`).
+const NOT_KEYS: [&str; 2] = [CONFIG_ENV, "NAM_CKPT_GROUP"];
 
 /// A byte count written as a number or a size string (`64MiB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -229,7 +232,7 @@ impl Config {
         let defaults = toml::Table::try_from(Config::default()).expect("defaults serialize");
         check_keys(&table, &defaults, "")?;
         for (name, value) in env {
-            if name == CONFIG_ENV {
+            if NOT_KEYS.contains(&name.as_str()) {
                 continue;
             }
             apply_env(&mut table, &defaults, name, value)?;

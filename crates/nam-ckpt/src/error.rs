@@ -64,9 +64,6 @@ pub enum CkptError {
         /// Why the layout does not allow it.
         reason: String,
     },
-    /// A scheme that is named in the configuration but not compiled into this build.
-    #[error("redundancy scheme `{0}` is not built into this library")]
-    NotBuilt(String),
     /// A restored region's stored size differs from the protected size.
     #[error("region {id}: stored {stored} bytes, protected {protected} bytes")]
     SizeMismatch {

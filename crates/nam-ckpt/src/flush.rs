@@ -52,6 +52,7 @@ impl Flusher {
         let thread = std::thread::Builder::new()
             .name("nam-ckpt-flush".into())
             .spawn(move || {
+                lower_priority();
                 for job in rx {
                     let result = copy(&target, &job);
                     let (lock, cv) = &*shared;
@@ -112,6 +113,19 @@ impl Drop for Flusher {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Runs this thread at the lowest CPU priority and in the idle I/O class, so the flush takes
+/// what the application leaves (best effort: failures leave the defaults).
+fn lower_priority() {
+    // SAFETY: plain syscalls on this thread's id; no memory is passed.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, IOPRIO_CLASS_IDLE << 13);
     }
 }
 

@@ -62,8 +62,14 @@ impl Footer {
 }
 
 /// How to write a file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriteOptions {
+    /// Write through a shared memory mapping (for the RAM level: copy, CRC and parity in one
+    /// cache-friendly pass), reusing `recycle` (a retired file of the same level, whose pages
+    /// tmpfs already holds) when it exists.
+    pub mapped: bool,
+    /// A retired file to reuse instead of allocating new pages.
+    pub recycle: Option<std::path::PathBuf>,
     /// Chunk bytes (even).
     pub chunk: usize,
     /// Erasure parity across chunks, or none.
@@ -142,15 +148,36 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
 
 /// Writes one checkpoint file from the regions `parts` (with `footer` filled in here).
 /// Returns the bytes written.
-pub fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<u64> {
-    assert!(opts.chunk >= 2 && opts.chunk % 2 == 0, "chunk size is even");
+pub fn write(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) -> Result<u64> {
+    assert!(opts.chunk >= 2 && opts.chunk.is_multiple_of(2), "chunk size is even");
+    if opts.mapped {
+        return crate::mapped::write(path, parts, footer, opts);
+    }
+    write_stream(path, parts, footer, opts)
+}
+
+/// The parity chunks of a file of `total` data bytes.
+pub(crate) fn parity_len(total: usize, opts: &WriteOptions) -> usize {
+    opts.parity.map(|p| total.div_ceil(opts.chunk).div_ceil(p.data) * p.parity * opts.chunk).unwrap_or(0)
+}
+
+/// Appends the footer and trailer of a file.
+pub(crate) fn footer_bytes(footer: &Footer) -> Vec<u8> {
+    let json = serde_json::to_vec(footer).expect("footer serializes");
+    let mut out = json.clone();
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(MAGIC);
+    out
+}
+
+fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<u64> {
     let stream = Stream { parts, total: parts.iter().map(|p| p.len()).sum() };
     let (crcs, parity, parity_crcs) = integrity(&stream, opts)?;
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;
     footer.parity_crcs = parity_crcs;
-    let json = serde_json::to_vec(&footer).expect("footer serializes");
+    let tail = footer_bytes(&footer);
     let tmp = path.with_extension("tmp");
     let io = |op, e| CkptError::io(op, &tmp, e);
     let mut file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
@@ -163,9 +190,7 @@ pub fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptio
         put(p)?;
     }
     put(&parity)?;
-    put(&json)?;
-    put(&(json.len() as u32).to_le_bytes())?;
-    put(MAGIC)?;
+    put(&tail)?;
     if opts.fsync {
         file.sync_all().map_err(|e| io("fsync", e))?;
     }
@@ -298,10 +323,24 @@ mod tests {
         let path = dir.join("f.ckpt");
         let a: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
         let b: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
-        let opts = WriteOptions { chunk: 256, parity: Some(ChunkParity { data: 4, parity: 2 }), fsync: false };
+        let opts = WriteOptions {
+            chunk: 256,
+            parity: Some(ChunkParity { data: 4, parity: 2 }),
+            fsync: false,
+            mapped: false,
+            recycle: None,
+        };
         write(&path, &[&a, &b], footer(), &opts).unwrap();
         let whole: Vec<u8> = a.iter().chain(&b).copied().collect();
         assert_eq!(read(&path).unwrap().data, whole);
+        let streamed = std::fs::read(&path).unwrap();
+        // The mapped writer makes the same bytes, also over a recycled larger file.
+        let spare = dir.join("spare");
+        std::fs::write(&spare, vec![0xeeu8; 10_000]).unwrap();
+        let mapped = WriteOptions { mapped: true, recycle: Some(spare.clone()), ..opts.clone() };
+        write(&path, &[&a, &b], footer(), &mapped).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), streamed);
+        assert!(!spare.exists());
         let mut raw = std::fs::read(&path).unwrap();
         raw[10] ^= 1; // chunk 0
         raw[300] ^= 1; // chunk 1, same stripe
@@ -314,7 +353,7 @@ mod tests {
         assert!(matches!(read(&path), Err(CkptError::Corrupt(_))));
         std::fs::write(&path, &raw[..raw.len() - 5]).unwrap();
         assert!(matches!(read(&path), Err(CkptError::Corrupt(_))));
-        let no_parity = WriteOptions { parity: None, ..opts };
+        let no_parity = WriteOptions { parity: None, ..opts.clone() };
         write(&path, &[&a, &b], footer(), &no_parity).unwrap();
         let mut raw = std::fs::read(&path).unwrap();
         raw[10] ^= 1;

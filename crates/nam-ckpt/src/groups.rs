@@ -113,10 +113,10 @@ pub fn partners(map: &NodeMap) -> Result<Vec<usize>, String> {
     }
     let order = column_major(map);
     let mut partner = vec![0; map.ranks()];
-    for rank in 0..map.ranks() {
+    for (rank, slot) in partner.iter_mut().enumerate() {
         let col = map.local_index(rank);
         let column: Vec<usize> = map.ranks_on.iter().filter_map(|rs| rs.get(col).copied()).collect();
-        partner[rank] = if column.len() >= 2 {
+        *slot = if column.len() >= 2 {
             let at = column.iter().position(|&r| r == rank).expect("rank in its column");
             column[(at + 1) % column.len()]
         } else {

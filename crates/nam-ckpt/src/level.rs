@@ -77,6 +77,11 @@ impl Level {
         self.version_dir(name, version).join(format!("rank-{rank}.done"))
     }
 
+    /// A retired checkpoint file of the rank, kept for reuse by the RAM level's writer.
+    pub fn spare(&self, name: &str, rank: usize) -> PathBuf {
+        self.dir.join(name).join(format!("spare-rank-{rank}.ckpt"))
+    }
+
     /// Versions of `name` this rank has committed at this level, ascending.
     pub fn committed(&self, name: &str, rank: usize) -> Vec<u64> {
         let Ok(entries) = std::fs::read_dir(self.dir.join(name)) else {
@@ -100,6 +105,11 @@ impl Level {
         for &v in versions[..drop_count].iter().filter(|v| !pinned.contains(v)) {
             let dir = self.version_dir(name, v);
             // The marker goes first: a version without it is never offered for restart.
+            remove_file(&self.marker(name, v, rank))?;
+            if self.kind == LevelKind::Ram {
+                // The RAM level reuses the file (and its tmpfs pages) for a later version.
+                let _ = std::fs::rename(self.file(name, v, rank), self.spare(name, rank));
+            }
             remove_rank_files(&dir, rank)?;
             let _ = std::fs::remove_dir(&dir);
         }

@@ -1,14 +1,46 @@
-//! nam-ckpt: checkpoint/restart for MPI applications.
+//! nam-ckpt: checkpoint/restart for MPI applications (docs/checkpoint.md).
 //!
 //! A tour:
+//! - [`Checkpointer`]: the application API. `init` with a communicator and a [`Config`]
+//!   (one TOML file, `NAM_CKPT_*` overrides, [`Config::dump`]); `protect`/`unprotect`
+//!   regions by id; `route_file`; collective `checkpoint` (name + version), `latest`,
+//!   `restart` (all or selected regions, falling back level by level and version by
+//!   version); `finalize`. The C API (`nam_ckpt_*` in nam.h) wraps it.
+//! - Levels ([`LevelKind`], [`level`]): L1 RAM (tmpfs, size-capped, chunk parity) or SSD
+//!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
+//!   CLC of seed 001, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
+//!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
+//! - Integrity ([`format`]): CRC32C per chunk, Reed-Solomon parity across RAM-level chunks.
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
-//!   ([`node::node_id`]: `NAM_NODE_ID`, else the host name, so one machine can emulate
-//!   several nodes). [`groups`] forms partner pairs and redundancy sets across nodes.
+//!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
+//!   [`groups`] forms partner pairs and redundancy sets across nodes.
 //! - [`Redundancy`]: the L2 schemes behind one trait, collective over a communicator:
 //!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`] (k parity), and the
-//!   memory-server NAM-XOR ([`Scheme::NamXor`]). [`redundancy::build`] makes the configured one.
-//! - [`redfile`]: the checksummed file format of stored redundancy.
+//!   memory-server NAM-XOR ([`redundancy::NamXor`]). [`redundancy::build`] makes the
+//!   configured one; [`redfile`] is the checksummed format of stored redundancy.
+//!
+//! ```no_run
+//! use nam_ckpt::{Checkpointer, Comm, Config};
+//! let universe = mpi::initialize().unwrap();
+//! let mut ckpt = Checkpointer::init(Comm::new(&universe.world()), Config::load(None)?)?;
+//! let mut state = vec![0u8; 1 << 20];
+//! // SAFETY: `state` outlives the checkpointer and is not touched during its calls.
+//! unsafe { ckpt.protect(1, state.as_mut_ptr(), state.len())? };
+//! if ckpt.latest(None).is_some() {
+//!     ckpt.restart(None, None, None)?;
+//! }
+//! for step in 1..=100u64 {
+//!     state[0] = state[0].wrapping_add(1); // compute
+//!     if step % 10 == 0 {
+//!         ckpt.checkpoint(None, step)?;
+//!     }
+//! }
+//! ckpt.finalize()?;
+//! # Ok::<(), nam_ckpt::CkptError>(())
+//! ```
+//!
+//! A redundancy scheme on its own (what `nam ckpt-check redundancy` does):
 //!
 //! ```no_run
 //! use nam_ckpt::{redundancy, Comm, RedundancyConfig, Scheme, Target};
@@ -35,6 +67,7 @@ pub mod flush;
 pub mod format;
 pub mod groups;
 pub mod level;
+mod mapped;
 pub mod node;
 pub mod policy;
 pub mod redfile;

@@ -173,7 +173,7 @@ impl Clc {
 
     fn algorithm1(&self, le_ok: bool, slowdown: f64, fits_ram: bool) -> Placement {
         let i = self.count;
-        if self.force_ssd_every > 0 && (i + 1) % self.force_ssd_every == 0 {
+        if self.force_ssd_every > 0 && (i + 1).is_multiple_of(self.force_ssd_every) {
             return Placement::Ssd;
         }
         let loc = match self.kind {

@@ -47,6 +47,10 @@ pub struct AppArgs {
     /// Protect overlapping regions, unprotect, and restart an unprotected id; print errors.
     #[arg(long)]
     region_errors: bool,
+    /// Also keep a routed file (`route_file`) rewritten every step; print its content after
+    /// a restart.
+    #[arg(long)]
+    routed_file: bool,
 }
 
 fn step(state: &mut [u8], rank: usize, step: u64) {
@@ -87,30 +91,15 @@ pub fn run(args: AppArgs) -> Result<()> {
         return region_errors(&mut ckpt, state);
     }
     if args.restart || args.restart_version.is_some() {
-        let ids = [1];
-        let selected = args.restart_state_only.then_some(&ids[..]);
-        let out = ckpt.restart(None, args.restart_version, selected)?;
-        if rank == 0 {
-            println!(
-                "restart version={} level={} rebuilt={:?} repaired_chunks={} fell_back={}",
-                out.version,
-                out.level.name(),
-                out.rebuilt_ranks,
-                out.repaired_chunks,
-                out.fell_back.len()
-            );
-            for (v, l, why) in &out.fell_back {
-                println!("fell back from v{v}/{}: {why}", l.name());
-            }
-        }
-        if let Some(want) = &args.expect_level {
-            if out.level.name() != want {
-                bail!("restarted from {} but expected {want}", out.level.name());
-            }
+        let version = restart(&mut ckpt, &args)?;
+        if args.routed_file {
+            let path = ckpt.route_file("progress.txt")?;
+            let text = std::fs::read_to_string(&path).with_context(|| format!("routed file {}", path.display()))?;
+            println!("routed rank {rank}: {}", text.trim());
         }
         if args.restart_state_only {
             // SAFETY: see above.
-            unsafe { counter_ptr.write(out.version) };
+            unsafe { counter_ptr.write(version) };
         }
     }
     // SAFETY: see above.
@@ -119,6 +108,11 @@ pub fn run(args: AppArgs) -> Result<()> {
         step(state, rank, s);
         // SAFETY: see above.
         unsafe { counter_ptr.write(s) };
+        if args.routed_file {
+            // Written every step: a restart must bring back the content of its version.
+            let path = ckpt.route_file("progress.txt")?;
+            std::fs::write(&path, format!("step {s} of rank {rank}\n"))?;
+        }
         if s % args.every == 0 {
             let out = ckpt.checkpoint(None, s)?;
             if rank == 0 {
@@ -140,6 +134,32 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
     flush.context("flush")?;
     Ok(())
+}
+
+/// Restarts as the arguments ask; returns the version restored.
+fn restart(ckpt: &mut Checkpointer, args: &AppArgs) -> Result<u64> {
+    let ids = [1];
+    let selected = args.restart_state_only.then_some(&ids[..]);
+    let out = ckpt.restart(None, args.restart_version, selected)?;
+    if ckpt.comm().rank() == 0 {
+        println!(
+            "restart version={} level={} rebuilt={:?} repaired_chunks={} fell_back={}",
+            out.version,
+            out.level.name(),
+            out.rebuilt_ranks,
+            out.repaired_chunks,
+            out.fell_back.len()
+        );
+        for (v, l, why) in &out.fell_back {
+            println!("fell back from v{v}/{}: {why}", l.name());
+        }
+    }
+    if let Some(want) = &args.expect_level {
+        if out.level.name() != want {
+            bail!("restarted from {} but expected {want}", out.level.name());
+        }
+    }
+    Ok(out.version)
 }
 
 fn crc32c_of(bytes: &[u8]) -> u32 {

@@ -6,6 +6,7 @@ mod ckpt_app;
 mod ckpt_bench;
 mod ckpt_check;
 mod ckpt_incr_bench;
+mod ckpt_policy_bench;
 mod demo;
 mod ecc_sim;
 mod farmem_bench;
@@ -48,6 +49,9 @@ enum Command {
     CkptBench(ckpt_bench::CkptBenchArgs),
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
+    /// Under mpirun: seed 001's RAM/SSD placement microbenchmark over every policy.
+    #[command(name = "ckpt-policy-bench")]
+    CkptPolicyBench(ckpt_policy_bench::PolicyBenchArgs),
     /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
     #[command(name = "ckpt-incr-bench")]
     CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
@@ -66,6 +70,7 @@ fn main() -> anyhow::Result<()> {
         Command::FarmemBench(args) => farmem_bench::run(args),
         Command::CkptBench(args) => ckpt_bench::run(args),
         Command::CkptCheck(args) => ckpt_check::run(args),
+        Command::CkptPolicyBench(args) => ckpt_policy_bench::run(args),
         Command::CkptIncrBench(args) => ckpt_incr_bench::run(args),
     }
 }

@@ -33,6 +33,16 @@ fn partner_rebuilds_lost_ranks_whose_partner_survives() {
 }
 
 #[test]
+fn reed_solomon_rebuilds_up_to_k_lost_ranks_per_set() {
+    for (ranks, nodes, lose, k) in [(5, 5, "0,3", "2"), (4, 4, "2", "1"), (6, 3, "1,3", "1")] {
+        let (ok, out) = check(ranks, nodes, "rs", lose, &["--rs-parity", k, "--set-size", "5"]);
+        assert!(ok && out.contains("bytes_match=true"), "{ranks} ranks, k={k}, lose {lose}:\n{out}");
+    }
+    let (ok, out) = check(5, 5, "rs", "1,2,4", &["--rs-parity", "2"]);
+    assert!(!ok && out.contains("it rebuilds up to 2 per set"), "{out}");
+}
+
+#[test]
 fn losses_beyond_the_scheme_are_unrecoverable_not_wrong() {
     let (ok, out) = check(4, 4, "xor", "1,2", &[]);
     assert!(!ok && out.contains("unrecoverable") && out.contains("lost ranks [1, 2]"), "{out}");

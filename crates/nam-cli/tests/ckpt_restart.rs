@@ -63,6 +63,20 @@ fn killed_job_restarts_to_the_uninterrupted_answer_with_every_scheme() {
 }
 
 #[test]
+fn routed_files_are_checkpointed_and_restored() {
+    let dir = temp_dir("routed");
+    let cfg = config(&dir, "xor", "ratio", 0);
+    let (ok, out) = app(&cfg, &["--routed-file", "--die-rank", "2", "--die-after", "7"]);
+    assert!(!ok, "{out}");
+    let (ok, out) = app(&cfg, &["--routed-file", "--restart"]);
+    assert!(ok && out.contains("restart version=6"), "{out}");
+    for rank in 0..RANKS {
+        assert!(out.contains(&format!("routed rank {rank}: step 6 of rank {rank}")), "{out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn restart_comes_from_each_level() {
     for (policy, level) in [("always-ram", "ram"), ("always-ssd", "ssd")] {
         let dir = temp_dir(&format!("level-{level}"));
@@ -86,7 +100,7 @@ fn restart_comes_from_each_level() {
 
 #[test]
 fn lost_rank_is_rebuilt_by_l2_and_selected_regions_restore() {
-    for scheme in ["partner", "xor"] {
+    for scheme in ["partner", "xor", "rs"] {
         let dir = temp_dir(&format!("lost-{scheme}"));
         let cfg = config(&dir, scheme, "always-ram", 0);
         let (ok, clean) = app(&cfg, &[]);

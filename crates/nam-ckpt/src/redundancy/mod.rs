@@ -17,14 +17,14 @@
 mod nam_xor;
 mod none;
 mod partner;
-// mod reed_solomon;
+mod reed_solomon;
 mod ring;
 mod xor;
 
 pub use nam_xor::NamXor;
 pub use none::NoRedundancy;
 pub use partner::Partner;
-// pub use reed_solomon::ReedSolomon;
+pub use reed_solomon::ReedSolomon;
 pub use xor::Xor;
 
 use crate::comm::Comm;
@@ -164,7 +164,7 @@ pub fn build(comm: &Comm, config: &RedundancyConfig) -> Result<Box<dyn Redundanc
         Scheme::None => Box::new(NoRedundancy::new(comm)),
         Scheme::Partner => Box::new(Partner::new(comm, config.block_bytes)?),
         Scheme::Xor => Box::new(Xor::new(comm, config.set_size, config.block_bytes)?),
-        Scheme::Rs => return Err(CkptError::NotBuilt("rs".into())),
+        Scheme::Rs => Box::new(ReedSolomon::new(comm, config.set_size, config.rs_parity, config.block_bytes)?),
         Scheme::NamXor => Box::new(NamXor::new(comm, config.set_size, &config.servers)?),
     })
 }

@@ -1,0 +1,253 @@
+//! `nam_ckpt_t`: the checkpoint library (nam-ckpt) for MPI applications written in C.
+//!
+//! Collective calls (init, checkpoint, latest, restart, finalize) must be made by every rank
+//! of the communicator, in the same order. With `<mpi.h>` included before `<nam.h>`,
+//! `nam_ckpt_init(MPI_Comm, ...)` is available; it calls `nam_ckpt_init_fcomm` with the
+//! communicator's Fortran handle, so nam.h itself needs no MPI header.
+
+use crate::ffi::{deref_mut, guard, optional_str, required_str, write_optional, Failure};
+use crate::status::nam_status_t::{self, *};
+use nam_ckpt::{Checkpointer, CkptError, Comm, Config, LevelKind};
+use std::ffi::{c_char, c_int, c_void};
+
+/// The checkpoint library of one MPI job (opaque). Created by `nam_ckpt_init_fcomm` (or
+/// `nam_ckpt_init`), destroyed by `nam_ckpt_finalize`. Not thread-safe: one thread per rank
+/// calls it, as MPI's collectives require.
+pub struct nam_ckpt_t {
+    inner: Checkpointer,
+}
+
+/// Pass as `version` to `nam_ckpt_restart` to restart the newest restorable version.
+pub const NAM_CKPT_VERSION_LATEST: u64 = u64::MAX;
+
+/// The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from.
+pub const NAM_CKPT_LEVEL_SKIPPED: c_int = 0;
+/// L1 in RAM (tmpfs).
+pub const NAM_CKPT_LEVEL_RAM: c_int = 1;
+/// L1 on the node's SSD.
+pub const NAM_CKPT_LEVEL_SSD: c_int = 2;
+/// L3 on the parallel file system.
+pub const NAM_CKPT_LEVEL_PFS: c_int = 3;
+
+fn level_code(level: Option<LevelKind>) -> c_int {
+    level.map_or(NAM_CKPT_LEVEL_SKIPPED, |l| l.code() as c_int)
+}
+
+/// The C code of a checkpoint-library error. No wildcard: a new variant does not compile
+/// until it has a code.
+pub fn status_of_ckpt_error(error: &CkptError) -> nam_status_t {
+    match error {
+        CkptError::Config(_) => NAM_ERR_CONFIG,
+        CkptError::UnknownKey(_) => NAM_ERR_CKPT_UNKNOWN_KEY,
+        CkptError::Directory { .. } => NAM_ERR_CKPT_DIRECTORY,
+        CkptError::RamTooSmall { .. } => NAM_ERR_CKPT_RAM_TOO_SMALL,
+        CkptError::Region { .. } => NAM_ERR_CKPT_REGION,
+        CkptError::UnknownRegion(_) => NAM_ERR_CKPT_UNKNOWN_REGION,
+        CkptError::NoCheckpoint(_) => NAM_ERR_CKPT_NO_CHECKPOINT,
+        CkptError::RankCount { .. } => NAM_ERR_CKPT_RANK_COUNT,
+        CkptError::Corrupt(_) => NAM_ERR_CKPT_CORRUPTED,
+        CkptError::Unrecoverable(_) => NAM_ERR_CKPT_UNRECOVERABLE,
+        CkptError::Layout { .. } => NAM_ERR_CKPT_LAYOUT,
+        CkptError::SizeMismatch { .. } => NAM_ERR_CKPT_SIZE_MISMATCH,
+        CkptError::Flush { .. } => NAM_ERR_CKPT_FLUSH,
+        CkptError::Io { .. } => NAM_ERR_CKPT_IO,
+        CkptError::State(_) => NAM_ERR_CKPT_STATE,
+    }
+}
+
+impl From<CkptError> for Failure {
+    fn from(error: CkptError) -> Failure {
+        Failure::Coded(status_of_ckpt_error(&error), error.to_string())
+    }
+}
+
+/// Collective over the communicator whose Fortran handle is `fcomm` (`MPI_Comm_c2f`):
+/// reads the configuration (`config_path`, or `NAM_CKPT_CONFIG`, or defaults when NULL;
+/// `NAM_CKPT_*` variables override it), checks its directories and builds the redundancy
+/// scheme. MPI must be initialized. On success `*out` is the new handle.
+///
+/// # Safety
+/// `config_path` is NULL or a NUL-terminated string; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_init_fcomm(
+    fcomm: c_int,
+    config_path: *const c_char,
+    out: *mut *mut nam_ckpt_t,
+) -> nam_status_t {
+    guard("nam_ckpt_init_fcomm", || {
+        let out = deref_mut(out, "out")?;
+        let path = optional_str(config_path, "config_path")?;
+        let config = Config::load(path.map(std::path::Path::new))?;
+        let comm = Comm::from_raw(mpi::ffi::MPI_Comm_f2c(fcomm));
+        let inner = Checkpointer::init(comm, config)?;
+        *out = Box::into_raw(Box::new(nam_ckpt_t { inner }));
+        Ok(NAM_OK)
+    })
+}
+
+/// Protects `bytes` bytes at `ptr` under `id` (not collective). The memory must stay valid
+/// until it is unprotected or the handle is finalized. Overlapping another region, a NULL
+/// pointer or an id already protected give `NAM_ERR_CKPT_REGION`.
+///
+/// # Safety
+/// `ckpt` is a live handle; `ptr` is valid for reads and writes of `bytes` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_protect(
+    ckpt: *mut nam_ckpt_t,
+    id: c_int,
+    ptr: *mut c_void,
+    bytes: usize,
+) -> nam_status_t {
+    guard("nam_ckpt_protect", || {
+        deref_mut(ckpt, "ckpt")?.inner.protect(id, ptr.cast(), bytes)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Stops protecting `id` (`NAM_ERR_CKPT_UNKNOWN_REGION` if it is not protected).
+///
+/// # Safety
+/// `ckpt` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_unprotect(ckpt: *mut nam_ckpt_t, id: c_int) -> nam_status_t {
+    guard("nam_ckpt_unprotect", || {
+        deref_mut(ckpt, "ckpt")?.inner.unprotect(id)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Collective: checkpoints the protected regions (and routed files) as `version` of `name`
+/// (NULL: the configured name). The placement policy picks the level for all ranks;
+/// `*level_out` (may be NULL) is a `NAM_CKPT_LEVEL_*`, `NAM_CKPT_LEVEL_SKIPPED` when the
+/// policy skipped this checkpoint. Returns once every rank's data and redundancy are stored.
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `level_out` is NULL
+/// or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_checkpoint(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    version: u64,
+    level_out: *mut c_int,
+) -> nam_status_t {
+    guard("nam_ckpt_checkpoint", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let out = ckpt.inner.checkpoint(optional_str(name, "name")?, version)?;
+        write_optional(level_out, level_code(out.level));
+        Ok(NAM_OK)
+    })
+}
+
+/// Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
+/// the configured name) a restart can start from, or `*found_out` = 0.
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; the outputs are valid
+/// for writes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_latest(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    version_out: *mut u64,
+    found_out: *mut c_int,
+) -> nam_status_t {
+    guard("nam_ckpt_latest", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let (version_out, found_out) = (deref_mut(version_out, "version_out")?, deref_mut(found_out, "found_out")?);
+        let latest = ckpt.inner.latest(optional_str(name, "name")?);
+        (*version_out, *found_out) = (latest.unwrap_or(0), c_int::from(latest.is_some()));
+        Ok(NAM_OK)
+    })
+}
+
+/// Collective: restores `version` of `name` (`NAM_CKPT_VERSION_LATEST`: the newest
+/// restorable one) into the protected regions — all of them when `ids` is NULL, else the
+/// `nids` listed — and into routed files. Corrupt or missing data is rebuilt (chunk parity,
+/// L2 redundancy) or the restart falls back to the next level and older versions; wrong
+/// data is never copied. `*version_out` (may be NULL) is the version restored.
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `ids` is NULL or
+/// valid for `nids` reads; `version_out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_restart(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    version: u64,
+    ids: *const c_int,
+    nids: usize,
+    version_out: *mut u64,
+) -> nam_status_t {
+    guard("nam_ckpt_restart", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let ids = (!ids.is_null()).then(|| std::slice::from_raw_parts(ids, nids));
+        let version = (version != NAM_CKPT_VERSION_LATEST).then_some(version);
+        let out = ckpt.inner.restart(optional_str(name, "name")?, version, ids)?;
+        write_optional(version_out, out.version);
+        Ok(NAM_OK)
+    })
+}
+
+/// Routes a file of a file-based application: writes to `out` (`out_len` bytes, NUL
+/// included) the path where to write `path` so the next checkpoint stores it, and where a
+/// restart puts it back. `NAM_ERR_INVALID_ARGUMENT` when `out` is too small.
+///
+/// # Safety
+/// `ckpt` is a live handle; `path` is a NUL-terminated string; `out` is valid for
+/// `out_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_route_file(
+    ckpt: *mut nam_ckpt_t,
+    path: *const c_char,
+    out: *mut c_char,
+    out_len: usize,
+) -> nam_status_t {
+    guard("nam_ckpt_route_file", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let routed = ckpt.inner.route_file(required_str(path, "path")?)?;
+        copy_out(&routed.to_string_lossy(), out, out_len)
+    })
+}
+
+/// Writes the resolved configuration (TOML, every key) to `out` (`out_len` bytes, NUL
+/// included); `NAM_ERR_INVALID_ARGUMENT` when `out` is too small.
+///
+/// # Safety
+/// `ckpt` is a live handle; `out` is valid for `out_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_config_dump(ckpt: *mut nam_ckpt_t, out: *mut c_char, out_len: usize) -> nam_status_t {
+    guard("nam_ckpt_config_dump", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        copy_out(&ckpt.inner.config().dump(), out, out_len)
+    })
+}
+
+unsafe fn copy_out(text: &str, out: *mut c_char, out_len: usize) -> Result<nam_status_t, Failure> {
+    if out.is_null() {
+        return Err(Failure::Null("out"));
+    }
+    if text.len() + 1 > out_len {
+        return Err(Failure::Invalid(format!("out_len {out_len} is too small: {} bytes needed", text.len() + 1)));
+    }
+    std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast(), text.len());
+    *out.add(text.len()) = 0;
+    Ok(NAM_OK)
+}
+
+/// Collective: waits for outstanding flushes (with a deadline) and frees the handle, which
+/// must not be used again. `NAM_ERR_CKPT_FLUSH` reports a flush that failed (the handle is
+/// freed all the same). NULL is a no-op.
+///
+/// # Safety
+/// `ckpt` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_finalize(ckpt: *mut nam_ckpt_t) -> nam_status_t {
+    guard("nam_ckpt_finalize", || {
+        if ckpt.is_null() {
+            return Ok(NAM_OK);
+        }
+        Box::from_raw(ckpt).inner.finalize()?;
+        Ok(NAM_OK)
+    })
+}
