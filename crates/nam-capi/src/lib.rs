@@ -50,8 +50,8 @@ mod ckpt_group;
 
 mod status;
 
-mod farmem;
 mod ckpt;
+mod farmem;
 
 mod ffi;
 

@@ -107,13 +107,8 @@ fn every_client_error_has_exactly_one_code() {
     let far_codes = far_errors().iter().map(status_of_far_error).collect::<Vec<_>>();
     let ckpt_codes: Vec<nam_status_t> =
         one_ckpt_error_per_variant().iter().map(|(_, e)| status_of_ckpt_error(e)).collect();
-    let reachable: HashSet<nam_status_t> = seen
-        .keys()
-        .chain(refusal_codes.keys())
-        .chain(far_codes.iter())
-        .chain(ckpt_codes.iter())
-        .copied()
-        .collect();
+    let reachable: HashSet<nam_status_t> =
+        seen.keys().chain(refusal_codes.keys()).chain(far_codes.iter()).chain(ckpt_codes.iter()).copied().collect();
     for code in nam_status_t::all() {
         if ![NAM_OK, NAM_IN_PROGRESS, NAM_ERR_INTERNAL].contains(&code) {
             assert!(reachable.contains(&code), "{code:?} is reached by no error");
