@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Further connection attempts when the server refuses one.
+const CONNECT_ATTEMPTS: u32 = 3;
+
 /// Deadline of one protect or rebuild at the memory server.
 const SERVER_WAIT: Duration = Duration::from_secs(300);
 
@@ -146,7 +149,19 @@ fn connect(server: SocketAddr) -> Result<&'static Client> {
         config.token = t;
     }
     config.transports = std::env::var("NAM_TRANSPORTS").ok();
-    let client = Client::connect(config).map_err(client_error("connecting"))?;
+    // A whole job connects at once; on a loaded server a connection request can be refused
+    // (UCX: "Endpoint is not connected"). Try a few times before giving up.
+    let mut attempt = 0;
+    let client = loop {
+        match Client::connect(config.clone()) {
+            Ok(client) => break client,
+            Err(nam_client::Error::Connect { .. }) if attempt < CONNECT_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(100 << attempt));
+            }
+            Err(e) => return Err(client_error("connecting")(e)),
+        }
+    };
     // The scheme lives as long as the job's checkpointing; the member borrows the client,
     // so the client is given the life of the process.
     Ok(Box::leak(Box::new(client)))
