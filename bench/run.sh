@@ -40,10 +40,17 @@ $nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp
     echo
     echo "![latency over TCP](img/bench-tcp.png) ![bandwidth over TCP](img/bench-tcp-bandwidth.png)"
     echo
-    echo "## Checkpoint parity in memory servers (issue 3)"
+    echo "## Reports of the other benchmarks"
     echo
-    echo "See [benchmarks-ckpt.md](benchmarks-ckpt.md) (bench/ckpt.sh): NAM-XOR against partner and"
-    echo "XOR on nodes under mpirun."
+    echo "Each is written by its own script, which \`make bench\` runs after this page:"
+    echo
+    echo "- [benchmarks-ckpt.md](benchmarks-ckpt.md) (bench/ckpt.sh): NAM-XOR against partner and XOR"
+    echo "  on nodes under mpirun (issue 3)."
+    echo "- [benchmarks-ckpt-policy.md](benchmarks-ckpt-policy.md) (bench/ckpt-policy.sh): placement"
+    echo "  policies of the checkpoint library, SSD wear, async flush (issue 4)."
+    echo "- [benchmarks-ckpt-incr.md](benchmarks-ckpt-incr.md) (bench/ckpt-incr.sh): incremental"
+    echo "  checkpointing modes (issue 5)."
+    echo "- [benchmarks-farmem.md](benchmarks-farmem.md) (bench/farmem.sh): far memory (issue 8)."
     echo
     echo "## DRAM fault codes and the network simulator"
     echo
@@ -54,6 +61,9 @@ echo "wrote docs/benchmarks.md"
 
 if [ "${NAM_BENCH_MEMORY_ONLY:-0}" != 1 ]; then
     bench/ckpt.sh
+    bench/ckpt-policy.sh
+    bench/ckpt-incr.sh
+    bench/farmem.sh
     bench/ecc.sh
     bench/netsim.sh
 fi
