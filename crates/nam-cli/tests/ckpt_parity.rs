@@ -256,13 +256,15 @@ fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corr
     assert!(message.contains("fails its checksum"), "{message}");
 }
 
-/// NAM-XOR as an L2 scheme of nam-ckpt under `mpirun`: sets on distinct emulated nodes,
-/// uneven sizes, one lost rank per set rebuilt by the server, two lost in a set refused.
+/// NAM-XOR as an L2 scheme of nam-ckpt under `mpirun`: sets on distinct emulated nodes
+/// spread over two servers, uneven sizes, one lost rank per set rebuilt by its server, two
+/// lost in a set refused.
 #[test]
 fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
     for transports in TRANSPORTS {
-        let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
-        let servers = server.addr.to_string();
+        let first = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let second = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let servers = format!("{},{}", first.addr, second.addr);
         for (ranks, lose, set, ok) in [(3, "1", "8", true), (5, "0,4", "3", true), (4, "1,2", "8", false)] {
             let dir = ckpt_support::temp_dir(&format!("namxor-{ranks}-{}", lose.replace(',', "_")));
             let args = [
@@ -290,6 +292,13 @@ fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
             let _ = std::fs::remove_dir_all(&dir);
             if ok {
                 assert!(out.status.success() && text.contains("bytes_match=true"), "{ranks} lose {lose}:\n{text}");
+                if ranks == 5 {
+                    // Two sets of 5 ranks (set size 3): one on each server, each keeping parity.
+                    for server in [&first, &second] {
+                        let status = nam_client::server_status(server.addr, WAIT).unwrap();
+                        assert!(status.allocations >= 2, "{} holds no parity: {status:?}", server.addr);
+                    }
+                }
             } else {
                 assert!(!out.status.success() && text.contains("rebuilds one rank per set"), "{text}");
             }
