@@ -139,6 +139,8 @@ pub enum Request {
         /// Compare value of [`AtomicKind::CompareSwap`]; 0 otherwise.
         compare: u64,
     },
+    /// Kinds 32..=47: global addresses and allreduce ([`crate::gas`]).
+    Gas(crate::gas::GasRequest),
 }
 
 /// What the server tells a new client.
@@ -235,6 +237,8 @@ pub enum Reply {
     Data(Vec<u8>),
     /// To [`Request::Atomic`]: the word's old value.
     Value(u64),
+    /// To [`crate::gas::GasRequest::Domain`].
+    Domain(crate::gas::DomainReply),
     /// Any request that failed.
     Error {
         /// Why.
@@ -321,6 +325,7 @@ impl Request {
             Request::Put { .. } => 7,
             Request::Get { .. } => 8,
             Request::Atomic { .. } => 9,
+            Request::Gas(g) => g.kind(),
         }
     }
 
@@ -362,6 +367,7 @@ impl Request {
                 w.u64(*value);
                 w.u64(*compare);
             }
+            Request::Gas(g) => g.encode_body(&mut w),
         }
         finish_message(w)
     }
@@ -405,6 +411,7 @@ impl Request {
                 let op = AtomicKind::from_code(code).ok_or(DecodeError::UnknownKind { kind: code })?;
                 Request::Atomic { handle, offset, op, value: r.u64("value")?, compare: r.u64("compare")? }
             }
+            kind @ 32..=47 => Request::Gas(crate::gas::GasRequest::decode_body(kind, &mut r)?),
             kind => return Err(DecodeError::UnknownKind { kind }),
         };
         r.finish()?;
@@ -539,6 +546,7 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
         Reply::Done | Reply::Error { .. } => {}
         Reply::Data(data) => w.bytes32(data),
         Reply::Value(v) => w.u64(*v),
+        Reply::Domain(d) => crate::gas::encode_domain(w, d),
         Reply::Status(s) => {
             w.str16(truncate_utf8(&s.server_name, SERVER_NAME_LEN_MAX));
             for v in [
@@ -578,18 +586,23 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             worker_address: r.bytes32("worker_address", WORKER_ADDRESS_LEN_MAX)?,
             host_id: r.str16("host_id", HOST_ID_LEN_MAX)?,
         }),
-        2 | 3 => Reply::Alloc(AllocReply {
-            handle: r.u64("handle")?,
-            size: r.u64("size")?,
-            remote_addr: r.u64("remote_addr")?,
-            flags: r.u32("flags")?,
-            rkey: r.bytes32("rkey", RKEY_LEN_MAX)?,
-        }),
+        2 | 3 => Reply::Alloc(decode_alloc_reply(r)?),
         4 | 6 | 7 => Reply::Done,
         5 => Reply::Status(decode_status(r)?),
         8 => Reply::Data(r.bytes32("data", DATA_CHUNK_MAX)?),
         9 => Reply::Value(r.u64("value")?),
+        32..=47 => crate::gas::decode_ok_body(kind, r)?,
         kind => return Err(DecodeError::UnknownKind { kind }),
+    })
+}
+
+pub(crate) fn decode_alloc_reply(r: &mut Reader<'_>) -> Result<AllocReply, DecodeError> {
+    Ok(AllocReply {
+        handle: r.u64("handle")?,
+        size: r.u64("size")?,
+        remote_addr: r.u64("remote_addr")?,
+        flags: r.u32("flags")?,
+        rkey: r.bytes32("rkey", RKEY_LEN_MAX)?,
     })
 }
 

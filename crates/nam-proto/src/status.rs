@@ -39,11 +39,22 @@ pub enum Status {
     NotConnected = 15,
     /// The server failed internally; the message says why.
     Internal = 16,
+    /// A global address names a protection domain the caller does not belong to, or an
+    /// allocation of another domain.
+    DomainMismatch = 24,
+    /// A mailbox is full; retry after its owner consumed messages (nothing was written).
+    MailboxFull = 25,
+    /// The ranks of one allreduce round disagree on length, type or operation.
+    ReduceMismatch = 26,
+    /// An allreduce round cannot complete: a rank of the group left or died.
+    ReduceAborted = 27,
+    /// A global address names another server.
+    WrongServer = 28,
 }
 
 impl Status {
     /// All statuses, in code order.
-    pub const ALL: [Status; 17] = [
+    pub const ALL: [Status; 22] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::UnknownHandle,
@@ -61,6 +72,11 @@ impl Status {
         Status::TooMany,
         Status::NotConnected,
         Status::Internal,
+        Status::DomainMismatch,
+        Status::MailboxFull,
+        Status::ReduceMismatch,
+        Status::ReduceAborted,
+        Status::WrongServer,
     ];
 
     /// The wire code.
@@ -70,7 +86,8 @@ impl Status {
 
     /// Decodes a wire code.
     pub fn from_code(code: u16) -> Option<Status> {
-        Status::ALL.get(code as usize).copied()
+        // Codes have gaps (ranges are reserved per feature), so search rather than index.
+        Status::ALL.iter().copied().find(|s| s.code() == code)
     }
 
     /// A short description.
@@ -93,6 +110,11 @@ impl Status {
             Status::TooMany => "too many clients or handles",
             Status::NotConnected => "no Hello before the request",
             Status::Internal => "internal server error",
+            Status::DomainMismatch => "protection domain mismatch",
+            Status::MailboxFull => "mailbox full, retry later",
+            Status::ReduceMismatch => "allreduce ranks disagree on length, type or operation",
+            Status::ReduceAborted => "allreduce aborted: a rank left or died",
+            Status::WrongServer => "global address names another server",
         }
     }
 }

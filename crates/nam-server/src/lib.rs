@@ -9,6 +9,8 @@
 //!   persistence, tenants with tokens and quotas. Pure bookkeeping, unit-tested.
 //! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
 //! - [`ServerConfig`]: TOML file and defaults.
+//! - [`reduce`]: the allreduce engine (groups, rounds, the multi-threaded kernel); global
+//!   addresses are resolved with the protection-domain check of [`Manager::hold_global`].
 //!
 //! ```no_run
 //! use nam_server::{Server, ServerConfig};
@@ -25,6 +27,7 @@ pub mod allocator;
 pub mod config;
 pub mod manager;
 pub mod pool;
+pub mod reduce;
 mod server;
 
 pub use allocator::RangeAllocator;

@@ -12,6 +12,8 @@ use nam_proto::{Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSIS
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod domain;
+
 /// A refused manager operation: the status for the wire and the exact cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{status}: {message}")]
@@ -139,6 +141,11 @@ impl Manager {
         self.client_tenant.insert(client, tenant.to_string());
         self.client_handles.entry(client).or_default();
         Ok(())
+    }
+
+    /// The tenant `client` acts for.
+    pub fn tenant_name(&self, client: u64) -> Result<String, Refusal> {
+        self.tenant_of(client)
     }
 
     fn tenant_of(&self, client: u64) -> Result<String, Refusal> {

@@ -145,6 +145,11 @@ impl Pool {
         unsafe { &*(self.region.address().add(offset as usize) as *const std::sync::atomic::AtomicU64) }
     }
 
+    /// The first byte of the pool, for engines that work in place (the allreduce kernel).
+    pub fn base_ptr(&self) -> *mut u8 {
+        self.region.address()
+    }
+
     /// The packed remote key of the whole pool.
     pub fn rkey(&self) -> &[u8] {
         &self.rkey

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod gas;
+
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -77,6 +79,7 @@ pub struct Server {
     lingering: Vec<(u64, Instant)>,
     inbox: Inbox,
     manager: Manager,
+    reducer: crate::reduce::Reducer<gas::ReplyTo>,
     counters: Counters,
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
@@ -127,6 +130,7 @@ impl Server {
             lingering: Vec::new(),
             inbox,
             manager,
+            reducer: Default::default(),
             counters: Counters::default(),
             next_client_id: 1,
             manifest_path,
@@ -210,6 +214,9 @@ impl Server {
                 log::warn!("dropping a {}-byte request from an unknown endpoint", bytes.len());
                 continue;
             };
+            if self.take_arrival(ep, &bytes) {
+                continue;
+            }
             let (kind, request_id, reply) = self.answer(ep, &bytes);
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;
@@ -307,6 +314,7 @@ impl Server {
                     }
                 }))
             }
+            Request::Gas(request) => self.execute_gas(client, request),
             Request::Goodbye(report) => {
                 let r = &mut self.counters.reported;
                 r.puts += report.puts;
@@ -317,6 +325,7 @@ impl Server {
                 self.manager.release_client(client);
                 connection.released = true;
                 connection.authenticated = false;
+                self.reductions_member_gone(client);
                 Ok(Reply::Done)
             }
         }
@@ -401,6 +410,7 @@ impl Server {
             self.connections.iter().filter(|(_, c)| c.endpoint.failure().is_some()).map(|(id, _)| *id).collect();
         for id in failed {
             let c = self.connections.remove(&id).expect("listed above");
+            self.reductions_member_gone(c.client_id);
             if c.released || !c.authenticated {
                 log::info!("client {} ({}) disconnected", c.client_id, c.label);
                 self.manager.release_client(c.client_id);

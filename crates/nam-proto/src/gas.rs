@@ -1,0 +1,184 @@
+//! Control messages of the global address space and the server-side allreduce (kinds
+//! 32..=47). `docs/protocol.md` ("Global addresses, mailboxes and allreduce") gives their
+//! byte layout; [`crate::Request::Gas`] and [`crate::Reply::Domain`] carry them.
+
+use crate::address::GlobalAddress;
+use crate::codec::{Reader, Writer};
+use crate::limits::NAME_LEN_MAX;
+use crate::reduce::{DataType, ReduceOp};
+use crate::DecodeError;
+
+/// Kind of [`GasRequest::Domain`].
+pub const KIND_DOMAIN: u16 = 32;
+/// Kind of [`GasRequest::Resolve`].
+pub const KIND_RESOLVE: u16 = 33;
+/// Kind of [`GasRequest::ReduceAttach`].
+pub const KIND_REDUCE_ATTACH: u16 = 34;
+/// Kind of [`GasRequest::ReduceArrive`].
+pub const KIND_REDUCE_ARRIVE: u16 = 35;
+/// Most ranks in one allreduce group.
+pub const REDUCE_RANKS_MAX: u32 = 4096;
+/// Largest per-rank deposit area of an allreduce group (one chunk).
+pub const REDUCE_CHUNK_MAX: u64 = 256 << 20;
+
+/// A request of the global address space or the allreduce engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GasRequest {
+    /// Kind 32: this server's tag and the caller's protection domain on it.
+    Domain,
+    /// Kind 33: the allocation behind a global address; the server checks the domain and
+    /// that the allocation is live, then adds the caller as a holder and answers with an
+    /// [`crate::AllocReply`] (remote key included).
+    Resolve {
+        /// The address.
+        address: GlobalAddress,
+    },
+    /// Kind 34: join allreduce group `name` of `ranks` ranks as `rank`; the first member
+    /// creates the group's memory (`ranks + 1` areas of `chunk_bytes`: one per rank for
+    /// deposits, then the result). Answered with an [`crate::AllocReply`] for that memory.
+    ReduceAttach {
+        /// Group name (per tenant).
+        name: String,
+        /// Ranks in the group (1..=[`REDUCE_RANKS_MAX`]).
+        ranks: u32,
+        /// The caller's rank.
+        rank: u32,
+        /// Bytes of each area (1..=[`REDUCE_CHUNK_MAX`], a multiple of 8).
+        chunk_bytes: u64,
+    },
+    /// Kind 35: the caller deposited `count` elements in its area for round `seq`; the reply
+    /// comes when every rank arrived and the result area holds the reduction (or every rank
+    /// gets the same error).
+    ReduceArrive {
+        /// The group's handle (from the attach reply).
+        handle: u64,
+        /// The caller's rank.
+        rank: u32,
+        /// Round number, 1 for the first and one more each time.
+        seq: u64,
+        /// Elements deposited.
+        count: u64,
+        /// Operation.
+        op: ReduceOp,
+        /// Element type.
+        dtype: DataType,
+    },
+}
+
+/// The reply to [`GasRequest::Domain`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DomainReply {
+    /// The server's tag ([`crate::address::server_tag`]).
+    pub server_tag: u32,
+    /// The caller's protection domain (its tenant's id on this server).
+    pub domain: u16,
+}
+
+impl GasRequest {
+    /// The kind code.
+    pub fn kind(&self) -> u16 {
+        match self {
+            GasRequest::Domain => KIND_DOMAIN,
+            GasRequest::Resolve { .. } => KIND_RESOLVE,
+            GasRequest::ReduceAttach { .. } => KIND_REDUCE_ATTACH,
+            GasRequest::ReduceArrive { .. } => KIND_REDUCE_ARRIVE,
+        }
+    }
+
+    pub(crate) fn encode_body(&self, w: &mut Writer) {
+        match self {
+            GasRequest::Domain => {}
+            GasRequest::Resolve { address } => {
+                w.u64(address.0 as u64);
+                w.u64((address.0 >> 64) as u64);
+            }
+            GasRequest::ReduceAttach { name, ranks, rank, chunk_bytes } => {
+                w.u32(*ranks);
+                w.u32(*rank);
+                w.u64(*chunk_bytes);
+                w.str16(name);
+            }
+            GasRequest::ReduceArrive { handle, rank, seq, count, op, dtype } => {
+                w.u64(*handle);
+                w.u32(*rank);
+                w.u16(*op as u16);
+                w.u16(*dtype as u16);
+                w.u64(*seq);
+                w.u64(*count);
+            }
+        }
+    }
+
+    pub(crate) fn decode_body(kind: u16, r: &mut Reader<'_>) -> Result<GasRequest, DecodeError> {
+        Ok(match kind {
+            KIND_DOMAIN => GasRequest::Domain,
+            KIND_RESOLVE => {
+                let low = r.u64("address_low")? as u128;
+                GasRequest::Resolve { address: GlobalAddress(low | (r.u64("address_high")? as u128) << 64) }
+            }
+            KIND_REDUCE_ATTACH => GasRequest::ReduceAttach {
+                ranks: r.u32("ranks")?,
+                rank: r.u32("rank")?,
+                chunk_bytes: r.u64("chunk_bytes")?,
+                name: r.str16("name", NAME_LEN_MAX)?,
+            },
+            KIND_REDUCE_ARRIVE => {
+                let (handle, rank) = (r.u64("handle")?, r.u32("rank")?);
+                let op_code = r.u16("op")?;
+                let op = u8::try_from(op_code).ok().and_then(ReduceOp::from_code);
+                let op = op.ok_or(DecodeError::UnknownKind { kind: op_code })?;
+                let type_code = r.u16("dtype")?;
+                let dtype = u8::try_from(type_code).ok().and_then(DataType::from_code);
+                let dtype = dtype.ok_or(DecodeError::UnknownKind { kind: type_code })?;
+                GasRequest::ReduceArrive { handle, rank, seq: r.u64("seq")?, count: r.u64("count")?, op, dtype }
+            }
+            kind => return Err(DecodeError::UnknownKind { kind }),
+        })
+    }
+}
+
+pub(crate) fn encode_domain(w: &mut Writer, d: &DomainReply) {
+    w.u32(d.server_tag);
+    w.u16(d.domain);
+}
+
+/// Decodes the success body of a reply to a request of kind 32..=47.
+pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Reply, DecodeError> {
+    Ok(match kind {
+        KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
+        KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::decode_alloc_reply(r)?),
+        KIND_REDUCE_ARRIVE => crate::Reply::Done,
+        kind => return Err(DecodeError::UnknownKind { kind }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Reply, Request};
+
+    #[test]
+    fn every_gas_request_round_trips() {
+        let address = GlobalAddress::new(0xDEAD_BEEF, 3, 77, 4096).unwrap();
+        for request in [
+            GasRequest::Domain,
+            GasRequest::Resolve { address },
+            GasRequest::ReduceAttach { name: "world".into(), ranks: 8, rank: 3, chunk_bytes: 1 << 20 },
+            GasRequest::ReduceArrive {
+                handle: 9,
+                rank: 3,
+                seq: 2,
+                count: 100,
+                op: ReduceOp::Max,
+                dtype: DataType::F32,
+            },
+        ] {
+            let bytes = Request::Gas(request.clone()).encode(5);
+            assert_eq!(Request::decode(&bytes).unwrap(), (5, Request::Gas(request.clone())));
+            assert!(Request::decode(&bytes[..bytes.len() - 1]).is_err());
+        }
+        let reply = Reply::Domain(DomainReply { server_tag: 0xDEAD_BEEF, domain: 3 });
+        assert_eq!(Reply::decode(&reply.encode(KIND_DOMAIN, 4)).unwrap(), (KIND_DOMAIN, 4, reply));
+        assert_eq!(Reply::decode(&Reply::Done.encode(KIND_REDUCE_ARRIVE, 4)).unwrap().2, Reply::Done);
+    }
+}
