@@ -52,6 +52,8 @@ pub struct Client {
     pub(crate) controls: Vec<nam_ucx::Endpoint>,
     /// Traffic of the direct path.
     pub(crate) direct: crate::direct::DirectTraffic,
+    /// Global-address state: server tags, domains, resolved allocations.
+    pub(crate) global: crate::global::GlobalState,
 }
 
 impl Client {
@@ -108,7 +110,13 @@ impl Client {
             inner.links.push(link);
         }
         let controls = inner.links.iter().map(|l| l.control.clone()).collect();
-        Ok(Client { inner: FastLock::new(inner), config, controls, direct: Default::default() })
+        Ok(Client {
+            inner: FastLock::new(inner),
+            config,
+            controls,
+            direct: Default::default(),
+            global: Default::default(),
+        })
     }
 
     /// Connects with [`ClientConfig::from_env`].
@@ -560,7 +568,13 @@ impl Inner {
         self.links[server].call(&self.replies, id, request, what, timeout)
     }
 
-    fn grant(&mut self, server: usize, request: &Request, what: &'static str, timeout: Duration) -> Result<Allocation> {
+    pub(crate) fn grant(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Allocation> {
         let reply = self.call(server, request, what, timeout)?;
         let link = &mut self.links[server];
         let Reply::Alloc(grant) = reply else { return Err(unexpected(link.addr, what, reply)) };

@@ -11,6 +11,10 @@
 //! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
 //!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
 //!
+//! - Global address space: [`Client::global_address`], [`Client::resolve`] and the
+//!   `*_global` operations on a [`GlobalAddress`]; [`Mailbox`] / [`MailboxSender`] for small
+//!   messages; [`ReduceGroup`] for allreduce at the memory server.
+//!
 //! Every call has a deadline (the config's `timeout`); a server that dies makes calls fail
 //! with [`Error::Transport`] or [`Error::Timeout`], never hang.
 //!
@@ -33,10 +37,13 @@ mod client;
 pub mod config;
 mod direct;
 mod error;
+mod global;
 pub mod link;
 mod lock;
+mod mailbox;
 mod messages;
 mod op;
+mod reduce;
 mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
@@ -44,6 +51,9 @@ pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;
-pub use nam_proto::{Status, StatusReply, TrafficReport};
+pub use mailbox::{Mailbox, MailboxSender, Message};
+pub use nam_proto::reduce::{DataType, ReduceOp};
+pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;
+pub use reduce::{ReduceGroup, REDUCE_CHUNK_DEFAULT};
 pub use signal::{Compare, Signal, SignalOp};
