@@ -156,6 +156,29 @@ typedef enum {
    * libnam failed internally (a bug: a panic caught at the API boundary).
    */
   NAM_ERR_INTERNAL = -26,
+  /**
+   * A global address names another protection domain than the caller's tenant, or an
+   * allocation of another domain; nothing was touched.
+   */
+  NAM_ERR_DOMAIN = -40,
+  /**
+   * A mailbox is full: retry after its owner received (nothing was written).
+   */
+  NAM_ERR_MAILBOX_FULL = -41,
+  /**
+   * The ranks of one allreduce disagree on length, type or operation (every rank gets
+   * this; no result is written).
+   */
+  NAM_ERR_REDUCE_MISMATCH = -42,
+  /**
+   * An allreduce cannot complete: a rank of the group left or died.
+   */
+  NAM_ERR_REDUCE_ABORTED = -43,
+  /**
+   * A global address names a server this client is not connected to (or another
+   * server than the one asked).
+   */
+  NAM_ERR_WRONG_SERVER = -44,
 } nam_status_t;
 
 /**
@@ -203,12 +226,58 @@ typedef enum {
 } nam_cmp_t;
 
 /**
+ * The operation of `nam_allreduce`.
+ */
+typedef enum {
+  /**
+   * Elementwise sum.
+   */
+  NAM_OP_SUM = 1,
+  /**
+   * Elementwise minimum.
+   */
+  NAM_OP_MIN = 2,
+  /**
+   * Elementwise maximum.
+   */
+  NAM_OP_MAX = 3,
+} nam_op_t;
+
+/**
+ * The element type of `nam_allreduce`.
+ */
+typedef enum {
+  /**
+   * `int32_t`.
+   */
+  NAM_INT32 = 1,
+  /**
+   * `int64_t`.
+   */
+  NAM_INT64 = 2,
+  /**
+   * `float`.
+   */
+  NAM_FLOAT = 3,
+  /**
+   * `double`.
+   */
+  NAM_DOUBLE = 4,
+} nam_dtype_t;
+
+/**
  * An allocation on a memory server (opaque), from `nam_malloc` or `nam_open`. It knows
  * its client, so data calls take only the allocation. The object outlives `nam_free` (so
  * that a second free reports `NAM_ERR_FREED`) until `nam_alloc_release` or
  * `nam_finalize` releases it.
  */
 typedef struct nam_alloc_t nam_alloc_t;
+
+/**
+ * One rank's membership in an allreduce group at a memory server (opaque). Destroy it
+ * with `nam_reduce_destroy` before `nam_finalize`.
+ */
+typedef struct nam_reduce_t nam_reduce_t;
 
 /**
  * A non-blocking put or get in flight (opaque), from `nam_put` or `nam_get`. Poll it
@@ -284,6 +353,23 @@ typedef struct {
    */
   int32_t server;
 } nam_alloc_params_t;
+
+/**
+ * A 128-bit global address naming (server, protection domain, allocation, offset): plain
+ * data, so send it as two `uint64_t` (e.g. `MPI_Bcast(&a, 2, MPI_UINT64_T, ...)`). Any
+ * client of the same tenant can use it; another tenant's gets `NAM_ERR_DOMAIN`.
+ * `docs/protocol.md` gives the layout of `lo` and `hi`.
+ */
+typedef struct {
+  /**
+   * Bits 0..64: offset (40 bits) and the low 24 bits of the handle.
+   */
+  uint64_t lo;
+  /**
+   * Bits 64..128: the rest of the handle, the domain (16 bits), the server tag (32 bits).
+   */
+  uint64_t hi;
+} nam_gaddr_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -603,6 +689,92 @@ nam_status_t nam_wait_until(nam_alloc_t *alloc,
                             uint64_t value,
                             uint64_t timeout_ms,
                             uint64_t *value_out);
+
+/**
+ * The global address of byte `offset` of `alloc`. Blocking the first time a server is
+ * used this way (one request for its tag and the caller's domain), local afterwards.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `out` is NULL or writable.
+ */
+nam_status_t nam_gaddr_of(const nam_alloc_t *alloc,
+                          uint64_t offset,
+                          nam_gaddr_t *out);
+
+/**
+ * Puts `len` bytes at `addr` with remote completion (visible at the server on return).
+ * The first use of an allocation's address asks its server, which checks the domain.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `buf` is valid for `len` bytes.
+ */
+nam_status_t nam_gaddr_put(nam_t *nam,
+                           nam_gaddr_t addr,
+                           const void *buf,
+                           size_t len);
+
+/**
+ * Gets `len` bytes from `addr` into `buf`.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `buf` is writable for `len` bytes.
+ */
+nam_status_t nam_gaddr_get(nam_t *nam,
+                           nam_gaddr_t addr,
+                           void *buf,
+                           size_t len);
+
+/**
+ * Atomically adds `value` to the 64-bit word at `addr` (8-byte aligned); `*old` (if not
+ * NULL) receives the previous value.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `old` is NULL or writable.
+ */
+nam_status_t nam_gaddr_fetch_add(nam_t *nam,
+                                 nam_gaddr_t addr,
+                                 uint64_t value,
+                                 uint64_t *old);
+
+/**
+ * Joins allreduce group `name` of `ranks` ranks as `rank` on the first configured server,
+ * with `chunk_bytes` of server memory per rank and round (0: 1 MiB; longer vectors go in
+ * several rounds). Blocking, at most the client's timeout.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `name` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+nam_status_t nam_reduce_create(nam_t *nam,
+                               const char *name,
+                               uint32_t ranks,
+                               uint32_t rank,
+                               uint64_t chunk_bytes,
+                               nam_reduce_t **out);
+
+/**
+ * Reduces `count` elements of `send` over every rank into `recv` (may not overlap `send`).
+ * Blocking: returns when the result is in `recv`, or with `NAM_ERR_REDUCE_MISMATCH` (the
+ * ranks disagree on count, type or operation; every rank gets it and `recv` is untouched),
+ * `NAM_ERR_REDUCE_ABORTED` (a rank died or left) or a timeout.
+ *
+ * # Safety
+ * `reduce` is NULL or live and not used by another thread; `send` and `recv` are valid
+ * for `count` elements.
+ */
+nam_status_t nam_allreduce(nam_reduce_t *reduce,
+                           const void *send,
+                           void *recv,
+                           size_t count,
+                           nam_dtype_t dtype,
+                           nam_op_t op);
+
+/**
+ * Leaves the group and frees the object.
+ *
+ * # Safety
+ * `reduce` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_reduce_destroy(nam_reduce_t *reduce);
 
 /**
  * A static, NUL-terminated description of `status` (for example "offset or length out of

@@ -10,6 +10,9 @@
 //!   `nam_flush` (remote completion) and `nam_fence` (ordering).
 //! - 64-bit atomics (`nam_atomic_fetch_add`, `nam_atomic_cswap`, `nam_atomic_swap`,
 //!   `nam_atomic_fetch`) and signals (`nam_put_signal`, `nam_wait_until`).
+//! - Global addresses (`nam_gaddr_t`, `nam_gaddr_of`, `nam_gaddr_put`, `nam_gaddr_get`,
+//!   `nam_gaddr_fetch_add`) and allreduce at the memory server (`nam_reduce_create`,
+//!   `nam_allreduce`, `nam_reduce_destroy`).
 //! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
 //!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
 //!   of this thread's last failure.
@@ -41,6 +44,10 @@ mod rma;
 
 mod atomic;
 
+mod global;
+
+mod collective;
+
 mod status;
 
 mod ffi;
@@ -54,5 +61,7 @@ pub use atomic::{
     nam_signal_op_t, nam_wait_until,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
+pub use collective::{nam_allreduce, nam_dtype_t, nam_op_t, nam_reduce_create, nam_reduce_destroy, nam_reduce_t};
+pub use global::{nam_gaddr_fetch_add, nam_gaddr_get, nam_gaddr_of, nam_gaddr_put, nam_gaddr_t};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
 pub use status::{nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_refusal};

@@ -68,13 +68,26 @@ pub enum nam_status_t {
     NAM_ERR_SERVER_INTERNAL = -25,
     /// libnam failed internally (a bug: a panic caught at the API boundary).
     NAM_ERR_INTERNAL = -26,
+    /// A global address names another protection domain than the caller's tenant, or an
+    /// allocation of another domain; nothing was touched.
+    NAM_ERR_DOMAIN = -40,
+    /// A mailbox is full: retry after its owner received (nothing was written).
+    NAM_ERR_MAILBOX_FULL = -41,
+    /// The ranks of one allreduce disagree on length, type or operation (every rank gets
+    /// this; no result is written).
+    NAM_ERR_REDUCE_MISMATCH = -42,
+    /// An allreduce cannot complete: a rank of the group left or died.
+    NAM_ERR_REDUCE_ABORTED = -43,
+    /// A global address names a server this client is not connected to (or another
+    /// server than the one asked).
+    NAM_ERR_WRONG_SERVER = -44,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 28] {
+    pub const fn all() -> [nam_status_t; 33] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -104,6 +117,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED,
             NAM_ERR_SERVER_INTERNAL,
             NAM_ERR_INTERNAL,
+            NAM_ERR_DOMAIN,
+            NAM_ERR_MAILBOX_FULL,
+            NAM_ERR_REDUCE_MISMATCH,
+            NAM_ERR_REDUCE_ABORTED,
+            NAM_ERR_WRONG_SERVER,
         ]
     }
 
@@ -143,6 +161,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED => "request before hello\0",
             NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
             NAM_ERR_INTERNAL => "internal libnam error\0",
+            NAM_ERR_DOMAIN => "protection domain mismatch\0",
+            NAM_ERR_MAILBOX_FULL => "mailbox full, retry later\0",
+            NAM_ERR_REDUCE_MISMATCH => "allreduce ranks disagree on length, type or operation\0",
+            NAM_ERR_REDUCE_ABORTED => "allreduce aborted: a rank left or died\0",
+            NAM_ERR_WRONG_SERVER => "global address names another server\0",
         }
     }
 }
@@ -167,6 +190,11 @@ pub fn status_of_refusal(status: Status) -> nam_status_t {
         Status::TooMany => NAM_ERR_TOO_MANY,
         Status::NotConnected => NAM_ERR_NOT_CONNECTED,
         Status::Internal => NAM_ERR_SERVER_INTERNAL,
+        Status::DomainMismatch => NAM_ERR_DOMAIN,
+        Status::MailboxFull => NAM_ERR_MAILBOX_FULL,
+        Status::ReduceMismatch => NAM_ERR_REDUCE_MISMATCH,
+        Status::ReduceAborted => NAM_ERR_REDUCE_ABORTED,
+        Status::WrongServer => NAM_ERR_WRONG_SERVER,
     }
 }
 
@@ -189,6 +217,8 @@ pub fn status_of_error(error: &Error) -> nam_status_t {
         Error::Misaligned { .. } => NAM_ERR_MISALIGNED,
         Error::InvalidArgument(_) => NAM_ERR_INVALID_ARGUMENT,
         Error::WaitTimeout { .. } => NAM_ERR_WAIT_TIMEOUT,
+        Error::UnknownServer { .. } => NAM_ERR_WRONG_SERVER,
+        Error::MailboxFull { .. } => NAM_ERR_MAILBOX_FULL,
     }
 }
 

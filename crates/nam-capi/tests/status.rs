@@ -27,6 +27,8 @@ fn one_error_per_variant() -> Vec<(&'static str, Error)> {
         ("Misaligned", Error::Misaligned { offset: 1 }),
         ("InvalidArgument", Error::InvalidArgument("x")),
         ("WaitTimeout", Error::WaitTimeout { timeout_ms: 1, last: 0 }),
+        ("UnknownServer", Error::UnknownServer { tag: 1 }),
+        ("MailboxFull", Error::MailboxFull { slots: 4 }),
     ]
 }
 
@@ -35,10 +37,12 @@ fn refused(status: Status) -> Error {
 }
 
 /// The client-side checks that mean the same as a server refusal share its code.
-const SHARED_MEANING: [(&str, Status); 3] = [
+const SHARED_MEANING: [(&str, Status); 5] = [
     ("OutOfBounds", Status::OutOfBounds),
     ("Freed", Status::FreedHandle),
     ("InvalidArgument", Status::InvalidArgument),
+    ("UnknownServer", Status::WrongServer),
+    ("MailboxFull", Status::MailboxFull),
 ];
 
 #[test]

@@ -89,6 +89,7 @@ impl ReduceGroup {
                 rank: self.rank,
                 seq: self.seq,
                 count: (len / dtype.size()) as u64,
+                total: (send.len() / dtype.size()) as u64,
                 op,
                 dtype,
             });

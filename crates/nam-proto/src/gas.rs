@@ -56,8 +56,11 @@ pub enum GasRequest {
         rank: u32,
         /// Round number, 1 for the first and one more each time.
         seq: u64,
-        /// Elements deposited.
+        /// Elements deposited in this round.
         count: u64,
+        /// Elements of the whole vector (all rounds), so ranks that disagree on the length
+        /// fail in the first round, before any result is written.
+        total: u64,
         /// Operation.
         op: ReduceOp,
         /// Element type.
@@ -98,13 +101,14 @@ impl GasRequest {
                 w.u64(*chunk_bytes);
                 w.str16(name);
             }
-            GasRequest::ReduceArrive { handle, rank, seq, count, op, dtype } => {
+            GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype } => {
                 w.u64(*handle);
                 w.u32(*rank);
                 w.u16(*op as u16);
                 w.u16(*dtype as u16);
                 w.u64(*seq);
                 w.u64(*count);
+                w.u64(*total);
             }
         }
     }
@@ -130,7 +134,8 @@ impl GasRequest {
                 let type_code = r.u16("dtype")?;
                 let dtype = u8::try_from(type_code).ok().and_then(DataType::from_code);
                 let dtype = dtype.ok_or(DecodeError::UnknownKind { kind: type_code })?;
-                GasRequest::ReduceArrive { handle, rank, seq: r.u64("seq")?, count: r.u64("count")?, op, dtype }
+                let (seq, count, total) = (r.u64("seq")?, r.u64("count")?, r.u64("total")?);
+                GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype }
             }
             kind => return Err(DecodeError::UnknownKind { kind }),
         })
@@ -169,6 +174,7 @@ mod tests {
                 rank: 3,
                 seq: 2,
                 count: 100,
+                total: 300,
                 op: ReduceOp::Max,
                 dtype: DataType::F32,
             },

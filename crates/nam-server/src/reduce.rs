@@ -16,6 +16,8 @@ pub struct Arrival<R> {
     pub seq: u64,
     /// Elements deposited.
     pub count: u64,
+    /// Elements of the whole vector.
+    pub total: u64,
     /// Operation.
     pub op: ReduceOp,
     /// Element type.
@@ -146,14 +148,13 @@ impl<R: Copy> Reducer<R> {
         let reply_to = arrivals.iter().map(|a| a.reply_to).collect();
         let first = arrivals[0];
         let element_max = group.chunk_bytes / first.dtype.size() as u64;
-        let disagreeing = arrivals
-            .iter()
-            .enumerate()
-            .find(|(_, a)| (a.seq, a.count, a.op, a.dtype) != (first.seq, first.count, first.op, first.dtype));
+        let disagreeing = arrivals.iter().enumerate().find(|(_, a)| {
+            (a.seq, a.count, a.total, a.op, a.dtype) != (first.seq, first.count, first.total, first.op, first.dtype)
+        });
         if let Some((r, a)) = disagreeing {
             let message = format!(
-                "ranks disagree: rank 0 gave round {} with {} {:?} elements for {:?}, rank {r} round {} with {} {:?} elements for {:?}",
-                first.seq, first.count, first.dtype, first.op, a.seq, a.count, a.dtype, a.op
+                "ranks disagree: rank 0 gave round {} of a {}-element {:?} vector for {:?}, rank {r} round {} of a {}-element {:?} vector for {:?}",
+                first.seq, first.total, first.dtype, first.op, a.seq, a.total, a.dtype, a.op
             );
             return Ok(Outcome::Fail { status: Status::ReduceMismatch, message, reply_to });
         }
@@ -232,7 +233,7 @@ mod tests {
     use super::*;
 
     fn arrival(reply_to: u32, count: u64, dtype: DataType) -> Arrival<u32> {
-        Arrival { reply_to, seq: 1, count, op: ReduceOp::Sum, dtype }
+        Arrival { reply_to, seq: 1, count, total: count, op: ReduceOp::Sum, dtype }
     }
 
     fn group() -> Reducer<u32> {

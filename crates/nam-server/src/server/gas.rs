@@ -115,7 +115,7 @@ impl Server {
     /// Takes an allreduce arrival out of the normal request path (its answer waits for the
     /// round); returns false for every other message.
     pub(super) fn take_arrival(&mut self, ep: EndpointId, bytes: &[u8]) -> bool {
-        let Ok((id, Request::Gas(GasRequest::ReduceArrive { handle, rank, seq, count, op, dtype }))) =
+        let Ok((id, Request::Gas(GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype }))) =
             Request::decode(bytes)
         else {
             return false;
@@ -124,7 +124,7 @@ impl Server {
         if !connection.authenticated {
             return false; // answered NotConnected by the normal path
         }
-        let arrival = Arrival { reply_to: (ep, id), seq, count, op, dtype };
+        let arrival = Arrival { reply_to: (ep, id), seq, count, total, op, dtype };
         match self.reducer.arrive(connection.client_id, handle, rank, arrival) {
             Err((status, message)) => self.answer_round(&[(ep, id)], Reply::Error { status, message }),
             Ok(Outcome::Waiting) => {}
