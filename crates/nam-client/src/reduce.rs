@@ -1,18 +1,21 @@
 //! Allreduce at the memory server (the allreduce accelerator of seed 003 §4.7): each rank
-//! puts its vector one-sided into its area of the group's server memory and notifies the
-//! server; the server reduces (several threads for long vectors) into the result area and
-//! answers every rank, which then gets the result. Vectors longer than the group's chunk
-//! go in several rounds.
-//!
-//! The notification is an active message rather than a signal word in pool memory, so the
-//! server can sleep between collectives instead of polling every group's words.
+//! puts its vector and a descriptor one-sided into the group's server memory and signals
+//! its arrival with a fetch-and-add on the group's counter; the server, which polls the
+//! counters while it spins, reduces (several threads for long vectors) into the result
+//! area and publishes the round's status in a result word; the ranks poll that word and
+//! then get the result. A server that sleeps says so in the group's `asleep` word, and
+//! the last rank of a round then wakes it with a message. Vectors longer than the group's
+//! chunk go in several rounds. Layout: [`GroupLayout`].
 
 use crate::allocation::Allocation;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use nam_proto::gas::GasRequest;
-use nam_proto::reduce::{DataType, ReduceOp};
-use nam_proto::{Reply, Request};
+use nam_proto::reduce::{
+    DataType, Descriptor, GroupLayout, ReduceOp, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_RESULT_AT,
+};
+use nam_proto::{Request, Status};
+use std::time::Instant;
 
 /// Default bytes per rank and round: 1 MiB.
 pub const REDUCE_CHUNK_DEFAULT: u64 = 1 << 20;
@@ -22,10 +25,9 @@ pub const REDUCE_CHUNK_DEFAULT: u64 = 1 << 20;
 #[derive(Debug)]
 pub struct ReduceGroup {
     allocation: Allocation,
-    ranks: u32,
+    layout: GroupLayout,
     rank: u32,
-    chunk_bytes: u64,
-    seq: u64,
+    round: u64,
 }
 
 impl ReduceGroup {
@@ -48,19 +50,19 @@ impl ReduceGroup {
         }
         let request = Request::Gas(GasRequest::ReduceAttach { name: name.into(), ranks, rank, chunk_bytes });
         let allocation = client.lock().grant(server, &request, "reduce attach", client.config.timeout)?;
-        Ok(ReduceGroup { allocation, ranks, rank, chunk_bytes, seq: 0 })
+        Ok(ReduceGroup { allocation, layout: GroupLayout { ranks, chunk_bytes }, rank, round: 0 })
     }
 
     /// Ranks in the group.
     pub fn ranks(&self) -> u32 {
-        self.ranks
+        self.layout.ranks
     }
 
     /// Reduces `send` (little-endian elements of `dtype`) over every rank into `recv` (the
     /// same length). Every rank calls it with the same length, type and operation; if they
     /// disagree every rank gets [`nam_proto::Status::ReduceMismatch`] and `recv` is not
     /// written; if a rank dies the others get [`nam_proto::Status::ReduceAborted`] (or
-    /// their deadline passes).
+    /// [`Error::WaitTimeout`] at their deadline).
     pub fn allreduce(
         &mut self,
         client: &Client,
@@ -75,34 +77,23 @@ impl ReduceGroup {
         if !send.len().is_multiple_of(dtype.size()) {
             return Err(Error::InvalidArgument("buffer length is not a multiple of the element size"));
         }
-        let chunk = (self.chunk_bytes as usize / dtype.size()) * dtype.size();
-        let result_at = self.ranks as u64 * self.chunk_bytes;
-        let mine = self.rank as u64 * self.chunk_bytes;
+        let chunk = (self.layout.chunk_bytes as usize / dtype.size()) * dtype.size();
+        let total = (send.len() / dtype.size()) as u64;
         let mut done = 0;
         // A zero-length vector still makes one (empty) round, so every rank stays in step.
         loop {
             let len = chunk.min(send.len() - done);
-            self.deposit(client, mine, &send[done..done + len])?;
-            self.seq += 1;
-            let request = Request::Gas(GasRequest::ReduceArrive {
-                handle: self.allocation.handle,
-                rank: self.rank,
-                seq: self.seq,
+            self.round += 1;
+            let descriptor = Descriptor {
+                round: self.round,
                 count: (len / dtype.size()) as u64,
-                total: (send.len() / dtype.size()) as u64,
-                op,
-                dtype,
-            });
-            match client.lock().call(self.allocation.server, &request, "allreduce", client.config.timeout)? {
-                Reply::Done => {}
-                _ => {
-                    return Err(Error::UnexpectedReply {
-                        addr: client.config.servers[self.allocation.server],
-                        what: "allreduce",
-                    })
-                }
-            }
-            client.get(&self.allocation, result_at, &mut recv[done..done + len])?;
+                total,
+                op: op as u8,
+                dtype: dtype as u8,
+            };
+            self.arrive(client, &send[done..done + len], &descriptor)?;
+            self.await_result(client)?;
+            client.get(&self.allocation, self.layout.result_data_at(), &mut recv[done..done + len])?;
             done += len;
             if done == send.len() {
                 return Ok(());
@@ -110,14 +101,53 @@ impl ReduceGroup {
         }
     }
 
-    /// Puts `data` in this rank's area, complete at the server before the notification.
-    fn deposit(&self, client: &Client, at: u64, data: &[u8]) -> Result<()> {
-        if self.allocation.is_direct() {
-            client.put(&self.allocation, at, data)?;
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            Ok(())
-        } else {
-            client.put_sync(&self.allocation, at, data)
+    /// Deposits data and descriptor, complete at the server before the arrival is counted;
+    /// the last rank of the round wakes a sleeping server.
+    fn arrive(&self, client: &Client, data: &[u8], descriptor: &Descriptor) -> Result<()> {
+        let a = &self.allocation;
+        client.put(a, self.layout.deposit_at(self.rank), data)?;
+        client.put(a, self.layout.descriptor_at(self.rank), &descriptor.encode())?;
+        if !a.is_direct() {
+            client.flush_server(a.server)?;
+        }
+        let before = client.fetch_add(a, GROUP_ARRIVED_AT, 1)?;
+        let last = before + 1 == self.round * self.layout.ranks as u64;
+        if last && client.fetch(a, GROUP_ASLEEP_AT)? != 0 {
+            let request = Request::Gas(GasRequest::ReduceKick { handle: a.handle });
+            client.lock().call(a.server, &request, "allreduce kick", client.config.timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Polls the result word until the server published this round (or an abort).
+    fn await_result(&self, client: &Client) -> Result<()> {
+        let deadline = Instant::now() + client.config.timeout;
+        let mut word = [0u8; 8];
+        let mut polls = 0u32;
+        loop {
+            // An aligned 8-byte get: one load on the direct path, an atomic read elsewhere.
+            client.get(&self.allocation, GROUP_RESULT_AT, &mut word)?;
+            let value = u64::from_le_bytes(word);
+            if value >> 8 >= self.round {
+                let code = (value & 0xff) as u16;
+                return match Status::from_code(code) {
+                    Some(Status::Ok) => Ok(()),
+                    status => Err(Error::Refused {
+                        addr: client.config.servers[self.allocation.server],
+                        what: "allreduce",
+                        status: status.unwrap_or(Status::Internal),
+                        message: format!("round {} of the allreduce failed at the server", self.round),
+                    }),
+                };
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::WaitTimeout { timeout_ms: client.config.timeout.as_millis() as u64, last: value });
+            }
+            polls = polls.saturating_add(1);
+            if polls > 16 {
+                // Other ranks (and the server) may share this core: let them run.
+                std::thread::yield_now();
+            }
         }
     }
 

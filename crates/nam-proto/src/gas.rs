@@ -5,7 +5,6 @@
 use crate::address::GlobalAddress;
 use crate::codec::{Reader, Writer};
 use crate::limits::NAME_LEN_MAX;
-use crate::reduce::{DataType, ReduceOp};
 use crate::DecodeError;
 
 /// Kind of [`GasRequest::Domain`].
@@ -14,8 +13,8 @@ pub const KIND_DOMAIN: u16 = 32;
 pub const KIND_RESOLVE: u16 = 33;
 /// Kind of [`GasRequest::ReduceAttach`].
 pub const KIND_REDUCE_ATTACH: u16 = 34;
-/// Kind of [`GasRequest::ReduceArrive`].
-pub const KIND_REDUCE_ARRIVE: u16 = 35;
+/// Kind of [`GasRequest::ReduceKick`].
+pub const KIND_REDUCE_KICK: u16 = 35;
 /// Most ranks in one allreduce group.
 pub const REDUCE_RANKS_MAX: u32 = 4096;
 /// Largest per-rank deposit area of an allreduce group (one chunk).
@@ -34,8 +33,8 @@ pub enum GasRequest {
         address: GlobalAddress,
     },
     /// Kind 34: join allreduce group `name` of `ranks` ranks as `rank`; the first member
-    /// creates the group's memory (`ranks + 1` areas of `chunk_bytes`: one per rank for
-    /// deposits, then the result). Answered with an [`crate::AllocReply`] for that memory.
+    /// creates the group's memory ([`crate::reduce::GroupLayout`]: control words, rank
+    /// descriptors, one deposit area of `chunk_bytes` per rank, the result area). Answered with an [`crate::AllocReply`] for that memory.
     ReduceAttach {
         /// Group name (per tenant).
         name: String,
@@ -46,25 +45,11 @@ pub enum GasRequest {
         /// Bytes of each area (1..=[`REDUCE_CHUNK_MAX`], a multiple of 8).
         chunk_bytes: u64,
     },
-    /// Kind 35: the caller deposited `count` elements in its area for round `seq`; the reply
-    /// comes when every rank arrived and the result area holds the reduction (or every rank
-    /// gets the same error).
-    ReduceArrive {
+    /// Kind 35: wakes the server for the group with this allocation handle (sent by the
+    /// last rank of a round when the group's `asleep` word is set); answered with Done.
+    ReduceKick {
         /// The group's handle (from the attach reply).
         handle: u64,
-        /// The caller's rank.
-        rank: u32,
-        /// Round number, 1 for the first and one more each time.
-        seq: u64,
-        /// Elements deposited in this round.
-        count: u64,
-        /// Elements of the whole vector (all rounds), so ranks that disagree on the length
-        /// fail in the first round, before any result is written.
-        total: u64,
-        /// Operation.
-        op: ReduceOp,
-        /// Element type.
-        dtype: DataType,
     },
 }
 
@@ -84,7 +69,7 @@ impl GasRequest {
             GasRequest::Domain => KIND_DOMAIN,
             GasRequest::Resolve { .. } => KIND_RESOLVE,
             GasRequest::ReduceAttach { .. } => KIND_REDUCE_ATTACH,
-            GasRequest::ReduceArrive { .. } => KIND_REDUCE_ARRIVE,
+            GasRequest::ReduceKick { .. } => KIND_REDUCE_KICK,
         }
     }
 
@@ -101,15 +86,7 @@ impl GasRequest {
                 w.u64(*chunk_bytes);
                 w.str16(name);
             }
-            GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype } => {
-                w.u64(*handle);
-                w.u32(*rank);
-                w.u16(*op as u16);
-                w.u16(*dtype as u16);
-                w.u64(*seq);
-                w.u64(*count);
-                w.u64(*total);
-            }
+            GasRequest::ReduceKick { handle } => w.u64(*handle),
         }
     }
 
@@ -126,17 +103,7 @@ impl GasRequest {
                 chunk_bytes: r.u64("chunk_bytes")?,
                 name: r.str16("name", NAME_LEN_MAX)?,
             },
-            KIND_REDUCE_ARRIVE => {
-                let (handle, rank) = (r.u64("handle")?, r.u32("rank")?);
-                let op_code = r.u16("op")?;
-                let op = u8::try_from(op_code).ok().and_then(ReduceOp::from_code);
-                let op = op.ok_or(DecodeError::UnknownKind { kind: op_code })?;
-                let type_code = r.u16("dtype")?;
-                let dtype = u8::try_from(type_code).ok().and_then(DataType::from_code);
-                let dtype = dtype.ok_or(DecodeError::UnknownKind { kind: type_code })?;
-                let (seq, count, total) = (r.u64("seq")?, r.u64("count")?, r.u64("total")?);
-                GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype }
-            }
+            KIND_REDUCE_KICK => GasRequest::ReduceKick { handle: r.u64("handle")? },
             kind => return Err(DecodeError::UnknownKind { kind }),
         })
     }
@@ -152,7 +119,7 @@ pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Rep
     Ok(match kind {
         KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
         KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::decode_alloc_reply(r)?),
-        KIND_REDUCE_ARRIVE => crate::Reply::Done,
+        KIND_REDUCE_KICK => crate::Reply::Done,
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
 }
@@ -169,15 +136,7 @@ mod tests {
             GasRequest::Domain,
             GasRequest::Resolve { address },
             GasRequest::ReduceAttach { name: "world".into(), ranks: 8, rank: 3, chunk_bytes: 1 << 20 },
-            GasRequest::ReduceArrive {
-                handle: 9,
-                rank: 3,
-                seq: 2,
-                count: 100,
-                total: 300,
-                op: ReduceOp::Max,
-                dtype: DataType::F32,
-            },
+            GasRequest::ReduceKick { handle: 9 },
         ] {
             let bytes = Request::Gas(request.clone()).encode(5);
             assert_eq!(Request::decode(&bytes).unwrap(), (5, Request::Gas(request.clone())));
@@ -185,6 +144,6 @@ mod tests {
         }
         let reply = Reply::Domain(DomainReply { server_tag: 0xDEAD_BEEF, domain: 3 });
         assert_eq!(Reply::decode(&reply.encode(KIND_DOMAIN, 4)).unwrap(), (KIND_DOMAIN, 4, reply));
-        assert_eq!(Reply::decode(&Reply::Done.encode(KIND_REDUCE_ARRIVE, 4)).unwrap().2, Reply::Done);
+        assert_eq!(Reply::decode(&Reply::Done.encode(KIND_REDUCE_KICK, 4)).unwrap().2, Reply::Done);
     }
 }

@@ -105,3 +105,97 @@ mod tests {
         assert_eq!(ReduceOp::from_code(0), None);
     }
 }
+
+/// The byte layout of an allreduce group's memory at the server (one allocation):
+///
+/// ```text
+///   0..8     result    u64: (round << 8) | status code of the last finished round; written
+///                           by the server, polled by the ranks (round 2^56-1: aborted for good)
+///   8..16    arrived   u64: arrivals so far, over all rounds (fetch-and-add by the ranks)
+///   16..24   asleep    u64: 1 while the server sleeps; the last rank of a round then wakes
+///                           it with a ReduceKick message
+///   24..64   reserved
+///   64..     descriptors, 32 bytes per rank: round u64, count u64, total u64,
+///            op u8, dtype u8, 6 bytes zero
+///   then (64-byte aligned) one deposit area of chunk_bytes per rank, then the result area
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLayout {
+    /// Ranks in the group.
+    pub ranks: u32,
+    /// Bytes of each deposit area and of the result area.
+    pub chunk_bytes: u64,
+}
+
+/// Offset of the result word.
+pub const GROUP_RESULT_AT: u64 = 0;
+/// Offset of the arrival counter.
+pub const GROUP_ARRIVED_AT: u64 = 8;
+/// Offset of the server-asleep flag.
+pub const GROUP_ASLEEP_AT: u64 = 16;
+/// Offset of the first rank descriptor.
+pub const GROUP_DESCRIPTORS_AT: u64 = 64;
+/// Bytes of one rank descriptor.
+pub const GROUP_DESCRIPTOR_LEN: u64 = 32;
+/// The round number in a result word that means "aborted, now and for every later round".
+pub const ROUND_ABORTED: u64 = u64::MAX >> 8;
+
+/// One rank's description of its deposit for a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Round number (1, 2, ...).
+    pub round: u64,
+    /// Elements deposited this round.
+    pub count: u64,
+    /// Elements of the whole vector.
+    pub total: u64,
+    /// Operation code ([`ReduceOp`]).
+    pub op: u8,
+    /// Element type code ([`DataType`]).
+    pub dtype: u8,
+}
+
+impl Descriptor {
+    /// The 32 bytes.
+    pub fn encode(&self) -> [u8; GROUP_DESCRIPTOR_LEN as usize] {
+        let mut b = [0u8; GROUP_DESCRIPTOR_LEN as usize];
+        b[0..8].copy_from_slice(&self.round.to_le_bytes());
+        b[8..16].copy_from_slice(&self.count.to_le_bytes());
+        b[16..24].copy_from_slice(&self.total.to_le_bytes());
+        b[24] = self.op;
+        b[25] = self.dtype;
+        b
+    }
+    /// From the 32 bytes (codes are not checked here: the server checks them).
+    pub fn decode(b: &[u8; GROUP_DESCRIPTOR_LEN as usize]) -> Descriptor {
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        Descriptor { round: word(0), count: word(8), total: word(16), op: b[24], dtype: b[25] }
+    }
+}
+
+impl GroupLayout {
+    /// Offset of `rank`'s descriptor.
+    pub fn descriptor_at(self, rank: u32) -> u64 {
+        GROUP_DESCRIPTORS_AT + rank as u64 * GROUP_DESCRIPTOR_LEN
+    }
+    /// Offset of the first deposit area.
+    pub fn data_at(self) -> u64 {
+        self.descriptor_at(self.ranks).next_multiple_of(64)
+    }
+    /// Offset of `rank`'s deposit area.
+    pub fn deposit_at(self, rank: u32) -> u64 {
+        self.data_at() + rank as u64 * self.chunk_bytes
+    }
+    /// Offset of the result area.
+    pub fn result_data_at(self) -> u64 {
+        self.deposit_at(self.ranks)
+    }
+    /// Bytes of the whole group memory.
+    pub fn total_len(self) -> u64 {
+        self.result_data_at() + self.chunk_bytes
+    }
+    /// A result word.
+    pub fn result_word(round: u64, status: crate::Status) -> u64 {
+        round << 8 | status.code() as u64
+    }
+}

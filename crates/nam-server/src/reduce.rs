@@ -1,33 +1,18 @@
-//! The allreduce engine (the allreduce accelerator of seed 003 §4.7, in software): groups of
-//! ranks that deposit vectors in the group's memory, and rounds that complete when every
-//! rank arrived. This file is the bookkeeping (who arrived, do they agree, who must hear
-//! what) and the reduction kernel over pool memory; the server feeds it requests.
+//! The allreduce engine (the allreduce accelerator of seed 003 §4.7, in software). A group
+//! is an allocation laid out as [`GroupLayout`]: ranks put their vectors and a descriptor
+//! one-sided, then add one to the group's arrival counter; the server, polling the counters
+//! of its groups while it spins (and woken by a `ReduceKick` from the last rank when it
+//! sleeps), checks that the descriptors agree, reduces (several threads for long vectors)
+//! into the result area and publishes the round's status in the result word the ranks poll.
+//! This file is the bookkeeping and the kernel; the server calls it with its pool.
 
-use nam_proto::reduce::{combine, DataType, ReduceOp};
+use nam_proto::reduce::{combine, DataType, Descriptor, GroupLayout, ReduceOp, ROUND_ABORTED};
 use nam_proto::Status;
 use std::collections::HashMap;
 
-/// One rank's arrival in a round: what it deposited and where to send the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival<R> {
-    /// Whom to answer (the server's reply address and request id).
-    pub reply_to: R,
-    /// Round number.
-    pub seq: u64,
-    /// Elements deposited.
-    pub count: u64,
-    /// Elements of the whole vector.
-    pub total: u64,
-    /// Operation.
-    pub op: ReduceOp,
-    /// Element type.
-    pub dtype: DataType,
-}
-
-/// A group of ranks sharing one allocation: `ranks` deposit areas of `chunk_bytes`, then the
-/// result area.
+/// A group of ranks sharing one allocation.
 #[derive(Debug)]
-pub struct Group<R> {
+pub struct Group {
     /// Tenant the group belongs to.
     pub tenant: String,
     /// Its name.
@@ -36,21 +21,20 @@ pub struct Group<R> {
     pub handle: u64,
     /// The allocation's pool offset.
     pub pool_offset: u64,
-    /// Bytes per area.
-    pub chunk_bytes: u64,
+    /// Its geometry.
+    pub layout: GroupLayout,
     /// The client attached as each rank.
     pub members: Vec<Option<u64>>,
-    /// Set when an attached member left or died: every later round fails at once.
-    pub broken: Option<String>,
-    arrivals: Vec<Option<Arrival<R>>>,
+    /// Rounds finished (successfully or not).
+    pub done: u64,
+    /// Set when an attached member left or died: every round fails from then on.
+    pub broken: bool,
 }
 
-/// What a completed (or failed) round asks the server to do.
-#[derive(Debug, PartialEq)]
-pub enum Outcome<R> {
-    /// Not every rank has arrived yet.
-    Waiting,
-    /// Every rank agreed: reduce `count` elements, then answer everyone with success.
+/// What the server must do for a group whose round is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Reduce `count` elements and publish success.
     Reduce {
         /// The operation.
         op: ReduceOp,
@@ -58,36 +42,37 @@ pub enum Outcome<R> {
         dtype: DataType,
         /// Elements.
         count: u64,
-        /// Everyone to answer.
-        reply_to: Vec<R>,
     },
-    /// Answer everyone with this error; no result is written.
-    Fail {
-        /// The status.
-        status: Status,
-        /// The cause.
-        message: String,
-        /// Everyone to answer.
-        reply_to: Vec<R>,
-    },
+    /// Publish this status; write no result.
+    Fail(Status),
+}
+
+/// Whether the descriptors of round `round` agree and fit the group. Peer input: checked
+/// field by field, never trusted.
+pub fn judge(layout: GroupLayout, round: u64, descriptors: &[Descriptor]) -> Verdict {
+    let first = descriptors[0];
+    if descriptors.iter().any(|d| *d != first) || first.round != round {
+        return Verdict::Fail(Status::ReduceMismatch);
+    }
+    let (Some(op), Some(dtype)) = (ReduceOp::from_code(first.op), DataType::from_code(first.dtype)) else {
+        return Verdict::Fail(Status::InvalidArgument);
+    };
+    if first.count > layout.chunk_bytes / dtype.size() as u64 || first.count > first.total {
+        return Verdict::Fail(Status::TooLarge);
+    }
+    Verdict::Reduce { op, dtype, count: first.count }
 }
 
 /// Every group on the server, by allocation handle and by (tenant, name).
-#[derive(Debug)]
-pub struct Reducer<R> {
-    groups: HashMap<u64, Group<R>>,
+#[derive(Debug, Default)]
+pub struct Reducer {
+    groups: HashMap<u64, Group>,
     names: HashMap<(String, String), u64>,
 }
 
-impl<R> Default for Reducer<R> {
-    fn default() -> Self {
-        Reducer { groups: HashMap::new(), names: HashMap::new() }
-    }
-}
-
-impl<R: Copy> Reducer<R> {
-    /// The live group named `name` of `tenant`, if any.
-    pub fn by_name(&self, tenant: &str, name: &str) -> Option<&Group<R>> {
+impl Reducer {
+    /// The group named `name` of `tenant`, if any.
+    pub fn by_name(&self, tenant: &str, name: &str) -> Option<&Group> {
         self.names.get(&(tenant.to_string(), name.to_string())).and_then(|h| self.groups.get(h))
     }
 
@@ -99,101 +84,64 @@ impl<R: Copy> Reducer<R> {
     }
 
     /// Records a new group.
-    pub fn insert(&mut self, tenant: &str, name: &str, handle: u64, pool_offset: u64, ranks: u32, chunk_bytes: u64) {
+    pub fn insert(&mut self, tenant: &str, name: &str, handle: u64, pool_offset: u64, layout: GroupLayout) {
         let group = Group {
             tenant: tenant.into(),
             name: name.into(),
             handle,
             pool_offset,
-            chunk_bytes,
-            members: vec![None; ranks as usize],
-            broken: None,
-            arrivals: vec![None; ranks as usize],
+            layout,
+            members: vec![None; layout.ranks as usize],
+            done: 0,
+            broken: false,
         };
         self.names.insert((tenant.into(), name.into()), handle);
         self.groups.insert(handle, group);
     }
 
     /// The group with allocation `handle`.
-    pub fn group_mut(&mut self, handle: u64) -> Option<&mut Group<R>> {
+    pub fn group_mut(&mut self, handle: u64) -> Option<&mut Group> {
         self.groups.get_mut(&handle)
     }
 
-    /// Records `rank`'s arrival. Errors concern the caller alone (answered at once); an
-    /// [`Outcome`] concerns the whole round.
-    pub fn arrive(
-        &mut self,
-        client: u64,
-        handle: u64,
-        rank: u32,
-        a: Arrival<R>,
-    ) -> Result<Outcome<R>, (Status, String)> {
-        let group =
-            self.groups.get_mut(&handle).ok_or((Status::UnknownHandle, format!("no allreduce group {handle}")))?;
-        let slot = rank as usize;
-        if group.members.get(slot).copied().flatten() != Some(client) {
-            return Err((Status::InvalidArgument, format!("this client is not attached as rank {rank} of the group")));
-        }
-        if let Some(why) = &group.broken {
-            return Err((Status::ReduceAborted, why.clone()));
-        }
-        if group.arrivals[slot].is_some() {
-            return Err((Status::InvalidArgument, format!("rank {rank} arrived twice in one round")));
-        }
-        group.arrivals[slot] = Some(a);
-        if group.arrivals.iter().any(Option::is_none) {
-            return Ok(Outcome::Waiting);
-        }
-        let arrivals: Vec<Arrival<R>> = group.arrivals.iter_mut().map(|a| a.take().expect("all arrived")).collect();
-        let reply_to = arrivals.iter().map(|a| a.reply_to).collect();
-        let first = arrivals[0];
-        let element_max = group.chunk_bytes / first.dtype.size() as u64;
-        let disagreeing = arrivals.iter().enumerate().find(|(_, a)| {
-            (a.seq, a.count, a.total, a.op, a.dtype) != (first.seq, first.count, first.total, first.op, first.dtype)
-        });
-        if let Some((r, a)) = disagreeing {
-            let message = format!(
-                "ranks disagree: rank 0 gave round {} of a {}-element {:?} vector for {:?}, rank {r} round {} of a {}-element {:?} vector for {:?}",
-                first.seq, first.total, first.dtype, first.op, a.seq, a.total, a.dtype, a.op
-            );
-            return Ok(Outcome::Fail { status: Status::ReduceMismatch, message, reply_to });
-        }
-        if first.count > element_max {
-            let message = format!("{} elements exceed the group's {} bytes per rank", first.count, group.chunk_bytes);
-            return Ok(Outcome::Fail { status: Status::TooLarge, message, reply_to });
-        }
-        Ok(Outcome::Reduce { op: first.op, dtype: first.dtype, count: first.count, reply_to })
+    /// Every group.
+    pub fn groups_mut(&mut self) -> impl Iterator<Item = &mut Group> {
+        self.groups.values_mut()
     }
 
-    /// `client` left or died: every group it belongs to is broken, and the ranks waiting in
-    /// a round of those groups must be told. Returns (reply address, message) pairs.
-    pub fn member_gone(&mut self, client: u64) -> Vec<(R, String)> {
-        let mut out = Vec::new();
+    /// `client` left or died: the groups it belongs to break. Returns their pool offsets,
+    /// where the server publishes the abort.
+    pub fn member_gone(&mut self, client: u64) -> Vec<u64> {
+        let mut broken = Vec::new();
         for group in self.groups.values_mut() {
             let Some(rank) = group.members.iter().position(|m| *m == Some(client)) else { continue };
             group.members[rank] = None;
-            let why = format!("rank {rank} of allreduce group {:?} left or died", group.name);
-            for waiting in group.arrivals.iter_mut().filter_map(Option::take) {
-                out.push((waiting.reply_to, why.clone()));
-            }
-            group.broken = Some(why);
+            group.broken = true;
+            log::info!("rank {rank} of allreduce group {:?} left or died: its rounds fail", group.name);
+            broken.push(group.pool_offset);
         }
-        out
+        broken
     }
+}
+
+/// The result word that aborts every round.
+pub fn aborted_word() -> u64 {
+    GroupLayout::result_word(ROUND_ABORTED, Status::ReduceAborted)
 }
 
 /// Vectors at least this long are reduced by several threads.
 pub const PARALLEL_BYTES_MIN: usize = 256 * 1024;
 
-/// Reduces the `ranks` deposit areas into the result area (after the last deposit) of a
-/// group whose memory starts at `base`.
+/// Reduces the `ranks` deposit areas (`chunk_bytes` apart, starting at `deposits`) into
+/// `result`.
 ///
 /// # Safety
-/// `base` must point to `(ranks + 1) * chunk_bytes` bytes of pool memory that no one else
-/// writes during the call (the ranks wait for the round's answer), and `count * size <=
-/// chunk_bytes`.
-pub unsafe fn reduce_in_place(
-    base: *mut u8,
+/// `deposits` must point to `ranks * chunk_bytes` bytes and `result` to `count * size`
+/// bytes, disjoint, that no one else writes during the call (the ranks wait for the
+/// round's result word), and `count * size <= chunk_bytes`.
+pub unsafe fn reduce_into(
+    deposits: *const u8,
+    result: *mut u8,
     ranks: usize,
     chunk_bytes: usize,
     op: ReduceOp,
@@ -203,15 +151,15 @@ pub unsafe fn reduce_in_place(
     let len = count as usize * dtype.size();
     // SAFETY: per the contract, the areas are disjoint, in bounds and not written by others.
     let deposits: Vec<&[u8]> =
-        (0..ranks).map(|r| unsafe { std::slice::from_raw_parts(base.add(r * chunk_bytes), len) }).collect();
-    let result = unsafe { std::slice::from_raw_parts_mut(base.add(ranks * chunk_bytes), len) };
+        (0..ranks).map(|r| unsafe { std::slice::from_raw_parts(deposits.add(r * chunk_bytes), len) }).collect();
+    let result = unsafe { std::slice::from_raw_parts_mut(result, len) };
     let threads =
         if len >= PARALLEL_BYTES_MIN { std::thread::available_parallelism().map_or(1, |n| n.get()).min(8) } else { 1 };
-    // Split on element boundaries, a cache line multiple, so threads never share a line.
-    let piece = len.div_ceil(threads).next_multiple_of(64);
+    // Split on a cache-line multiple (a multiple of every element size): no shared lines.
+    let piece = len.div_ceil(threads).next_multiple_of(64).max(64);
     std::thread::scope(|scope| {
-        for (i, out) in result.chunks_mut(piece.max(64)).enumerate() {
-            let at = i * piece.max(64);
+        for (i, out) in result.chunks_mut(piece).enumerate() {
+            let at = i * piece;
             let deposits = &deposits;
             let mut work = move || {
                 out.copy_from_slice(&deposits[0][at..at + out.len()]);
@@ -232,61 +180,62 @@ pub unsafe fn reduce_in_place(
 mod tests {
     use super::*;
 
-    fn arrival(reply_to: u32, count: u64, dtype: DataType) -> Arrival<u32> {
-        Arrival { reply_to, seq: 1, count, total: count, op: ReduceOp::Sum, dtype }
+    fn descriptor(count: u64, dtype: DataType) -> Descriptor {
+        Descriptor { round: 1, count, total: count, op: ReduceOp::Sum as u8, dtype: dtype as u8 }
     }
 
-    fn group() -> Reducer<u32> {
+    #[test]
+    fn agreeing_ranks_reduce_and_any_disagreement_fails() {
+        let layout = GroupLayout { ranks: 3, chunk_bytes: 64 };
+        let same = [descriptor(4, DataType::I32); 3];
+        assert_eq!(judge(layout, 1, &same), Verdict::Reduce { op: ReduceOp::Sum, dtype: DataType::I32, count: 4 });
+        let mut longer = same;
+        longer[2].total = 5;
+        assert_eq!(judge(layout, 1, &longer), Verdict::Fail(Status::ReduceMismatch));
+        assert_eq!(judge(layout, 2, &same), Verdict::Fail(Status::ReduceMismatch), "wrong round");
+        assert_eq!(judge(layout, 1, &[descriptor(17, DataType::I32); 3]), Verdict::Fail(Status::TooLarge));
+        let mut bad = [descriptor(4, DataType::I32); 3];
+        bad.iter_mut().for_each(|d| d.op = 9);
+        assert_eq!(judge(layout, 1, &bad), Verdict::Fail(Status::InvalidArgument));
+    }
+
+    #[test]
+    fn a_departure_breaks_only_its_groups() {
         let mut r = Reducer::default();
-        r.insert("t", "g", 7, 0, 3, 64);
-        r.group_mut(7).unwrap().members = vec![Some(10), Some(11), Some(12)];
-        r
+        r.insert("t", "a", 7, 0, GroupLayout { ranks: 2, chunk_bytes: 64 });
+        r.insert("t", "b", 8, 4096, GroupLayout { ranks: 2, chunk_bytes: 64 });
+        r.group_mut(7).unwrap().members = vec![Some(10), Some(11)];
+        r.group_mut(8).unwrap().members = vec![Some(12), Some(13)];
+        assert_eq!(r.member_gone(11), vec![0]);
+        assert!(r.group_mut(7).unwrap().broken && !r.group_mut(8).unwrap().broken);
+        assert_eq!(aborted_word() & 0xff, Status::ReduceAborted.code() as u64);
     }
 
     #[test]
-    fn a_round_completes_when_every_rank_agrees() {
-        let mut r = group();
-        assert_eq!(r.arrive(10, 7, 0, arrival(0, 4, DataType::I32)).unwrap(), Outcome::Waiting);
-        assert_eq!(r.arrive(11, 7, 1, arrival(1, 4, DataType::I32)).unwrap(), Outcome::Waiting);
-        assert!(r.arrive(11, 7, 1, arrival(1, 4, DataType::I32)).is_err(), "twice in one round");
-        assert!(r.arrive(10, 7, 2, arrival(2, 4, DataType::I32)).is_err(), "not rank 2");
-        let done = r.arrive(12, 7, 2, arrival(2, 4, DataType::I32)).unwrap();
-        assert_eq!(
-            done,
-            Outcome::Reduce { op: ReduceOp::Sum, dtype: DataType::I32, count: 4, reply_to: vec![0, 1, 2] }
-        );
-    }
-
-    #[test]
-    fn disagreement_fails_every_rank_and_a_departure_breaks_the_group() {
-        let mut r = group();
-        r.arrive(10, 7, 0, arrival(0, 4, DataType::I32)).unwrap();
-        r.arrive(11, 7, 1, arrival(1, 5, DataType::I32)).unwrap();
-        let Outcome::Fail { status, reply_to, .. } = r.arrive(12, 7, 2, arrival(2, 4, DataType::F32)).unwrap() else {
-            panic!("mismatch must fail")
-        };
-        assert_eq!((status, reply_to), (Status::ReduceMismatch, vec![0, 1, 2]));
-        r.arrive(10, 7, 0, arrival(0, 4, DataType::I32)).unwrap();
-        let told = r.member_gone(12);
-        assert_eq!(told.len(), 1);
-        assert_eq!(told[0].0, 0);
-        assert_eq!(r.arrive(11, 7, 1, arrival(1, 4, DataType::I32)).unwrap_err().0, Status::ReduceAborted);
-    }
-
-    #[test]
-    fn reduces_in_place_with_one_or_many_threads() {
+    fn reduces_with_one_or_many_threads() {
         for count in [3usize, PARALLEL_BYTES_MIN / 4 + 5] {
             let chunk = (count * 4).next_multiple_of(64);
-            let mut memory = vec![0u8; 4 * chunk];
+            let mut deposits = vec![0u8; 3 * chunk];
             for r in 0..3 {
                 for i in 0..count {
                     let v = (i as i32) * (r as i32 + 1);
-                    memory[r * chunk + 4 * i..r * chunk + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
+                    deposits[r * chunk + 4 * i..r * chunk + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
                 }
             }
-            unsafe { reduce_in_place(memory.as_mut_ptr(), 3, chunk, ReduceOp::Sum, DataType::I32, count as u64) };
+            let mut result = vec![0u8; count * 4];
+            unsafe {
+                reduce_into(
+                    deposits.as_ptr(),
+                    result.as_mut_ptr(),
+                    3,
+                    chunk,
+                    ReduceOp::Sum,
+                    DataType::I32,
+                    count as u64,
+                )
+            };
             for i in 0..count {
-                let got = i32::from_le_bytes(memory[3 * chunk + 4 * i..3 * chunk + 4 * i + 4].try_into().unwrap());
+                let got = i32::from_le_bytes(result[4 * i..4 * i + 4].try_into().unwrap());
                 assert_eq!(got, 6 * i as i32, "element {i} of {count}");
             }
         }

@@ -79,7 +79,7 @@ pub struct Server {
     lingering: Vec<(u64, Instant)>,
     inbox: Inbox,
     manager: Manager,
-    reducer: crate::reduce::Reducer<gas::ReplyTo>,
+    reducer: crate::reduce::Reducer,
     counters: Counters,
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
@@ -154,6 +154,7 @@ impl Server {
         let mut housekeeping_at = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let mut busy = self.worker.progress() > 0;
+            busy |= self.poll_reductions();
             busy |= self.accept_connections();
             busy |= self.handle_requests();
             let now = Instant::now();
@@ -166,13 +167,17 @@ impl Server {
             }
             if busy {
                 last_busy = now;
-            } else if now.duration_since(last_busy) >= self.config.idle_spin {
+            } else if now.duration_since(last_busy) < self.config.idle_spin {
+                // Spinning, but let a client on this core run (oversubscribed nodes).
+                std::thread::yield_now();
+            } else if !self.reductions_before_sleep() {
                 let sleep =
                     self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
                 if let Err(e) = self.worker.wait_for_events(sleep) {
                     log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
                     std::thread::sleep(Duration::from_micros(50));
                 }
+                self.reductions_after_sleep();
             }
         }
         self.save_manifest()?;
@@ -214,9 +219,6 @@ impl Server {
                 log::warn!("dropping a {}-byte request from an unknown endpoint", bytes.len());
                 continue;
             };
-            if self.take_arrival(ep, &bytes) {
-                continue;
-            }
             let (kind, request_id, reply) = self.answer(ep, &bytes);
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;

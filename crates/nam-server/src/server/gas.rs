@@ -1,16 +1,16 @@
 //! The server's side of the global address space and of allreduce: domain queries, address
-//! resolution with the protection-domain check, and allreduce groups and rounds (whose
-//! answers are deferred until every rank arrived).
+//! resolution with the protection-domain check, and allreduce groups (attach, kick, and
+//! the polling of their rounds from the progress loop).
 
 use super::Server;
 use crate::manager::Refusal;
-use crate::reduce::{reduce_in_place, Arrival, Outcome};
-use nam_proto::gas::{DomainReply, GasRequest, KIND_REDUCE_ARRIVE, REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
-use nam_proto::{Alloc, Reply, Request, Status};
-use nam_ucx::EndpointId;
-
-/// Where to send a deferred answer: the endpoint and the request id.
-pub(super) type ReplyTo = (EndpointId, u64);
+use crate::reduce::{aborted_word, judge, reduce_into, Verdict};
+use nam_proto::gas::{DomainReply, GasRequest, REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
+use nam_proto::reduce::{
+    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
+};
+use nam_proto::{Alloc, Reply, Status};
+use std::sync::atomic::Ordering;
 
 fn refuse<T>(status: Status, message: String) -> Result<T, Refusal> {
     Err(Refusal { status, message })
@@ -52,8 +52,10 @@ impl Server {
             GasRequest::ReduceAttach { name, ranks, rank, chunk_bytes } => {
                 self.attach_reduce(client, &name, ranks, rank, chunk_bytes).map(|g| self.alloc_reply(g))
             }
-            GasRequest::ReduceArrive { .. } => {
-                refuse(Status::Internal, "allreduce arrivals are answered by the round".into())
+            GasRequest::ReduceKick { handle } => {
+                self.manager.resolve(client, handle)?;
+                self.poll_reductions();
+                Ok(Reply::Done)
             }
         }
     }
@@ -77,7 +79,7 @@ impl Server {
         }
         let domain = self.manager.domain_of(client)?;
         let tenant = self.manager.tenant_name(client)?;
-        let existing = self.reducer.by_name(&tenant, name).map(|g| (g.handle, g.members.len() as u32, g.chunk_bytes));
+        let existing = self.reducer.by_name(&tenant, name).map(|g| (g.handle, g.layout.ranks, g.layout.chunk_bytes));
         let grant = match existing {
             Some((handle, _, _)) if !self.manager.is_live(handle) => {
                 self.reducer.remove(handle);
@@ -93,10 +95,11 @@ impl Server {
             }
             Some((handle, _, _)) => self.manager.hold_global(client, domain, handle)?,
             None => {
-                let size = (ranks as u64 + 1) * chunk_bytes;
+                let layout = GroupLayout { ranks, chunk_bytes };
+                let size = layout.total_len();
                 let grant = self.manager.allocate(client, &Alloc { size, align: 0, flags: 0, name: String::new() })?;
                 self.pool.zero(grant.offset, grant.size);
-                self.reducer.insert(&tenant, name, grant.handle, grant.offset, ranks, chunk_bytes);
+                self.reducer.insert(&tenant, name, grant.handle, grant.offset, layout);
                 grant
             }
         };
@@ -112,56 +115,84 @@ impl Server {
         }
     }
 
-    /// Takes an allreduce arrival out of the normal request path (its answer waits for the
-    /// round); returns false for every other message.
-    pub(super) fn take_arrival(&mut self, ep: EndpointId, bytes: &[u8]) -> bool {
-        let Ok((id, Request::Gas(GasRequest::ReduceArrive { handle, rank, seq, count, total, op, dtype }))) =
-            Request::decode(bytes)
-        else {
-            return false;
-        };
-        let connection = &self.connections[&ep];
-        if !connection.authenticated {
-            return false; // answered NotConnected by the normal path
-        }
-        let arrival = Arrival { reply_to: (ep, id), seq, count, total, op, dtype };
-        match self.reducer.arrive(connection.client_id, handle, rank, arrival) {
-            Err((status, message)) => self.answer_round(&[(ep, id)], Reply::Error { status, message }),
-            Ok(Outcome::Waiting) => {}
-            Ok(Outcome::Fail { status, message, reply_to }) => {
-                log::info!("allreduce group {handle}: {message}");
-                self.answer_round(&reply_to, Reply::Error { status, message })
+    /// Finishes every group round whose ranks have all arrived; true if any did.
+    pub(super) fn poll_reductions(&mut self) -> bool {
+        let pool = &self.pool;
+        let mut any = false;
+        for group in self.reducer.groups_mut().filter(|g| !g.broken) {
+            let ranks = group.layout.ranks as u64;
+            let arrived = pool.word(group.pool_offset + GROUP_ARRIVED_AT).load(Ordering::SeqCst);
+            if arrived < (group.done + 1) * ranks {
+                continue;
             }
-            Ok(Outcome::Reduce { op, dtype, count, reply_to }) => {
-                let group = self.reducer.group_mut(handle).expect("arrived in it");
-                let (offset, chunk) = (group.pool_offset, group.chunk_bytes as usize);
-                // SAFETY: the group's allocation is live (its members hold it) and spans
-                // (ranks + 1) * chunk bytes; the ranks wait for this round's answer, and the
-                // count was checked against the chunk.
-                unsafe {
-                    reduce_in_place(self.pool.base_ptr().add(offset as usize), reply_to.len(), chunk, op, dtype, count)
-                };
-                self.answer_round(&reply_to, Reply::Done)
-            }
+            any = true;
+            group.done += 1;
+            let descriptors: Vec<Descriptor> = (0..group.layout.ranks)
+                .map(|r| {
+                    let bytes =
+                        pool.read(group.pool_offset + group.layout.descriptor_at(r), GROUP_DESCRIPTOR_LEN as usize);
+                    Descriptor::decode(bytes.as_slice().try_into().expect("read the descriptor length"))
+                })
+                .collect();
+            let status = match judge(group.layout, group.done, &descriptors) {
+                Verdict::Fail(status) => {
+                    log::info!("allreduce group {:?} round {}: {status}", group.name, group.done);
+                    status
+                }
+                Verdict::Reduce { op, dtype, count } => {
+                    let base = pool.base_ptr();
+                    let (deposits, result) = (group.layout.deposit_at(0), group.layout.result_data_at());
+                    // SAFETY: the group's allocation is live (its members hold it) and laid
+                    // out as `layout`; the ranks wait for this round's result word; `judge`
+                    // checked the count against the chunk.
+                    unsafe {
+                        reduce_into(
+                            base.add((group.pool_offset + deposits) as usize),
+                            base.add((group.pool_offset + result) as usize),
+                            ranks as usize,
+                            group.layout.chunk_bytes as usize,
+                            op,
+                            dtype,
+                            count,
+                        )
+                    };
+                    Status::Ok
+                }
+            };
+            let word = GroupLayout::result_word(group.done, status);
+            pool.word(group.pool_offset + GROUP_RESULT_AT).store(word, Ordering::SeqCst);
         }
-        true
+        any
     }
 
-    fn answer_round(&mut self, reply_to: &[ReplyTo], reply: Reply) {
-        if matches!(reply, Reply::Error { .. }) {
-            self.counters.request_errors += reply_to.len() as u64;
+    /// Tells every group's ranks that the server is about to sleep (so the last rank of a
+    /// round sends a kick), then looks once more: true if a round finished meanwhile (do
+    /// not sleep then).
+    pub(super) fn reductions_before_sleep(&mut self) -> bool {
+        self.set_asleep(1);
+        if self.poll_reductions() {
+            self.set_asleep(0);
+            return true;
         }
-        for &(ep, id) in reply_to {
-            if self.connections.contains_key(&ep) {
-                self.send_reply(ep, reply.encode(KIND_REDUCE_ARRIVE, id));
-            }
+        false
+    }
+
+    /// Awake again: ranks need not kick.
+    pub(super) fn reductions_after_sleep(&mut self) {
+        self.set_asleep(0);
+    }
+
+    fn set_asleep(&mut self, value: u64) {
+        let pool = &self.pool;
+        for group in self.reducer.groups_mut() {
+            pool.word(group.pool_offset + GROUP_ASLEEP_AT).store(value, Ordering::SeqCst);
         }
     }
 
-    /// A client left or died: the ranks waiting with it in an allreduce round hear so now.
+    /// A client left or died: its groups' rounds fail now and from now on.
     pub(super) fn reductions_member_gone(&mut self, client: u64) {
-        for ((ep, id), message) in self.reducer.member_gone(client) {
-            self.answer_round(&[(ep, id)], Reply::Error { status: Status::ReduceAborted, message });
+        for offset in self.reducer.member_gone(client) {
+            self.pool.word(offset + GROUP_RESULT_AT).store(aborted_word(), Ordering::SeqCst);
         }
     }
 }
