@@ -8,9 +8,12 @@
 use crate::allocation::{AllocOptions, Allocation};
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::link::DataPath;
 use crate::signal::{Signal, SignalOp};
+use nam_proto::gas::GasRequest;
 use nam_proto::mailbox::*;
 use nam_proto::GlobalAddress;
+use nam_proto::{Request, Status};
 use std::time::{Duration, Instant};
 
 /// The receiving end, held by the owner (who alone advances `head`).
@@ -18,7 +21,13 @@ use std::time::{Duration, Instant};
 pub struct Mailbox {
     allocation: Allocation,
     layout: MailboxLayout,
+    /// The server is reached through messages, which it executes one at a time: one get
+    /// reads a slot consistently.
+    by_message: bool,
+    /// Messages consumed.
     head: u64,
+    /// The `head` senders see.
+    published: u64,
     address: GlobalAddress,
 }
 
@@ -33,6 +42,10 @@ pub struct MailboxSender {
     /// Guess of `tail`, corrected by each compare-and-swap.
     tail: u64,
     scratch: Vec<u8>,
+    /// This process's id (`getpid` is a system call; not made per message).
+    pid: u32,
+    /// The server is reached through messages: it delivers each message in one request.
+    by_message: bool,
 }
 
 /// One received message.
@@ -53,7 +66,8 @@ impl Mailbox {
         let allocation = client.alloc(layout.total_len(), &AllocOptions { server, ..Default::default() })?;
         client.put_sync(&allocation, 0, &layout.encode_header())?;
         let address = client.global_address(&allocation, 0)?;
-        Ok(Mailbox { allocation, layout, head: 0, address })
+        let by_message = client.data_path(allocation.server) == Some(DataPath::Messages);
+        Ok(Mailbox { allocation, layout, by_message, head: 0, published: 0, address })
     }
 
     /// The address senders open it by.
@@ -69,20 +83,75 @@ impl Mailbox {
     /// The next message, if one is complete; never waits. Messages come in ticket order,
     /// so each sender's in the order it sent them.
     pub fn try_recv(&mut self, client: &Client) -> Result<Option<Message>> {
+        let mut buffer = vec![0u8; self.layout.slot_size as usize];
+        Ok(self.try_recv_into(client, &mut buffer)?.map(|(sender, len)| {
+            buffer.truncate(len);
+            Message { sender, data: buffer }
+        }))
+    }
+
+    /// As [`Mailbox::try_recv`], into `buffer` (at least the slot size): returns the sender
+    /// and the message length.
+    pub fn try_recv_into(&mut self, client: &Client, buffer: &mut [u8]) -> Result<Option<(u32, usize)>> {
+        let slot_size = self.layout.slot_size as usize;
+        if buffer.len() < slot_size {
+            return Err(Error::InvalidArgument("receive buffer shorter than the mailbox's slot size"));
+        }
         let slot = self.layout.slot_at(self.head);
-        if client.fetch(&self.allocation, slot)? != self.head + 1 {
+        if self.by_message {
+            return self.try_recv_by_message(client, slot, buffer);
+        }
+        let mut word = [0u8; 8];
+        // A plain aligned load, not an atomic read-modify-write: polling must not take the
+        // line away from the sender.
+        client.get(&self.allocation, slot, &mut word)?;
+        if u64::from_le_bytes(word) != self.head + 1 {
+            if self.published != self.head {
+                self.publish_head(client)?;
+            }
             return Ok(None);
         }
         let mut meta = [0u8; 8];
         client.get(&self.allocation, slot + 8, &mut meta)?;
-        let len = u32::from_le_bytes(meta[0..4].try_into().unwrap()).min(self.layout.slot_size) as usize;
+        let len = (u32::from_le_bytes(meta[0..4].try_into().unwrap()) as usize).min(slot_size);
         let sender = u32::from_le_bytes(meta[4..8].try_into().unwrap());
-        let mut data = vec![0u8; len];
-        client.get(&self.allocation, slot + MAILBOX_SLOT_HEADER_LEN, &mut data)?;
-        // Only now is the slot free for the ticket `head + slots`.
+        client.get(&self.allocation, slot + MAILBOX_SLOT_HEADER_LEN, &mut buffer[..len])?;
+        self.consumed(client)?;
+        Ok(Some((sender, len)))
+    }
+
+    /// One get of the whole slot: the server executes it between, never during, deliveries.
+    fn try_recv_by_message(&mut self, client: &Client, slot: u64, buffer: &mut [u8]) -> Result<Option<(u32, usize)>> {
+        let slot_size = self.layout.slot_size as usize;
+        let mut whole = vec![0u8; MAILBOX_SLOT_HEADER_LEN as usize + slot_size];
+        client.get(&self.allocation, slot, &mut whole)?;
+        if u64::from_le_bytes(whole[0..8].try_into().unwrap()) != self.head + 1 {
+            if self.published != self.head {
+                self.publish_head(client)?;
+            }
+            return Ok(None);
+        }
+        let len = (u32::from_le_bytes(whole[8..12].try_into().unwrap()) as usize).min(slot_size);
+        let sender = u32::from_le_bytes(whole[12..16].try_into().unwrap());
+        buffer[..len].copy_from_slice(&whole[16..16 + len]);
+        self.consumed(client)?;
+        Ok(Some((sender, len)))
+    }
+
+    /// Counts a message consumed (its slot is free for the ticket `head + slots` once
+    /// `head` is published).
+    fn consumed(&mut self, client: &Client) -> Result<()> {
         self.head += 1;
+        if self.head - self.published >= (self.layout.slots as u64 / 4).max(1) {
+            self.publish_head(client)?;
+        }
+        Ok(())
+    }
+
+    fn publish_head(&mut self, client: &Client) -> Result<()> {
         client.swap(&self.allocation, MAILBOX_HEAD_AT, self.head)?;
-        Ok(Some(Message { sender, data }))
+        self.published = self.head;
+        Ok(())
     }
 
     /// Waits up to `timeout` for the next message ([`Error::WaitTimeout`] after it).
@@ -126,7 +195,24 @@ impl MailboxSender {
         let word = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().unwrap());
         let (head, tail) = (word(MAILBOX_HEAD_AT as usize), word(MAILBOX_TAIL_AT as usize));
         let scratch = Vec::with_capacity(8 + layout.slot_size as usize);
-        Ok(MailboxSender { allocation, base, layout, head, tail, scratch })
+        let by_message = client.data_path(allocation.server) == Some(DataPath::Messages);
+        Ok(MailboxSender { allocation, base, layout, head, tail, scratch, pid: std::process::id(), by_message })
+    }
+
+    fn send_by_message(&mut self, client: &Client, data: &[u8]) -> Result<()> {
+        let request = Request::Gas(GasRequest::MailboxSend {
+            handle: self.allocation.handle,
+            offset: self.base,
+            sender: self.pid,
+            data: data.to_vec(),
+        });
+        match client.lock().call(self.allocation.server, &request, "mailbox send", client.config.timeout) {
+            Ok(_) => Ok(()),
+            Err(Error::Refused { status: Status::MailboxFull, .. }) => {
+                Err(Error::MailboxFull { slots: self.layout.slots })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Releases this sender's hold on the mailbox's memory (which lives while its owner or
@@ -141,8 +227,11 @@ impl MailboxSender {
         if data.len() > self.layout.slot_size as usize {
             return Err(Error::InvalidArgument("message longer than the mailbox's slot size"));
         }
+        if self.by_message {
+            return self.send_by_message(client, data);
+        }
         let slots = self.layout.slots as u64;
-        let deadline = Instant::now() + client.config.timeout;
+        let mut deadline = None;
         let ticket = loop {
             let mut t = self.tail;
             if t.wrapping_sub(self.head) >= slots {
@@ -158,6 +247,8 @@ impl MailboxSender {
                 break t;
             }
             self.tail = old;
+            // Lost a race to another sender; the clock is read only then.
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + client.config.timeout);
             if Instant::now() >= deadline {
                 return Err(Error::WaitTimeout { timeout_ms: client.config.timeout.as_millis() as u64, last: old });
             }
@@ -165,7 +256,7 @@ impl MailboxSender {
         self.tail = ticket + 1;
         self.scratch.clear();
         self.scratch.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        self.scratch.extend_from_slice(&std::process::id().to_le_bytes());
+        self.scratch.extend_from_slice(&self.pid.to_le_bytes());
         self.scratch.extend_from_slice(data);
         let slot = self.base + self.layout.slot_at(ticket);
         let signal = Signal { word: &self.allocation, offset: slot, value: ticket + 1, op: SignalOp::Set };

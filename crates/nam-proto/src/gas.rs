@@ -15,6 +15,8 @@ pub const KIND_RESOLVE: u16 = 33;
 pub const KIND_REDUCE_ATTACH: u16 = 34;
 /// Kind of [`GasRequest::ReduceKick`].
 pub const KIND_REDUCE_KICK: u16 = 35;
+/// Kind of [`GasRequest::MailboxSend`].
+pub const KIND_MAILBOX_SEND: u16 = 36;
 /// Most ranks in one allreduce group.
 pub const REDUCE_RANKS_MAX: u32 = 4096;
 /// Largest per-rank deposit area of an allreduce group (one chunk).
@@ -51,6 +53,21 @@ pub enum GasRequest {
         /// The group's handle (from the attach reply).
         handle: u64,
     },
+    /// Kind 36: deliver one message into the mailbox at `offset` of allocation `handle`
+    /// (which the caller holds, e.g. after resolving the mailbox's global address). The
+    /// server follows the mailbox protocol of [`crate::mailbox`] itself: one round trip
+    /// instead of a compare-and-swap, a put and a signal, for peers that reach the server
+    /// through messages. A full mailbox is refused with `MailboxFull`, nothing written.
+    MailboxSend {
+        /// The mailbox's allocation.
+        handle: u64,
+        /// Where the mailbox header starts in it.
+        offset: u64,
+        /// Sender id stored with the message (the sender's process id).
+        sender: u32,
+        /// The message (at most the mailbox's slot size).
+        data: Vec<u8>,
+    },
 }
 
 /// The reply to [`GasRequest::Domain`].
@@ -70,6 +87,7 @@ impl GasRequest {
             GasRequest::Resolve { .. } => KIND_RESOLVE,
             GasRequest::ReduceAttach { .. } => KIND_REDUCE_ATTACH,
             GasRequest::ReduceKick { .. } => KIND_REDUCE_KICK,
+            GasRequest::MailboxSend { .. } => KIND_MAILBOX_SEND,
         }
     }
 
@@ -87,6 +105,12 @@ impl GasRequest {
                 w.str16(name);
             }
             GasRequest::ReduceKick { handle } => w.u64(*handle),
+            GasRequest::MailboxSend { handle, offset, sender, data } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.u32(*sender);
+                w.bytes32(data);
+            }
         }
     }
 
@@ -104,6 +128,12 @@ impl GasRequest {
                 name: r.str16("name", NAME_LEN_MAX)?,
             },
             KIND_REDUCE_KICK => GasRequest::ReduceKick { handle: r.u64("handle")? },
+            KIND_MAILBOX_SEND => GasRequest::MailboxSend {
+                handle: r.u64("handle")?,
+                offset: r.u64("offset")?,
+                sender: r.u32("sender")?,
+                data: r.bytes32("data", crate::mailbox::MAILBOX_SLOT_SIZE_MAX as usize)?,
+            },
             kind => return Err(DecodeError::UnknownKind { kind }),
         })
     }
@@ -119,7 +149,7 @@ pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Rep
     Ok(match kind {
         KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
         KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::decode_alloc_reply(r)?),
-        KIND_REDUCE_KICK => crate::Reply::Done,
+        KIND_REDUCE_KICK | KIND_MAILBOX_SEND => crate::Reply::Done,
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
 }
@@ -137,6 +167,7 @@ mod tests {
             GasRequest::Resolve { address },
             GasRequest::ReduceAttach { name: "world".into(), ranks: 8, rank: 3, chunk_bytes: 1 << 20 },
             GasRequest::ReduceKick { handle: 9 },
+            GasRequest::MailboxSend { handle: 4, offset: 128, sender: 77, data: b"ping".to_vec() },
         ] {
             let bytes = Request::Gas(request.clone()).encode(5);
             assert_eq!(Request::decode(&bytes).unwrap(), (5, Request::Gas(request.clone())));

@@ -25,6 +25,7 @@
 
 pub mod allocator;
 pub mod config;
+pub mod mailbox;
 pub mod manager;
 pub mod pool;
 pub mod reduce;

@@ -52,6 +52,17 @@ impl Server {
             GasRequest::ReduceAttach { name, ranks, rank, chunk_bytes } => {
                 self.attach_reduce(client, &name, ranks, rank, chunk_bytes).map(|g| self.alloc_reply(g))
             }
+            GasRequest::MailboxSend { handle, offset, sender, data } => {
+                let (base, size) = self.manager.resolve(client, handle)?;
+                if offset >= size {
+                    return refuse(
+                        Status::OutOfBounds,
+                        format!("offset {offset} is outside the {size}-byte allocation"),
+                    );
+                }
+                crate::mailbox::deliver(&self.pool, base + offset, base + size, sender, &data)?;
+                Ok(Reply::Done)
+            }
             GasRequest::ReduceKick { handle } => {
                 self.manager.resolve(client, handle)?;
                 self.poll_reductions();
