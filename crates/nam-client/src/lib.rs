@@ -43,6 +43,7 @@ mod lock;
 mod mailbox;
 mod messages;
 mod op;
+pub mod path;
 mod reduce;
 mod signal;
 
@@ -55,5 +56,6 @@ pub use mailbox::{Mailbox, MailboxSender, Message};
 pub use nam_proto::reduce::{DataType, ReduceOp};
 pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;
+pub use path::TransferPath;
 pub use reduce::{ReduceGroup, REDUCE_CHUNK_DEFAULT};
 pub use signal::{Compare, Signal, SignalOp};

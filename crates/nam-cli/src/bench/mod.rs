@@ -6,6 +6,7 @@ mod allreduce;
 mod clock;
 mod mailbox;
 mod measure;
+mod paths;
 mod perftest;
 mod report;
 mod server;
@@ -58,6 +59,9 @@ pub struct BenchArgs {
     /// Run another benchmark than put/get/fetch-add.
     #[arg(value_enum)]
     suite: Option<Suite>,
+    /// Transfer paths to compare on the same host (direct,rma,auto), each over the sweep.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    path: Vec<paths::PathChoice>,
     /// Rank counts of `nam bench allreduce`, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
     ranks: Vec<u32>,
@@ -127,6 +131,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.suite {
         Some(Suite::Allreduce) => return allreduce::run(&args),
         Some(Suite::Mailbox) => return mailbox::run(&args),
+        None if !args.path.is_empty() => return paths::run(&args),
         None => {}
     }
     let sizes = sizes(&args)?;
