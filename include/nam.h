@@ -157,6 +157,26 @@ typedef enum {
    */
   NAM_ERR_INTERNAL = -26,
   /**
+   * A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+   */
+  NAM_ERR_CKPT_TIMEOUT = -27,
+  /**
+   * The checkpoint engine could not read a rank's buffer (the rank died or left).
+   */
+  NAM_ERR_CKPT_RANK_FAILED = -28,
+  /**
+   * Checkpoint data cannot be rebuilt (more than one rank lost, or no complete epoch).
+   */
+  NAM_ERR_CKPT_UNRECOVERABLE = -29,
+  /**
+   * Stored parity or a rank's buffer fails its checksum.
+   */
+  NAM_ERR_CKPT_CORRUPTED = -30,
+  /**
+   * The checkpoint group is busy with another epoch or restore.
+   */
+  NAM_ERR_CKPT_BUSY = -31,
+  /**
    * A global address names another protection domain than the caller's tenant, or an
    * allocation of another domain; nothing was touched.
    */

@@ -68,6 +68,16 @@ pub enum nam_status_t {
     NAM_ERR_SERVER_INTERNAL = -25,
     /// libnam failed internally (a bug: a panic caught at the API boundary).
     NAM_ERR_INTERNAL = -26,
+    /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+    NAM_ERR_CKPT_TIMEOUT = -27,
+    /// The checkpoint engine could not read a rank's buffer (the rank died or left).
+    NAM_ERR_CKPT_RANK_FAILED = -28,
+    /// Checkpoint data cannot be rebuilt (more than one rank lost, or no complete epoch).
+    NAM_ERR_CKPT_UNRECOVERABLE = -29,
+    /// Stored parity or a rank's buffer fails its checksum.
+    NAM_ERR_CKPT_CORRUPTED = -30,
+    /// The checkpoint group is busy with another epoch or restore.
+    NAM_ERR_CKPT_BUSY = -31,
     /// A global address names another protection domain than the caller's tenant, or an
     /// allocation of another domain; nothing was touched.
     NAM_ERR_DOMAIN = -40,
@@ -87,7 +97,7 @@ use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 33] {
+    pub const fn all() -> [nam_status_t; 38] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -117,6 +127,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED,
             NAM_ERR_SERVER_INTERNAL,
             NAM_ERR_INTERNAL,
+            NAM_ERR_CKPT_TIMEOUT,
+            NAM_ERR_CKPT_RANK_FAILED,
+            NAM_ERR_CKPT_UNRECOVERABLE,
+            NAM_ERR_CKPT_CORRUPTED,
+            NAM_ERR_CKPT_BUSY,
             NAM_ERR_DOMAIN,
             NAM_ERR_MAILBOX_FULL,
             NAM_ERR_REDUCE_MISMATCH,
@@ -161,6 +176,11 @@ impl nam_status_t {
             NAM_ERR_NOT_CONNECTED => "request before hello\0",
             NAM_ERR_SERVER_INTERNAL => "internal memory server error\0",
             NAM_ERR_INTERNAL => "internal libnam error\0",
+            NAM_ERR_CKPT_TIMEOUT => "checkpoint deadline passed\0",
+            NAM_ERR_CKPT_RANK_FAILED => "checkpoint rank failed\0",
+            NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint unrecoverable\0",
+            NAM_ERR_CKPT_CORRUPTED => "checkpoint data corrupted\0",
+            NAM_ERR_CKPT_BUSY => "checkpoint group busy\0",
             NAM_ERR_DOMAIN => "protection domain mismatch\0",
             NAM_ERR_MAILBOX_FULL => "mailbox full, retry later\0",
             NAM_ERR_REDUCE_MISMATCH => "allreduce ranks disagree on length, type or operation\0",
@@ -190,6 +210,11 @@ pub fn status_of_refusal(status: Status) -> nam_status_t {
         Status::TooMany => NAM_ERR_TOO_MANY,
         Status::NotConnected => NAM_ERR_NOT_CONNECTED,
         Status::Internal => NAM_ERR_SERVER_INTERNAL,
+        Status::CkptTimeout => NAM_ERR_CKPT_TIMEOUT,
+        Status::CkptRankFailed => NAM_ERR_CKPT_RANK_FAILED,
+        Status::CkptUnrecoverable => NAM_ERR_CKPT_UNRECOVERABLE,
+        Status::CkptCorrupted => NAM_ERR_CKPT_CORRUPTED,
+        Status::CkptBusy => NAM_ERR_CKPT_BUSY,
         Status::DomainMismatch => NAM_ERR_DOMAIN,
         Status::MailboxFull => NAM_ERR_MAILBOX_FULL,
         Status::ReduceMismatch => NAM_ERR_REDUCE_MISMATCH,

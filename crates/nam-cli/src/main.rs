@@ -2,6 +2,8 @@
 
 mod bench;
 mod child;
+mod ckpt_app;
+mod ckpt_check;
 mod demo;
 mod ecc_sim;
 mod plot;
@@ -35,6 +37,9 @@ enum Command {
     EccSim(ecc_sim::EccSimArgs),
     /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
+    /// Under mpirun: check L2 redundancy (erase, rebuild, compare) or run a checkpointing app.
+    #[command(name = "ckpt-check")]
+    CkptCheck(ckpt_check::CkptCheckArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +52,6 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::CkptCheck(args) => ckpt_check::run(args),
     }
 }

@@ -42,6 +42,19 @@ pub struct Allocation {
 }
 
 impl Allocation {
+    /// An allocation that is already invalid, standing in until a real one arrives.
+    pub(crate) fn placeholder() -> Allocation {
+        Allocation {
+            server: 0,
+            handle: 0,
+            size: 0,
+            remote_addr: 0,
+            flags: 0,
+            live: Arc::new(AtomicBool::new(false)),
+            local: 0,
+        }
+    }
+
     /// Handle on its server.
     pub fn handle(&self) -> u64 {
         self.handle

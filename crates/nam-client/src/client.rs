@@ -36,7 +36,7 @@ pub(crate) struct Inner {
     /// Operations that completed without progressing the worker since it last progressed.
     unprogressed_ops: u32,
     pub(crate) worker: Worker,
-    _context: Context,
+    pub(crate) context: Context,
 }
 
 /// A connection to one or several memory servers. Share it between threads by reference
@@ -89,7 +89,7 @@ impl Client {
             held: std::collections::HashMap::new(),
             unprogressed_ops: 0,
             worker,
-            _context: context,
+            context,
         };
         for &addr in &config.servers {
             let mut link = Link::connect(&inner.worker, addr)?;
@@ -581,8 +581,13 @@ impl Inner {
         timeout: Duration,
     ) -> Result<Allocation> {
         let reply = self.call(server, request, what, timeout)?;
+        let Reply::Alloc(grant) = reply else { return Err(unexpected(self.links[server].addr, what, reply)) };
+        self.adopt(server, grant)
+    }
+
+    /// Turns an allocation the server granted (in any reply) into an [`Allocation`].
+    pub(crate) fn adopt(&mut self, server: usize, grant: nam_proto::AllocReply) -> Result<Allocation> {
         let link = &mut self.links[server];
-        let Reply::Alloc(grant) = reply else { return Err(unexpected(link.addr, what, reply)) };
         link.remember_rkey(&grant.rkey)?;
         let live = self.held.entry((server, grant.handle)).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone();
         let link = &self.links[server];

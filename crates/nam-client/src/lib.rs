@@ -11,6 +11,8 @@
 //! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
 //!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
 //!
+//! - Checkpoint groups ([`ckpt`]): [`Client::ckpt_join`] gives a [`CkptMember`] whose
+//!   buffer the server pulls and XORs into parity (NAM-XOR), and restores after a loss.
 //! - Global address space: [`Client::global_address`], [`Client::resolve`] and the
 //!   `*_global` operations on a [`GlobalAddress`]; [`Mailbox`] / [`MailboxSender`] for small
 //!   messages; [`ReduceGroup`] for allreduce at the memory server.
@@ -33,6 +35,7 @@
 #![deny(missing_docs)]
 
 mod allocation;
+pub mod ckpt;
 mod client;
 pub mod config;
 mod direct;
@@ -48,6 +51,7 @@ mod reduce;
 mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
+pub use ckpt::{CkptMember, GroupSpec};
 pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};

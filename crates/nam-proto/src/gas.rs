@@ -148,7 +148,7 @@ pub(crate) fn encode_domain(w: &mut Writer, d: &DomainReply) {
 pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Reply, DecodeError> {
     Ok(match kind {
         KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
-        KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::decode_alloc_reply(r)?),
+        KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::read_alloc_reply(r)?),
         KIND_REDUCE_KICK | KIND_MAILBOX_SEND => crate::Reply::Done,
         kind => return Err(DecodeError::UnknownKind { kind }),
     })

@@ -37,6 +37,7 @@ mod put_tests {
     }
 }
 
+pub mod ckpt;
 pub mod address;
 pub mod codec;
 pub mod gas;

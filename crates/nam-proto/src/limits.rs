@@ -40,3 +40,15 @@ pub const HANDLES_PER_CLIENT_MAX: usize = 1 << 16;
 pub const TENANTS_MAX: usize = 1024;
 /// Longest server name in a status reply.
 pub const SERVER_NAME_LEN_MAX: usize = 255;
+/// Most ranks in one checkpoint group.
+pub const CKPT_RANKS_MAX: u32 = 1024;
+/// Largest segment of one checkpoint GET (16 MiB).
+pub const CKPT_SEGMENT_MAX: u32 = 16 << 20;
+/// Smallest segment of one checkpoint GET (the seed's 16-byte access granularity).
+pub const CKPT_SEGMENT_MIN: u32 = 16;
+/// Most checkpoint GETs in flight per rank.
+pub const CKPT_IN_FLIGHT_MAX: u32 = 1024;
+/// Most segments in one parity slot (bounds the checksum tables: 4 bytes per segment and rank).
+pub const CKPT_SEGMENTS_MAX: u64 = 1 << 22;
+/// Longest suffix the engine appends to a group name for its allocations (`ckpt:` + `:parity1`).
+pub const CKPT_NAME_SUFFIX_LEN_MAX: usize = 16;

@@ -139,6 +139,8 @@ pub enum Request {
         /// Compare value of [`AtomicKind::CompareSwap`]; 0 otherwise.
         compare: u64,
     },
+    /// Kinds 16..=20: checkpoint-parity groups ([`crate::ckpt`]).
+    Ckpt(crate::ckpt::CkptRequest),
     /// Kinds 32..=47: global addresses and allreduce ([`crate::gas`]).
     Gas(crate::gas::GasRequest),
 }
@@ -237,6 +239,8 @@ pub enum Reply {
     Data(Vec<u8>),
     /// To [`Request::Atomic`]: the word's old value.
     Value(u64),
+    /// To a checkpoint-group join or query.
+    Ckpt(crate::ckpt::CkptReply),
     /// To [`crate::gas::GasRequest::Domain`].
     Domain(crate::gas::DomainReply),
     /// Any request that failed.
@@ -325,6 +329,7 @@ impl Request {
             Request::Put { .. } => 7,
             Request::Get { .. } => 8,
             Request::Atomic { .. } => 9,
+            Request::Ckpt(c) => c.kind(),
             Request::Gas(g) => g.kind(),
         }
     }
@@ -360,6 +365,7 @@ impl Request {
                 w.u64(*offset);
                 w.u32(*len);
             }
+            Request::Ckpt(c) => c.encode_body(&mut w),
             Request::Atomic { handle, offset, op, value, compare } => {
                 w.u64(*handle);
                 w.u64(*offset);
@@ -411,6 +417,7 @@ impl Request {
                 let op = AtomicKind::from_code(code).ok_or(DecodeError::UnknownKind { kind: code })?;
                 Request::Atomic { handle, offset, op, value: r.u64("value")?, compare: r.u64("compare")? }
             }
+            16..=20 => Request::Ckpt(crate::ckpt::CkptRequest::decode_body(header.kind, &mut r)?),
             kind @ 32..=47 => Request::Gas(crate::gas::GasRequest::decode_body(kind, &mut r)?),
             kind => return Err(DecodeError::UnknownKind { kind }),
         };
@@ -536,13 +543,8 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
             w.bytes32(&h.worker_address);
             w.str16(truncate_utf8(&h.host_id, HOST_ID_LEN_MAX));
         }
-        Reply::Alloc(a) => {
-            w.u64(a.handle);
-            w.u64(a.size);
-            w.u64(a.remote_addr);
-            w.u32(a.flags);
-            w.bytes32(&a.rkey);
-        }
+        Reply::Alloc(a) => write_alloc_reply(w, a),
+        Reply::Ckpt(c) => c.encode_body(w),
         Reply::Done | Reply::Error { .. } => {}
         Reply::Data(data) => w.bytes32(data),
         Reply::Value(v) => w.u64(*v),
@@ -586,8 +588,9 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             worker_address: r.bytes32("worker_address", WORKER_ADDRESS_LEN_MAX)?,
             host_id: r.str16("host_id", HOST_ID_LEN_MAX)?,
         }),
-        2 | 3 => Reply::Alloc(decode_alloc_reply(r)?),
-        4 | 6 | 7 => Reply::Done,
+        2 | 3 | 18 => Reply::Alloc(read_alloc_reply(r)?),
+        4 | 6 | 7 | 17 | 20 => Reply::Done,
+        16 | 19 => Reply::Ckpt(crate::ckpt::CkptReply::decode_body(kind, r)?),
         5 => Reply::Status(decode_status(r)?),
         8 => Reply::Data(r.bytes32("data", DATA_CHUNK_MAX)?),
         9 => Reply::Value(r.u64("value")?),
@@ -596,7 +599,15 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
     })
 }
 
-pub(crate) fn decode_alloc_reply(r: &mut Reader<'_>) -> Result<AllocReply, DecodeError> {
+pub(crate) fn write_alloc_reply(w: &mut Writer, a: &AllocReply) {
+    w.u64(a.handle);
+    w.u64(a.size);
+    w.u64(a.remote_addr);
+    w.u32(a.flags);
+    w.bytes32(&a.rkey);
+}
+
+pub(crate) fn read_alloc_reply(r: &mut Reader<'_>) -> Result<AllocReply, DecodeError> {
     Ok(AllocReply {
         handle: r.u64("handle")?,
         size: r.u64("size")?,

@@ -39,6 +39,16 @@ pub enum Status {
     NotConnected = 15,
     /// The server failed internally; the message says why.
     Internal = 16,
+    /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
+    CkptTimeout = 17,
+    /// The engine could not read a rank's checkpoint buffer (the rank died or left).
+    CkptRankFailed = 18,
+    /// The data cannot be rebuilt: more than one rank of the group is lost, or no epoch is complete.
+    CkptUnrecoverable = 19,
+    /// Stored parity or a rank's buffer fails its checksum.
+    CkptCorrupted = 20,
+    /// The group is busy with another epoch or restore, or the epoch is out of order.
+    CkptBusy = 21,
     /// A global address names a protection domain the caller does not belong to, or an
     /// allocation of another domain.
     DomainMismatch = 24,
@@ -54,7 +64,7 @@ pub enum Status {
 
 impl Status {
     /// All statuses, in code order.
-    pub const ALL: [Status; 22] = [
+    pub const ALL: [Status; 27] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::UnknownHandle,
@@ -72,6 +82,11 @@ impl Status {
         Status::TooMany,
         Status::NotConnected,
         Status::Internal,
+        Status::CkptTimeout,
+        Status::CkptRankFailed,
+        Status::CkptUnrecoverable,
+        Status::CkptCorrupted,
+        Status::CkptBusy,
         Status::DomainMismatch,
         Status::MailboxFull,
         Status::ReduceMismatch,
@@ -110,6 +125,11 @@ impl Status {
             Status::TooMany => "too many clients or handles",
             Status::NotConnected => "no Hello before the request",
             Status::Internal => "internal server error",
+            Status::CkptTimeout => "checkpoint deadline passed",
+            Status::CkptRankFailed => "checkpoint rank failed",
+            Status::CkptUnrecoverable => "checkpoint unrecoverable",
+            Status::CkptCorrupted => "checkpoint data corrupted",
+            Status::CkptBusy => "checkpoint group busy",
             Status::DomainMismatch => "protection domain mismatch",
             Status::MailboxFull => "mailbox full, retry later",
             Status::ReduceMismatch => "allreduce ranks disagree on length, type or operation",

@@ -9,6 +9,8 @@
 //!   persistence, tenants with tokens and quotas. Pure bookkeeping, unit-tested.
 //! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
 //! - [`ServerConfig`]: TOML file and defaults.
+//! - [`ckpt::CkptEngine`]: checkpoint groups whose XOR parity the server computes by pulling
+//!   the ranks' buffers itself (seed 000's CR unit), in ping-pong parity slots.
 //! - [`reduce`]: the allreduce engine (groups, rounds, the multi-threaded kernel); global
 //!   addresses are resolved with the protection-domain check of [`Manager::hold_global`].
 //!
@@ -24,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod allocator;
+pub mod ckpt;
 pub mod config;
 pub mod mailbox;
 pub mod manager;

@@ -143,9 +143,9 @@ impl Manager {
         Ok(())
     }
 
-    /// The tenant `client` acts for.
-    pub fn tenant_name(&self, client: u64) -> Result<String, Refusal> {
-        self.tenant_of(client)
+    /// The tenant `client` acts for, once authenticated.
+    pub fn tenant(&self, client: u64) -> Option<&str> {
+        self.client_tenant.get(&client).map(String::as_str)
     }
 
     fn tenant_of(&self, client: u64) -> Result<String, Refusal> {
@@ -266,6 +266,40 @@ impl Manager {
         }
         let r = &self.allocations[&handle].record;
         Ok((r.offset, r.size))
+    }
+
+    /// The named allocation of `tenant`, without taking a reference to it.
+    pub fn lookup(&self, tenant: &str, name: &str) -> Option<Grant> {
+        let handle = self.names.get(&(tenant.to_string(), name.to_string()))?;
+        Some(grant_of(&self.allocations[handle].record))
+    }
+
+    /// The name of `handle`, if it is live and named.
+    pub fn name_of(&self, handle: u64) -> Option<&str> {
+        self.allocations.get(&handle)?.record.name.as_deref()
+    }
+
+    /// Drops `client`'s reference to a persistent allocation without destroying it, so the
+    /// server (the checkpoint engine) keeps it on the tenant's account.
+    pub fn release_hold(&mut self, client: u64, handle: u64) {
+        if let Some(handles) = self.client_handles.get_mut(&client) {
+            handles.remove(&handle);
+        }
+        if let Some(a) = self.allocations.get_mut(&handle) {
+            debug_assert!(a.record.flags & ALLOC_FLAG_PERSISTENT != 0, "release_hold on a transient allocation");
+            a.holders.remove(&client);
+        }
+    }
+
+    /// Destroys `handle` whoever holds it (the engine replacing or deleting its own slots).
+    pub fn destroy_handle(&mut self, handle: u64) {
+        let Some(a) = self.allocations.get(&handle) else { return };
+        for client in a.holders.clone() {
+            if let Some(handles) = self.client_handles.get_mut(&client) {
+                handles.remove(&handle);
+            }
+        }
+        self.destroy(handle);
     }
 
     /// Drops every reference `client` holds (goodbye or lease expiry). Non-persistent

@@ -145,6 +145,19 @@ impl Pool {
         unsafe { &*(self.region.address().add(offset as usize) as *const std::sync::atomic::AtomicU64) }
     }
 
+    /// The bytes `[offset, offset + len)` for the checkpoint engine to compute in place.
+    ///
+    /// # Safety
+    /// The range must belong to an allocation the caller owns for the life of the slice
+    /// (the engine's parity slots and restore targets), so no other Rust reference to it
+    /// exists; clients reaching it one-sided at the same time only see torn data, which
+    /// the engine's checksums detect.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self, offset: u64, len: usize) -> &mut [u8] {
+        assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "range outside the pool");
+        std::slice::from_raw_parts_mut(self.region.address().add(offset as usize), len)
+    }
+
     /// The first byte of the pool, for engines that work in place (the allreduce kernel).
     pub fn base_ptr(&self) -> *mut u8 {
         self.region.address()

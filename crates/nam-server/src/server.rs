@@ -2,9 +2,11 @@
 //! reclaims their allocations after a lease, and progresses UCX (which serves one-sided
 //! operations that the transport emulates, such as RMA over TCP).
 
+use crate::ckpt::{CkptEngine, EngineCtx};
 use crate::config::ServerConfig;
 use crate::manager::{Grant, Manager, Manifest, Refusal};
 use crate::pool::{Pool, PoolError};
+use nam_proto::ckpt::{CkptReply, CKPT_NAME_PREFIX};
 use nam_proto::limits::CLIENTS_MAX;
 use nam_proto::{
     decode_header, AllocReply, AtomicKind, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
@@ -79,6 +81,7 @@ pub struct Server {
     lingering: Vec<(u64, Instant)>,
     inbox: Inbox,
     manager: Manager,
+    ckpt: CkptEngine,
     reducer: crate::reduce::Reducer,
     counters: Counters,
     next_client_id: u64,
@@ -130,6 +133,7 @@ impl Server {
             lingering: Vec::new(),
             inbox,
             manager,
+            ckpt: CkptEngine::default(),
             reducer: Default::default(),
             counters: Counters::default(),
             next_client_id: 1,
@@ -157,6 +161,7 @@ impl Server {
             busy |= self.poll_reductions();
             busy |= self.accept_connections();
             busy |= self.handle_requests();
+            busy |= self.ckpt.poll(&self.pool);
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
                 self.reap_sends();
@@ -283,6 +288,22 @@ impl Server {
                     host_id: nam_proto::host_id(),
                 }))
             }
+            Request::Alloc(alloc) if alloc.name.starts_with(CKPT_NAME_PREFIX) => reserved_name(&alloc.name),
+            Request::Open { name } if name.starts_with(CKPT_NAME_PREFIX) => reserved_name(&name),
+            Request::Free { handle }
+                if self.manager.name_of(handle).is_some_and(|n| n.starts_with(CKPT_NAME_PREFIX)) =>
+            {
+                reserved_name(self.manager.name_of(handle).unwrap_or_default())
+            }
+            Request::Ckpt(request) => {
+                let mut ctx = EngineCtx { manager: &mut self.manager, pool: &self.pool, worker: &self.worker };
+                Ok(match self.ckpt.execute(&mut ctx, client, request)? {
+                    crate::ckpt::Reply::Joined(j) => Reply::Ckpt(CkptReply::Joined(j)),
+                    crate::ckpt::Reply::Info(i) => Reply::Ckpt(CkptReply::Info(i)),
+                    crate::ckpt::Reply::Alloc(a) => Reply::Alloc(a),
+                    crate::ckpt::Reply::Done => Reply::Done,
+                })
+            }
             Request::Alloc(alloc) => self.manager.allocate(client, &alloc).map(|grant| {
                 self.pool.zero(grant.offset, grant.size);
                 self.alloc_reply(grant)
@@ -325,6 +346,7 @@ impl Server {
                 r.bytes_put += report.bytes_put;
                 r.bytes_got += report.bytes_got;
                 self.manager.release_client(client);
+                self.ckpt.client_gone(&self.pool, client);
                 connection.released = true;
                 connection.authenticated = false;
                 self.reductions_member_gone(client);
@@ -412,6 +434,7 @@ impl Server {
             self.connections.iter().filter(|(_, c)| c.endpoint.failure().is_some()).map(|(id, _)| *id).collect();
         for id in failed {
             let c = self.connections.remove(&id).expect("listed above");
+            self.ckpt.client_gone(&self.pool, c.client_id);
             self.reductions_member_gone(c.client_id);
             if c.released || !c.authenticated {
                 log::info!("client {} ({}) disconnected", c.client_id, c.label);
@@ -454,6 +477,13 @@ impl Server {
         };
         write_manifest(path, &manifest)
     }
+}
+
+fn reserved_name<T>(name: &str) -> Result<T, Refusal> {
+    Err(Refusal {
+        status: Status::InvalidArgument,
+        message: format!("{name:?}: names starting with {CKPT_NAME_PREFIX:?} belong to the checkpoint engine"),
+    })
 }
 
 fn malformed(e: nam_proto::DecodeError) -> Reply {

@@ -89,7 +89,7 @@ impl Server {
             );
         }
         let domain = self.manager.domain_of(client)?;
-        let tenant = self.manager.tenant_name(client)?;
+        let tenant = self.manager.tenant(client).expect("domain_of checked the client").to_string();
         let existing = self.reducer.by_name(&tenant, name).map(|g| (g.handle, g.layout.ranks, g.layout.chunk_bytes));
         let grant = match existing {
             Some((handle, _, _)) if !self.manager.is_live(handle) => {

@@ -1,0 +1,182 @@
+//! The MPI layer: an owned communicator, the job's node layout, and collective helpers.
+//!
+//! [`Comm`] duplicates the communicator it is given (from Rust, or a C `MPI_Comm`), so the
+//! library's messages never match the application's, and learns the node of every rank
+//! ([`crate::node`]). Sub-communicators for redundancy sets come from [`Comm::split`].
+
+use crate::node::{node_id_of, NodeMap};
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::topology::{Color, SimpleCommunicator};
+use mpi::traits::*;
+
+/// A duplicated communicator with the node layout of its ranks.
+pub struct Comm {
+    comm: SimpleCommunicator,
+    map: NodeMap,
+}
+
+impl Comm {
+    /// Duplicates `comm` (collective) and gathers every rank's node identity
+    /// ([`crate::node::node_id_of`]).
+    pub fn new<C: Communicator>(comm: &C) -> Self {
+        Self::with_node(comm, &node_id_of(comm.rank() as usize))
+    }
+
+    /// As [`Comm::new`], with this rank's node identity given explicitly.
+    pub fn with_node<C: Communicator>(comm: &C, node: &str) -> Self {
+        Self::from_owned(comm.duplicate(), node)
+    }
+
+    fn from_owned(comm: SimpleCommunicator, node: &str) -> Self {
+        let names = all_gather_bytes(&comm, node.as_bytes());
+        let names: Vec<String> = names.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
+        Comm { map: NodeMap::new(&names), comm }
+    }
+
+    /// Wraps a raw C communicator: duplicates it, so the caller keeps ownership of `raw`.
+    ///
+    /// # Safety
+    /// `raw` must be a valid intra-communicator of an initialized MPI library.
+    pub unsafe fn from_raw(raw: mpi::ffi::MPI_Comm) -> Self {
+        let mut dup: mpi::ffi::MPI_Comm = std::mem::zeroed();
+        mpi::ffi::MPI_Comm_dup(raw, &mut dup);
+        // The duplicate is ours: `SimpleCommunicator` frees it on drop.
+        let owned = <SimpleCommunicator as mpi::raw::FromRaw>::from_raw(dup);
+        let node = node_id_of(owned.rank() as usize);
+        Self::from_owned(owned, &node)
+    }
+
+    /// The communicator (ranks as in the communicator given at creation).
+    pub fn raw(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.comm.rank() as usize
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.comm.size() as usize
+    }
+
+    /// The node layout of all ranks.
+    pub fn nodes(&self) -> &NodeMap {
+        &self.map
+    }
+
+    /// Collective: a sub-communicator of the ranks that pass the same `color`, ordered by
+    /// `key`; `None` for ranks that pass `None`.
+    pub fn split(&self, color: Option<u32>, key: i32) -> Option<SimpleCommunicator> {
+        let color = match color {
+            Some(c) => Color::with_value(c as i32),
+            None => Color::undefined(),
+        };
+        self.comm.split_by_color_with_key(color, key)
+    }
+
+    /// Collective: true on every rank when `ok` is true on every rank.
+    pub fn all_agree(&self, ok: bool) -> bool {
+        all_agree(&self.comm, ok)
+    }
+
+    /// Collective: the maximum of `value` over all ranks.
+    pub fn max_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::max());
+        out
+    }
+
+    /// Collective: the minimum of `value` over all ranks.
+    pub fn min_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::min());
+        out
+    }
+
+    /// Collective: the maximum of `value` over all ranks.
+    pub fn max_f64(&self, value: f64) -> f64 {
+        let mut out = 0f64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::max());
+        out
+    }
+
+    /// Collective: the sum of `value` over all ranks.
+    pub fn sum_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Collective: the sum of `value` over all ranks.
+    pub fn sum_f64(&self, value: f64) -> f64 {
+        let mut out = 0f64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// Collective: every rank's `value`, by rank.
+    pub fn all_gather_u64(&self, value: u64) -> Vec<u64> {
+        all_gather_u64(&self.comm, value)
+    }
+
+    /// Collective: every rank's bytes, by rank.
+    pub fn all_gather_bytes(&self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        all_gather_bytes(&self.comm, bytes)
+    }
+
+    /// Collective: root's bytes on every rank.
+    pub fn broadcast_bytes(&self, root: usize, bytes: &[u8]) -> Vec<u8> {
+        broadcast_bytes(&self.comm, root, bytes)
+    }
+
+    /// Collective barrier.
+    pub fn barrier(&self) {
+        self.comm.barrier();
+    }
+}
+
+/// Collective over `comm`: true on every rank when `ok` is true on every rank.
+pub fn all_agree<C: Communicator>(comm: &C, ok: bool) -> bool {
+    let mut all = 0u8;
+    comm.all_reduce_into(&u8::from(ok), &mut all, SystemOperation::min());
+    all == 1
+}
+
+/// Collective over `comm`: every rank's `value`, by rank.
+pub fn all_gather_u64<C: Communicator>(comm: &C, value: u64) -> Vec<u64> {
+    let mut out = vec![0u64; comm.size() as usize];
+    comm.all_gather_into(&value, &mut out[..]);
+    out
+}
+
+/// Collective over `comm`: every rank's bytes (lengths may differ), by rank.
+pub fn all_gather_bytes<C: Communicator>(comm: &C, bytes: &[u8]) -> Vec<Vec<u8>> {
+    let lens = all_gather_u64(comm, bytes.len() as u64);
+    let counts: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
+    let displs: Vec<i32> = counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
+    let mut buf = vec![0u8; lens.iter().sum::<u64>() as usize];
+    {
+        let mut part = PartitionMut::new(&mut buf[..], counts, &displs[..]);
+        comm.all_gather_varcount_into(bytes, &mut part);
+    }
+    let mut out = Vec::with_capacity(lens.len());
+    let mut at = 0usize;
+    for &l in &lens {
+        out.push(buf[at..at + l as usize].to_vec());
+        at += l as usize;
+    }
+    out
+}
+
+/// Collective over `comm`: the bytes of `root` on every rank.
+pub fn broadcast_bytes<C: Communicator>(comm: &C, root: usize, bytes: &[u8]) -> Vec<u8> {
+    let root_proc = comm.process_at_rank(root as i32);
+    let mut len = bytes.len() as u64;
+    root_proc.broadcast_into(&mut len);
+    let mut buf = if comm.rank() as usize == root { bytes.to_vec() } else { vec![0u8; len as usize] };
+    root_proc.broadcast_into(&mut buf[..]);
+    buf
+}

@@ -1,0 +1,208 @@
+//! L2 redundancy across nodes, behind one trait.
+//!
+//! Every scheme first has the rank's checkpoint in its node-local directory (L1, written by
+//! the caller); [`Redundancy::protect`] then adds what lets the job survive the loss of
+//! nodes, and [`Redundancy::rebuild`] brings back the data of ranks that lost theirs.
+//! Both are collective over the communicator the scheme was built on; buffer sizes may
+//! differ per rank.
+//!
+//! | scheme | stores | survives |
+//! | --- | --- | --- |
+//! | [`None`](NoRedundancy) | nothing | no node loss |
+//! | [`Partner`] | a full copy on another node | loss of a rank/node whose partner survives |
+//! | [`Xor`] | 1/(n-1) parity per rank in sets of n ranks on n nodes | one lost rank per set |
+//! | [`ReedSolomon`] | k/(n-k) parity per rank in sets of n | k lost ranks per set |
+//! | [`NamXor`] | parity in a memory server, computed there | one lost rank per set |
+
+mod nam_xor;
+mod none;
+mod partner;
+// mod reed_solomon;
+mod ring;
+mod xor;
+
+pub use nam_xor::NamXor;
+pub use none::NoRedundancy;
+pub use partner::Partner;
+// pub use reed_solomon::ReedSolomon;
+pub use xor::Xor;
+
+use crate::comm::Comm;
+use crate::error::{CkptError, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The L2 schemes a configuration can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    /// No redundancy.
+    None,
+    /// Full copy on a partner node.
+    Partner,
+    /// SCR's XOR on the compute nodes.
+    Xor,
+    /// XOR parity computed by memory servers.
+    NamXor,
+    /// Reed-Solomon with `rs_parity` parity segments per set.
+    Rs,
+}
+
+impl Scheme {
+    /// The configuration name (`none`, `partner`, `xor`, `nam-xor`, `rs`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::None => "none",
+            Scheme::Partner => "partner",
+            Scheme::Xor => "xor",
+            Scheme::NamXor => "nam-xor",
+            Scheme::Rs => "rs",
+        }
+    }
+
+    /// Parses a configuration name.
+    pub fn parse(name: &str) -> Result<Scheme> {
+        [Scheme::None, Scheme::Partner, Scheme::Xor, Scheme::NamXor, Scheme::Rs]
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                CkptError::Config(format!("unknown redundancy scheme `{name}` (none|partner|xor|nam-xor|rs)"))
+            })
+    }
+}
+
+/// Parameters of the L2 schemes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedundancyConfig {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// Largest set size for XOR / RS / NAM-XOR (ranks on distinct nodes).
+    pub set_size: usize,
+    /// Parity segments per set for RS (ranks per set it survives).
+    pub rs_parity: usize,
+    /// Bytes per pipelined message.
+    pub block_bytes: usize,
+    /// Memory servers for `nam-xor` (`host:port`).
+    pub servers: Vec<String>,
+}
+
+impl Default for RedundancyConfig {
+    fn default() -> Self {
+        RedundancyConfig { scheme: Scheme::None, set_size: 8, rs_parity: 2, block_bytes: 1 << 20, servers: Vec::new() }
+    }
+}
+
+/// Where a scheme keeps its redundancy data for one checkpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// This rank's node-local directory.
+    pub dir: &'a Path,
+    /// Checkpoint name with version (file name stem, unique per checkpoint).
+    pub name: &'a str,
+    /// fsync files before protect returns.
+    pub fsync: bool,
+}
+
+impl Target<'_> {
+    /// `<dir>/<name>.<suffix>`.
+    pub fn file(&self, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{}.{suffix}", self.name))
+    }
+}
+
+/// What one protect cost this rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProtectStats {
+    /// Data bytes of this rank.
+    pub data_bytes: u64,
+    /// Bytes this rank sent to other ranks.
+    pub sent_bytes: u64,
+    /// Redundancy bytes this rank stored.
+    pub stored_bytes: u64,
+    /// Wall seconds.
+    pub seconds: f64,
+    /// CPU seconds this rank spent (XOR, copies, messages, file writes).
+    pub cpu_seconds: f64,
+}
+
+/// The outcome of one rebuild.
+#[derive(Debug, Clone, Default)]
+pub struct Rebuilt {
+    /// The rebuilt data, on a rank that had lost its data; `None` elsewhere.
+    pub data: Option<Vec<u8>>,
+    /// Ranks that had lost their data (same on every rank).
+    pub lost: Vec<usize>,
+    /// Wall seconds.
+    pub seconds: f64,
+    /// CPU seconds of this rank.
+    pub cpu_seconds: f64,
+}
+
+/// An L2 redundancy scheme. Every method is collective over the scheme's communicator.
+pub trait Redundancy {
+    /// The scheme.
+    fn scheme(&self) -> Scheme;
+
+    /// Adds redundancy for `data` (this rank's checkpoint, sizes may differ per rank). On
+    /// success every rank's redundancy for `target.name` is stored; on error (the same on
+    /// every rank) nothing that was stored before for other names is touched.
+    fn protect(&mut self, data: &[u8], target: &Target) -> Result<ProtectStats>;
+
+    /// Rebuilds the data of ranks that lost theirs: each rank passes its data, or `None`
+    /// when it lost it. The lost ranks get their data back (and the scheme's redundancy
+    /// for them is restored); Err([`CkptError::Unrecoverable`]) on every rank when more was
+    /// lost than the scheme survives, never wrong data.
+    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt>;
+
+    /// Deletes this rank's redundancy files for `target.name` (retention).
+    fn discard(&mut self, target: &Target) -> Result<()>;
+}
+
+/// Builds the configured scheme over `comm` (collective: forms sets, splits communicators).
+pub fn build(comm: &Comm, config: &RedundancyConfig) -> Result<Box<dyn Redundancy>> {
+    Ok(match config.scheme {
+        Scheme::None => Box::new(NoRedundancy::new(comm)),
+        Scheme::Partner => Box::new(Partner::new(comm, config.block_bytes)?),
+        Scheme::Xor => Box::new(Xor::new(comm, config.set_size, config.block_bytes)?),
+        Scheme::Rs => return Err(CkptError::NotBuilt("rs".into())),
+        Scheme::NamXor => Box::new(NamXor::new(comm, config.set_size, &config.servers)?),
+    })
+}
+
+/// Ranks without data, agreed over `comm` (collective).
+pub(crate) fn lost_ranks<C: mpi::traits::Communicator>(comm: &C, have: bool) -> Vec<usize> {
+    let flags = crate::comm::all_gather_u64(comm, u64::from(have));
+    flags.iter().enumerate().filter(|(_, &f)| f == 0).map(|(r, _)| r).collect()
+}
+
+/// Collective error agreement: if any rank failed, every rank returns an error (its own, or
+/// one naming that another rank failed).
+pub(crate) fn agree<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>, what: &str) -> Result<T> {
+    if crate::comm::all_agree(comm, local.is_ok()) {
+        return local;
+    }
+    let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+    let all = crate::comm::all_gather_bytes(comm, mine.as_bytes());
+    match local {
+        Err(e) => Err(e),
+        Ok(_) => {
+            let (rank, cause) = all.iter().enumerate().find(|(_, m)| !m.is_empty()).expect("a rank failed");
+            let cause = String::from_utf8_lossy(cause);
+            Err(CkptError::Unrecoverable(format!("{what} failed on rank {rank} of the set: {cause}")))
+        }
+    }
+}
+
+/// `dst ^= src` (equal lengths), eight bytes at a time.
+pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len());
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        let x = u64::from_ne_bytes((*a).try_into().expect("8")) ^ u64::from_ne_bytes(b.try_into().expect("8"));
+        a.copy_from_slice(&x.to_ne_bytes());
+    }
+    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *a ^= b;
+    }
+}

@@ -1,0 +1,236 @@
+//! NAM-XOR (seed 000 §4.5): XOR parity computed by a memory server, not by the ranks.
+//!
+//! Sets of ranks on distinct nodes are formed as for [`super::Xor`]; each set is one
+//! checkpoint group on a memory server (sets are spread round-robin over the configured
+//! servers). **Protect** puts the rank's checkpoint in its registered group buffer (no copy
+//! when the application built it there, see [`NamXor::buffer_mut`]), flags it ready and
+//! waits: the server pulls every rank's buffer with one-sided GETs and keeps the XOR in
+//! ping-pong parity slots, so the ranks spend no CPU on parity. A small record file beside
+//! the checkpoint names the epoch. **Rebuild** has the survivors put their checkpoint back in
+//! their buffers, the lost rank ask the server for a restore, and every rank wait for it; the
+//! server checks the parity and every segment against stored checksums, so wrong data is
+//! never returned.
+
+use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
+use crate::cpu::Stopwatch;
+use crate::error::{CkptError, Result};
+use crate::groups::form_sets;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use nam_client::{CkptMember, Client, ClientConfig, GroupSpec};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Deadline of one protect or rebuild at the memory server.
+const SERVER_WAIT: Duration = Duration::from_secs(300);
+
+/// What a rank records beside a checkpoint protected with NAM-XOR.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    group: String,
+    server: String,
+    epoch: u64,
+    set: Vec<usize>,
+    sizes: Vec<u64>,
+}
+
+/// The `nam-xor` scheme, built over a communicator (collective).
+pub struct NamXor {
+    set_comm: SimpleCommunicator,
+    set: Vec<usize>,
+    spec: GroupSpec,
+    server: SocketAddr,
+    // Field order: the member (which borrows the client) goes first.
+    member: Option<CkptMember<'static>>,
+    client: &'static Client,
+}
+
+fn client_error(what: &str) -> impl Fn(nam_client::Error) -> CkptError + '_ {
+    move |e| CkptError::Unrecoverable(format!("NAM-XOR {what}: {e}"))
+}
+
+impl NamXor {
+    /// Forms sets on distinct nodes, assigns each to one of `servers` (round-robin over
+    /// sets), and connects to it. The tenant, token and UCX transports come from
+    /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
+    /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
+    pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
+        let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
+        if servers.is_empty() {
+            return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
+        }
+        let rank = comm.rank();
+        let idx = sets.iter().position(|s| s.contains(&rank)).expect("every rank is in a set");
+        let me = sets[idx].iter().position(|&r| r == rank).expect("rank in its set");
+        let set_comm = comm.split(Some(idx as u32), me as i32).expect("rank passed a color");
+        let server = nam_client::config::parse_servers(&servers[idx % servers.len()])
+            .map_err(|e| CkptError::Config(format!("redundancy.servers: {e}")))?[0];
+        let connected = connect(server);
+        let client = agree(&set_comm, connected, "connecting to the memory server")?;
+        let prefix = std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into());
+        let mut spec =
+            GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
+        spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
+        spec.timeout = SERVER_WAIT;
+        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, member: None, client })
+    }
+
+    /// The ranks of this rank's set.
+    pub fn set(&self) -> &[usize] {
+        &self.set
+    }
+
+    fn me(&self) -> u32 {
+        self.set_comm.rank() as u32
+    }
+
+    /// Joins the group with a buffer of `len` bytes, or resizes the one joined.
+    fn ensure_buffer(&mut self, len: usize) -> Result<&mut CkptMember<'static>> {
+        let me = self.me();
+        if self.member.as_ref().is_some_and(|m| m.buffer().len() != len) {
+            let m = self.member.as_mut().expect("checked");
+            m.resize(len).map_err(client_error("resizing the group buffer"))?;
+        }
+        if self.member.is_none() {
+            let member = self.client.ckpt_join(&self.spec, me, len).map_err(client_error("joining the group"))?;
+            self.member = Some(member);
+        }
+        Ok(self.member.as_mut().expect("joined"))
+    }
+
+    /// The registered buffer of `len` bytes the server pulls (collective only in that every
+    /// rank of the set must call [`Redundancy::protect`] afterwards). An application that
+    /// builds its checkpoint here saves protect a copy.
+    pub fn buffer_mut(&mut self, len: usize) -> Result<&mut [u8]> {
+        self.ensure_buffer(len)?.buffer_mut().map_err(client_error("the group buffer"))
+    }
+
+    /// Puts `data` in the buffer unless it already is the buffer.
+    fn stage(&mut self, data: &[u8]) -> Result<()> {
+        let member = self.ensure_buffer(data.len())?;
+        if member.buffer().as_ptr() != data.as_ptr() {
+            member.buffer_mut().map_err(client_error("the group buffer"))?.copy_from_slice(data);
+        }
+        Ok(())
+    }
+
+    fn record(&self, target: &Target, epoch: u64, sizes: Vec<u64>) -> Record {
+        let _ = target;
+        Record { group: self.spec.name.clone(), server: self.server.to_string(), epoch, set: self.set.clone(), sizes }
+    }
+}
+
+fn connect(server: SocketAddr) -> Result<&'static Client> {
+    let mut config = ClientConfig::new(vec![server]);
+    if let Ok(t) = std::env::var("NAM_TENANT") {
+        config.tenant = t;
+    }
+    if let Ok(t) = std::env::var("NAM_TOKEN") {
+        config.token = t;
+    }
+    config.transports = std::env::var("NAM_TRANSPORTS").ok();
+    let client = Client::connect(config).map_err(client_error("connecting"))?;
+    // The scheme lives as long as the job's checkpointing; the member borrows the client,
+    // so the client is given the life of the process.
+    Ok(Box::leak(Box::new(client)))
+}
+
+impl Redundancy for NamXor {
+    fn scheme(&self) -> Scheme {
+        Scheme::NamXor
+    }
+
+    fn protect(&mut self, data: &[u8], target: &Target) -> Result<ProtectStats> {
+        let clock = Stopwatch::start();
+        let staged = self.stage(data);
+        agree(&self.set_comm, staged, "staging the checkpoint")?;
+        let last = self.member.as_ref().expect("staged").epoch();
+        let epoch = all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) + 1;
+        let member = self.member.as_mut().expect("staged");
+        let pulled = member
+            .ready_epoch(epoch)
+            .and_then(|_| member.wait(SERVER_WAIT))
+            .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
+            .map_err(client_error("parity generation"));
+        agree(&self.set_comm, pulled, "parity generation at the memory server")?;
+        let sizes = all_gather_u64(&self.set_comm, data.len() as u64);
+        let record = self.record(target, epoch, sizes);
+        let written = write_record(target, &record);
+        agree(&self.set_comm, written, "writing the NAM-XOR record")?;
+        Ok(ProtectStats {
+            data_bytes: data.len() as u64,
+            sent_bytes: data.len() as u64,
+            stored_bytes: 0,
+            seconds: clock.wall_seconds(),
+            cpu_seconds: clock.cpu_seconds(),
+        })
+    }
+
+    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        let lost = lost_ranks(&self.set_comm, data.is_some());
+        let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
+        if lost.len() > 1 {
+            return Err(CkptError::Unrecoverable(format!(
+                "NAM-XOR set {:?} lost ranks {lost_world:?}; XOR parity rebuilds one rank per set",
+                self.set
+            )));
+        }
+        let Some(&l) = lost.first() else { return Ok(Rebuilt::default()) };
+        let me = self.me() as usize;
+        let record = if me == l { Ok(None) } else { read_record(target).map(Some) };
+        let record = agree(&self.set_comm, record, "reading the NAM-XOR record")?;
+        let root = if l == 0 { 1 } else { 0 };
+        let json = record.as_ref().map(|r| serde_json::to_vec(r).expect("serializes")).unwrap_or_default();
+        let record: Record = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &json))
+            .map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?;
+        let staged = match data {
+            Some(d) => self.stage(d),
+            None => self.ensure_buffer(0).map(|_| ()),
+        };
+        agree(&self.set_comm, staged, "rejoining the group")?;
+        let requested = if me == l {
+            self.member
+                .as_ref()
+                .expect("joined")
+                .restore(l as u32, record.epoch)
+                .map(Some)
+                .map_err(client_error("restore"))
+        } else {
+            Ok(None)
+        };
+        let restored = agree(&self.set_comm, requested, "requesting the restore")?;
+        self.set_comm.barrier();
+        let member = self.member.as_mut().expect("joined");
+        let waited = member.wait_restore(SERVER_WAIT).map(|_| ()).map_err(client_error("restore"));
+        agree(&self.set_comm, waited, "rebuilding at the memory server")?;
+        let out = match restored {
+            Some(allocation) => {
+                let len = record.sizes[l];
+                member.fetch_restored(&allocation, len).map_err(client_error("fetching the rebuilt data"))?;
+                write_record(target, &record)?;
+                Some(member.buffer().to_vec())
+            }
+            None => None,
+        };
+        Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+    }
+
+    fn discard(&mut self, target: &Target) -> Result<()> {
+        super::xor::remove_if_exists(&target.file("namxor"))
+    }
+}
+
+fn write_record(target: &Target, record: &Record) -> Result<()> {
+    let path = target.file("namxor");
+    let bytes = serde_json::to_vec(record).expect("serializes");
+    std::fs::write(&path, bytes).map_err(|e| CkptError::io("write", &path, e))
+}
+
+fn read_record(target: &Target) -> Result<Record> {
+    let path = target.file("namxor");
+    let bytes = std::fs::read(&path).map_err(|e| CkptError::io("read", &path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| CkptError::Corrupt(format!("{}: {e}", path.display())))
+}

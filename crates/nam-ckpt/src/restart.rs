@@ -1,0 +1,200 @@
+//! Restart: find the newest restorable version, fall back level by level, then version by
+//! version (seed 001 §4.3.4: RAM first, then SSD; here also L2 rebuild and the L3 copy).
+
+use crate::checkpointer::Checkpointer;
+use crate::error::{CkptError, Result};
+use crate::format::{self, Loaded};
+use crate::level::{Level, LevelKind};
+use crate::redundancy::{agree, Target};
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// What a restart restored (the same on every rank).
+#[derive(Debug, Clone, Serialize)]
+pub struct RestartOutcome {
+    /// Version restored.
+    pub version: u64,
+    /// Level it came from.
+    pub level: LevelKind,
+    /// Ranks whose data was rebuilt by the L2 scheme.
+    pub rebuilt_ranks: Vec<usize>,
+    /// Chunks rebuilt from chunk parity, summed over all ranks.
+    pub repaired_chunks: usize,
+    /// `(version, level, reason)` of every candidate tried and refused before this one.
+    pub fell_back: Vec<(u64, LevelKind, String)>,
+}
+
+impl Checkpointer {
+    fn levels(&self) -> Vec<Level> {
+        [Some(self.ram.clone()), Some(self.ssd.clone()), self.pfs.clone()].into_iter().flatten().collect()
+    }
+
+    /// Collective: `(version, level)` pairs committed on any rank, newest version first,
+    /// RAM before SSD before PFS.
+    fn candidates(&self, name: &str) -> Vec<(u64, LevelKind)> {
+        let rank = self.comm.rank();
+        let mine: Vec<(u64, u64)> = self
+            .levels()
+            .iter()
+            .flat_map(|l| l.committed(name, rank).into_iter().map(move |v| (v, l.kind.code())))
+            .collect();
+        let json = serde_json::to_vec(&mine).expect("serializes");
+        let mut all = BTreeSet::new();
+        for bytes in self.comm.all_gather_bytes(&json) {
+            let theirs: Vec<(u64, u64)> = serde_json::from_slice(&bytes).expect("our own encoding");
+            all.extend(theirs);
+        }
+        let mut list: Vec<(u64, LevelKind)> =
+            all.into_iter().filter_map(|(v, k)| LevelKind::from_code(k).map(|k| (v, k))).collect();
+        list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        list
+    }
+
+    /// Collective: the newest version of `name` that a restart can start from (`None`
+    /// when there is none). A commit marker on any rank means that version was stored on
+    /// every rank; restart still verifies every byte and falls back when it must.
+    pub fn latest(&self, name: Option<&str>) -> Option<u64> {
+        let name = name.unwrap_or(&self.config.name).to_string();
+        self.candidates(&name).first().map(|c| c.0)
+    }
+
+    /// Collective: restores the newest restorable version (or exactly `version`) into the
+    /// protected regions (all, or only `ids`) and routed files. Each candidate is read and
+    /// verified (CRC32C per chunk, rebuilt from chunk parity where possible); ranks whose
+    /// data is missing or corrupt are rebuilt by the L2 scheme; a candidate that still fails
+    /// sends the restart to the next level, then to the next older version. Wrong data is
+    /// never copied into a region.
+    pub fn restart(&mut self, name: Option<&str>, version: Option<u64>, ids: Option<&[i32]>) -> Result<RestartOutcome> {
+        let name = name.unwrap_or(&self.config.name).to_string();
+        if let Some(ids) = ids {
+            if let Some(&id) = ids.iter().find(|id| !self.regions.contains_key(id)) {
+                return Err(CkptError::UnknownRegion(id));
+            }
+        }
+        let mut fell_back = Vec::new();
+        for (v, kind) in self.candidates(&name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
+            match self.try_candidate(&name, v, kind) {
+                Ok((loaded, rebuilt_ranks)) => {
+                    let local = self.restore_into(&loaded, ids);
+                    agree(self.comm.raw(), local, "copying restored data into regions")?;
+                    let repaired_chunks = self.comm.sum_u64(loaded.repaired_chunks as u64) as usize;
+                    return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
+                }
+                Err(e @ CkptError::RankCount { .. }) => return Err(e),
+                Err(e) => fell_back.push((v, kind, e.to_string())),
+            }
+        }
+        let tried = fell_back.iter().map(|(v, k, e)| format!("v{v}/{}: {e}", k.name())).collect::<Vec<_>>();
+        let which = version.map(|v| format!(" for version {v}")).unwrap_or_default();
+        Err(CkptError::NoCheckpoint(format!(" of `{name}`{which}; tried: [{}]", tried.join("; "))))
+    }
+
+    /// Reads one candidate on every rank, rebuilding lost ranks with L2 on the L1 levels.
+    fn try_candidate(&mut self, name: &str, version: u64, kind: LevelKind) -> Result<(Loaded, Vec<usize>)> {
+        let rank = self.comm.rank();
+        let level = self.levels().into_iter().find(|l| l.kind == kind).expect("candidate level exists");
+        let local = if level.marker(name, version, rank).exists() {
+            format::read(&level.file(name, version, rank))
+        } else {
+            Err(CkptError::NoCheckpoint(format!(": rank {rank} has no commit marker")))
+        };
+        let ranks = self.comm.size();
+        let written = local.as_ref().map(|l| l.footer.ranks as u64).unwrap_or(0);
+        let max_written = self.comm.max_u64(written);
+        if max_written != 0 && max_written != ranks as u64 {
+            return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
+        }
+        if kind == LevelKind::Pfs {
+            let failed = !self.comm.all_agree(local.is_ok());
+            return match local {
+                Ok(l) if !failed => Ok((l, Vec::new())),
+                _ => Err(self.with_local_causes(&local, CkptError::NoCheckpoint(" complete on every rank".into()))),
+            };
+        }
+        let dir = level.version_dir(name, version);
+        let target_name = format!("rank-{rank}");
+        let target = Target { dir: &dir, name: &target_name, fsync: false };
+        let have = local.as_ref().ok().map(|l| l.data.as_slice());
+        let rebuilt = self.scheme.rebuild(have, &target).map_err(|e| self.with_local_causes(&local, e))?;
+        let loaded = match (local, rebuilt.data) {
+            (Ok(l), _) => l,
+            (Err(_), Some(data)) => self.rewrite(&level, name, version, data)?,
+            (Err(e), None) => return Err(e),
+        };
+        Ok((loaded, rebuilt.lost))
+    }
+
+    /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the
+    /// node; the layout is that of the protected regions (as in FTI and SCR, the application
+    /// protects its regions before it restarts), which must add up to the rebuilt size.
+    fn rewrite(&self, level: &Level, name: &str, version: u64, data: Vec<u8>) -> Result<Loaded> {
+        let rank = self.comm.rank();
+        let regions: Vec<(i32, u64)> = self.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
+        let protected: u64 = regions.iter().map(|r| r.1).sum();
+        if protected != data.len() as u64 {
+            return Err(CkptError::Corrupt(format!(
+                "rank {rank}: rebuilt {} bytes, but the protected regions add up to {protected}",
+                data.len()
+            )));
+        }
+        let footer = format::Footer {
+            name: name.into(),
+            version,
+            rank,
+            ranks: self.comm.size(),
+            regions,
+            files: Vec::new(),
+            chunk: 0,
+            crcs: Vec::new(),
+            parity: None,
+            parity_crcs: Vec::new(),
+        };
+        let opts = self.write_options(level.kind);
+        std::fs::create_dir_all(level.version_dir(name, version))
+            .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
+        format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
+        let _ = std::fs::write(level.marker(name, version, rank), b"");
+        Ok(Loaded { footer, data, repaired_chunks: 0 })
+    }
+
+    /// Copies the loaded data into the regions (and routed files).
+    fn restore_into(&mut self, loaded: &Loaded, ids: Option<&[i32]>) -> Result<()> {
+        let mut at = 0usize;
+        for (id, len) in &loaded.footer.regions {
+            let len = *len as usize;
+            if ids.is_none_or(|ids| ids.contains(id)) {
+                let region = self.regions.get(id).ok_or(CkptError::UnknownRegion(*id))?;
+                if region.len != len {
+                    return Err(CkptError::SizeMismatch { id: *id, stored: len as u64, protected: region.len as u64 });
+                }
+                // SAFETY: `protect`'s contract: the region is valid and not accessed concurrently.
+                unsafe { std::ptr::copy_nonoverlapping(loaded.data[at..].as_ptr(), region.ptr, len) };
+            }
+            at += len;
+        }
+        for (file, len) in &loaded.footer.files {
+            let path = self.route_file(file)?;
+            std::fs::write(&path, &loaded.data[at..at + *len as usize])
+                .map_err(|e| CkptError::io("restore", &path, e))?;
+            at += *len as usize;
+        }
+        Ok(())
+    }
+
+    /// Collective: `error` extended with why each rank could not read its own file.
+    fn with_local_causes(&self, local: &Result<Loaded>, error: CkptError) -> CkptError {
+        let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+        let causes: Vec<String> = self
+            .comm
+            .all_gather_bytes(mine.as_bytes())
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(r, m)| format!("rank {r}: {}", String::from_utf8_lossy(m)))
+            .collect();
+        if causes.is_empty() {
+            return error;
+        }
+        CkptError::Unrecoverable(format!("{} ({error})", causes.join("; ")))
+    }
+}

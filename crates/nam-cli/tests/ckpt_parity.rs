@@ -1,0 +1,298 @@
+//! The server's checkpoint-parity engine (NAM-XOR) against real `nam serve` processes: ranks
+//! are clients in this process, each playing its own node. Checkpoint, lose one rank's data,
+//! restore it from the parity and the survivors, compare bytes; and the faults of issue 3.
+
+mod ckpt_support;
+mod common;
+
+use common::{ServerProcess, TRANSPORTS};
+use nam_client::{CkptMember, Client, GroupSpec, Status};
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn spec(name: &str, ranks: u32, rank: u32) -> GroupSpec {
+    let mut spec = GroupSpec::new(name, ranks);
+    spec.node = format!("node{rank}");
+    spec.segment_bytes = 4096;
+    spec.in_flight = 4;
+    spec.timeout = Duration::from_secs(3);
+    spec
+}
+
+fn data(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+/// Joins `sizes.len()` ranks, fills each buffer with `data(epoch * 100 + r)`, checkpoints.
+fn checkpoint_all(members: &mut [CkptMember<'_>], epoch_seed: u64) -> u64 {
+    for (r, m) in members.iter_mut().enumerate() {
+        let len = m.buffer().len();
+        m.buffer_mut().unwrap().copy_from_slice(&data(epoch_seed * 100 + r as u64, len));
+    }
+    let epochs: Vec<u64> = members.iter_mut().map(|m| m.ready().unwrap()).collect();
+    for m in members.iter_mut() {
+        m.wait(WAIT).unwrap();
+    }
+    members[0].wait_complete(epochs[0], WAIT).unwrap();
+    epochs[0]
+}
+
+/// Rank `lost` restarts with no data: a fresh client joins with an empty buffer, asks for
+/// the restore, and fetches the rebuilt bytes. The survivors wait for the restore too, as
+/// the MPI layer has them do (over TCP, UCX emulates the server's GETs with messages that
+/// only a progressing rank answers).
+fn restore_rank(server: &ServerProcess, survivors: &[CkptMember<'_>], name: &str, ranks: u32, lost: u32) -> Vec<u8> {
+    let client = server.client();
+    let mut replacement = client.ckpt_join(&spec(name, ranks, lost), lost, 0).unwrap();
+    let len = replacement.recorded_len();
+    let restored = replacement.restore(lost, 0).unwrap();
+    std::thread::scope(|scope| {
+        for s in survivors {
+            scope.spawn(move || s.wait_restore(WAIT).unwrap());
+        }
+        replacement.wait_restore(WAIT).unwrap();
+    });
+    replacement.fetch_restored(&restored, len).unwrap();
+    replacement.buffer().to_vec()
+}
+
+#[test]
+fn uneven_buffers_are_rebuilt_byte_for_byte_on_both_transports() {
+    for transports in TRANSPORTS {
+        let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let sizes = [100_000usize, 4096 * 7 + 5, 1, 65_536];
+        let clients: Vec<Client> = sizes.iter().map(|_| server.client()).collect();
+        let ranks = sizes.len() as u32;
+        let mut members: Vec<CkptMember<'_>> = clients
+            .iter()
+            .zip(sizes)
+            .enumerate()
+            .map(|(r, (c, len))| c.ckpt_join(&spec("uneven", ranks, r as u32), r as u32, len).unwrap())
+            .collect();
+        assert_eq!(checkpoint_all(&mut members, 1), 1);
+        assert_eq!(checkpoint_all(&mut members, 2), 2);
+        for lost in [0u32, 1, 3] {
+            // The lost rank's process is gone: its client disconnects.
+            let rebuilt = {
+                let expected = data(200 + lost as u64, sizes[lost as usize]);
+                let mut gone = members.remove(lost as usize);
+                gone.buffer_mut().unwrap().fill(0);
+                drop(gone);
+                let rebuilt = restore_rank(&server, &members, "uneven", ranks, lost);
+                assert_eq!(rebuilt, expected, "rank {lost} over {transports}");
+                rebuilt
+            };
+            let rejoined = clients[lost as usize].ckpt_join(&spec("uneven", ranks, lost), lost, rebuilt.len()).unwrap();
+            members.insert(lost as usize, rejoined);
+            members[lost as usize].buffer_mut().unwrap().copy_from_slice(&rebuilt);
+        }
+    }
+}
+
+fn status_of<T: std::fmt::Debug>(result: Result<T, nam_client::Error>) -> (Status, String) {
+    let e = result.expect_err("expected an error");
+    (e.server_status().unwrap_or_else(|| panic!("not a server status: {e}")), e.to_string())
+}
+
+/// Joins one client per rank, each with `len` bytes.
+fn join_all<'c>(clients: &'c [Client], ranks: u32, name: &str, len: usize) -> Vec<CkptMember<'c>> {
+    clients.iter().enumerate().map(|(r, c)| c.ckpt_join(&spec(name, ranks, r as u32), r as u32, len).unwrap()).collect()
+}
+
+/// Puts epoch `seed`'s data back into every member's buffer (what ranks do after a restart:
+/// reload their checkpoint from local storage).
+fn reload(members: &mut [CkptMember<'_>], seed: u64) {
+    for m in members.iter_mut() {
+        let len = m.buffer().len();
+        let r = m.rank() as u64;
+        m.buffer_mut().unwrap().copy_from_slice(&data(seed * 100 + r, len));
+    }
+}
+
+#[test]
+fn a_rank_that_never_flags_ready_fails_the_epoch_by_name_and_the_previous_one_survives() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "16MiB"]);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients, 3, "straggler", 50_000);
+    assert_eq!(checkpoint_all(&mut members, 1), 1);
+    reload(&mut members[..2], 2);
+    for m in &mut members[..2] {
+        assert_eq!(m.ready().unwrap(), 2);
+    }
+    // Each flagged rank is released once its own buffer is folded in; the epoch then fails.
+    assert_eq!(members[0].wait(WAIT).unwrap(), 2);
+    let (status, message) = status_of(members[0].wait_complete(2, WAIT));
+    assert_eq!(status, Status::CkptTimeout, "{message}");
+    assert!(message.contains("ranks [2] did not flag ready"), "{message}");
+    assert_eq!(members[0].complete_epoch().unwrap(), 1);
+    // The late rank is refused for the failed epoch and catches up with the group's next one.
+    assert_eq!(status_of(members[2].ready_epoch(2)).0, Status::CkptBusy);
+    let lost = members.remove(1);
+    drop(lost);
+    reload(&mut members, 1);
+    let rebuilt = restore_rank(&server, &members, "straggler", 3, 1);
+    assert_eq!(rebuilt, data(101, 50_000));
+}
+
+#[test]
+fn a_rank_that_disconnects_during_generation_leaves_the_previous_epoch_restorable() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "16MiB"]);
+    let mut clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let dying = clients.pop().unwrap();
+    let mut members = join_all(&clients, 3, "dying", 30_000);
+    let mut last = dying.ckpt_join(&spec("dying", 3, 2), 2, 30_000).unwrap();
+    reload(&mut members, 1);
+    last.buffer_mut().unwrap().copy_from_slice(&data(102, 30_000));
+    for m in &mut members {
+        assert_eq!(m.ready().unwrap(), 1);
+    }
+    assert_eq!(last.ready().unwrap(), 1);
+    last.wait(WAIT).unwrap();
+    members[0].wait_complete(1, WAIT).unwrap();
+    for m in &mut members {
+        m.wait(WAIT).unwrap();
+    }
+    reload(&mut members, 2);
+    for m in &mut members {
+        m.ready().unwrap();
+    }
+    drop(last);
+    drop(dying);
+    let (status, message) = status_of(members[0].wait_complete(2, WAIT));
+    assert_eq!(status, Status::CkptRankFailed, "{message}");
+    assert!(message.contains("rank 2"), "{message}");
+    for m in &mut members {
+        m.wait(WAIT).unwrap();
+    }
+    reload(&mut members, 1);
+    let rebuilt = restore_rank(&server, &members, "dying", 3, 2);
+    assert_eq!(rebuilt, data(102, 30_000));
+}
+
+#[test]
+fn two_lost_ranks_are_unrecoverable_and_oversized_buffers_are_refused() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "1MiB"]);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients[..2], 3, "two", 10_000);
+    let third = clients[2].ckpt_join(&spec("two", 3, 2), 2, 10_000).unwrap();
+    members.push(third);
+    assert_eq!(checkpoint_all(&mut members, 1), 1);
+    drop(members.split_off(1));
+    drop(clients.into_iter().skip(1).collect::<Vec<_>>());
+    let client = server.client();
+    let replacement = client.ckpt_join(&spec("two", 3, 1), 1, 0).unwrap();
+    let outcome = common::eventually(Duration::from_secs(5), || {
+        replacement.restore(1, 0).is_err_and(|e| e.server_status() == Some(Status::CkptUnrecoverable))
+    });
+    assert!(outcome, "restoring with two ranks gone must be refused as unrecoverable");
+    let (status, message) = status_of(replacement.restore(1, 0));
+    assert_eq!(status, Status::CkptUnrecoverable, "{message}");
+    assert!(message.contains("XOR parity rebuilds only one rank"), "{message}");
+
+    // Parity for two 2 MiB buffers cannot fit a 1 MiB pool: refused at ready, nothing changes.
+    let big: Vec<Client> = (0..2).map(|_| server.client()).collect();
+    let mut members = join_all(&big, 2, "big", 2 << 20);
+    let (status, message) = status_of(members[0].ready());
+    assert_eq!(status, Status::PoolExhausted, "{message}");
+    assert!(message.contains("parity slot"), "{message}");
+}
+
+/// Where the engine keeps `name`'s allocation in a file-backed pool, from the manifest.
+fn slot_offsets(backing: &std::path::Path, name: &str) -> Vec<(String, u64)> {
+    let manifest: nam_server::manager::Manifest =
+        serde_json::from_slice(&std::fs::read(nam_server::manifest_path_for(backing)).unwrap()).unwrap();
+    manifest
+        .allocations
+        .into_iter()
+        .filter_map(|a| a.name.filter(|n| n.starts_with(&format!("ckpt:{name}:parity"))).map(|n| (n, a.offset)))
+        .collect()
+}
+
+#[test]
+fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corrupted_parity() {
+    let dir = common::temp_dir("ckpt-backing");
+    let backing = dir.join("pool.bin");
+    let args = ["--capacity", "16MiB", "--backing", backing.to_str().unwrap()];
+    let mut server = ServerProcess::start("sm,self,tcp", &args);
+    {
+        let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+        let mut members = join_all(&clients, 3, "persist", 40_000);
+        assert_eq!(checkpoint_all(&mut members, 1), 1);
+        reload(&mut members, 2);
+        members[0].ready().unwrap();
+        server.kill();
+        assert!(members[0].wait(Duration::from_secs(5)).is_err(), "a dead server must give an error");
+    }
+    let mut server = ServerProcess::start("sm,self,tcp", &args);
+    {
+        let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+        let mut members = join_all(&clients, 3, "persist", 40_000);
+        assert_eq!(members[0].complete_epoch_at_join(), 1);
+        let lost = members.remove(2);
+        drop(lost);
+        reload(&mut members, 1);
+        assert_eq!(restore_rank(&server, &members, "persist", 3, 2), data(102, 40_000));
+    }
+    server.terminate();
+    // Flip one parity byte of every slot: a restore must refuse, never hand out wrong data.
+    let mut pool = std::fs::read(&backing).unwrap();
+    for (_, offset) in slot_offsets(&backing, "persist") {
+        pool[(offset + 4096 + 7) as usize] ^= 0x40;
+    }
+    std::fs::write(&backing, &pool).unwrap();
+    let server = ServerProcess::start("sm,self,tcp", &args);
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let mut members = join_all(&clients, 3, "persist", 40_000);
+    let lost = members.remove(2);
+    drop(lost);
+    reload(&mut members, 1);
+    let replacement_client = server.client();
+    let replacement = replacement_client.ckpt_join(&spec("persist", 3, 2), 2, 0).unwrap();
+    let (status, message) = status_of(replacement.restore(2, 0));
+    assert_eq!(status, Status::CkptCorrupted, "{message}");
+    assert!(message.contains("fails its checksum"), "{message}");
+}
+
+/// NAM-XOR as an L2 scheme of nam-ckpt under `mpirun`: sets on distinct emulated nodes,
+/// uneven sizes, one lost rank per set rebuilt by the server, two lost in a set refused.
+#[test]
+fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
+    for transports in TRANSPORTS {
+        let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let servers = server.addr.to_string();
+        for (ranks, lose, set, ok) in [(3, "1", "8", true), (5, "0,4", "3", true), (4, "1,2", "8", false)] {
+            let dir = ckpt_support::temp_dir(&format!("namxor-{ranks}-{}", lose.replace(',', "_")));
+            let args = [
+                "ckpt-check",
+                "redundancy",
+                "--scheme",
+                "nam-xor",
+                "--uneven",
+                "--size-per-rank",
+                "300KiB",
+                "--lose",
+                lose,
+                "--set-size",
+                set,
+                "--servers",
+                &servers,
+                "--dir",
+                dir.to_str().unwrap(),
+            ];
+            let mut cmd = ckpt_support::mpirun(ranks, ranks, &args);
+            cmd.env("NAM_TRANSPORTS", transports).env("UCX_TLS", transports);
+            cmd.env("NAM_CKPT_GROUP", format!("t{ranks}-{}", lose.replace(',', "_")));
+            let out = ckpt_support::run(cmd);
+            let text = ckpt_support::text(&out);
+            let _ = std::fs::remove_dir_all(&dir);
+            if ok {
+                assert!(out.status.success() && text.contains("bytes_match=true"), "{ranks} lose {lose}:\n{text}");
+            } else {
+                assert!(!out.status.success() && text.contains("rebuilds one rank per set"), "{text}");
+            }
+        }
+    }
+}

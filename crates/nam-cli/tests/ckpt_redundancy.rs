@@ -1,0 +1,57 @@
+//! L2 redundancy under `mpirun`: each scheme protects uneven per-rank checkpoints, ranks lose
+//! their node-local directory, the scheme rebuilds, and every byte is compared. Losses beyond
+//! what a scheme survives, and corrupted stored redundancy, give a clear error, never data.
+
+mod ckpt_support;
+
+use ckpt_support::{mpirun, run, temp_dir, text};
+
+fn check(ranks: usize, nodes: usize, scheme: &str, lose: &str, extra: &[&str]) -> (bool, String) {
+    let dir = temp_dir(&format!("{scheme}-{ranks}-{}", lose.replace(',', "_")));
+    let mut args = vec!["ckpt-check", "redundancy", "--scheme", scheme, "--uneven", "--size-per-rank", "300KiB"];
+    args.extend(["--block", "64KiB", "--lose", lose, "--dir", dir.to_str().unwrap()]);
+    args.extend(extra);
+    let out = run(mpirun(ranks, nodes, &args));
+    let _ = std::fs::remove_dir_all(&dir);
+    (out.status.success(), text(&out))
+}
+
+#[test]
+fn xor_rebuilds_one_lost_rank_per_set() {
+    for (ranks, nodes, lose, set) in [(3, 3, "1", "8"), (4, 4, "0", "8"), (6, 3, "2,5", "3")] {
+        let (ok, out) = check(ranks, nodes, "xor", lose, &["--set-size", set]);
+        assert!(ok && out.contains("bytes_match=true"), "{ranks} ranks, lose {lose}:\n{out}");
+    }
+}
+
+#[test]
+fn partner_rebuilds_lost_ranks_whose_partner_survives() {
+    for (ranks, nodes, lose) in [(2, 2, "1"), (4, 2, "0,2"), (5, 3, "4")] {
+        let (ok, out) = check(ranks, nodes, "partner", lose, &[]);
+        assert!(ok && out.contains("bytes_match=true"), "{ranks} ranks, lose {lose}:\n{out}");
+    }
+}
+
+#[test]
+fn losses_beyond_the_scheme_are_unrecoverable_not_wrong() {
+    let (ok, out) = check(4, 4, "xor", "1,2", &[]);
+    assert!(!ok && out.contains("unrecoverable") && out.contains("lost ranks [1, 2]"), "{out}");
+    let (ok, out) = check(4, 4, "partner", "1,2", &[]);
+    assert!(!ok && out.contains("rank 1 and its partner 2 both lost"), "{out}");
+    let (ok, out) = check(3, 3, "none", "0", &[]);
+    assert!(!ok && out.contains("scheme is `none`"), "{out}");
+}
+
+#[test]
+fn corrupted_redundancy_is_detected() {
+    let (ok, out) = check(4, 4, "xor", "1", &["--corrupt-redundancy-of", "3"]);
+    assert!(!ok && out.contains("CRC32C mismatch"), "{out}");
+    let (ok, out) = check(3, 3, "partner", "0", &["--corrupt-redundancy-of", "1"]);
+    assert!(!ok && out.contains("CRC32C mismatch"), "{out}");
+}
+
+#[test]
+fn one_node_is_refused_with_the_reason() {
+    let (ok, out) = check(3, 1, "xor", "1", &[]);
+    assert!(!ok && out.contains("needs ranks on at least 2 nodes"), "{out}");
+}

@@ -1,0 +1,394 @@
+//! Checkpoint groups: a rank's side of the server's XOR-parity engine (NAM-XOR).
+//!
+//! A rank [`Client::ckpt_join`]s a group with the size of its checkpoint buffer. The buffer is
+//! memory the library maps with UCX ([`CkptMember::buffer_mut`]), so the server can pull it
+//! one-sided: through shared memory on the same host, RDMA between hosts, and emulated RMA
+//! over TCP (which needs this process to progress: [`CkptMember::test`] and
+//! [`CkptMember::wait`] do). The rank writes its checkpoint into the buffer, flags it
+//! [`CkptMember::ready`] (non-blocking) and must not change it until [`CkptMember::wait`]
+//! says the server has folded it into the parity. After a failure, the surviving ranks load
+//! their checkpoints back into their buffers and one rank asks for a
+//! [`CkptMember::restore`] of the lost one; the rebuilt bytes land in a server allocation the
+//! replacement reads ([`CkptMember::fetch_restored`]).
+
+use crate::allocation::Allocation;
+use crate::client::Client;
+use crate::error::{Error, Result};
+use nam_proto::ckpt::*;
+use nam_proto::{Reply, Request, Status};
+use nam_ucx::MemRegion;
+use std::time::{Duration, Instant};
+
+/// The group a rank joins and how the server pulls it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Group name, unique in the tenant.
+    pub name: String,
+    /// Ranks in the group.
+    pub ranks: u32,
+    /// Index of the server (in the client's list) that keeps the group's parity.
+    pub server: usize,
+    /// Bytes per GET; 0 for the server's default ([`CKPT_SEGMENT_DEFAULT`]).
+    pub segment_bytes: u32,
+    /// GETs in flight per rank; 0 for the default ([`CKPT_IN_FLIGHT_DEFAULT`]).
+    pub in_flight: u32,
+    /// Deadline for all ranks to flag an epoch ready, and for a restore; zero for the default.
+    pub timeout: Duration,
+    /// This rank's node identity: ranks of one node never share a group (`NAM_NODE_ID`,
+    /// else the host name).
+    pub node: String,
+}
+
+impl GroupSpec {
+    /// A group `name` of `ranks` ranks on server 0 with default tuning.
+    pub fn new(name: &str, ranks: u32) -> GroupSpec {
+        GroupSpec {
+            name: name.into(),
+            ranks,
+            server: 0,
+            segment_bytes: 0,
+            in_flight: 0,
+            timeout: Duration::ZERO,
+            node: node_id(),
+        }
+    }
+}
+
+/// This process's node identity: `NAM_NODE_ID` if set (so one machine can play several
+/// nodes), else the host name.
+pub fn node_id() -> String {
+    std::env::var("NAM_NODE_ID").unwrap_or_else(|_| nam_proto::host_id().split('/').next().unwrap_or("").to_string())
+}
+
+/// One rank's membership of a checkpoint group.
+pub struct CkptMember<'c> {
+    client: &'c Client,
+    spec: GroupSpec,
+    rank: u32,
+    group_id: u64,
+    control: Allocation,
+    region: Option<MemRegion>,
+    len: usize,
+    /// Last epoch this rank flagged ready (or the group's complete epoch at join).
+    epoch: u64,
+    /// Whether the server may still be reading the buffer.
+    in_flight: bool,
+    joined_complete_epoch: u64,
+    recorded_len: u64,
+}
+
+impl Client {
+    /// Joins (or creates) the checkpoint group `spec` as `rank`, with a checkpoint buffer of
+    /// `buffer_len` bytes mapped for the server to pull. A replacement rank that does not
+    /// know its size yet passes 0, restores, then [`CkptMember::resize`]s.
+    pub fn ckpt_join(&self, spec: &GroupSpec, rank: u32, buffer_len: usize) -> Result<CkptMember<'_>> {
+        if spec.server >= self.server_count() {
+            return Err(Error::InvalidArgument("checkpoint group on a server index that is not configured"));
+        }
+        let mut member = CkptMember {
+            client: self,
+            spec: spec.clone(),
+            rank,
+            group_id: 0,
+            control: Allocation::placeholder(),
+            region: None,
+            len: 0,
+            epoch: 0,
+            in_flight: false,
+            joined_complete_epoch: 0,
+            recorded_len: 0,
+        };
+        member.register(buffer_len)?;
+        Ok(member)
+    }
+}
+
+impl<'c> CkptMember<'c> {
+    /// Maps a buffer of `len` bytes and (re)joins the group with it.
+    fn register(&mut self, len: usize) -> Result<()> {
+        let server = self.spec.server;
+        let (region, rkey, worker_address) = {
+            let inner = self.client.lock();
+            let addr = inner.links[server].addr;
+            let transport = |what| move |source| Error::Transport { addr, what, source };
+            let region = if len == 0 {
+                None
+            } else {
+                Some(MemRegion::allocate(&inner.context, len).map_err(transport("mapping the checkpoint buffer"))?)
+            };
+            let rkey = match &region {
+                Some(r) => r.pack_rkey().map_err(transport("packing the checkpoint buffer's key"))?,
+                None => Vec::new(),
+            };
+            (region, rkey, inner.worker.address().map_err(transport("querying the worker address"))?)
+        };
+        let join = CkptJoin {
+            group: self.spec.name.clone(),
+            ranks: self.spec.ranks,
+            rank: self.rank,
+            segment_bytes: self.spec.segment_bytes,
+            in_flight: self.spec.in_flight,
+            timeout_ms: self.spec.timeout.as_millis().min(u32::MAX as u128) as u32,
+            node: self.spec.node.clone(),
+            host: nam_proto::host_id(),
+            buffer_len: len as u64,
+            buffer_addr: region.as_ref().map_or(0, |r| r.address() as u64),
+            rkey,
+            worker_address,
+        };
+        let timeout = self.client.config.timeout;
+        let mut inner = self.client.lock();
+        let reply = inner.call(server, &Request::Ckpt(CkptRequest::Join(join)), "checkpoint join", timeout)?;
+        let Reply::Ckpt(CkptReply::Joined(joined)) = reply else {
+            return Err(Error::UnexpectedReply { addr: inner.links[server].addr, what: "checkpoint join" });
+        };
+        self.control = inner.adopt(server, joined.control)?;
+        drop(inner);
+        if let Some(r) = &region {
+            // SAFETY: UCX mapped `len` writable bytes at r.address(); zero them once so a new
+            // buffer never shows old memory.
+            unsafe { std::ptr::write_bytes(r.address(), 0, len) };
+        }
+        self.group_id = joined.group_id;
+        self.joined_complete_epoch = joined.complete_epoch;
+        self.recorded_len = joined.recorded_len;
+        self.epoch = joined.complete_epoch.max(self.epoch);
+        self.region = region;
+        self.len = len;
+        Ok(())
+    }
+
+    /// Joins again with a buffer of `len` bytes (contents start zeroed). Only between epochs.
+    pub fn resize(&mut self, len: usize) -> Result<()> {
+        self.ensure_idle()?;
+        self.register(len)
+    }
+
+    /// The last epoch this rank flagged ready (or the complete epoch when it joined).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the group.
+    pub fn ranks(&self) -> u32 {
+        self.spec.ranks
+    }
+
+    /// The newest complete epoch when this rank joined (after a server restart from a
+    /// file-backed pool, the one the pool still holds).
+    pub fn complete_epoch_at_join(&self) -> u64 {
+        self.joined_complete_epoch
+    }
+
+    /// The size the group recorded for this rank in that epoch (0 if none).
+    pub fn recorded_len(&self) -> u64 {
+        self.recorded_len
+    }
+
+    /// The checkpoint buffer, read-only (always allowed).
+    pub fn buffer(&self) -> &[u8] {
+        match &self.region {
+            // SAFETY: the region maps `len` bytes for as long as it lives; only shared
+            // access is handed out here.
+            Some(r) => unsafe { std::slice::from_raw_parts(r.address(), self.len) },
+            None => &[],
+        }
+    }
+
+    /// The checkpoint buffer to write the next checkpoint into. Refused while the server
+    /// may still be reading the previous one ([`Status::CkptBusy`]); [`CkptMember::wait`] first.
+    pub fn buffer_mut(&mut self) -> Result<&mut [u8]> {
+        self.ensure_idle()?;
+        Ok(match &self.region {
+            // SAFETY: as in `buffer`; `&mut self` makes this the only reference.
+            Some(r) => unsafe { std::slice::from_raw_parts_mut(r.address(), self.len) },
+            None => &mut [],
+        })
+    }
+
+    fn ensure_idle(&self) -> Result<()> {
+        if self.in_flight {
+            return Err(self.local_error(
+                Status::CkptBusy,
+                format!("epoch {} is still being pulled; wait before changing the buffer", self.epoch),
+            ));
+        }
+        Ok(())
+    }
+
+    fn local_error(&self, status: Status, message: String) -> Error {
+        Error::Refused { addr: self.client.config.servers[self.spec.server], what: "checkpoint", status, message }
+    }
+
+    /// Flags the buffer ready for the next epoch and returns that epoch's number. Returns at
+    /// once; the server pulls the buffer in the background.
+    pub fn ready(&mut self) -> Result<u64> {
+        self.ready_epoch(self.epoch + 1)
+    }
+
+    /// Like [`CkptMember::ready`] for an explicit epoch number, which every rank of the
+    /// group must use (the MPI layer agrees on it collectively, so a rank that missed a
+    /// failed epoch catches up).
+    pub fn ready_epoch(&mut self, epoch: u64) -> Result<u64> {
+        self.ensure_idle()?;
+        let request = CkptRequest::Ready { group_id: self.group_id, rank: self.rank, epoch };
+        self.call(request, "checkpoint ready")?;
+        self.epoch = epoch;
+        self.in_flight = true;
+        Ok(epoch)
+    }
+
+    fn call(&self, request: CkptRequest, what: &'static str) -> Result<Reply> {
+        let timeout = self.client.config.timeout;
+        self.client.lock().call(self.spec.server, &Request::Ckpt(request), what, timeout)
+    }
+
+    /// Whether the server has folded this rank's buffer into the parity of the epoch last
+    /// flagged ready; an error if that epoch failed.
+    pub fn test(&mut self) -> Result<bool> {
+        if !self.in_flight {
+            return Ok(true);
+        }
+        let word = CkptWord(self.client.fetch(&self.control, 8 * (CKPT_WORD_RANK0 + self.rank as u64))?);
+        if word.epoch() != self.epoch {
+            return Ok(false);
+        }
+        self.in_flight = false;
+        match word.failure() {
+            None => Ok(true),
+            Some(status) => Err(self.failure(status, "checkpoint epoch")),
+        }
+    }
+
+    /// Waits until [`CkptMember::test`] is true, at most `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        let mut polls = 0u32;
+        while !self.test()? {
+            if Instant::now() >= deadline {
+                return Err(self
+                    .local_error(Status::CkptTimeout, format!("epoch {} not pulled within {timeout:?}", self.epoch)));
+            }
+            backoff(&mut polls);
+        }
+        Ok(self.epoch)
+    }
+
+    /// Waits until the group's parity of `epoch` is complete (every rank pulled), at most
+    /// `timeout`. Fails if the epoch failed.
+    pub fn wait_complete(&self, epoch: u64, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut polls = 0u32;
+        loop {
+            if self.complete_epoch()? >= epoch {
+                return Ok(());
+            }
+            let own = CkptWord(self.client.fetch(&self.control, 8 * (CKPT_WORD_RANK0 + self.rank as u64))?);
+            if own.epoch() == epoch {
+                if let Some(status) = own.failure() {
+                    return Err(self.failure(status, "checkpoint epoch"));
+                }
+            }
+            let info = self.query()?;
+            if info.running_epoch != epoch && info.complete_epoch < epoch {
+                let status = if info.last_status == Status::Ok { Status::CkptRankFailed } else { info.last_status };
+                let message =
+                    if info.last_error.is_empty() { format!("epoch {epoch} failed") } else { info.last_error };
+                return Err(self.local_error(status, message));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.local_error(
+                    Status::CkptTimeout,
+                    format!("parity of epoch {epoch} not complete within {timeout:?}"),
+                ));
+            }
+            backoff(&mut polls);
+        }
+    }
+
+    /// The newest epoch whose parity is complete.
+    pub fn complete_epoch(&self) -> Result<u64> {
+        self.client.fetch(&self.control, 8 * CKPT_WORD_COMPLETE)
+    }
+
+    /// The group's state and its last error.
+    pub fn query(&self) -> Result<CkptInfo> {
+        match self.call(CkptRequest::Query { group_id: self.group_id }, "checkpoint query")? {
+            Reply::Ckpt(CkptReply::Info(info)) => Ok(info),
+            _ => Err(Error::UnexpectedReply { addr: self.client.config.servers[self.spec.server], what: "query" }),
+        }
+    }
+
+    /// An error for a failure signalled in a control word, with the server's explanation.
+    fn failure(&self, status: Status, what: &'static str) -> Error {
+        let message = self.query().map(|i| i.last_error).unwrap_or_else(|e| e.to_string());
+        Error::Refused { addr: self.client.config.servers[self.spec.server], what, status, message }
+    }
+
+    /// Asks the server to rebuild `lost_rank`'s checkpoint of `epoch` (0: the newest
+    /// complete) from the other ranks' buffers, which must hold that epoch's checkpoints, and
+    /// the parity. Returns the allocation the rebuilt bytes are written to; wait with
+    /// [`CkptMember::wait_restore`]. Every other rank must stay joined and leave its buffer
+    /// unchanged until then.
+    pub fn restore(&self, lost_rank: u32, epoch: u64) -> Result<Allocation> {
+        let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch };
+        let timeout = self.client.config.timeout;
+        let mut inner = self.client.lock();
+        let reply = inner.call(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)?;
+        let Reply::Alloc(grant) = reply else {
+            return Err(Error::UnexpectedReply { addr: inner.links[self.spec.server].addr, what: "restore" });
+        };
+        inner.adopt(self.spec.server, grant)
+    }
+
+    /// Waits until the running restore is finished (checksums verified), at most `timeout`.
+    /// Any rank of the group may wait; survivors wait before changing their buffers.
+    pub fn wait_restore(&self, timeout: Duration) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        let mut polls = 0u32;
+        loop {
+            let word = CkptWord(self.client.fetch(&self.control, 8 * CKPT_WORD_RESTORE)?);
+            if word.0 != 0 {
+                return match word.failure() {
+                    None => Ok(word.epoch()),
+                    Some(status) => Err(self.failure(status, "checkpoint restore")),
+                };
+            }
+            if Instant::now() >= deadline {
+                return Err(self.local_error(Status::CkptTimeout, format!("restore not finished within {timeout:?}")));
+            }
+            backoff(&mut polls);
+        }
+    }
+
+    /// Copies a finished restore's bytes into this rank's buffer (resizing it to fit) and
+    /// frees the server allocation.
+    pub fn fetch_restored(&mut self, restored: &Allocation, len: u64) -> Result<()> {
+        if len > restored.size() {
+            return Err(Error::InvalidArgument("restored length exceeds the restore allocation"));
+        }
+        if self.len as u64 != len {
+            self.resize(len as usize)?;
+        }
+        let client = self.client;
+        client.get(restored, 0, self.buffer_mut()?)?;
+        client.free(restored)
+    }
+
+    /// Deletes the group and its parity on the server.
+    pub fn destroy(self) -> Result<()> {
+        self.call(CkptRequest::Destroy { group_id: self.group_id }, "checkpoint destroy").map(|_| ())
+    }
+}
+
+fn backoff(polls: &mut u32) {
+    *polls = polls.saturating_add(1);
+    if *polls > 64 {
+        std::thread::sleep(Duration::from_micros((*polls as u64).min(500)));
+    }
+}

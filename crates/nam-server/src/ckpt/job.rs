@@ -1,0 +1,405 @@
+//! One epoch's parity generation or one restore: pulling the ranks' buffers segment by
+//! segment, round-robin over the ranks that are ready, with a bounded number of GETs in
+//! flight per rank, and folding each segment into the parity (or the rebuilt buffer) as it
+//! arrives. When UCX maps a rank's buffer into the server (same host, shared memory) the
+//! engine reads it in place instead of copying it first.
+
+use super::slot::{Slot, SlotHeader};
+use crate::pool::Pool;
+use nam_proto::Status;
+use nam_ucx::{Endpoint, Posted, RemoteKey};
+use std::time::Instant;
+
+/// Bytes the direct (mapped) path folds per call to [`Job::step`], so one large epoch does
+/// not stall the server's other clients.
+const DIRECT_BUDGET_BYTES: u64 = 16 << 20;
+
+/// Why a job failed: the status every rank's word gets and the message naming the cause.
+#[derive(Debug, Clone)]
+pub struct JobFailure {
+    /// Status code for the signal words.
+    pub status: Status,
+    /// The exact cause.
+    pub message: String,
+}
+
+fn failure(status: Status, message: String) -> JobFailure {
+    JobFailure { status, message }
+}
+
+/// Where a rank's buffer is, as the engine reaches it.
+pub struct RankSource<'a> {
+    /// The server's endpoint to the rank's worker.
+    pub endpoint: &'a Endpoint,
+    /// The buffer's remote key.
+    pub rkey: &'a RemoteKey,
+    /// Remote address of byte 0.
+    pub addr: u64,
+}
+
+/// What the job computes.
+#[derive(Debug, Clone, Copy)]
+pub enum Purpose {
+    /// XOR of every rank's buffer into the slot's parity.
+    Epoch,
+    /// Rebuild `lost` into the pool range at `target` from the parity and the survivors.
+    Restore {
+        /// The lost rank.
+        lost: u32,
+        /// Pool offset of the rebuilt buffer.
+        target: u64,
+    },
+}
+
+struct Pending {
+    segment: u64,
+    buffer: Vec<u8>,
+    posted: Posted,
+}
+
+/// Per-rank progress.
+struct Puller {
+    /// Whether the rank takes part (restore: every survivor; epoch: every rank).
+    active: bool,
+    /// Flagged ready (always true in a restore).
+    ready: bool,
+    /// Segments to read.
+    segments: u64,
+    next: u64,
+    done: u64,
+    pending: Vec<Pending>,
+    spare: Vec<Vec<u8>>,
+}
+
+/// A running job.
+pub struct Job {
+    /// Epoch generated or restored.
+    pub epoch: u64,
+    /// What it computes.
+    pub purpose: Purpose,
+    /// The slot written (epoch) or read (restore).
+    pub slot: Slot,
+    /// The slot's geometry.
+    pub header: SlotHeader,
+    /// When the job fails with [`Status::CkptTimeout`].
+    pub deadline: Instant,
+    pullers: Vec<Puller>,
+    /// Contributions folded into each segment so far.
+    counts: Vec<u32>,
+    /// Contributions each segment needs.
+    expected: Vec<u32>,
+    in_flight: usize,
+    cursor: usize,
+}
+
+impl Job {
+    /// A job over `header`'s ranks. In a restore, the parity has already been checked and
+    /// copied into the target by [`Job::start_restore`].
+    pub fn new(epoch: u64, purpose: Purpose, slot: Slot, header: SlotHeader, deadline: Instant, in_flight: u32) -> Job {
+        let seg = header.segment as u64;
+        let limit = match purpose {
+            Purpose::Epoch => u64::MAX,
+            Purpose::Restore { lost, .. } => header.sizes[lost as usize],
+        };
+        let pullers: Vec<Puller> = (0..header.ranks)
+            .map(|r| {
+                let active = !matches!(purpose, Purpose::Restore { lost, .. } if lost == r);
+                let len = header.sizes[r as usize].min(limit);
+                Puller {
+                    active,
+                    ready: matches!(purpose, Purpose::Restore { .. }),
+                    segments: if active { len.div_ceil(seg) } else { 0 },
+                    next: 0,
+                    done: 0,
+                    pending: Vec::new(),
+                    spare: Vec::new(),
+                }
+            })
+            .collect();
+        let segments = match purpose {
+            Purpose::Epoch => header.segments(),
+            Purpose::Restore { lost, .. } => header.sizes[lost as usize].div_ceil(seg),
+        };
+        let mut expected = vec![0u32; segments as usize];
+        for p in pullers.iter().filter(|p| p.active) {
+            for e in expected.iter_mut().take(p.segments as usize) {
+                *e += 1;
+            }
+        }
+        Job {
+            epoch,
+            purpose,
+            slot,
+            header,
+            deadline,
+            pullers,
+            counts: vec![0; segments as usize],
+            expected,
+            in_flight: in_flight as usize,
+            cursor: 0,
+        }
+    }
+
+    /// Checks every parity segment the restore reads against its stored checksum and
+    /// copies the parity into the target, which the survivors are then folded into.
+    pub fn start_restore(&mut self, pool: &Pool) -> Result<(), JobFailure> {
+        let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
+        let lost_len = self.header.sizes[lost as usize];
+        for s in 0..self.counts.len() as u64 {
+            let parity = self.parity_segment(pool, s);
+            let stored = self.slot.load_crc(pool, self.header.parity_crc_at(), s);
+            if crc32c::crc32c(parity) != stored {
+                return Err(failure(
+                    Status::CkptCorrupted,
+                    format!("parity segment {s} of epoch {} fails its checksum; not restoring", self.epoch),
+                ));
+            }
+            let (at, n) = self.segment_range(s, lost_len);
+            // SAFETY: the target is the restore allocation the engine owns until it finishes.
+            unsafe { pool.bytes_mut(target + at, n) }.copy_from_slice(&parity[..n]);
+        }
+        Ok(())
+    }
+
+    /// Marks `rank` ready (an epoch); false if it already was.
+    pub fn flag_ready(&mut self, rank: u32) -> bool {
+        let p = &mut self.pullers[rank as usize];
+        !std::mem::replace(&mut p.ready, true)
+    }
+
+    /// Ranks that have not flagged ready.
+    pub fn not_ready(&self) -> Vec<u32> {
+        (0..self.header.ranks).filter(|&r| self.pullers[r as usize].active && !self.pullers[r as usize].ready).collect()
+    }
+
+    /// Whether `rank` still has data to be pulled.
+    pub fn rank_pending(&self, rank: u32) -> bool {
+        let p = &self.pullers[rank as usize];
+        p.active && p.done < p.segments
+    }
+
+    /// Whether `rank`'s whole buffer has been folded in.
+    pub fn rank_finished(&self, rank: u32) -> bool {
+        let p = &self.pullers[rank as usize];
+        p.ready && p.done == p.segments
+    }
+
+    /// Whether every segment has every contribution.
+    pub fn finished(&self) -> bool {
+        self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
+    }
+
+    /// Whether GETs are still in flight (their buffers must outlive them).
+    pub fn has_pending(&self) -> bool {
+        self.pullers.iter().any(|p| !p.pending.is_empty())
+    }
+
+    /// Advances the job: issues GETs, folds completed segments. Returns whether anything
+    /// happened. `sources[r]` is `None` for a rank that takes no part.
+    pub fn step(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
+        let mut busy = self.fold_direct(pool, sources)?;
+        busy |= self.issue(sources)?;
+        busy |= self.reap(pool)?;
+        Ok(busy)
+    }
+
+    /// Folds segments of mapped buffers in place, up to a byte budget.
+    fn fold_direct(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
+        let seg = self.header.segment as u64;
+        let mut budget = DIRECT_BUDGET_BYTES;
+        let mut busy = false;
+        for r in 0..self.pullers.len() {
+            let Some(source) = &sources[r] else { continue };
+            let p = &self.pullers[r];
+            if !p.active || !p.ready || p.next == p.segments {
+                continue;
+            }
+            let Some(base) = source.rkey.local_ptr(source.addr) else { continue };
+            let len = self.header.sizes[r];
+            while self.pullers[r].next < self.pullers[r].segments && budget > 0 {
+                let s = self.pullers[r].next;
+                let (at, n) = self.segment_range(s, len);
+                // SAFETY: UCX mapped the rank's registered buffer of `len` bytes at `base`;
+                // the rank does not change it until its completion word says so.
+                let data = unsafe { std::slice::from_raw_parts(base.add(at as usize), n) };
+                self.fold(pool, r as u32, s, data)?;
+                self.pullers[r].next += 1;
+                self.pullers[r].done += 1;
+                budget = budget.saturating_sub(seg);
+                busy = true;
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Posts GETs round-robin over the ready ranks until each has its window full.
+    fn issue(&mut self, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
+        let ranks = self.pullers.len();
+        let mut busy = false;
+        loop {
+            let mut issued = false;
+            for i in 0..ranks {
+                let r = (self.cursor + i) % ranks;
+                let Some(source) = &sources[r] else { continue };
+                let p = &self.pullers[r];
+                if !p.active || !p.ready || p.next == p.segments || p.pending.len() >= self.in_flight {
+                    continue;
+                }
+                if source.rkey.local_ptr(source.addr).is_some() {
+                    continue;
+                }
+                self.post_get(r, source)?;
+                issued = true;
+            }
+            self.cursor = (self.cursor + 1) % ranks.max(1);
+            if !issued {
+                return Ok(busy);
+            }
+            busy = true;
+        }
+    }
+
+    fn post_get(&mut self, r: usize, source: &RankSource<'_>) -> Result<(), JobFailure> {
+        let (at, n) = self.segment_range(self.pullers[r].next, self.header.sizes[r]);
+        let p = &mut self.pullers[r];
+        let mut buffer = p.spare.pop().unwrap_or_default();
+        buffer.resize(n, 0);
+        // SAFETY: the buffer is kept in `pending` (and after a failure, in the engine's
+        // drain list) until UCX completes the GET.
+        let posted = unsafe { source.endpoint.get_nbx(buffer.as_mut_ptr(), n, source.addr + at, source.rkey) }
+            .map_err(|e| failure(Status::CkptRankFailed, format!("cannot read rank {r}'s buffer: {e}")))?;
+        p.pending.push(Pending { segment: p.next, buffer, posted });
+        p.next += 1;
+        Ok(())
+    }
+
+    /// Folds every completed GET.
+    fn reap(&mut self, pool: &Pool) -> Result<bool, JobFailure> {
+        let mut busy = false;
+        for r in 0..self.pullers.len() {
+            let mut i = 0;
+            while i < self.pullers[r].pending.len() {
+                let state = match &self.pullers[r].pending[i].posted {
+                    Posted::Done => Some(Ok(())),
+                    Posted::InFlight(request) => request.check(),
+                };
+                match state {
+                    None => i += 1,
+                    Some(Err(e)) => {
+                        return Err(failure(Status::CkptRankFailed, format!("reading rank {r}'s buffer failed: {e}")))
+                    }
+                    Some(Ok(())) => {
+                        let done = self.pullers[r].pending.swap_remove(i);
+                        self.fold(pool, r as u32, done.segment, &done.buffer)?;
+                        self.pullers[r].done += 1;
+                        self.pullers[r].spare.push(done.buffer);
+                        busy = true;
+                    }
+                }
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Hands back the buffers of GETs still in flight, to be kept until they complete.
+    pub fn take_pending(&mut self) -> Vec<(Posted, Vec<u8>)> {
+        self.pullers.iter_mut().flat_map(|p| p.pending.drain(..)).map(|p| (p.posted, p.buffer)).collect()
+    }
+
+    /// `(offset, length)` of segment `s` in a buffer of `len` bytes.
+    fn segment_range(&self, s: u64, len: u64) -> (u64, usize) {
+        let seg = self.header.segment as u64;
+        let at = s * seg;
+        (at, seg.min(len.saturating_sub(at)) as usize)
+    }
+
+    fn parity_segment<'p>(&self, pool: &'p Pool, s: u64) -> &'p mut [u8] {
+        let (at, n) = self.segment_range(s, self.header.parity_len());
+        // SAFETY: the slot is the engine's own allocation; only this job touches it.
+        unsafe { pool.bytes_mut(self.slot.offset + self.header.data_at() + at, n) }
+    }
+
+    /// Folds rank `r`'s segment `s` into the parity (epoch) or the rebuilt buffer (restore).
+    fn fold(&mut self, pool: &Pool, r: u32, s: u64, data: &[u8]) -> Result<(), JobFailure> {
+        let crc = crc32c::crc32c(data);
+        let crc_at = self.header.rank_crc_at(r);
+        match self.purpose {
+            Purpose::Epoch => {
+                self.slot.store_crc(pool, crc_at, s, crc);
+                let parity = self.parity_segment(pool, s);
+                if self.counts[s as usize] == 0 {
+                    parity[..data.len()].copy_from_slice(data);
+                    parity[data.len()..].fill(0);
+                } else {
+                    xor_into(&mut parity[..data.len()], data);
+                }
+                self.counts[s as usize] += 1;
+                if self.counts[s as usize] == self.expected[s as usize] {
+                    let parity_crc = crc32c::crc32c(self.parity_segment(pool, s));
+                    self.slot.store_crc(pool, self.header.parity_crc_at(), s, parity_crc);
+                }
+            }
+            Purpose::Restore { lost, target } => {
+                if crc != self.slot.load_crc(pool, crc_at, s) {
+                    return Err(failure(
+                        Status::CkptCorrupted,
+                        format!("rank {r}'s buffer differs from its epoch-{} checkpoint in segment {s}", self.epoch),
+                    ));
+                }
+                let (at, n) = self.segment_range(s, self.header.sizes[lost as usize]);
+                let n = n.min(data.len());
+                // SAFETY: the target is the restore allocation the engine owns until it finishes.
+                xor_into(unsafe { pool.bytes_mut(target + at, n) }, &data[..n]);
+                self.counts[s as usize] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a restore's last segment: the rebuilt buffer must match the lost rank's
+    /// checksums, or it is not handed out.
+    pub fn verify_restore(&self, pool: &Pool) -> Result<(), JobFailure> {
+        let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
+        let len = self.header.sizes[lost as usize];
+        for s in 0..self.counts.len() as u64 {
+            let (at, n) = self.segment_range(s, len);
+            // SAFETY: as above; read-only here.
+            let rebuilt = unsafe { pool.bytes_mut(target + at, n) };
+            if crc32c::crc32c(rebuilt) != self.slot.load_crc(pool, self.header.rank_crc_at(lost), s) {
+                return Err(failure(
+                    Status::CkptCorrupted,
+                    format!("rebuilt segment {s} of rank {lost} fails the epoch-{} checksum", self.epoch),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `dst ^= src`, a word at a time (the compiler vectorises the loop).
+pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len());
+    let (d_words, d_tail) = dst.split_at_mut(dst.len() / 8 * 8);
+    let (s_words, s_tail) = src.split_at(d_words.len());
+    for (d, s) in d_words.chunks_exact_mut(8).zip(s_words.chunks_exact(8)) {
+        let x = u64::from_ne_bytes(d.try_into().unwrap()) ^ u64::from_ne_bytes(s.try_into().unwrap());
+        d.copy_from_slice(&x.to_ne_bytes());
+    }
+    for (d, s) in d_tail.iter_mut().zip(s_tail) {
+        *d ^= s;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::xor_into;
+
+    #[test]
+    fn xor_handles_tails() {
+        let mut a: Vec<u8> = (0..19).collect();
+        let b: Vec<u8> = (100..119).collect();
+        let expect: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+        xor_into(&mut a, &b);
+        assert_eq!(a, expect);
+    }
+}

@@ -1,0 +1,626 @@
+//! The checkpoint-parity engine (the CR unit of seed 000 §4.5, in software).
+//!
+//! Ranks join a group, handing the server their registered checkpoint buffer (address,
+//! remote key, worker address). When a rank flags its buffer ready for epoch `e`, the engine
+//! pulls it with RMA GETs ([`job`]), XORs equal segment indices of all ranks into a parity
+//! slot in the pool ([`slot`]) and signals the rank in its control word once its last segment
+//! is folded in. Two slots alternate (ping-pong), so a failure during generation leaves the
+//! previous epoch restorable. A restore pulls the survivors, XORs them with the stored parity
+//! and leaves the lost rank's buffer in a pool allocation its replacement reads.
+
+pub mod job;
+pub mod slot;
+
+use crate::manager::{Manager, Refusal};
+use crate::pool::Pool;
+use job::{Job, JobFailure, Purpose, RankSource};
+use nam_proto::ckpt::*;
+use nam_proto::limits::*;
+use nam_proto::{Alloc, AllocReply, Status, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
+use nam_ucx::{Endpoint, Posted, RemoteKey, Worker};
+use slot::{Slot, SlotHeader, SlotState};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// What the engine needs from the server for one call.
+pub struct EngineCtx<'a> {
+    /// The allocation manager (slots and control blocks are allocations of the tenant).
+    pub manager: &'a mut Manager,
+    /// The pool.
+    pub pool: &'a Pool,
+    /// The server's worker, for endpoints to the ranks.
+    pub worker: &'a Worker,
+}
+
+struct Peer {
+    client: u64,
+    node: String,
+    len: u64,
+    addr: u64,
+    // Field order: the key is released before its endpoint. `None` for an empty buffer.
+    rkey: Option<RemoteKey>,
+    endpoint: Endpoint,
+}
+
+struct Group {
+    id: u64,
+    tenant: String,
+    name: String,
+    ranks: u32,
+    segment: u32,
+    in_flight: u32,
+    timeout: Duration,
+    control: Slot,
+    slots: [Option<Slot>; 2],
+    peers: Vec<Option<Peer>>,
+    complete_epoch: u64,
+    last_started: u64,
+    job: Option<Job>,
+    last_error: String,
+    last_status: Status,
+}
+
+/// Every checkpoint group of the server.
+#[derive(Default)]
+pub struct CkptEngine {
+    groups: HashMap<u64, Group>,
+    by_name: HashMap<(String, String), u64>,
+    next_id: u64,
+    /// GETs still in flight from failed jobs, with the buffers they write into.
+    draining: Vec<(Posted, Vec<u8>)>,
+}
+
+fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal { status, message: message.into() })
+}
+
+fn slot_name(group: &str, i: usize) -> String {
+    format!("{CKPT_NAME_PREFIX}{group}:parity{i}")
+}
+
+impl CkptEngine {
+    /// Handles one checkpoint request of `client`.
+    pub fn execute(&mut self, ctx: &mut EngineCtx<'_>, client: u64, request: CkptRequest) -> Result<Reply, Refusal> {
+        match request {
+            CkptRequest::Join(join) => self.join(ctx, client, join).map(Reply::Joined),
+            CkptRequest::Ready { group_id, rank, epoch } => self.ready(ctx, client, group_id, rank, epoch),
+            CkptRequest::Restore { group_id, lost_rank, epoch } => {
+                self.restore(ctx, client, group_id, lost_rank, epoch).map(Reply::Alloc)
+            }
+            CkptRequest::Query { group_id } => {
+                let g = self.group(ctx, client, group_id)?;
+                Ok(Reply::Info(CkptInfo {
+                    complete_epoch: g.complete_epoch,
+                    running_epoch: g.job.as_ref().map_or(0, |j| j.epoch),
+                    joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
+                    last_status: g.last_status,
+                    last_error: g.last_error.clone(),
+                }))
+            }
+            CkptRequest::Destroy { group_id } => self.destroy(ctx, client, group_id).map(|()| Reply::Done),
+        }
+    }
+
+    fn group(&mut self, ctx: &EngineCtx<'_>, client: u64, group_id: u64) -> Result<&mut Group, Refusal> {
+        let tenant = ctx.manager.tenant(client).unwrap_or_default().to_string();
+        match self.groups.get_mut(&group_id) {
+            Some(g) if g.tenant == tenant => Ok(g),
+            _ => refuse(Status::InvalidArgument, format!("no checkpoint group {group_id} for this tenant")),
+        }
+    }
+
+    fn join(&mut self, ctx: &mut EngineCtx<'_>, client: u64, join: CkptJoin) -> Result<CkptJoined, Refusal> {
+        validate_join(&join)?;
+        let tenant = ctx.manager.tenant(client).unwrap_or_default().to_string();
+        let key = (tenant.clone(), join.group.clone());
+        let id = match self.by_name.get(&key) {
+            Some(&id) => id,
+            None => {
+                let group = self.create_group(ctx, client, &tenant, &join)?;
+                let id = group.id;
+                self.groups.insert(id, group);
+                self.by_name.insert(key, id);
+                id
+            }
+        };
+        let group = self.groups.get_mut(&id).expect("indexed");
+        group.check_compatible(&join)?;
+        if group.job.is_some() {
+            return refuse(Status::CkptBusy, format!("group {:?} is generating or restoring; join later", group.name));
+        }
+        if let Some(other) = group
+            .peers
+            .iter()
+            .enumerate()
+            .find_map(|(r, p)| p.as_ref().filter(|p| r as u32 != join.rank && p.node == join.node).map(|_| r))
+        {
+            return refuse(
+                Status::InvalidArgument,
+                format!(
+                    "ranks {other} and {} are both on node {:?}; a group needs distinct nodes",
+                    join.rank, join.node
+                ),
+            );
+        }
+        let same_host = join.host == nam_proto::host_id();
+        let endpoint = Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| {
+            Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) }
+        })?;
+        // UCX cannot validate a packed key; an empty one would crash it, so an empty buffer
+        // (a replacement rank that has not learnt its size) carries none.
+        let rkey = match (join.buffer_len, join.rkey.is_empty()) {
+            (0, _) => None,
+            (_, true) => return refuse(Status::InvalidArgument, format!("rank {} sent no remote key", join.rank)),
+            (_, false) => Some(endpoint.unpack_rkey(&join.rkey).map_err(|e| Refusal {
+                status: Status::InvalidArgument,
+                message: format!("rank {}'s remote key does not unpack: {e}", join.rank),
+            })?),
+        };
+        let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
+        let recorded_len = group.recorded_len(ctx.pool, join.rank);
+        group.peers[join.rank as usize] =
+            Some(Peer { client, node: join.node, len: join.buffer_len, addr: join.buffer_addr, rkey, endpoint });
+        Ok(CkptJoined {
+            group_id: id,
+            control: AllocReply {
+                handle: control_grant.handle,
+                size: control_grant.size,
+                remote_addr: ctx.pool.remote_addr(control_grant.offset),
+                flags: control_grant.flags,
+                rkey: ctx.pool.rkey().to_vec(),
+            },
+            complete_epoch: group.complete_epoch,
+            recorded_len,
+        })
+    }
+
+    /// A new group, or one found in the pool (a file-backed pool after a restart).
+    fn create_group(
+        &mut self,
+        ctx: &mut EngineCtx<'_>,
+        client: u64,
+        tenant: &str,
+        join: &CkptJoin,
+    ) -> Result<Group, Refusal> {
+        let control_name = format!("{CKPT_NAME_PREFIX}{}:control", join.group);
+        let control_len = 8 * (CKPT_WORD_RANK0 + join.ranks as u64);
+        let control = match ctx.manager.lookup(tenant, &control_name) {
+            Some(grant) => grant,
+            None => {
+                let alloc = Alloc {
+                    size: control_len,
+                    align: 64,
+                    flags: ALLOC_FLAG_SHARED | ALLOC_FLAG_PERSISTENT,
+                    name: control_name.clone(),
+                };
+                let grant = ctx.manager.allocate(client, &alloc)?;
+                ctx.manager.release_hold(client, grant.handle);
+                ctx.pool.zero(grant.offset, grant.size);
+                grant
+            }
+        };
+        if control.size < control_len {
+            return refuse(
+                Status::InvalidArgument,
+                format!("group {:?} exists in the pool with fewer than {} ranks", join.group, join.ranks),
+            );
+        }
+        let mut slots = [None, None];
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if let Some(grant) = ctx.manager.lookup(tenant, &slot_name(&join.group, i)) {
+                *slot = Some(Slot { offset: grant.offset, len: grant.size, handle: grant.handle });
+            }
+        }
+        self.next_id += 1;
+        let mut group = Group {
+            id: self.next_id,
+            tenant: tenant.to_string(),
+            name: join.group.clone(),
+            ranks: join.ranks,
+            segment: if join.segment_bytes == 0 { CKPT_SEGMENT_DEFAULT } else { join.segment_bytes },
+            in_flight: if join.in_flight == 0 { CKPT_IN_FLIGHT_DEFAULT } else { join.in_flight },
+            timeout: Duration::from_millis(
+                if join.timeout_ms == 0 { CKPT_TIMEOUT_MS_DEFAULT } else { join.timeout_ms } as u64,
+            ),
+            control: Slot { offset: control.offset, len: control.size, handle: control.handle },
+            slots,
+            peers: (0..join.ranks).map(|_| None).collect(),
+            complete_epoch: 0,
+            last_started: 0,
+            job: None,
+            last_error: String::new(),
+            last_status: Status::Ok,
+        };
+        group.recover_from_pool(ctx.pool);
+        Ok(group)
+    }
+
+    fn ready(
+        &mut self,
+        ctx: &mut EngineCtx<'_>,
+        client: u64,
+        group_id: u64,
+        rank: u32,
+        epoch: u64,
+    ) -> Result<Reply, Refusal> {
+        let group = self.group(ctx, client, group_id)?;
+        group.check_member(client, rank)?;
+        if let Some(job) = &mut group.job {
+            if job.epoch != epoch || !matches!(job.purpose, Purpose::Epoch) {
+                return refuse(Status::CkptBusy, format!("group is working on epoch {}, not {epoch}", job.epoch));
+            }
+            if !job.flag_ready(rank) {
+                return refuse(Status::CkptBusy, format!("rank {rank} already flagged epoch {epoch} ready"));
+            }
+            return Ok(Reply::Done);
+        }
+        if epoch != group.last_started + 1 {
+            return refuse(
+                Status::CkptBusy,
+                format!("epoch {epoch} is out of order: the next epoch of this group is {}", group.last_started + 1),
+            );
+        }
+        if let Some(missing) = group.peers.iter().position(Option::is_none) {
+            return refuse(Status::InvalidArgument, format!("rank {missing} has not joined the group"));
+        }
+        let (slot, header) = group.prepare_slot(ctx, client, epoch)?;
+        group.write_word(ctx.pool, CKPT_WORD_RANK0 + rank as u64, 0);
+        let mut job = Job::new(epoch, Purpose::Epoch, slot, header, Instant::now() + group.timeout, group.in_flight);
+        job.flag_ready(rank);
+        group.last_started = epoch;
+        group.job = Some(job);
+        Ok(Reply::Done)
+    }
+
+    fn restore(
+        &mut self,
+        ctx: &mut EngineCtx<'_>,
+        client: u64,
+        group_id: u64,
+        lost: u32,
+        epoch: u64,
+    ) -> Result<AllocReply, Refusal> {
+        let group = self.group(ctx, client, group_id)?;
+        if lost >= group.ranks {
+            return refuse(Status::InvalidArgument, format!("rank {lost} is not in a group of {}", group.ranks));
+        }
+        if group.job.is_some() {
+            return refuse(Status::CkptBusy, "the group is generating or restoring");
+        }
+        let epoch = if epoch == 0 { group.complete_epoch } else { epoch };
+        let Some((slot, header)) = group.valid_slot(ctx.pool, epoch) else {
+            return refuse(Status::CkptUnrecoverable, format!("no complete parity for epoch {epoch} in this group"));
+        };
+        let missing: Vec<u32> = (0..group.ranks).filter(|&r| r != lost && group.peers[r as usize].is_none()).collect();
+        if !missing.is_empty() {
+            return refuse(
+                Status::CkptUnrecoverable,
+                format!("ranks {lost} and {missing:?} are lost; XOR parity rebuilds only one rank per group"),
+            );
+        }
+        for r in (0..group.ranks).filter(|&r| r != lost) {
+            let (have, want) = (group.peers[r as usize].as_ref().expect("checked").len, header.sizes[r as usize]);
+            if have != want {
+                return refuse(
+                    Status::InvalidArgument,
+                    format!("rank {r}'s buffer is {have} bytes; its epoch-{epoch} checkpoint was {want}"),
+                );
+            }
+        }
+        let lost_len = header.sizes[lost as usize].max(1);
+        let grant =
+            ctx.manager.allocate(client, &Alloc { size: lost_len, align: 4096, flags: 0, name: String::new() })?;
+        let target = grant.offset;
+        group.write_word(ctx.pool, CKPT_WORD_RESTORE, 0);
+        let mut job = Job::new(
+            epoch,
+            Purpose::Restore { lost, target },
+            slot,
+            header,
+            Instant::now() + group.timeout,
+            group.in_flight,
+        );
+        if let Err(f) = job.start_restore(ctx.pool) {
+            ctx.manager.free(client, grant.handle)?;
+            group.last_error = f.message.clone();
+            group.last_status = f.status;
+            return refuse(f.status, f.message);
+        }
+        group.job = Some(job);
+        Ok(AllocReply {
+            handle: grant.handle,
+            size: grant.size,
+            remote_addr: ctx.pool.remote_addr(grant.offset),
+            flags: grant.flags,
+            rkey: ctx.pool.rkey().to_vec(),
+        })
+    }
+
+    fn destroy(&mut self, ctx: &mut EngineCtx<'_>, client: u64, group_id: u64) -> Result<(), Refusal> {
+        let group = self.group(ctx, client, group_id)?;
+        if group.job.is_some() {
+            return refuse(Status::CkptBusy, "the group is generating or restoring");
+        }
+        let name = group.name.clone();
+        let tenant = group.tenant.clone();
+        for n in [slot_name(&name, 0), slot_name(&name, 1), format!("{CKPT_NAME_PREFIX}{name}:control")] {
+            if let Some(grant) = ctx.manager.lookup(&tenant, &n) {
+                ctx.manager.destroy_handle(grant.handle);
+            }
+        }
+        let group = self.groups.remove(&group_id).expect("found above");
+        self.by_name.remove(&(group.tenant, group.name));
+        Ok(())
+    }
+
+    /// Advances every running job; true while any has work.
+    pub fn poll(&mut self, pool: &Pool) -> bool {
+        self.draining.retain(|(posted, _)| match posted {
+            Posted::Done => false,
+            Posted::InFlight(request) => request.check().is_none(),
+        });
+        let mut busy = false;
+        for group in self.groups.values_mut() {
+            busy |= group.job.is_some();
+            if let Some(pending) = group.step(pool) {
+                self.draining.extend(pending);
+            }
+        }
+        busy
+    }
+
+    /// A client disconnected: its ranks leave their groups, and a job still reading one of
+    /// them fails now instead of at its deadline.
+    pub fn client_gone(&mut self, pool: &Pool, client: u64) {
+        for group in self.groups.values_mut() {
+            for r in 0..group.ranks {
+                let Some(peer) = &group.peers[r as usize] else { continue };
+                if peer.client != client {
+                    continue;
+                }
+                if group.job.as_ref().is_some_and(|j| j.rank_pending(r)) {
+                    let message = format!("rank {r}'s process disconnected while the engine still had to read it");
+                    let pending = group.fail(pool, JobFailure { status: Status::CkptRankFailed, message });
+                    self.draining.extend(pending);
+                }
+                group.peers[r as usize] = None;
+            }
+        }
+    }
+}
+
+/// A checkpoint reply body, or a plain one.
+pub enum Reply {
+    /// To a join.
+    Joined(CkptJoined),
+    /// To a query.
+    Info(CkptInfo),
+    /// To a restore.
+    Alloc(AllocReply),
+    /// To ready and destroy.
+    Done,
+}
+
+fn validate_join(join: &CkptJoin) -> Result<(), Refusal> {
+    let bad = |m: String| refuse(Status::InvalidArgument, m);
+    if join.group.is_empty() {
+        return bad("empty group name".into());
+    }
+    if join.ranks == 0 || join.ranks > CKPT_RANKS_MAX {
+        return bad(format!("a group has 1..={CKPT_RANKS_MAX} ranks, not {}", join.ranks));
+    }
+    if join.rank >= join.ranks {
+        return bad(format!("rank {} is not in a group of {}", join.rank, join.ranks));
+    }
+    let seg = join.segment_bytes;
+    if seg != 0 && (!(CKPT_SEGMENT_MIN..=CKPT_SEGMENT_MAX).contains(&seg) || seg % 16 != 0) {
+        return bad(format!("segment of {seg} bytes: use a multiple of 16 in {CKPT_SEGMENT_MIN}..={CKPT_SEGMENT_MAX}"));
+    }
+    if join.in_flight > CKPT_IN_FLIGHT_MAX {
+        return bad(format!("{} GETs in flight exceed {CKPT_IN_FLIGHT_MAX}", join.in_flight));
+    }
+    if join.buffer_len > ALLOC_SIZE_MAX {
+        return refuse(Status::TooLarge, format!("a {}-byte buffer exceeds {ALLOC_SIZE_MAX}", join.buffer_len));
+    }
+    Ok(())
+}
+
+impl Group {
+    fn check_compatible(&self, join: &CkptJoin) -> Result<(), Refusal> {
+        let seg = if join.segment_bytes == 0 { self.segment } else { join.segment_bytes };
+        if join.ranks != self.ranks || seg != self.segment {
+            return refuse(
+                Status::InvalidArgument,
+                format!(
+                    "group {:?} has {} ranks and {}-byte segments; the join asks for {} and {}",
+                    self.name, self.ranks, self.segment, join.ranks, seg
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn check_member(&self, client: u64, rank: u32) -> Result<(), Refusal> {
+        match self.peers.get(rank as usize) {
+            Some(Some(p)) if p.client == client => Ok(()),
+            Some(_) => {
+                refuse(Status::InvalidArgument, format!("rank {rank} of this group is not joined by this client"))
+            }
+            None => refuse(Status::InvalidArgument, format!("rank {rank} is not in a group of {}", self.ranks)),
+        }
+    }
+
+    fn write_word(&self, pool: &Pool, word: u64, value: u64) {
+        pool.word(self.control.offset + 8 * word).store(value, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// After a restart from a file-backed pool: the newest valid slot is the complete epoch.
+    fn recover_from_pool(&mut self, pool: &Pool) {
+        for slot in self.slots.iter().flatten() {
+            match slot.read_header(pool) {
+                Some(h) if h.state == SlotState::Valid && h.ranks == self.ranks => {
+                    self.complete_epoch = self.complete_epoch.max(h.epoch);
+                    self.last_started = self.last_started.max(h.epoch);
+                    self.segment = h.segment;
+                }
+                Some(h) => self.last_started = self.last_started.max(h.epoch),
+                None => {}
+            }
+        }
+        self.write_word(pool, CKPT_WORD_COMPLETE, self.complete_epoch);
+    }
+
+    fn valid_slot(&self, pool: &Pool, epoch: u64) -> Option<(Slot, SlotHeader)> {
+        self.slots.iter().flatten().find_map(|s| {
+            let h = s.read_header(pool)?;
+            (h.state == SlotState::Valid && h.epoch == epoch && epoch != 0).then(|| (s.clone(), h))
+        })
+    }
+
+    fn recorded_len(&self, pool: &Pool, rank: u32) -> u64 {
+        self.valid_slot(pool, self.complete_epoch).map_or(0, |(_, h)| h.sizes[rank as usize])
+    }
+
+    /// The slot for a new epoch: never the one holding the complete epoch. Grown (freed and
+    /// allocated again) when the ranks' buffers no longer fit.
+    fn prepare_slot(
+        &mut self,
+        ctx: &mut EngineCtx<'_>,
+        client: u64,
+        epoch: u64,
+    ) -> Result<(Slot, SlotHeader), Refusal> {
+        let keep = self.valid_slot(ctx.pool, self.complete_epoch).map(|(s, _)| s.handle);
+        let index = match (&self.slots[0], keep) {
+            (Some(s), Some(k)) if s.handle == k => 1,
+            _ => 0,
+        };
+        let header = SlotHeader {
+            epoch,
+            state: SlotState::Writing,
+            ranks: self.ranks,
+            segment: self.segment,
+            sizes: self.peers.iter().map(|p| p.as_ref().map_or(0, |p| p.len)).collect(),
+        };
+        if header.segments() > CKPT_SEGMENTS_MAX {
+            return refuse(
+                Status::TooLarge,
+                format!("{} segments exceed {CKPT_SEGMENTS_MAX}; use larger segments", header.segments()),
+            );
+        }
+        let fits = self.slots[index].as_ref().is_some_and(|s| s.len >= header.slot_len());
+        if !fits {
+            if let Some(old) = self.slots[index].take() {
+                ctx.manager.destroy_handle(old.handle);
+            }
+            let name = slot_name(&self.name, index);
+            let alloc =
+                Alloc { size: header.slot_len(), align: 4096, flags: ALLOC_FLAG_SHARED | ALLOC_FLAG_PERSISTENT, name };
+            let grant = ctx.manager.allocate(client, &alloc).map_err(|r| Refusal {
+                status: r.status,
+                message: format!("parity slot of {} bytes for epoch {epoch}: {}", header.slot_len(), r.message),
+            })?;
+            ctx.manager.release_hold(client, grant.handle);
+            self.slots[index] = Some(Slot { offset: grant.offset, len: grant.size, handle: grant.handle });
+        }
+        let slot = self.slots[index].clone().expect("placed above");
+        slot.write_header(ctx.pool, &header);
+        Ok((slot, header))
+    }
+
+    /// Advances the job; returns GETs to drain if it failed.
+    fn step(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
+        let job = self.job.as_mut()?;
+        let sources: Vec<Option<RankSource<'_>>> = self
+            .peers
+            .iter()
+            .map(|p| {
+                let p = p.as_ref()?;
+                Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
+            })
+            .collect();
+        let result = job.step(pool, &sources);
+        drop(sources);
+        if let Err(f) = result {
+            return Some(self.fail(pool, f));
+        }
+        let job = self.job.as_ref().expect("still running");
+        if let Purpose::Epoch = job.purpose {
+            for r in 0..self.ranks {
+                let word = CKPT_WORD_RANK0 + r as u64;
+                if job.rank_finished(r)
+                    && pool.word(self.control.offset + 8 * word).load(std::sync::atomic::Ordering::Relaxed) != job.epoch
+                {
+                    self.write_word(pool, word, CkptWord::done(job.epoch).0);
+                }
+            }
+        }
+        if job.finished() {
+            return self.finish(pool);
+        }
+        if Instant::now() >= job.deadline {
+            let message = match job.purpose {
+                Purpose::Epoch => format!(
+                    "epoch {}: ranks {:?} did not flag ready within {:?}",
+                    job.epoch,
+                    job.not_ready(),
+                    self.timeout
+                ),
+                Purpose::Restore { .. } => {
+                    format!("restore of epoch {} did not finish within {:?}", job.epoch, self.timeout)
+                }
+            };
+            return Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message }));
+        }
+        None
+    }
+
+    fn finish(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
+        let job = self.job.as_ref().expect("finishing a job");
+        match job.purpose {
+            Purpose::Epoch => {
+                job.slot.set_state(pool, SlotState::Valid);
+                self.complete_epoch = job.epoch;
+                self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
+                log::info!("group {:?}: epoch {} complete", self.name, job.epoch);
+            }
+            Purpose::Restore { lost, .. } => {
+                if let Err(f) = job.verify_restore(pool) {
+                    return Some(self.fail(pool, f));
+                }
+                self.write_word(pool, CKPT_WORD_RESTORE, CkptWord::done(job.epoch).0);
+                log::info!("group {:?}: rank {lost} rebuilt from epoch {}", self.name, job.epoch);
+            }
+        }
+        self.job = None;
+        None
+    }
+
+    /// Ends the running job with `failure`: the slot being written is marked empty (the
+    /// other one still holds the last complete epoch), every waiting rank gets the status.
+    fn fail(&mut self, pool: &Pool, failure: JobFailure) -> Vec<(Posted, Vec<u8>)> {
+        let Some(mut job) = self.job.take() else { return Vec::new() };
+        log::warn!("group {:?}: {}", self.name, failure.message);
+        let word = CkptWord::failed(job.epoch, failure.status).0;
+        match job.purpose {
+            Purpose::Epoch => {
+                job.slot.set_state(pool, SlotState::Empty);
+                for r in (0..self.ranks).filter(|&r| !job.rank_finished(r)) {
+                    self.write_word(pool, CKPT_WORD_RANK0 + r as u64, word);
+                }
+            }
+            Purpose::Restore { .. } => self.write_word(pool, CKPT_WORD_RESTORE, word),
+        }
+        self.last_error = failure.message;
+        self.last_status = failure.status;
+        // GETs still in flight go to ranks that may be gone: close those endpoints so UCX
+        // ends the GETs; those ranks join again before the next epoch.
+        if job.has_pending() {
+            for peer in &mut self.peers {
+                if let Some(p) = peer.take() {
+                    p.endpoint.abort();
+                }
+            }
+        }
+        job.take_pending()
+    }
+}
