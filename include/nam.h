@@ -294,6 +294,18 @@ typedef enum {
 typedef struct nam_alloc_t nam_alloc_t;
 
 /**
+ * A sending end of a mailbox (opaque). Close it with `nam_mailbox_sender_close` before
+ * `nam_finalize`.
+ */
+typedef struct nam_mailbox_sender_t nam_mailbox_sender_t;
+
+/**
+ * The receiving end of a mailbox (opaque), held by its owner. Destroy it with
+ * `nam_mailbox_destroy` before `nam_finalize`.
+ */
+typedef struct nam_mailbox_t nam_mailbox_t;
+
+/**
  * One rank's membership in an allreduce group at a memory server (opaque). Destroy it
  * with `nam_reduce_destroy` before `nam_finalize`.
  */
@@ -795,6 +807,81 @@ nam_status_t nam_allreduce(nam_reduce_t *reduce,
  * `reduce` is NULL or live; it is invalid afterwards.
  */
 nam_status_t nam_reduce_destroy(nam_reduce_t *reduce);
+
+/**
+ * Creates a mailbox of `slots` slots (a power of two) of `slot_size` payload bytes (0:
+ * 64) on any server. Blocking, at most the client's timeout.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_create(nam_t *nam,
+                                uint32_t slots,
+                                uint32_t slot_size,
+                                nam_mailbox_t **out);
+
+/**
+ * The address senders open the mailbox by.
+ *
+ * # Safety
+ * `mailbox` is NULL or live; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_address(const nam_mailbox_t *mailbox,
+                                 nam_gaddr_t *out);
+
+/**
+ * Receives the next message into `buf` (`cap` bytes, at least the slot size): `*len` its
+ * length, `*sender` (if not NULL) the sender's process id. Waits up to `timeout_ms` (0:
+ * only looks) and then returns `NAM_ERR_WAIT_TIMEOUT`.
+ *
+ * # Safety
+ * `mailbox` is NULL or live and not used by another thread; `buf` is writable for `cap`
+ * bytes; `len` is NULL or writable; `sender` is NULL or writable.
+ */
+nam_status_t nam_mailbox_recv(nam_mailbox_t *mailbox,
+                              void *buf,
+                              size_t cap,
+                              size_t *len,
+                              uint32_t *sender,
+                              uint64_t timeout_ms);
+
+/**
+ * Frees the mailbox (its memory lives on while a sender still holds it).
+ *
+ * # Safety
+ * `mailbox` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_mailbox_destroy(nam_mailbox_t *mailbox);
+
+/**
+ * Opens the mailbox at `addr` for sending (the server checks the protection domain:
+ * another tenant's mailbox gives `NAM_ERR_DOMAIN`).
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_sender_open(nam_t *nam,
+                                     nam_gaddr_t addr,
+                                     nam_mailbox_sender_t **out);
+
+/**
+ * Sends `len` bytes (at most the slot size). A full mailbox gives `NAM_ERR_MAILBOX_FULL`
+ * at once, nothing written: retry later.
+ *
+ * # Safety
+ * `sender` is NULL or live and not used by another thread; `buf` is valid for `len` bytes.
+ */
+nam_status_t nam_mailbox_send(nam_mailbox_sender_t *sender,
+                              const void *buf,
+                              size_t len);
+
+/**
+ * Closes a sending end (releasing its hold on the mailbox's memory).
+ *
+ * # Safety
+ * `sender` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_mailbox_sender_close(nam_mailbox_sender_t *sender);
 
 /**
  * A static, NUL-terminated description of `status` (for example "offset or length out of

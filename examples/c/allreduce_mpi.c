@@ -12,6 +12,8 @@
  *    equals MPI_Allreduce of the same data.
  * 3. Ranks that disagree on the length all get NAM_ERR_REDUCE_MISMATCH, receive buffer
  *    untouched.
+ * 4. Rank 0's mailbox (address through MPI_Bcast) receives every other rank's messages, each
+ *    sender's in order, through back-pressure (4 slots).
  * Rank 0 prints "allreduce_mpi: all checks passed" when every check passed on every rank.
  */
 #include <mpi.h>
@@ -83,6 +85,51 @@ static void global_address_through_mpi(nam_t *nam) {
     }
 }
 
+/* Rank 0 owns a 4-slot mailbox; every other rank sends it 3 messages (retrying while it is
+ * full); rank 0 sees each sender's messages in order. */
+static void mailbox_through_mpi(nam_t *nam) {
+    enum { PER_SENDER = 3 };
+    nam_mailbox_t *box = NULL;
+    nam_gaddr_t addr = {0, 0};
+    if (rank == 0) {
+        check_status(nam_mailbox_create(nam, 4, 0, &box), NAM_OK, "nam_mailbox_create");
+        check_status(nam_mailbox_address(box, &addr), NAM_OK, "nam_mailbox_address");
+    }
+    MPI_Bcast(&addr, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        int next[64] = {0};
+        for (int m = 0; m < PER_SENDER * (ranks - 1); m++) {
+            int32_t msg[2] = {-1, -1};
+            size_t len = 0;
+            uint32_t from = 0;
+            char buf[64];
+            check_status(nam_mailbox_recv(box, buf, sizeof buf, &len, &from, 10000), NAM_OK, "nam_mailbox_recv");
+            memcpy(msg, buf, sizeof msg);
+            check(len == sizeof msg && msg[0] > 0 && msg[0] < ranks && msg[0] < 64, "a whole message from a rank");
+            if (msg[0] > 0 && msg[0] < 64) check(msg[1] == next[msg[0]]++, "each sender's messages in order");
+        }
+    } else {
+        nam_mailbox_sender_t *sender = NULL;
+        check_status(nam_mailbox_sender_open(nam, addr, &sender), NAM_OK, "nam_mailbox_sender_open");
+        char big[65] = {0};
+        check_status(nam_mailbox_send(sender, big, sizeof big), NAM_ERR_INVALID_ARGUMENT, "send beyond the slot size");
+        for (int32_t i = 0; i < PER_SENDER && sender; i++) {
+            int32_t msg[2] = {rank, i};
+            nam_status_t s;
+            double give_up = MPI_Wtime() + 10;
+            while ((s = nam_mailbox_send(sender, msg, sizeof msg)) == NAM_ERR_MAILBOX_FULL && MPI_Wtime() < give_up) {
+            }
+            check_status(s, NAM_OK, "nam_mailbox_send");
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (sender) check_status(nam_mailbox_sender_close(sender), NAM_OK, "nam_mailbox_sender_close");
+    }
+    if (rank == 0) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        check_status(nam_mailbox_destroy(box), NAM_OK, "nam_mailbox_destroy");
+    }
+}
+
 static void allreduce_matches_mpi(nam_reduce_t *group) {
     const nam_op_t ops[] = {NAM_OP_SUM, NAM_OP_MIN, NAM_OP_MAX};
     const MPI_Op mpi_ops[] = {MPI_SUM, MPI_MIN, MPI_MAX};
@@ -123,6 +170,7 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     global_address_through_mpi(nam);
+    mailbox_through_mpi(nam);
     nam_reduce_t *group = NULL;
     check_status(nam_reduce_create(nam, "allreduce_mpi", (uint32_t)ranks, (uint32_t)rank, CHUNK_BYTES, &group), NAM_OK,
                  "nam_reduce_create");

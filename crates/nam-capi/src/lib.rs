@@ -12,7 +12,8 @@
 //!   `nam_atomic_fetch`) and signals (`nam_put_signal`, `nam_wait_until`).
 //! - Global addresses (`nam_gaddr_t`, `nam_gaddr_of`, `nam_gaddr_put`, `nam_gaddr_get`,
 //!   `nam_gaddr_fetch_add`) and allreduce at the memory server (`nam_reduce_create`,
-//!   `nam_allreduce`, `nam_reduce_destroy`).
+//!   `nam_allreduce`, `nam_reduce_destroy`); mailboxes (`nam_mailbox_create`,
+//!   `nam_mailbox_recv`, `nam_mailbox_sender_open`, `nam_mailbox_send`, ...).
 //! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
 //!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
 //!   of this thread's last failure.
@@ -48,6 +49,8 @@ mod global;
 
 mod collective;
 
+mod mailbox;
+
 mod status;
 
 mod ffi;
@@ -63,5 +66,9 @@ pub use atomic::{
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
 pub use collective::{nam_allreduce, nam_dtype_t, nam_op_t, nam_reduce_create, nam_reduce_destroy, nam_reduce_t};
 pub use global::{nam_gaddr_fetch_add, nam_gaddr_get, nam_gaddr_of, nam_gaddr_put, nam_gaddr_t};
+pub use mailbox::{
+    nam_mailbox_address, nam_mailbox_create, nam_mailbox_destroy, nam_mailbox_recv, nam_mailbox_send,
+    nam_mailbox_sender_close, nam_mailbox_sender_open, nam_mailbox_sender_t, nam_mailbox_t,
+};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
 pub use status::{nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_refusal};

@@ -2,7 +2,8 @@
 //! API: `examples/c/allreduce_mpi.c` is built with `mpicc` against the workspace's libnam
 //! and run under `mpirun` (3 ranks) against a real `nam serve`, over UCX TCP and shared
 //! memory. It passes an address through `MPI_Bcast`, checks `nam_allreduce` against
-//! `MPI_Allreduce` for every op and type, and that a length mismatch fails every rank.
+//! `MPI_Allreduce` for every op and type, and that a length mismatch fails every rank; rank
+//! 0's mailbox gets every other rank's messages in per-sender order through back-pressure.
 
 mod common;
 

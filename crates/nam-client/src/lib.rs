@@ -57,6 +57,7 @@ pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;
 pub use mailbox::{Mailbox, MailboxSender, Message};
+pub use nam_proto::mailbox::{MailboxLayout, MAILBOX_SLOT_SIZE_DEFAULT};
 pub use nam_proto::reduce::{DataType, ReduceOp};
 pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;

@@ -37,8 +37,8 @@ mod put_tests {
     }
 }
 
-pub mod ckpt;
 pub mod address;
+pub mod ckpt;
 pub mod codec;
 pub mod gas;
 pub mod limits;
