@@ -54,8 +54,8 @@ fn child_roles() {
             let mut hello = [0u8; 5];
             client.get_global(address, &mut hello).unwrap();
             assert_eq!(&hello, b"hello");
-            client.put_global_sync(address.add(8).unwrap(), b"world").unwrap();
-            assert_eq!(client.fetch_add_global(address.add(64).unwrap(), 5).unwrap(), 37);
+            client.put_global_sync(address.offset_by(8).unwrap(), b"world").unwrap();
+            assert_eq!(client.fetch_add_global(address.offset_by(64).unwrap(), 5).unwrap(), 37);
             let (allocation, offset) = client.resolve(address).unwrap();
             assert_eq!((allocation.size(), offset), (4096, 0));
             println!("child done");
@@ -122,7 +122,7 @@ fn protection_domains_isolate_tenants_and_freed_allocations_fail() {
         let other_server = GlobalAddress::new(address.server() ^ 1, address.domain(), address.handle(), 0).unwrap();
         assert!(matches!(climate.get_global(other_server, &mut back), Err(Error::UnknownServer { .. })));
         // Past the end, and a freed allocation.
-        let beyond = address.add(256).unwrap();
+        let beyond = address.offset_by(256).unwrap();
         assert_eq!(refusal(as_tenant("climate", "c").get_global(beyond, &mut back)), Status::OutOfBounds);
         climate.free(&a).unwrap();
         let late = as_tenant("climate", "c");

@@ -73,7 +73,7 @@ impl GlobalAddress {
         self.domain() == 0
     }
     /// The address `bytes` further on in the same allocation; `None` past 40 bits.
-    pub fn add(self, bytes: u64) -> Option<GlobalAddress> {
+    pub fn offset_by(self, bytes: u64) -> Option<GlobalAddress> {
         let offset = self.offset().checked_add(bytes).filter(|o| *o <= GLOBAL_FIELD_MAX)?;
         GlobalAddress::new(self.server(), self.domain(), self.handle(), offset).ok()
     }
@@ -134,8 +134,8 @@ mod tests {
         assert_eq!(&b[12..16], &[0xD4, 0xC3, 0xB2, 0xA1]);
         assert_eq!(GlobalAddress::from_bytes(b), a);
         assert_eq!(a.to_string().parse::<GlobalAddress>().unwrap(), a);
-        assert_eq!(a.add(1).unwrap().offset(), 0xFF_0000_0002);
-        assert!(a.add(1 << 40).is_none());
+        assert_eq!(a.offset_by(1).unwrap().offset(), 0xFF_0000_0002);
+        assert!(a.offset_by(1 << 40).is_none());
     }
 
     #[test]
