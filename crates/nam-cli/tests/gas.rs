@@ -240,25 +240,36 @@ fn allreduce_fails_every_rank_on_mismatch_and_when_a_rank_dies() {
     for transports in TRANSPORTS {
         let server = ServerProcess::start(transports, &["--capacity", "8MiB"]);
         let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
-        // Rank 2 sends one element more than the others: all three are refused, none written.
-        let statuses: Vec<Status> = std::thread::scope(|s| {
+        // Rank 2 sends one element more than the others, then the same bytes as another type,
+        // then another operation: each time all three are refused and nothing is written. The
+        // vectors span several 16-byte chunks, so a late disagreement would be too late.
+        let statuses: Vec<Vec<Status>> = std::thread::scope(|s| {
             let handles: Vec<_> = clients
                 .iter()
                 .enumerate()
                 .map(|(rank, client)| {
                     s.spawn(move || {
-                        let mut group = ReduceGroup::attach(client, "mismatch", 3, rank as u32, 1024, 0).unwrap();
-                        let send = vec![1u8; if rank == 2 { 36 } else { 32 }];
-                        let mut recv = vec![0xEEu8; send.len()];
-                        let status = refusal(group.allreduce(client, ReduceOp::Sum, DataType::I32, &send, &mut recv));
-                        assert!(recv.iter().all(|&b| b == 0xEE), "no partial result");
-                        status
+                        let mut group = ReduceGroup::attach(client, "mismatch", 3, rank as u32, 16, 0).unwrap();
+                        let odd = rank == 2;
+                        let cases = [
+                            (if odd { 36 } else { 32 }, DataType::I32, ReduceOp::Sum),
+                            (32, if odd { DataType::F32 } else { DataType::I32 }, ReduceOp::Sum),
+                            (32, DataType::I64, if odd { ReduceOp::Max } else { ReduceOp::Min }),
+                        ];
+                        let mut statuses = Vec::new();
+                        for (len, dtype, op) in cases {
+                            let send = vec![1u8; len];
+                            let mut recv = vec![0xEEu8; len];
+                            statuses.push(refusal(group.allreduce(client, op, dtype, &send, &mut recv)));
+                            assert!(recv.iter().all(|&b| b == 0xEE), "no partial result");
+                        }
+                        statuses
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        assert_eq!(statuses, vec![Status::ReduceMismatch; 3], "{transports}");
+        assert_eq!(statuses, vec![vec![Status::ReduceMismatch; 3]; 3], "{transports}");
         // Rank 2 is another process, killed after attaching: ranks 0 and 1 fail well within
         // their deadline.
         let mut rank2 = child(&server, "attach-and-hang", &[]).spawn().unwrap();
