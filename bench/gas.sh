@@ -39,7 +39,7 @@ mkdir -p "$(dirname "$OUT")"
   echo "mailboxes and allreduce\"); formats: docs/protocol.md."
   echo
   echo "- machine: $(nproc) cores ($cpu), $(uname -sm), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo);"
-  echo "  Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), UCX $(ucx_info -v 2>/dev/null | awk '/version/ {print $4; exit}')"
+  echo "  Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), UCX $(ucx_info -v 2>/dev/null | awk '/Version/ {print $3; exit}')"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%M:%SZ), $elapsed s in all;"
   echo "  load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared: single runs are noisy)"
   echo "- targets of issue 9: allreduce <= 1.0x MPI_Allreduce for vectors <= 4 KiB on 8 ranks; mailbox round"

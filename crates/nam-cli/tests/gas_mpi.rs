@@ -7,20 +7,10 @@
 
 mod common;
 
-use common::{temp_dir, ServerProcess, TRANSPORTS};
+use common::{lib_dir, repo, temp_dir, ServerProcess, TRANSPORTS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
-}
-
-/// `<target>/<profile>`, where `cargo build --workspace` put libnam.so.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(Path::parent).expect("test binary lives in <target>/<profile>/deps").to_path_buf()
-}
 
 fn build(dir: &Path) -> PathBuf {
     let lib = lib_dir();
