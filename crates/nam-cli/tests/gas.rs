@@ -301,3 +301,35 @@ fn allreduce_fails_every_rank_on_mismatch_and_when_a_rank_dies() {
         assert!(started.elapsed() < Duration::from_secs(5), "{transports}: took {:?}", started.elapsed());
     }
 }
+
+/// Deposits above the direct path's crossover go by UCX RMA; the round must still see them
+/// whole (3 ranks, 64 KiB vectors, crossover 64 bytes, several rounds).
+#[test]
+fn allreduce_is_exact_when_deposits_take_the_rma_path() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "16MiB"]);
+    let clients: Vec<Client> = (0..3)
+        .map(|_| {
+            let mut config = server.config();
+            config.direct_max_bytes = Some(64);
+            Client::connect(config).unwrap()
+        })
+        .collect();
+    let count = 16 * 1024;
+    std::thread::scope(|s| {
+        for (rank, client) in clients.iter().enumerate() {
+            s.spawn(move || {
+                let mut group = ReduceGroup::attach(client, "rma-deposits", 3, rank as u32, 1 << 16, 0).unwrap();
+                for round in 0..4i32 {
+                    let send: Vec<u8> =
+                        (0..count).flat_map(|i| (i as i32 * (rank as i32 + 1) + round).to_le_bytes()).collect();
+                    let mut recv = vec![0u8; send.len()];
+                    group.allreduce(client, ReduceOp::Sum, DataType::I32, &send, &mut recv).unwrap();
+                    for (i, got) in recv.chunks(4).enumerate() {
+                        let want = 6 * i as i32 + 3 * round;
+                        assert_eq!(i32::from_le_bytes(got.try_into().unwrap()), want, "round {round} element {i}");
+                    }
+                }
+            });
+        }
+    });
+}

@@ -52,6 +52,14 @@ impl Client {
         self.direct_base(allocation, what)
     }
 
+    /// Whether a `len`-byte transfer to `allocation` takes the direct path (and is so
+    /// visible at the server when it returns, without a flush).
+    pub(crate) fn takes_direct_path(&self, allocation: &Allocation, len: usize) -> bool {
+        allocation.is_direct()
+            && len as u64
+                <= self.paths.direct_max.get(allocation.server).map_or(u64::MAX, |m| m.load(Ordering::Relaxed))
+    }
+
     /// The transfer-path split to server `server`, if the pool is mapped here (`None` for a
     /// server reached over the network or through messages).
     pub fn transfer_path(&self, server: usize) -> Option<TransferPath> {
