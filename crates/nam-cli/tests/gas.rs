@@ -314,7 +314,7 @@ fn allreduce_is_exact_when_deposits_take_the_rma_path() {
             Client::connect(config).unwrap()
         })
         .collect();
-    let count = 16 * 1024;
+    let count: usize = 16 * 1024;
     std::thread::scope(|s| {
         for (rank, client) in clients.iter().enumerate() {
             s.spawn(move || {
