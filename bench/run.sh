@@ -40,6 +40,11 @@ $nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp
     echo
     echo "![latency over TCP](img/bench-tcp.png) ![bandwidth over TCP](img/bench-tcp-bandwidth.png)"
     echo
+    echo "## Checkpoint parity in memory servers (issue 3)"
+    echo
+    echo "See [benchmarks-ckpt.md](benchmarks-ckpt.md) (bench/ckpt.sh): NAM-XOR against partner and"
+    echo "XOR on nodes under mpirun."
+    echo
     echo "## DRAM fault codes and the network simulator"
     echo
     echo "See [benchmarks-ecc.md](benchmarks-ecc.md) (bench/ecc.sh) and"
@@ -48,6 +53,7 @@ $nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp
 echo "wrote docs/benchmarks.md"
 
 if [ "${NAM_BENCH_MEMORY_ONLY:-0}" != 1 ]; then
+    bench/ckpt.sh
     bench/ecc.sh
     bench/netsim.sh
 fi

@@ -161,21 +161,39 @@ typedef enum {
    */
   NAM_ERR_CKPT_TIMEOUT = -27,
   /**
-   * The checkpoint engine could not read a rank's buffer (the rank died or left).
+   * The memory server could not read a rank's checkpoint buffer (the rank died or left).
    */
   NAM_ERR_CKPT_RANK_FAILED = -28,
   /**
-   * Checkpoint data cannot be rebuilt (more than one rank lost, or no complete epoch).
+   * The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+   * complete epoch.
    */
   NAM_ERR_CKPT_UNRECOVERABLE = -29,
   /**
-   * Stored parity or a rank's buffer fails its checksum.
+   * Stored parity or a rank's buffer fails its checksum; no data was returned.
    */
   NAM_ERR_CKPT_CORRUPTED = -30,
   /**
-   * The checkpoint group is busy with another epoch or restore.
+   * The checkpoint group is busy with another epoch or restore, or the epoch is out of
+   * order, or the buffer is still being pulled.
    */
   NAM_ERR_CKPT_BUSY = -31,
+  /**
+   * Far memory: the local-memory budget is smaller than one set of lines (or one page).
+   */
+  NAM_ERR_BUDGET_TOO_SMALL = -32,
+  /**
+   * Far memory: a span access is not aligned to the span size.
+   */
+  NAM_ERR_UNALIGNED = -33,
+  /**
+   * Far memory: this process may not use userfaultfd (paged regions are unavailable).
+   */
+  NAM_ERR_USERFAULTFD_DENIED = -34,
+  /**
+   * Far memory: a system call of the pager failed (mmap, ioctl, madvise).
+   */
+  NAM_ERR_SYSTEM = -35,
   /**
    * A global address names another protection domain than the caller's tenant, or an
    * allocation of another domain; nothing was touched.
@@ -294,6 +312,18 @@ typedef enum {
 typedef struct nam_alloc_t nam_alloc_t;
 
 /**
+ * A rank of a checkpoint group (opaque). Destroy it with `nam_ckpt_group_leave` before
+ * `nam_finalize` of its client.
+ */
+typedef struct nam_ckpt_group_t nam_ckpt_group_t;
+
+/**
+ * Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
+ * Use it from one thread at a time.
+ */
+typedef struct nam_farmem_t nam_farmem_t;
+
+/**
  * A sending end of a mailbox (opaque). Close it with `nam_mailbox_sender_close` before
  * `nam_finalize`.
  */
@@ -310,6 +340,12 @@ typedef struct nam_mailbox_t nam_mailbox_t;
  * with `nam_reduce_destroy` before `nam_finalize`.
  */
 typedef struct nam_reduce_t nam_reduce_t;
+
+/**
+ * A paged far-memory region (opaque); from `nam_region_create`. Its memory, at
+ * `nam_region_ptr`, may be used from any thread.
+ */
+typedef struct nam_region_t nam_region_t;
 
 /**
  * A non-blocking put or get in flight (opaque), from `nam_put` or `nam_get`. Poll it
@@ -387,6 +423,37 @@ typedef struct {
 } nam_alloc_params_t;
 
 /**
+ * How `nam_ckpt_group_join` joins. Zero fields take the defaults.
+ */
+typedef struct {
+  /**
+   * Ranks in the group.
+   */
+  uint32_t ranks;
+  /**
+   * Index of the server (in the client's list) that keeps the parity.
+   */
+  uint32_t server;
+  /**
+   * Bytes per GET of the server (a multiple of 16); 0: 256 KiB.
+   */
+  uint32_t segment_bytes;
+  /**
+   * GETs in flight per rank; 0: 4.
+   */
+  uint32_t in_flight;
+  /**
+   * Deadline for all ranks to flag an epoch ready, and for a restore, in ms; 0: 60 s.
+   */
+  uint32_t timeout_ms;
+  /**
+   * Node identity of this rank (ranks of one node never share a group), or NULL for
+   * `NAM_NODE_ID` / the host name.
+   */
+  const char *node;
+} nam_ckpt_group_params_t;
+
+/**
  * A 128-bit global address naming (server, protection domain, allocation, offset): plain
  * data, so send it as two `uint64_t` (e.g. `MPI_Bcast(&a, 2, MPI_UINT64_T, ...)`). Any
  * client of the same tenant can use it; another tenant's gets `NAM_ERR_DOMAIN`.
@@ -402,6 +469,36 @@ typedef struct {
    */
   uint64_t hi;
 } nam_gaddr_t;
+
+/**
+ * Parameters of a far-memory cache or region. Zero fields take the defaults.
+ */
+typedef struct {
+  /**
+   * Bytes of far memory (required).
+   */
+  uint64_t far_bytes;
+  /**
+   * Local memory for cached data or resident pages (required).
+   */
+  uint64_t local_bytes;
+  /**
+   * Cache line in bytes, a power of two in 64..=65536; 0 means 4096 (cache only).
+   */
+  uint32_t line_bytes;
+  /**
+   * Ways per set; 0 means 8 (cache only).
+   */
+  uint32_t ways;
+  /**
+   * Entries of the metadata cache, 0 or a power of two (cache only).
+   */
+  uint32_t metadata_cache_entries;
+  /**
+   * 1 disables the stream prefetcher.
+   */
+  uint32_t prefetch_off;
+} nam_farmem_params_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -723,6 +820,122 @@ nam_status_t nam_wait_until(nam_alloc_t *alloc,
                             uint64_t *value_out);
 
 /**
+ * Joins (or creates) the checkpoint group `name` as `rank` with a checkpoint buffer of
+ * `buffer_len` bytes that the library maps for the server (get it with
+ * `nam_ckpt_group_buffer`). A replacement rank that does not know its size passes 0,
+ * restores, and gets a buffer of the restored size. Blocking (one control round trip).
+ *
+ * # Safety
+ * `nam` is a live client; `name` a NUL-terminated string; `params` valid; `out` writable.
+ */
+nam_status_t nam_ckpt_group_join(const nam_t *nam,
+                                 const char *name,
+                                 uint32_t rank,
+                                 uint64_t buffer_len,
+                                 const nam_ckpt_group_params_t *params,
+                                 nam_ckpt_group_t **out);
+
+/**
+ * The checkpoint buffer: `*buf` and `*len`. Write the next checkpoint there, then call
+ * `nam_ckpt_group_ready`; do not write it again until `nam_ckpt_group_wait` returned
+ * `NAM_OK`. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group; `buf` and `len` writable.
+ */
+nam_status_t nam_ckpt_group_buffer(nam_ckpt_group_t *group,
+                                   uint8_t **buf,
+                                   uint64_t *len);
+
+/**
+ * Flags the buffer ready for the next epoch (its number in `*epoch_out` if not NULL).
+ * Non-blocking: the server pulls the buffer in the background. `NAM_ERR_CKPT_BUSY` while the
+ * previous epoch is still being pulled.
+ *
+ * # Safety
+ * `group` is a live group; `epoch_out` NULL or writable.
+ */
+nam_status_t nam_ckpt_group_ready(nam_ckpt_group_t *group,
+                                  uint64_t *epoch_out);
+
+/**
+ * `NAM_OK` once the server has folded this rank's buffer into the parity (the buffer may
+ * change again), `NAM_IN_PROGRESS` before, or the epoch's error. Completes immediately.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_test(nam_ckpt_group_t *group);
+
+/**
+ * Waits until `nam_ckpt_group_test` would return `NAM_OK`, at most `timeout_ms`; then, if
+ * `whole_group` is non-zero, until the parity of the epoch is complete for every rank.
+ * Blocking; `NAM_ERR_CKPT_TIMEOUT` at the deadline, the epoch's error if it failed.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait(nam_ckpt_group_t *group,
+                                 int32_t whole_group,
+                                 uint64_t timeout_ms);
+
+/**
+ * Asks the server to rebuild `lost_rank`'s checkpoint of `epoch` (0: the newest complete)
+ * from the other ranks' buffers (which must hold that epoch's data again) and the parity.
+ * `*out` receives the server allocation the bytes are written to; every rank then calls
+ * `nam_ckpt_group_wait_restore`. Blocking (one control round trip).
+ *
+ * # Safety
+ * `group` is a live group; `out` writable.
+ */
+nam_status_t nam_ckpt_group_restore(nam_ckpt_group_t *group,
+                                    uint32_t lost_rank,
+                                    uint64_t epoch,
+                                    nam_alloc_t **out);
+
+/**
+ * Waits until the group's running restore has finished (checksums verified), at most
+ * `timeout_ms`. Every rank of the group calls it; survivors keep their buffers unchanged
+ * until it returns.
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_wait_restore(nam_ckpt_group_t *group,
+                                         uint64_t timeout_ms);
+
+/**
+ * The replacement rank copies a finished restore into its buffer (resized to `len`, the
+ * lost rank's size: `nam_ckpt_group_recorded_len`) and the server allocation is freed
+ * (release `restored` with `nam_alloc_release` afterwards). Blocking.
+ *
+ * # Safety
+ * `group` is a live group; `restored` the allocation from `nam_ckpt_group_restore`.
+ */
+nam_status_t nam_ckpt_group_fetch_restored(nam_ckpt_group_t *group,
+                                           const nam_alloc_t *restored,
+                                           uint64_t len);
+
+/**
+ * The size this rank had in the newest complete epoch when it joined (0 if none).
+ *
+ * # Safety
+ * `group` is a live group; `len` writable.
+ */
+nam_status_t nam_ckpt_group_recorded_len(const nam_ckpt_group_t *group,
+                                         uint64_t *len);
+
+/**
+ * Leaves the group and releases the object; with `destroy` non-zero the group and its
+ * parity are deleted on the server too. The object is gone even when an error is returned.
+ *
+ * # Safety
+ * `group` is NULL or a live group, not used afterwards.
+ */
+nam_status_t nam_ckpt_group_leave(nam_ckpt_group_t *group,
+                                  int32_t destroy);
+
+/**
  * The global address of byte `offset` of `alloc`. Blocking the first time a server is
  * used this way (one request for its tag and the caller's domain), local afterwards.
  *
@@ -899,6 +1112,93 @@ const char *nam_status_string(nam_status_t status);
  * Completes immediately.
  */
 const char *nam_last_error_message(void);
+
+/**
+ * Creates far memory of `params->far_bytes` striped over the servers, cached in
+ * `params->local_bytes` of local memory. Blocking (connects). Errors:
+ * `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`
+ * (a parameter out of range), and the connection errors of `nam_init`. `*out` is NULL on
+ * failure. Release with `nam_farmem_destroy`.
+ *
+ * # Safety
+ * `config` is NULL or valid as for `nam_init`; `params` and `out` are valid pointers.
+ */
+nam_status_t nam_farmem_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_farmem_t **out);
+
+/**
+ * Reads `len` bytes at far address `addr` into `buf`. `NAM_ERR_OUT_OF_BOUNDS` when the
+ * range leaves the far memory (nothing read); a failed server gives its transport or
+ * timeout code, with the server named in `nam_last_error_message`.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
+ */
+nam_status_t nam_farmem_read(nam_farmem_t *far,
+                             uint64_t addr,
+                             void *buf,
+                             size_t len);
+
+/**
+ * Writes `len` bytes from `buf` at far address `addr` (into the cache; `nam_farmem_flush`
+ * makes them reach the servers). Errors as `nam_farmem_read`, plus `NAM_ERR_POOL_EXHAUSTED`
+ * when a server has no room for an evicted line (the data stays in the cache).
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is readable for `len` bytes.
+ */
+nam_status_t nam_farmem_write(nam_farmem_t *far,
+                              uint64_t addr,
+                              const void *buf,
+                              size_t len);
+
+/**
+ * Writes every dirty line back and waits until the servers have them.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`.
+ */
+nam_status_t nam_farmem_flush(nam_farmem_t *far);
+
+/**
+ * Destroys `far`, freeing its far memory on the servers (unflushed writes are lost).
+ *
+ * # Safety
+ * `far` is NULL or from `nam_farmem_create`, not used afterwards.
+ */
+nam_status_t nam_farmem_destroy(nam_farmem_t *far);
+
+/**
+ * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
+ * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
+ * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+ * page cannot be fetched later (its server died) the process is aborted with a message.
+ *
+ * # Safety
+ * `config` as for `nam_init`; `params`, `out` and `ptr` are valid pointers.
+ */
+nam_status_t nam_region_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_region_t **out,
+                               void **ptr);
+
+/**
+ * Writes every dirty page of the region back and waits until the servers have them.
+ *
+ * # Safety
+ * `region` is from `nam_region_create`.
+ */
+nam_status_t nam_region_flush(nam_region_t *region);
+
+/**
+ * Unmaps the region and frees its far memory; its memory must not be touched afterwards.
+ *
+ * # Safety
+ * `region` is NULL or from `nam_region_create`, not used afterwards.
+ */
+nam_status_t nam_region_destroy(nam_region_t *region);
 
 #ifdef __cplusplus
 }  // extern "C"

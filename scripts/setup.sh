@@ -10,7 +10,7 @@ deps_only=false
 # System packages: UCX (library, headers, ucx_perftest), bindgen's libclang, Open MPI, a C
 # toolchain for the C API and its tests, and the font the benchmark plots use.
 packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
-          build-essential binutils fonts-dejavu-core ca-certificates)
+          build-essential binutils fonts-dejavu-core ca-certificates memcached)
 
 # A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.
 if [ -f "$HOME/.cargo/env" ]; then

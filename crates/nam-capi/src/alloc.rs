@@ -68,7 +68,7 @@ unsafe fn alloc_options(params: Option<&nam_alloc_params_t>) -> Result<AllocOpti
     })
 }
 
-fn hand_out(nam: &nam_t, allocation: Allocation, out: &mut *mut nam_alloc_t) {
+pub(crate) fn hand_out(nam: &nam_t, allocation: Allocation, out: &mut *mut nam_alloc_t) {
     let alloc = Box::into_raw(Box::new(nam_alloc_t { nam, allocation }));
     nam.track_alloc(alloc);
     *out = alloc;

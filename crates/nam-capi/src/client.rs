@@ -62,7 +62,7 @@ pub struct nam_config_t {
     pub connect_timeout_ms: u64,
 }
 
-unsafe fn client_config(config: &nam_config_t) -> Result<ClientConfig, Failure> {
+pub(crate) unsafe fn client_config(config: &nam_config_t) -> Result<ClientConfig, Failure> {
     let mut out = ClientConfig::new(parse_servers(required_str(config.servers, "config->servers")?)?);
     if let Some(tenant) = optional_str(config.tenant, "config->tenant")? {
         out.tenant = tenant.into();

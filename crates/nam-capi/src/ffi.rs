@@ -15,6 +15,8 @@ pub(crate) enum Failure {
     Null(&'static str),
     /// An argument is invalid for another reason.
     Invalid(String),
+    /// The far-memory library failed.
+    Far(nam_farmem::Error),
 }
 
 impl From<Error> for Failure {
@@ -28,6 +30,7 @@ impl Failure {
         match self {
             Failure::Client(error) => status_of_error(error),
             Failure::Null(_) | Failure::Invalid(_) => nam_status_t::NAM_ERR_INVALID_ARGUMENT,
+            Failure::Far(error) => crate::status::status_of_far_error(error),
         }
     }
 }
@@ -38,6 +41,7 @@ impl std::fmt::Display for Failure {
             Failure::Client(error) => write!(f, "{error}"),
             Failure::Null(argument) => write!(f, "argument `{argument}` is NULL"),
             Failure::Invalid(text) => f.write_str(text),
+            Failure::Far(error) => write!(f, "{error}"),
         }
     }
 }

@@ -70,14 +70,24 @@ pub enum nam_status_t {
     NAM_ERR_INTERNAL = -26,
     /// A checkpoint epoch or restore missed its deadline (a rank never flagged ready).
     NAM_ERR_CKPT_TIMEOUT = -27,
-    /// The checkpoint engine could not read a rank's buffer (the rank died or left).
+    /// The memory server could not read a rank's checkpoint buffer (the rank died or left).
     NAM_ERR_CKPT_RANK_FAILED = -28,
-    /// Checkpoint data cannot be rebuilt (more than one rank lost, or no complete epoch).
+    /// The checkpoint cannot be rebuilt: more than one rank of the group lost, or no
+    /// complete epoch.
     NAM_ERR_CKPT_UNRECOVERABLE = -29,
-    /// Stored parity or a rank's buffer fails its checksum.
+    /// Stored parity or a rank's buffer fails its checksum; no data was returned.
     NAM_ERR_CKPT_CORRUPTED = -30,
-    /// The checkpoint group is busy with another epoch or restore.
+    /// The checkpoint group is busy with another epoch or restore, or the epoch is out of
+    /// order, or the buffer is still being pulled.
     NAM_ERR_CKPT_BUSY = -31,
+    /// Far memory: the local-memory budget is smaller than one set of lines (or one page).
+    NAM_ERR_BUDGET_TOO_SMALL = -32,
+    /// Far memory: a span access is not aligned to the span size.
+    NAM_ERR_UNALIGNED = -33,
+    /// Far memory: this process may not use userfaultfd (paged regions are unavailable).
+    NAM_ERR_USERFAULTFD_DENIED = -34,
+    /// Far memory: a system call of the pager failed (mmap, ioctl, madvise).
+    NAM_ERR_SYSTEM = -35,
     /// A global address names another protection domain than the caller's tenant, or an
     /// allocation of another domain; nothing was touched.
     NAM_ERR_DOMAIN = -40,
@@ -97,7 +107,7 @@ use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 38] {
+    pub const fn all() -> [nam_status_t; 42] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -132,6 +142,10 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNRECOVERABLE,
             NAM_ERR_CKPT_CORRUPTED,
             NAM_ERR_CKPT_BUSY,
+            NAM_ERR_BUDGET_TOO_SMALL,
+            NAM_ERR_UNALIGNED,
+            NAM_ERR_USERFAULTFD_DENIED,
+            NAM_ERR_SYSTEM,
             NAM_ERR_DOMAIN,
             NAM_ERR_MAILBOX_FULL,
             NAM_ERR_REDUCE_MISMATCH,
@@ -181,6 +195,10 @@ impl nam_status_t {
             NAM_ERR_CKPT_UNRECOVERABLE => "checkpoint unrecoverable\0",
             NAM_ERR_CKPT_CORRUPTED => "checkpoint data corrupted\0",
             NAM_ERR_CKPT_BUSY => "checkpoint group busy\0",
+            NAM_ERR_BUDGET_TOO_SMALL => "local-memory budget too small\0",
+            NAM_ERR_UNALIGNED => "far-memory span not aligned\0",
+            NAM_ERR_USERFAULTFD_DENIED => "userfaultfd not permitted\0",
+            NAM_ERR_SYSTEM => "system call failed\0",
             NAM_ERR_DOMAIN => "protection domain mismatch\0",
             NAM_ERR_MAILBOX_FULL => "mailbox full, retry later\0",
             NAM_ERR_REDUCE_MISMATCH => "allreduce ranks disagree on length, type or operation\0",
@@ -244,6 +262,21 @@ pub fn status_of_error(error: &Error) -> nam_status_t {
         Error::WaitTimeout { .. } => NAM_ERR_WAIT_TIMEOUT,
         Error::UnknownServer { .. } => NAM_ERR_WRONG_SERVER,
         Error::MailboxFull { .. } => NAM_ERR_MAILBOX_FULL,
+    }
+}
+
+/// The code of an error of the far-memory library. A failed server gives the code of the
+/// client library's error underneath; no wildcard, so a new variant needs a code.
+pub fn status_of_far_error(error: &nam_farmem::Error) -> nam_status_t {
+    use nam_farmem::Error as E;
+    match error {
+        E::Config(_) => NAM_ERR_CONFIG,
+        E::BudgetTooSmall { .. } => NAM_ERR_BUDGET_TOO_SMALL,
+        E::OutOfRange { .. } => NAM_ERR_OUT_OF_BOUNDS,
+        E::Unaligned { .. } => NAM_ERR_UNALIGNED,
+        E::Server { source, .. } | E::OutOfCapacity { source, .. } => status_of_error(source),
+        E::UserfaultfdNotPermitted { .. } => NAM_ERR_USERFAULTFD_DENIED,
+        E::System { .. } => NAM_ERR_SYSTEM,
     }
 }
 

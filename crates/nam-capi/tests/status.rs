@@ -62,7 +62,7 @@ fn codes_are_distinct_and_have_strings() {
         assert!(!text.is_empty() && text != "unknown status", "{status:?} has no string");
         assert!(strings.insert(text), "{status:?} shares its string {text:?}");
     }
-    for unknown in [2, -32, -39, -1000, i32::MIN, i32::MAX] {
+    for unknown in [2, -36, -39, -1000, i32::MIN, i32::MAX] {
         let text = unsafe { CStr::from_ptr(nam_status_string(unknown)) };
         assert_eq!(text.to_str().unwrap(), "unknown status");
     }
@@ -108,7 +108,9 @@ fn every_client_error_has_exactly_one_code() {
     }
     // Every code but OK, IN_PROGRESS, UNEXPECTED_REPLY's Ok-refusal alias and INTERNAL is
     // reachable from some error or refusal: nothing in the enum is dead.
-    let reachable: HashSet<nam_status_t> = seen.keys().chain(refusal_codes.keys()).copied().collect();
+    let far_codes = far_errors().iter().map(status_of_far_error).collect::<Vec<_>>();
+    let reachable: HashSet<nam_status_t> =
+        seen.keys().chain(refusal_codes.keys()).chain(far_codes.iter()).copied().collect();
     for code in nam_status_t::all() {
         if ![NAM_OK, NAM_IN_PROGRESS, NAM_ERR_INTERNAL].contains(&code) {
             assert!(reachable.contains(&code), "{code:?} is reached by no error");
@@ -198,4 +200,26 @@ fn a_server_that_is_not_there_is_a_connect_error_within_the_deadline() {
 
 fn cs(bytes: &'static [u8]) -> *const std::ffi::c_char {
     CStr::from_bytes_with_nul(bytes).expect("NUL-terminated").as_ptr()
+}
+
+/// One far-memory error of each kind that has a code of its own.
+fn far_errors() -> Vec<nam_farmem::Error> {
+    use nam_farmem::Error as E;
+    vec![
+        E::BudgetTooSmall { budget_bytes: 1, unit_bytes: 4096 },
+        E::Unaligned { addr: 1, len: 1, span_bytes: 64 },
+        E::UserfaultfdNotPermitted { reason: "EPERM".into() },
+        E::System { what: "mmap", source: std::sync::Arc::new(std::io::Error::from_raw_os_error(12)) },
+    ]
+}
+
+#[test]
+fn far_memory_errors_have_their_own_codes() {
+    let codes: HashSet<nam_status_t> = far_errors().iter().map(status_of_far_error).collect();
+    assert_eq!(codes.len(), far_errors().len(), "two far-memory errors share a code");
+    for code in codes {
+        assert!((code as i32) <= -32, "{code:?} should be one of the far-memory codes");
+    }
+    let range = nam_farmem::Error::OutOfRange { addr: 0, len: 8, size: 4 };
+    assert_eq!(status_of_far_error(&range), NAM_ERR_OUT_OF_BOUNDS);
 }

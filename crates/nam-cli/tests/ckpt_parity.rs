@@ -296,3 +296,81 @@ fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
         }
     }
 }
+
+/// `examples/mpi/heat_namxor.c`, built against libnam with mpicc: an uninterrupted run, a run
+/// that dies after a checkpoint, one rank's local checkpoint deleted, and a restart that has
+/// the server rebuild it: the restarted run ends with the uninterrupted run's answer.
+#[test]
+fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    assert!(target.join("libnam.so").exists(), "run `cargo build --workspace` before `cargo test`");
+    let dir = common::temp_dir("heat-namxor");
+    let run = |what: &str, cmd: &mut std::process::Command| -> (bool, String) {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let pc = std::process::Command::new("sh")
+        .arg(repo.join("scripts/gen-pc.sh"))
+        .args(["--libdir", target.to_str().unwrap(), "--includedir", repo.join("include").to_str().unwrap()])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(pc.success());
+    let built = std::process::Command::new("make")
+        .arg("-C")
+        .arg(repo.join("examples/mpi"))
+        .arg(format!("OUT={}", dir.display()))
+        .arg("CFLAGS=-O2 -g -Wall -Wextra -Werror -std=c11")
+        .env("PKG_CONFIG_PATH", &dir)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
+    let heat = |phase: &str, local: &std::path::Path, extra: &[&str]| {
+        std::fs::create_dir_all(local).unwrap();
+        // The harness's mpirun command line for `nam`, with the example as the program instead.
+        let cmd = ckpt_support::mpirun(4, 4, &[]);
+        let mut args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        args.pop();
+        let mut c = std::process::Command::new("mpirun");
+        c.args(&args[..])
+            .args([
+                "-x",
+                &format!("NAM_SERVERS={}", server.addr),
+                "-x",
+                &format!("LD_LIBRARY_PATH={}", target.display()),
+            ])
+            .arg(dir.join("heat_namxor"))
+            .args([phase, local.to_str().unwrap(), "60", "10"])
+            .args(extra);
+        for (k, v) in cmd.get_envs() {
+            c.env(k, v.unwrap());
+        }
+        run(phase, &mut c)
+    };
+    let (ok, whole) = heat("run", &dir.join("whole"), &[]);
+    assert!(ok, "{whole}");
+    let answer = whole.lines().find(|l| l.starts_with("final checksum")).unwrap_or_else(|| panic!("{whole}"));
+    let (died, crashed) = heat("crash", &dir.join("failed"), &["30"]);
+    assert!(!died, "the crash run must fail: {crashed}");
+    assert!(crashed.contains("crashing after the checkpoint of step 30"), "{crashed}");
+    std::fs::remove_file(dir.join("failed/rank-2.ckpt")).unwrap();
+    let (ok, restarted) = heat("restart", &dir.join("failed"), &[]);
+    assert!(ok, "{restarted}");
+    assert!(restarted.contains("rank 2: checkpoint rebuilt by the memory server"), "{restarted}");
+    assert!(restarted.contains("restarting from step 30"), "{restarted}");
+    assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
+
+    // Rank 1 is killed (SIGKILL) during the checkpoint of step 40: the others' epoch fails
+    // with an error naming it, and the previous epoch (step 30) is still restorable.
+    let (died, killed) = heat("die", &dir.join("killed"), &["40"]);
+    assert!(!died && killed.contains("rank 1: killed before flagging step 40 ready"), "{killed}");
+    assert!(killed.contains("checkpoint rank failed") || killed.contains("checkpoint deadline passed"), "{killed}");
+    std::fs::remove_file(dir.join("killed/rank-2.ckpt")).unwrap();
+    let (ok, restarted) = heat("restart", &dir.join("killed"), &[]);
+    assert!(ok, "{restarted}");
+    assert!(restarted.contains("restarting from step 30"), "{restarted}");
+    assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
+}

@@ -152,6 +152,8 @@ pub struct CkptJoined {
     /// Newest epoch whose parity is complete (after a server restart from a file-backed
     /// pool, the one found in the pool).
     pub complete_epoch: u64,
+    /// The group's last started epoch (complete or failed): the next ready is for one more.
+    pub started_epoch: u64,
     /// Size the group recorded for this rank in `complete_epoch` (0 if none).
     pub recorded_len: u64,
 }
@@ -165,6 +167,9 @@ pub struct CkptInfo {
     pub running_epoch: u64,
     /// Ranks that have joined.
     pub joined: u32,
+    /// Microseconds the engine spent working (pulling, XOR, checksums) on the last
+    /// finished epoch or restore, not counting waits for ranks to flag ready.
+    pub last_job_busy_us: u64,
     /// Status of the last failure ([`crate::Status::Ok`] if none).
     pub last_status: crate::Status,
     /// The last failure, naming its cause (empty if none).
@@ -260,12 +265,14 @@ impl CkptReply {
                 w.u64(j.group_id);
                 crate::message::write_alloc_reply(w, &j.control);
                 w.u64(j.complete_epoch);
+                w.u64(j.started_epoch);
                 w.u64(j.recorded_len);
             }
             CkptReply::Info(i) => {
                 w.u64(i.complete_epoch);
                 w.u64(i.running_epoch);
                 w.u32(i.joined);
+                w.u64(i.last_job_busy_us);
                 w.u16(i.last_status.code());
                 w.str16(crate::message::truncate_utf8(&i.last_error, ERROR_TEXT_LEN_MAX));
             }
@@ -278,12 +285,14 @@ impl CkptReply {
                 group_id: r.u64("group_id")?,
                 control: crate::message::read_alloc_reply(r)?,
                 complete_epoch: r.u64("complete_epoch")?,
+                started_epoch: r.u64("started_epoch")?,
                 recorded_len: r.u64("recorded_len")?,
             }),
             KIND_CKPT_QUERY => CkptReply::Info(CkptInfo {
                 complete_epoch: r.u64("complete_epoch")?,
                 running_epoch: r.u64("running_epoch")?,
                 joined: r.u32("joined")?,
+                last_job_busy_us: r.u64("last_job_busy_us")?,
                 last_status: {
                     let code = r.u16("last_status")?;
                     crate::Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?
@@ -331,11 +340,12 @@ mod tests {
     #[test]
     fn checkpoint_replies_round_trip() {
         let control = AllocReply { handle: 1, size: 64, remote_addr: 4096, flags: 3, rkey: vec![4; 10] };
-        let joined = CkptJoined { group_id: 2, control, complete_epoch: 9, recorded_len: 100 };
+        let joined = CkptJoined { group_id: 2, control, complete_epoch: 9, started_epoch: 10, recorded_len: 100 };
         let info = CkptInfo {
             complete_epoch: 9,
             running_epoch: 10,
             joined: 3,
+            last_job_busy_us: 1234,
             last_status: Status::CkptTimeout,
             last_error: "rank 2".into(),
         };

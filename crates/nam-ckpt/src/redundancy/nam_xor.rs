@@ -42,6 +42,8 @@ pub struct NamXor {
     set: Vec<usize>,
     spec: GroupSpec,
     server: SocketAddr,
+    /// The last protect failed: agree on the epoch before the next.
+    resync: bool,
     // Field order: the member (which borrows the client) goes first.
     member: Option<CkptMember<'static>>,
     client: &'static Client,
@@ -57,6 +59,18 @@ impl NamXor {
     /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
+        Self::with_tuning(comm, set_size, servers, 0, 0)
+    }
+
+    /// As [`NamXor::new`], with the server's GET segment size and GETs in flight per rank
+    /// (0: the server's defaults).
+    pub fn with_tuning(
+        comm: &Comm,
+        set_size: usize,
+        servers: &[String],
+        segment_bytes: u32,
+        in_flight: u32,
+    ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
@@ -74,7 +88,9 @@ impl NamXor {
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
         spec.timeout = SERVER_WAIT;
-        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, member: None, client })
+        spec.segment_bytes = segment_bytes;
+        spec.in_flight = in_flight;
+        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, member: None, client })
     }
 
     /// The ranks of this rank's set.
@@ -116,8 +132,7 @@ impl NamXor {
         Ok(())
     }
 
-    fn record(&self, target: &Target, epoch: u64, sizes: Vec<u64>) -> Record {
-        let _ = target;
+    fn record(&self, epoch: u64, sizes: Vec<u64>) -> Record {
         Record { group: self.spec.name.clone(), server: self.server.to_string(), epoch, set: self.set.clone(), sizes }
     }
 }
@@ -146,31 +161,87 @@ impl Redundancy for NamXor {
         let clock = Stopwatch::start();
         let staged = self.stage(data);
         agree(&self.set_comm, staged, "staging the checkpoint")?;
+        self.protect_staged(data.len(), target, clock)
+    }
+
+    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        let staged = match data {
+            Some(d) => self.stage(d),
+            None => Ok(()),
+        };
+        agree(&self.set_comm, staged, "staging the checkpoint")?;
+        self.rebuild_staged(data.is_some(), target, clock)
+    }
+
+    fn discard(&mut self, target: &Target) -> Result<()> {
+        super::xor::remove_if_exists(&target.file("namxor"))
+    }
+}
+
+impl NamXor {
+    /// [`Redundancy::protect`] of the `len` bytes already in [`NamXor::buffer_mut`]: the
+    /// zero-copy form for applications that build their checkpoint there.
+    pub fn protect_buffer(&mut self, len: usize, target: &Target) -> Result<ProtectStats> {
+        let clock = Stopwatch::start();
+        let joined = self.ensure_buffer(len).map(|_| ());
+        agree(&self.set_comm, joined, "joining the group")?;
+        self.protect_staged(len, target, clock)
+    }
+
+    /// Seconds the memory server worked (pulling, XOR, checksums) on this set's last
+    /// finished epoch or restore, waits for ranks excluded.
+    pub fn server_busy_seconds(&self) -> Result<f64> {
+        let member = self.member.as_ref().ok_or_else(|| CkptError::Unrecoverable("NAM-XOR: not joined".into()))?;
+        let info = member.query().map_err(client_error("query"))?;
+        Ok(info.last_job_busy_us as f64 * 1e-6)
+    }
+
+    /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
+    /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none.
+    pub fn rebuild_buffer(&mut self, have: bool, target: &Target) -> Result<Rebuilt> {
+        self.rebuild_staged(have, target, Stopwatch::start())
+    }
+
+    /// Flags the staged buffer ready and waits for the set's parity. Ranks do not meet in a
+    /// collective before flagging: each flags as soon as it is ready and sleeps in the wait
+    /// (an MPI collective would have the early ranks spin on the cores the server needs).
+    /// They meet once, after the parity is complete, to exchange sizes and outcomes.
+    fn protect_staged(&mut self, len: usize, target: &Target, clock: Stopwatch) -> Result<ProtectStats> {
         let last = self.member.as_ref().expect("staged").epoch();
-        let epoch = all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) + 1;
+        // After a failed protect the ranks may disagree on the epoch: agree on it first.
+        let last = if self.resync { all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) } else { last };
+        let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
         let pulled = member
             .ready_epoch(epoch)
             .and_then(|_| member.wait(SERVER_WAIT))
             .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
             .map_err(client_error("parity generation"));
-        agree(&self.set_comm, pulled, "parity generation at the memory server")?;
-        let sizes = all_gather_u64(&self.set_comm, data.len() as u64);
-        let record = self.record(target, epoch, sizes);
+        // One collective: every rank's length, bit 63 set where its part failed.
+        let failed_bit = 1u64 << 63;
+        let words = all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
+        if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
+            self.resync = true;
+            return Err(pulled.err().unwrap_or_else(|| {
+                CkptError::Unrecoverable(format!("NAM-XOR parity generation failed on rank {}", self.set[bad]))
+            }));
+        }
+        self.resync = false;
+        let record = self.record(epoch, words);
         let written = write_record(target, &record);
         agree(&self.set_comm, written, "writing the NAM-XOR record")?;
         Ok(ProtectStats {
-            data_bytes: data.len() as u64,
-            sent_bytes: data.len() as u64,
+            data_bytes: len as u64,
+            sent_bytes: len as u64,
             stored_bytes: 0,
             seconds: clock.wall_seconds(),
             cpu_seconds: clock.cpu_seconds(),
         })
     }
 
-    fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        let clock = Stopwatch::start();
-        let lost = lost_ranks(&self.set_comm, data.is_some());
+    fn rebuild_staged(&mut self, have: bool, target: &Target, clock: Stopwatch) -> Result<Rebuilt> {
+        let lost = lost_ranks(&self.set_comm, have);
         let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
         if lost.len() > 1 {
             return Err(CkptError::Unrecoverable(format!(
@@ -186,11 +257,8 @@ impl Redundancy for NamXor {
         let json = record.as_ref().map(|r| serde_json::to_vec(r).expect("serializes")).unwrap_or_default();
         let record: Record = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &json))
             .map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?;
-        let staged = match data {
-            Some(d) => self.stage(d),
-            None => self.ensure_buffer(0).map(|_| ()),
-        };
-        agree(&self.set_comm, staged, "rejoining the group")?;
+        let joined = if have { self.ensure_joined() } else { self.ensure_buffer(0).map(|_| ()) };
+        agree(&self.set_comm, joined, "rejoining the group")?;
         let requested = if me == l {
             self.member
                 .as_ref()
@@ -203,23 +271,30 @@ impl Redundancy for NamXor {
         };
         let restored = agree(&self.set_comm, requested, "requesting the restore")?;
         self.set_comm.barrier();
-        let member = self.member.as_mut().expect("joined");
+        let member = self.member.as_ref().expect("joined");
         let waited = member.wait_restore(SERVER_WAIT).map(|_| ()).map_err(client_error("restore"));
         agree(&self.set_comm, waited, "rebuilding at the memory server")?;
         let out = match restored {
             Some(allocation) => {
-                let len = record.sizes[l];
-                member.fetch_restored(&allocation, len).map_err(client_error("fetching the rebuilt data"))?;
+                // Straight from the server's restore allocation into the result: the group
+                // buffer gets the data again at the next protect.
+                let mut data = vec![0u8; record.sizes[l] as usize];
+                let fetched = self.client.get(&allocation, 0, &mut data).and_then(|()| self.client.free(&allocation));
+                fetched.map_err(client_error("fetching the rebuilt data"))?;
                 write_record(target, &record)?;
-                Some(member.buffer().to_vec())
+                Some(data)
             }
             None => None,
         };
         Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }
 
-    fn discard(&mut self, target: &Target) -> Result<()> {
-        super::xor::remove_if_exists(&target.file("namxor"))
+    /// A survivor whose buffer already holds its data must be joined with it.
+    fn ensure_joined(&mut self) -> Result<()> {
+        match &self.member {
+            Some(_) => Ok(()),
+            None => Err(CkptError::Unrecoverable("NAM-XOR survivor has no group buffer to rebuild from".into())),
+        }
     }
 }
 

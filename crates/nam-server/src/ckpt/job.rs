@@ -8,11 +8,12 @@ use super::slot::{Slot, SlotHeader};
 use crate::pool::Pool;
 use nam_proto::Status;
 use nam_ucx::{Endpoint, Posted, RemoteKey};
+use rayon::prelude::*;
 use std::time::Instant;
 
 /// Bytes the direct (mapped) path folds per call to [`Job::step`], so one large epoch does
 /// not stall the server's other clients.
-const DIRECT_BUDGET_BYTES: u64 = 16 << 20;
+const DIRECT_BUDGET_BYTES: u64 = 2 << 20;
 
 /// Why a job failed: the status every rank's word gets and the message naming the cause.
 #[derive(Debug, Clone)]
@@ -83,6 +84,10 @@ pub struct Job {
     pub header: SlotHeader,
     /// When the job fails with [`Status::CkptTimeout`].
     pub deadline: Instant,
+    /// When it started (for the log).
+    pub started: Instant,
+    /// Time spent in steps that made progress: the engine's own work.
+    pub busy: std::time::Duration,
     pullers: Vec<Puller>,
     /// Contributions folded into each segment so far.
     counts: Vec<u32>,
@@ -132,6 +137,8 @@ impl Job {
             slot,
             header,
             deadline,
+            started: Instant::now(),
+            busy: std::time::Duration::ZERO,
             pullers,
             counts: vec![0; segments as usize],
             expected,
@@ -144,21 +151,28 @@ impl Job {
     /// copies the parity into the target, which the survivors are then folded into.
     pub fn start_restore(&mut self, pool: &Pool) -> Result<(), JobFailure> {
         let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
-        let lost_len = self.header.sizes[lost as usize];
-        for s in 0..self.counts.len() as u64 {
-            let parity = self.parity_segment(pool, s);
-            let stored = self.slot.load_crc(pool, self.header.parity_crc_at(), s);
-            if crc32c::crc32c(parity) != stored {
-                return Err(failure(
-                    Status::CkptCorrupted,
-                    format!("parity segment {s} of epoch {} fails its checksum; not restoring", self.epoch),
-                ));
-            }
-            let (at, n) = self.segment_range(s, lost_len);
-            // SAFETY: the target is the restore allocation the engine owns until it finishes.
-            unsafe { pool.bytes_mut(target + at, n) }.copy_from_slice(&parity[..n]);
+        let (seg, lost_len) = (self.header.segment as usize, self.header.sizes[lost as usize] as usize);
+        let parity_len = (self.counts.len() * seg).min(self.header.parity_len() as usize);
+        // SAFETY: the slot and the target are the engine's own allocations.
+        let parity = unsafe { pool.bytes_mut(self.slot.offset + self.header.data_at(), parity_len) };
+        let rebuilt = unsafe { pool.bytes_mut(target, lost_len) };
+        let stored: Vec<u32> =
+            (0..self.counts.len() as u64).map(|s| self.slot.load_crc(pool, self.header.parity_crc_at(), s)).collect();
+        let bad =
+            parity.par_chunks(seg).zip(rebuilt.par_chunks_mut(seg)).zip(stored.par_iter()).enumerate().find_map_any(
+                |(s, ((parity, rebuilt), &stored))| {
+                    let corrupt = crc32c::crc32c(parity) != stored;
+                    rebuilt.copy_from_slice(&parity[..rebuilt.len()]);
+                    corrupt.then_some(s)
+                },
+            );
+        match bad {
+            Some(s) => Err(failure(
+                Status::CkptCorrupted,
+                format!("parity segment {s} of epoch {} fails its checksum; not restoring", self.epoch),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Marks `rank` ready (an epoch); false if it already was.
@@ -203,33 +217,71 @@ impl Job {
         Ok(busy)
     }
 
-    /// Folds segments of mapped buffers in place, up to a byte budget.
+    /// Folds segments of mapped buffers in place, up to a byte budget per call, the segments
+    /// of a batch in parallel (each segment's parity is independent of the others).
     fn fold_direct(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
         let seg = self.header.segment as u64;
         let mut budget = DIRECT_BUDGET_BYTES;
         let mut busy = false;
-        for r in 0..self.pullers.len() {
-            let Some(source) = &sources[r] else { continue };
+        for (r, source) in sources.iter().enumerate() {
+            let Some(source) = source else { continue };
             let p = &self.pullers[r];
-            if !p.active || !p.ready || p.next == p.segments {
+            if !p.active || !p.ready || p.next == p.segments || budget == 0 {
                 continue;
             }
             let Some(base) = source.rkey.local_ptr(source.addr) else { continue };
-            let len = self.header.sizes[r];
-            while self.pullers[r].next < self.pullers[r].segments && budget > 0 {
-                let s = self.pullers[r].next;
-                let (at, n) = self.segment_range(s, len);
-                // SAFETY: UCX mapped the rank's registered buffer of `len` bytes at `base`;
-                // the rank does not change it until its completion word says so.
-                let data = unsafe { std::slice::from_raw_parts(base.add(at as usize), n) };
-                self.fold(pool, r as u32, s, data)?;
-                self.pullers[r].next += 1;
-                self.pullers[r].done += 1;
-                budget = budget.saturating_sub(seg);
-                busy = true;
-            }
+            let (first, end) = (p.next, p.segments.min(p.next + budget.div_ceil(seg)));
+            self.fold_batch(pool, r, base, first, end);
+            self.pullers[r].next = end;
+            self.pullers[r].done += end - first;
+            budget = budget.saturating_sub((end - first) * seg);
+            busy = true;
         }
         Ok(busy)
+    }
+
+    /// Folds segments `first..end` of rank `r`'s mapped buffer at `base`.
+    fn fold_batch(&mut self, pool: &Pool, r: usize, base: *const u8, first: u64, end: u64) {
+        let seg = self.header.segment as usize;
+        let (first_at, len) = (first as usize * seg, self.header.sizes[r] as usize);
+        // SAFETY: UCX mapped the rank's registered buffer of `len` bytes at `base`; the rank
+        // does not change it until its completion word (or the restore word) says so.
+        let data = unsafe { std::slice::from_raw_parts(base.add(first_at), (end as usize * seg).min(len) - first_at) };
+        let range = first as usize..end as usize;
+        match self.purpose {
+            Purpose::Epoch => {
+                let parity_end = (end as usize * seg).min(self.header.parity_len() as usize);
+                let at = self.slot.offset + self.header.data_at() + first_at as u64;
+                // SAFETY: the slot is the engine's own allocation; only this job touches it.
+                let parity = unsafe { pool.bytes_mut(at, parity_end - first_at) };
+                let (counts, expected) = (&self.counts[range.clone()], &self.expected[range]);
+                let crcs: Vec<(u32, Option<u32>)> = parity
+                    .par_chunks_mut(seg)
+                    .zip(data.par_chunks(seg))
+                    .zip(counts.par_iter().zip(expected.par_iter()))
+                    .map(|((parity, data), (&count, &expected))| fold_into_parity(parity, data, count, expected))
+                    .collect();
+                for (s, (crc, parity_crc)) in (first..end).zip(crcs) {
+                    self.slot.store_crc(pool, self.header.rank_crc_at(r as u32), s, crc);
+                    if let Some(crc) = parity_crc {
+                        self.slot.store_crc(pool, self.header.parity_crc_at(), s, crc);
+                    }
+                    self.counts[s as usize] += 1;
+                }
+            }
+            Purpose::Restore { lost, target } => {
+                let lost_end = (end as usize * seg).min(self.header.sizes[lost as usize] as usize);
+                // SAFETY: the target is the restore allocation the engine owns until it finishes.
+                let rebuilt = unsafe { pool.bytes_mut(target + first_at as u64, lost_end - first_at) };
+                rebuilt.par_chunks_mut(seg).zip(data.par_chunks(seg)).for_each(|(rebuilt, data)| {
+                    let n = rebuilt.len().min(data.len());
+                    xor_into(&mut rebuilt[..n], &data[..n]);
+                });
+                for c in &mut self.counts[range] {
+                    *c += 1;
+                }
+            }
+        }
     }
 
     /// Posts GETs round-robin over the ready ranks until each has its window full.
@@ -313,6 +365,8 @@ impl Job {
         (at, seg.min(len.saturating_sub(at)) as usize)
     }
 
+    // The slice aliases nothing: the slot belongs to this job alone (see `Pool::bytes_mut`).
+    #[allow(clippy::mut_from_ref)]
     fn parity_segment<'p>(&self, pool: &'p Pool, s: u64) -> &'p mut [u8] {
         let (at, n) = self.segment_range(s, self.header.parity_len());
         // SAFETY: the slot is the engine's own allocation; only this job touches it.
@@ -321,31 +375,17 @@ impl Job {
 
     /// Folds rank `r`'s segment `s` into the parity (epoch) or the rebuilt buffer (restore).
     fn fold(&mut self, pool: &Pool, r: u32, s: u64, data: &[u8]) -> Result<(), JobFailure> {
-        let crc = crc32c::crc32c(data);
-        let crc_at = self.header.rank_crc_at(r);
         match self.purpose {
             Purpose::Epoch => {
-                self.slot.store_crc(pool, crc_at, s, crc);
-                let parity = self.parity_segment(pool, s);
-                if self.counts[s as usize] == 0 {
-                    parity[..data.len()].copy_from_slice(data);
-                    parity[data.len()..].fill(0);
-                } else {
-                    xor_into(&mut parity[..data.len()], data);
+                let (count, expected) = (self.counts[s as usize], self.expected[s as usize]);
+                let (crc, parity_crc) = fold_into_parity(self.parity_segment(pool, s), data, count, expected);
+                self.slot.store_crc(pool, self.header.rank_crc_at(r), s, crc);
+                if let Some(crc) = parity_crc {
+                    self.slot.store_crc(pool, self.header.parity_crc_at(), s, crc);
                 }
                 self.counts[s as usize] += 1;
-                if self.counts[s as usize] == self.expected[s as usize] {
-                    let parity_crc = crc32c::crc32c(self.parity_segment(pool, s));
-                    self.slot.store_crc(pool, self.header.parity_crc_at(), s, parity_crc);
-                }
             }
             Purpose::Restore { lost, target } => {
-                if crc != self.slot.load_crc(pool, crc_at, s) {
-                    return Err(failure(
-                        Status::CkptCorrupted,
-                        format!("rank {r}'s buffer differs from its epoch-{} checkpoint in segment {s}", self.epoch),
-                    ));
-                }
                 let (at, n) = self.segment_range(s, self.header.sizes[lost as usize]);
                 let n = n.min(data.len());
                 // SAFETY: the target is the restore allocation the engine owns until it finishes.
@@ -360,20 +400,42 @@ impl Job {
     /// checksums, or it is not handed out.
     pub fn verify_restore(&self, pool: &Pool) -> Result<(), JobFailure> {
         let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
-        let len = self.header.sizes[lost as usize];
-        for s in 0..self.counts.len() as u64 {
-            let (at, n) = self.segment_range(s, len);
-            // SAFETY: as above; read-only here.
-            let rebuilt = unsafe { pool.bytes_mut(target + at, n) };
-            if crc32c::crc32c(rebuilt) != self.slot.load_crc(pool, self.header.rank_crc_at(lost), s) {
-                return Err(failure(
-                    Status::CkptCorrupted,
-                    format!("rebuilt segment {s} of rank {lost} fails the epoch-{} checksum", self.epoch),
-                ));
-            }
+        let (seg, len) = (self.header.segment as usize, self.header.sizes[lost as usize] as usize);
+        // SAFETY: the target is the engine's own allocation; read-only here.
+        let rebuilt = unsafe { pool.bytes_mut(target, len) };
+        let stored: Vec<u32> =
+            (0..self.counts.len() as u64).map(|s| self.slot.load_crc(pool, self.header.rank_crc_at(lost), s)).collect();
+        let bad = rebuilt
+            .par_chunks(seg)
+            .zip(stored.par_iter())
+            .enumerate()
+            .find_map_any(|(s, (rebuilt, &stored))| (crc32c::crc32c(rebuilt) != stored).then_some(s));
+        match bad {
+            Some(s) => Err(failure(
+                Status::CkptCorrupted,
+                format!(
+                    "rebuilt segment {s} of rank {lost} fails the epoch-{} checksum: a survivor's buffer or the \
+                     parity differs from that epoch",
+                    self.epoch
+                ),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// Folds one rank's segment into its parity segment: copies it (zero-padded) when it is the
+/// first contribution, XORs it otherwise. Returns the segment's checksum and, when this was
+/// the last contribution, the finished parity segment's checksum.
+fn fold_into_parity(parity: &mut [u8], data: &[u8], count: u32, expected: u32) -> (u32, Option<u32>) {
+    let crc = crc32c::crc32c(data);
+    if count == 0 {
+        parity[..data.len()].copy_from_slice(data);
+        parity[data.len()..].fill(0);
+    } else {
+        xor_into(&mut parity[..data.len()], data);
+    }
+    (crc, (count + 1 == expected).then(|| crc32c::crc32c(parity)))
 }
 
 /// `dst ^= src`, a word at a time (the compiler vectorises the loop).

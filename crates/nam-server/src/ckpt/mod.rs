@@ -35,6 +35,7 @@ pub struct EngineCtx<'a> {
 struct Peer {
     client: u64,
     node: String,
+    worker_address: Vec<u8>,
     len: u64,
     addr: u64,
     // Field order: the key is released before its endpoint. `None` for an empty buffer.
@@ -58,7 +59,12 @@ struct Group {
     job: Option<Job>,
     last_error: String,
     last_status: Status,
+    last_job_busy: Duration,
 }
+
+/// GETs still in flight after their job ended, with the buffers UCX writes into: kept until
+/// UCX completes them.
+type Drain = Vec<(Posted, Vec<u8>)>;
 
 /// Every checkpoint group of the server.
 #[derive(Default)]
@@ -67,7 +73,7 @@ pub struct CkptEngine {
     by_name: HashMap<(String, String), u64>,
     next_id: u64,
     /// GETs still in flight from failed jobs, with the buffers they write into.
-    draining: Vec<(Posted, Vec<u8>)>,
+    draining: Drain,
 }
 
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
@@ -93,6 +99,7 @@ impl CkptEngine {
                     complete_epoch: g.complete_epoch,
                     running_epoch: g.job.as_ref().map_or(0, |j| j.epoch),
                     joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
+                    last_job_busy_us: g.last_job_busy.as_micros() as u64,
                     last_status: g.last_status,
                     last_error: g.last_error.clone(),
                 }))
@@ -142,10 +149,22 @@ impl CkptEngine {
                 ),
             );
         }
-        let same_host = join.host == nam_proto::host_id();
-        let endpoint = Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| {
-            Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) }
-        })?;
+        // A rank joining again from the same worker (a new buffer size) keeps its endpoint:
+        // creating one costs a wire-up round trip.
+        let previous = group.peers[join.rank as usize].take().filter(|p| p.worker_address == join.worker_address);
+        let endpoint = match previous {
+            Some(p) => {
+                drop(p.rkey);
+                p.endpoint
+            }
+            None => {
+                let same_host = join.host == nam_proto::host_id();
+                Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| Refusal {
+                    status: Status::CkptRankFailed,
+                    message: format!("cannot reach rank {}: {e}", join.rank),
+                })?
+            }
+        };
         // UCX cannot validate a packed key; an empty one would crash it, so an empty buffer
         // (a replacement rank that has not learnt its size) carries none.
         let rkey = match (join.buffer_len, join.rkey.is_empty()) {
@@ -158,8 +177,15 @@ impl CkptEngine {
         };
         let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
         let recorded_len = group.recorded_len(ctx.pool, join.rank);
-        group.peers[join.rank as usize] =
-            Some(Peer { client, node: join.node, len: join.buffer_len, addr: join.buffer_addr, rkey, endpoint });
+        group.peers[join.rank as usize] = Some(Peer {
+            client,
+            node: join.node,
+            worker_address: join.worker_address,
+            len: join.buffer_len,
+            addr: join.buffer_addr,
+            rkey,
+            endpoint,
+        });
         Ok(CkptJoined {
             group_id: id,
             control: AllocReply {
@@ -170,6 +196,7 @@ impl CkptEngine {
                 rkey: ctx.pool.rkey().to_vec(),
             },
             complete_epoch: group.complete_epoch,
+            started_epoch: group.last_started,
             recorded_len,
         })
     }
@@ -230,6 +257,7 @@ impl CkptEngine {
             job: None,
             last_error: String::new(),
             last_status: Status::Ok,
+            last_job_busy: Duration::ZERO,
         };
         group.recover_from_pool(ctx.pool);
         Ok(group)
@@ -353,7 +381,8 @@ impl CkptEngine {
         Ok(())
     }
 
-    /// Advances every running job; true while any has work.
+    /// Advances every running job; true if any made progress (a job waiting for ranks to
+    /// flag ready lets the server sleep: their requests wake it).
     pub fn poll(&mut self, pool: &Pool) -> bool {
         self.draining.retain(|(posted, _)| match posted {
             Posted::Done => false,
@@ -361,10 +390,9 @@ impl CkptEngine {
         });
         let mut busy = false;
         for group in self.groups.values_mut() {
-            busy |= group.job.is_some();
-            if let Some(pending) = group.step(pool) {
-                self.draining.extend(pending);
-            }
+            let (progressed, pending) = group.step(pool);
+            busy |= progressed;
+            self.draining.extend(pending.into_iter().flatten());
         }
         busy
     }
@@ -413,7 +441,7 @@ fn validate_join(join: &CkptJoin) -> Result<(), Refusal> {
         return bad(format!("rank {} is not in a group of {}", join.rank, join.ranks));
     }
     let seg = join.segment_bytes;
-    if seg != 0 && (!(CKPT_SEGMENT_MIN..=CKPT_SEGMENT_MAX).contains(&seg) || seg % 16 != 0) {
+    if seg != 0 && (!(CKPT_SEGMENT_MIN..=CKPT_SEGMENT_MAX).contains(&seg) || !seg.is_multiple_of(16)) {
         return bad(format!("segment of {seg} bytes: use a multiple of 16 in {CKPT_SEGMENT_MIN}..={CKPT_SEGMENT_MAX}"));
     }
     if join.in_flight > CKPT_IN_FLIGHT_MAX {
@@ -527,9 +555,9 @@ impl Group {
         Ok((slot, header))
     }
 
-    /// Advances the job; returns GETs to drain if it failed.
-    fn step(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
-        let job = self.job.as_mut()?;
+    /// Advances the job: whether it progressed, and the GETs to drain if it failed.
+    fn step(&mut self, pool: &Pool) -> (bool, Option<Drain>) {
+        let Some(job) = self.job.as_mut() else { return (false, None) };
         let sources: Vec<Option<RankSource<'_>>> = self
             .peers
             .iter()
@@ -538,11 +566,16 @@ impl Group {
                 Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
             })
             .collect();
+        let started = Instant::now();
         let result = job.step(pool, &sources);
         drop(sources);
-        if let Err(f) = result {
-            return Some(self.fail(pool, f));
+        if matches!(result, Ok(true)) {
+            job.busy += started.elapsed();
         }
+        let progressed = match result {
+            Ok(progressed) => progressed,
+            Err(f) => return (true, Some(self.fail(pool, f))),
+        };
         let job = self.job.as_ref().expect("still running");
         if let Purpose::Epoch = job.purpose {
             for r in 0..self.ranks {
@@ -555,7 +588,7 @@ impl Group {
             }
         }
         if job.finished() {
-            return self.finish(pool);
+            return (true, self.finish(pool));
         }
         if Instant::now() >= job.deadline {
             let message = match job.purpose {
@@ -569,26 +602,40 @@ impl Group {
                     format!("restore of epoch {} did not finish within {:?}", job.epoch, self.timeout)
                 }
             };
-            return Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message }));
+            return (true, Some(self.fail(pool, JobFailure { status: Status::CkptTimeout, message })));
         }
-        None
+        (progressed, None)
     }
 
-    fn finish(&mut self, pool: &Pool) -> Option<Vec<(Posted, Vec<u8>)>> {
+    fn finish(&mut self, pool: &Pool) -> Option<Drain> {
         let job = self.job.as_ref().expect("finishing a job");
+        self.last_job_busy = job.busy;
         match job.purpose {
             Purpose::Epoch => {
                 job.slot.set_state(pool, SlotState::Valid);
                 self.complete_epoch = job.epoch;
                 self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
-                log::info!("group {:?}: epoch {} complete", self.name, job.epoch);
+                log::info!(
+                    "group {:?}: epoch {} complete, {} bytes folded in {:?} ({:?} of work)",
+                    self.name,
+                    job.epoch,
+                    job.header.sizes.iter().sum::<u64>(),
+                    job.started.elapsed(),
+                    job.busy
+                );
             }
             Purpose::Restore { lost, .. } => {
                 if let Err(f) = job.verify_restore(pool) {
                     return Some(self.fail(pool, f));
                 }
                 self.write_word(pool, CKPT_WORD_RESTORE, CkptWord::done(job.epoch).0);
-                log::info!("group {:?}: rank {lost} rebuilt from epoch {}", self.name, job.epoch);
+                log::info!(
+                    "group {:?}: rank {lost} rebuilt from epoch {} in {:?} ({:?} of work)",
+                    self.name,
+                    job.epoch,
+                    job.started.elapsed(),
+                    job.busy
+                );
             }
         }
         self.job = None;
@@ -597,7 +644,7 @@ impl Group {
 
     /// Ends the running job with `failure`: the slot being written is marked empty (the
     /// other one still holds the last complete epoch), every waiting rank gets the status.
-    fn fail(&mut self, pool: &Pool, failure: JobFailure) -> Vec<(Posted, Vec<u8>)> {
+    fn fail(&mut self, pool: &Pool, failure: JobFailure) -> Drain {
         let Some(mut job) = self.job.take() else { return Vec::new() };
         log::warn!("group {:?}: {}", self.name, failure.message);
         let word = CkptWord::failed(job.epoch, failure.status).0;

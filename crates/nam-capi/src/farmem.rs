@@ -1,0 +1,208 @@
+//! Far memory from C: the explicit cache (`nam_farmem_t`) and the paged region
+//! (`nam_region_t`) of `nam-farmem`, each over its own connection to the servers of a
+//! `nam_config_t` (or the `NAM_*` environment when it is NULL).
+
+use crate::client::client_config;
+use crate::ffi::{deref, deref_mut, guard, sink, source, Failure};
+use crate::status::nam_status_t::{self, NAM_OK};
+use nam_client::{Client, ClientConfig};
+use nam_farmem::{FarConfig, FarMemory, PagedRegion, PagerConfig};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
+/// Use it from one thread at a time.
+pub struct nam_farmem_t {
+    far: FarMemory,
+}
+
+/// A paged far-memory region (opaque); from `nam_region_create`. Its memory, at
+/// `nam_region_ptr`, may be used from any thread.
+pub struct nam_region_t {
+    region: PagedRegion,
+}
+
+/// Parameters of a far-memory cache or region. Zero fields take the defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct nam_farmem_params_t {
+    /// Bytes of far memory (required).
+    pub far_bytes: u64,
+    /// Local memory for cached data or resident pages (required).
+    pub local_bytes: u64,
+    /// Cache line in bytes, a power of two in 64..=65536; 0 means 4096 (cache only).
+    pub line_bytes: u32,
+    /// Ways per set; 0 means 8 (cache only).
+    pub ways: u32,
+    /// Entries of the metadata cache, 0 or a power of two (cache only).
+    pub metadata_cache_entries: u32,
+    /// 1 disables the stream prefetcher.
+    pub prefetch_off: u32,
+}
+
+unsafe fn connect(config: *const crate::client::nam_config_t) -> Result<Arc<Client>, Failure> {
+    let config = match config.as_ref() {
+        Some(c) => client_config(c)?,
+        None => ClientConfig::from_env()?,
+    };
+    Ok(Arc::new(Client::connect(config)?))
+}
+
+/// Creates far memory of `params->far_bytes` striped over the servers, cached in
+/// `params->local_bytes` of local memory. Blocking (connects). Errors:
+/// `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`
+/// (a parameter out of range), and the connection errors of `nam_init`. `*out` is NULL on
+/// failure. Release with `nam_farmem_destroy`.
+///
+/// # Safety
+/// `config` is NULL or valid as for `nam_init`; `params` and `out` are valid pointers.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_create(
+    config: *const crate::client::nam_config_t,
+    params: *const nam_farmem_params_t,
+    out: *mut *mut nam_farmem_t,
+) -> nam_status_t {
+    guard("nam_farmem_create", || {
+        let out = deref_mut(out, "out")?;
+        *out = std::ptr::null_mut();
+        let p = deref(params, "params")?;
+        let mut fc = FarConfig::new(p.far_bytes, p.local_bytes);
+        if p.line_bytes != 0 {
+            fc.line_bytes = p.line_bytes as u64;
+        }
+        if p.ways != 0 {
+            fc.ways = p.ways as usize;
+        }
+        fc.metadata_cache_entries = p.metadata_cache_entries as usize;
+        fc.prefetch.enabled = p.prefetch_off == 0;
+        fc.validate().map_err(Failure::Far)?;
+        let far = FarMemory::new(connect(config)?, fc).map_err(Failure::Far)?;
+        *out = Box::into_raw(Box::new(nam_farmem_t { far }));
+        Ok(NAM_OK)
+    })
+}
+
+/// Reads `len` bytes at far address `addr` into `buf`. `NAM_ERR_OUT_OF_BOUNDS` when the
+/// range leaves the far memory (nothing read); a failed server gives its transport or
+/// timeout code, with the server named in `nam_last_error_message`.
+///
+/// # Safety
+/// `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_read(
+    far: *mut nam_farmem_t,
+    addr: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> nam_status_t {
+    guard("nam_farmem_read", || {
+        let far = deref_mut(far, "far")?;
+        far.far.read(addr, sink(buf, len)?).map_err(Failure::Far)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Writes `len` bytes from `buf` at far address `addr` (into the cache; `nam_farmem_flush`
+/// makes them reach the servers). Errors as `nam_farmem_read`, plus `NAM_ERR_POOL_EXHAUSTED`
+/// when a server has no room for an evicted line (the data stays in the cache).
+///
+/// # Safety
+/// `far` is from `nam_farmem_create`; `buf` is readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_write(
+    far: *mut nam_farmem_t,
+    addr: u64,
+    buf: *const c_void,
+    len: usize,
+) -> nam_status_t {
+    guard("nam_farmem_write", || {
+        let far = deref_mut(far, "far")?;
+        far.far.write(addr, source(buf, len)?).map_err(Failure::Far)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Writes every dirty line back and waits until the servers have them.
+///
+/// # Safety
+/// `far` is from `nam_farmem_create`.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_flush(far: *mut nam_farmem_t) -> nam_status_t {
+    guard("nam_farmem_flush", || {
+        deref_mut(far, "far")?.far.flush().map_err(Failure::Far)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Destroys `far`, freeing its far memory on the servers (unflushed writes are lost).
+///
+/// # Safety
+/// `far` is NULL or from `nam_farmem_create`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_destroy(far: *mut nam_farmem_t) -> nam_status_t {
+    guard("nam_farmem_destroy", || {
+        if far.is_null() {
+            return Err(Failure::Null("far"));
+        }
+        let far = Box::from_raw(far);
+        far.far.spans().release().map_err(Failure::Far)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
+/// resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
+/// Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
+/// `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+/// page cannot be fetched later (its server died) the process is aborted with a message.
+///
+/// # Safety
+/// `config` as for `nam_init`; `params`, `out` and `ptr` are valid pointers.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_create(
+    config: *const crate::client::nam_config_t,
+    params: *const nam_farmem_params_t,
+    out: *mut *mut nam_region_t,
+    ptr: *mut *mut c_void,
+) -> nam_status_t {
+    guard("nam_region_create", || {
+        let out = deref_mut(out, "out")?;
+        *out = std::ptr::null_mut();
+        let ptr = deref_mut(ptr, "ptr")?;
+        *ptr = std::ptr::null_mut();
+        let p = deref(params, "params")?;
+        let mut pc = PagerConfig::new(p.far_bytes, p.local_bytes);
+        pc.prefetch.enabled = p.prefetch_off == 0;
+        let region = PagedRegion::new(connect(config)?, pc).map_err(Failure::Far)?;
+        *ptr = region.as_ptr().cast();
+        *out = Box::into_raw(Box::new(nam_region_t { region }));
+        Ok(NAM_OK)
+    })
+}
+
+/// Writes every dirty page of the region back and waits until the servers have them.
+///
+/// # Safety
+/// `region` is from `nam_region_create`.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_flush(region: *mut nam_region_t) -> nam_status_t {
+    guard("nam_region_flush", || {
+        deref(region, "region")?.region.flush().map_err(Failure::Far)?;
+        Ok(NAM_OK)
+    })
+}
+
+/// Unmaps the region and frees its far memory; its memory must not be touched afterwards.
+///
+/// # Safety
+/// `region` is NULL or from `nam_region_create`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_destroy(region: *mut nam_region_t) -> nam_status_t {
+    guard("nam_region_destroy", || {
+        if region.is_null() {
+            return Err(Failure::Null("region"));
+        }
+        drop(Box::from_raw(region));
+        Ok(NAM_OK)
+    })
+}

@@ -1,0 +1,468 @@
+//! `nam ckpt-bench`: seed 000 §5.2's comparison of checkpoint redundancy schemes, run under
+//! `mpirun`. An iPic3D-like mockup alternates a compute phase (a particle push over the
+//! rank's state) with a checkpoint: serialize the state into the checkpoint buffer, write it
+//! to node-local storage (`--dir`), then add redundancy with the scheme: partner copies,
+//! XOR on the nodes, or NAM-XOR (the memory server pulls the buffers and keeps the parity).
+//! After the last checkpoint one rank loses its node-local directory and the job restarts
+//! from local storage plus redundancy; every byte is compared. All schemes run in one
+//! invocation, so the ratios compare like with like; a plain in-memory XOR loop measured in
+//! the same run is the yardstick for the server's parity throughput.
+
+use crate::child::DieWithParent;
+use anyhow::{bail, Context, Result};
+use nam_ckpt::comm::Comm;
+use nam_ckpt::redundancy::{self, NamXor, Redundancy, RedundancyConfig, Scheme, Target};
+use nam_proto::size::{format_size, parse_size};
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Arguments of `nam ckpt-bench`.
+#[derive(clap::Args, Debug)]
+pub struct CkptBenchArgs {
+    /// nam-xor, partner, xor, or all (comparison in one run, with ratios).
+    #[arg(long, default_value = "all")]
+    scheme: String,
+    /// Checkpoint bytes per rank (weak scaling), or in total (strong scaling).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    size_per_rank: u64,
+    /// weak: every rank checkpoints --size-per-rank; strong: the size is split over the ranks.
+    #[arg(long, default_value = "weak")]
+    scaling: String,
+    /// Checkpoints per scheme, each after a compute phase.
+    #[arg(long, default_value_t = 2)]
+    checkpoints: u32,
+    /// Compute phase before each checkpoint, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    compute_ms: u64,
+    /// Node-local storage root (each rank uses <dir>/rank-<r>); disk or tmpfs.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Write local checkpoints without fsync (tmpfs, or to show the page-cache case).
+    #[arg(long)]
+    no_fsync: bool,
+    /// Memory servers for NAM-XOR; without, rank 0 starts one on this host.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Largest XOR / NAM-XOR set (ranks on distinct nodes).
+    #[arg(long, default_value_t = 8)]
+    set_size: usize,
+    /// Bytes per pipelined message of the partner and XOR schemes.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    block: u64,
+    /// NAM-XOR: bytes per server GET segment (0: the server's default).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    segment: u64,
+    /// NAM-XOR: server GETs in flight per rank (0: the server's default).
+    #[arg(long, default_value_t = 0)]
+    in_flight: u32,
+    /// The rank that loses its node-local data before the restart.
+    #[arg(long, default_value_t = 1)]
+    lose: usize,
+    /// One JSON object per scheme instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the table as Markdown here (rank 0).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+}
+
+/// One scheme's result, as `--json` prints it.
+#[derive(Debug, Clone, Serialize)]
+struct SchemeResult {
+    scheme: String,
+    ranks: usize,
+    nodes: usize,
+    bytes_per_rank: u64,
+    storage: String,
+    /// NAM-XOR's segment size (0: the server's default).
+    segment_bytes: u64,
+    /// Mean wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
+    checkpoint_s: f64,
+    /// Of which redundancy alone.
+    redundancy_s: f64,
+    /// Restart after one rank lost its data: local reads, rebuild, compare.
+    restart_s: f64,
+    /// Lost rank's bytes over the rebuild time.
+    restore_gbps: f64,
+    /// Checkpoint bytes of all ranks over the checkpoint time.
+    aggregate_gbps: f64,
+    /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint.
+    rank_cpu_s: f64,
+    /// NAM-XOR only: bytes the server folds into parity per second of its working time
+    /// (pulling, XOR, checksums), over the rate of a plain in-memory XOR loop measured in
+    /// the same run.
+    server_xor_ratio: Option<f64>,
+    bytes_match: bool,
+}
+
+/// Runs `nam ckpt-bench` (under mpirun).
+pub fn run(args: CkptBenchArgs) -> Result<()> {
+    let universe = mpi::initialize().context("MPI is already initialized")?;
+    let comm = Comm::new(&universe.world());
+    let schemes: Vec<Scheme> = match args.scheme.as_str() {
+        "all" => vec![Scheme::Partner, Scheme::Xor, Scheme::NamXor],
+        one => vec![Scheme::parse(one)?],
+    };
+    let len = match args.scaling.as_str() {
+        "weak" => args.size_per_rank,
+        "strong" => args.size_per_rank / comm.size() as u64,
+        other => bail!("--scaling {other}: use weak or strong"),
+    } as usize;
+    if comm.size() < 2 || args.lose >= comm.size() {
+        bail!("ckpt-bench needs at least 2 ranks and --lose below the rank count");
+    }
+    let xor_loop_gbps = if comm.rank() == 0 { xor_loop_gbps(len.min(64 << 20), comm.size()) } else { 0.0 };
+    let mut server = None;
+    let servers = if schemes.contains(&Scheme::NamXor) && args.servers.is_empty() {
+        let (child, addr) = start_local_server(&comm, len, args.set_size)?;
+        server = child;
+        vec![addr]
+    } else {
+        args.servers.clone()
+    };
+    let mut results = Vec::new();
+    for scheme in schemes {
+        let result = run_scheme(&comm, &args, scheme, len, &servers, xor_loop_gbps)
+            .with_context(|| format!("rank {}: scheme {}", comm.rank(), scheme.name()))?;
+        results.push(result);
+    }
+    if let Some(mut child) = server {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    if comm.rank() == 0 {
+        report(&args, &results, xor_loop_gbps)?;
+    }
+    Ok(())
+}
+
+/// Rank 0 starts `nam serve` on this host with room for every set's two parity slots.
+fn start_local_server(comm: &Comm, len: usize, set_size: usize) -> Result<(Option<Child>, String)> {
+    let mut child = None;
+    let mut addr = String::new();
+    if comm.rank() == 0 {
+        let sets = comm.size().div_ceil(set_size.max(2) - 1);
+        let capacity = (2 * len as u64 + (8 << 20)) * sets as u64 + (64 << 20);
+        let mut c = std::process::Command::new(std::env::current_exe()?)
+            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string()])
+            .stdout(Stdio::piped())
+            .die_with_parent()
+            .spawn()
+            .context("starting nam serve")?;
+        let mut line = String::new();
+        BufReader::new(c.stdout.take().expect("piped")).read_line(&mut line)?;
+        addr = line.split_whitespace().find(|w| w.parse::<std::net::SocketAddr>().is_ok()).unwrap_or("").into();
+        child = Some(c);
+    }
+    let addr = String::from_utf8(comm.broadcast_bytes(0, addr.as_bytes()))?;
+    if addr.is_empty() {
+        bail!("the local memory server did not start");
+    }
+    Ok((child, addr))
+}
+
+/// The mockup's state: particles whose positions move with their velocities.
+struct Mockup {
+    state: Vec<f64>,
+}
+
+impl Mockup {
+    fn new(rank: usize, len: usize) -> Mockup {
+        let state = (0..len / 8).map(|i| ((i * 31 + rank * 7) % 1000) as f64 * 1e-3).collect();
+        Mockup { state }
+    }
+
+    /// Pushes particles for `ms` milliseconds (at least one sweep).
+    fn compute(&mut self, ms: u64) {
+        let until = Instant::now() + Duration::from_millis(ms);
+        loop {
+            let half = self.state.len() / 2;
+            let (pos, vel) = self.state.split_at_mut(half);
+            for (p, v) in pos.iter_mut().zip(vel.iter_mut()) {
+                *p += 1e-3 * *v;
+                *v = 0.999 * *v + 1e-6;
+            }
+            if Instant::now() >= until {
+                return;
+            }
+        }
+    }
+
+    /// Serializes the state into `out` (len bytes).
+    fn serialize(&self, out: &mut [u8]) {
+        for (chunk, x) in out.chunks_mut(8).zip(&self.state) {
+            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+/// What one scheme needs from its checkpoint buffer: partner and XOR take any slice,
+/// NAM-XOR wants the registered buffer the server pulls.
+enum Protector {
+    Generic(Box<dyn Redundancy>, Vec<u8>),
+    Nam(Box<NamXor>),
+}
+
+impl Protector {
+    fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String], len: usize) -> Result<Self> {
+        Ok(match scheme {
+            Scheme::NamXor => Protector::Nam(Box::new(NamXor::with_tuning(
+                comm,
+                args.set_size,
+                servers,
+                args.segment as u32,
+                args.in_flight,
+            )?)),
+            _ => {
+                let config = RedundancyConfig {
+                    scheme,
+                    set_size: args.set_size,
+                    block_bytes: args.block as usize,
+                    servers: Vec::new(),
+                    ..Default::default()
+                };
+                Protector::Generic(redundancy::build(comm, &config)?, vec![0u8; len])
+            }
+        })
+    }
+
+    fn buffer(&mut self, len: usize) -> Result<&mut [u8]> {
+        Ok(match self {
+            Protector::Generic(_, buf) => &mut buf[..len],
+            Protector::Nam(n) => n.buffer_mut(len)?,
+        })
+    }
+
+    fn protect(&mut self, len: usize, target: &Target) -> Result<redundancy::ProtectStats> {
+        Ok(match self {
+            Protector::Generic(r, buf) => r.protect(&buf[..len], target)?,
+            Protector::Nam(n) => n.protect_buffer(len, target)?,
+        })
+    }
+
+    /// Rebuild after a restart: survivors have read their local checkpoint into the buffer.
+    /// The server's working seconds on the last epoch (NAM-XOR only).
+    fn server_busy_seconds(&self) -> Result<Option<f64>> {
+        Ok(match self {
+            Protector::Generic(..) => None,
+            Protector::Nam(n) => Some(n.server_busy_seconds()?),
+        })
+    }
+
+    fn rebuild(&mut self, have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
+        Ok(match self {
+            Protector::Generic(r, buf) => r.rebuild(have.then_some(&buf[..len]), target)?,
+            Protector::Nam(n) => n.rebuild_buffer(have, target)?,
+        })
+    }
+}
+
+fn run_scheme(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    scheme: Scheme,
+    len: usize,
+    servers: &[String],
+    xor_loop_gbps: f64,
+) -> Result<SchemeResult> {
+    let rank = comm.rank();
+    let dir = args.dir.join(scheme.name()).join(format!("rank-{rank}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut app = Mockup::new(rank, len);
+    let mut protector = Protector::build(comm, args, scheme, servers, len)?;
+    let (mut ckpt_s, mut red_s, mut cpu_s, mut server_s) = (0.0, 0.0, 0.0, 0.0);
+    let mut name = String::new();
+    for n in 1..=args.checkpoints {
+        app.compute(args.compute_ms);
+        comm.barrier();
+        let start = Instant::now();
+        name = format!("ckpt.{n}");
+        let target = Target { dir: &dir, name: &name, fsync: !args.no_fsync };
+        let buffer = protector.buffer(len)?;
+        app.serialize(buffer);
+        write_local(&dir.join(format!("{name}.data")), buffer, !args.no_fsync)?;
+        let stats = protector.protect(len, &target)?;
+        ckpt_s += comm.max_f64(start.elapsed().as_secs_f64());
+        red_s += comm.max_f64(stats.seconds);
+        cpu_s += comm.sum_f64(stats.cpu_seconds);
+        server_s += protector.server_busy_seconds()?.unwrap_or(0.0);
+        if n > 1 {
+            let old = format!("ckpt.{}", n - 1);
+            let _ = std::fs::remove_file(dir.join(format!("{old}.data")));
+        }
+    }
+    let checkpoints = args.checkpoints as f64;
+    let (restart_s, rebuild_s, ok) = restart(comm, args, &mut protector, &app, &dir, &name, len)?;
+    // Node-local storage may be tmpfs: give the space back before the next scheme runs.
+    comm.barrier();
+    let _ = std::fs::remove_dir_all(&dir);
+    let total = (len * comm.size()) as f64;
+    // Every set's server works on its own set; rank 0's set is representative.
+    let set_bytes = (len * comm.size().min(args.set_size)) as f64;
+    let per_ckpt_parity = server_s / checkpoints;
+    Ok(SchemeResult {
+        scheme: scheme.name().into(),
+        ranks: comm.size(),
+        nodes: comm.nodes().nodes(),
+        bytes_per_rank: len as u64,
+        storage: storage_kind(&args.dir),
+        segment_bytes: if scheme == Scheme::NamXor { args.segment } else { 0 },
+        checkpoint_s: ckpt_s / checkpoints,
+        redundancy_s: red_s / checkpoints,
+        restart_s,
+        restore_gbps: len as f64 / rebuild_s / 1e9,
+        aggregate_gbps: total / (ckpt_s / checkpoints) / 1e9,
+        rank_cpu_s: cpu_s / checkpoints,
+        server_xor_ratio: (scheme == Scheme::NamXor && rank == 0)
+            .then(|| (set_bytes / per_ckpt_parity / 1e9) / xor_loop_gbps),
+        bytes_match: ok,
+    })
+}
+
+/// Loses `--lose`'s node-local directory, restarts every rank from local storage plus the
+/// redundancy, and compares the bytes with the last checkpoint. Returns the restart time, the
+/// rebuild time, and whether every rank got its bytes back.
+fn restart(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    protector: &mut Protector,
+    app: &Mockup,
+    dir: &Path,
+    name: &str,
+    len: usize,
+) -> Result<(f64, f64, bool)> {
+    let mut expected = vec![0u8; len];
+    app.serialize(&mut expected);
+    let lost = comm.rank() == args.lose;
+    if lost {
+        std::fs::remove_dir_all(dir)?;
+        std::fs::create_dir_all(dir)?;
+    }
+    comm.barrier();
+    let start = Instant::now();
+    let target = Target { dir, name, fsync: !args.no_fsync };
+    let have = !lost;
+    if have {
+        let buffer = protector.buffer(len)?;
+        read_local(&dir.join(format!("{name}.data")), buffer)?;
+    }
+    let rebuilt = protector.rebuild(have, len, &target)?;
+    let ok = match rebuilt.data {
+        Some(data) => data == expected,
+        None => *protector.buffer(len)? == expected[..],
+    };
+    let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
+    let rebuild_s = comm.max_f64(rebuilt.seconds);
+    Ok((restart_s, rebuild_s, comm.all_agree(ok)))
+}
+
+fn write_local(path: &Path, data: &[u8], fsync: bool) -> Result<()> {
+    let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(data).with_context(|| format!("writing {}", path.display()))?;
+    if fsync {
+        file.sync_all().with_context(|| format!("fsync {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn read_local(path: &Path, into: &mut [u8]) -> Result<()> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    file.read_exact(into).with_context(|| format!("reading {}", path.display()))
+}
+
+fn storage_kind(dir: &Path) -> String {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut best = ("?".to_string(), 0usize);
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() > 2 && dir.starts_with(f[1]) && f[1].len() >= best.1 {
+            best = (f[2].to_string(), f[1].len());
+        }
+    }
+    best.0
+}
+
+/// Bytes per second a plain loop XORs `sources` buffers of `len` bytes into a parity buffer
+/// (counting the bytes read from the sources), in GB/s.
+fn xor_loop_gbps(len: usize, sources: usize) -> f64 {
+    let bufs: Vec<Vec<u8>> = (0..sources).map(|s| vec![s as u8 + 1; len]).collect();
+    let mut parity = vec![0u8; len];
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        parity.copy_from_slice(&bufs[0]);
+        for b in &bufs[1..] {
+            nam_ckpt::redundancy::xor_into(&mut parity, b);
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(&parity);
+    (len * sources) as f64 / best / 1e9
+}
+
+fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) -> Result<()> {
+    if args.json {
+        for r in results {
+            println!("{}", serde_json::to_string(r)?);
+        }
+        return Ok(());
+    }
+    let first = &results[0];
+    let mut md = format!(
+        "### ckpt-bench: {} ranks on {} nodes, {} per rank, {} storage{}\n\n",
+        first.ranks,
+        first.nodes,
+        format_size(first.bytes_per_rank),
+        first.storage,
+        if args.no_fsync { " (no fsync)" } else { " (fsync)" }
+    );
+    md += "| scheme | checkpoint s | redundancy s | restart s | restore GB/s | aggregate GB/s | rank CPU s | bytes match |\n";
+    md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+    for r in results {
+        md += &format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.3} | {} |\n",
+            r.scheme,
+            r.checkpoint_s,
+            r.redundancy_s,
+            r.restart_s,
+            r.restore_gbps,
+            r.aggregate_gbps,
+            r.rank_cpu_s,
+            r.bytes_match
+        );
+    }
+    let by = |s: &str| results.iter().find(|r| r.scheme == s);
+    if let Some(nam) = by("nam-xor") {
+        md += "\n";
+        for other in ["partner", "xor"] {
+            if let Some(o) = by(other) {
+                md += &format!(
+                    "- NAM-XOR checkpoint is **{:.2}x** faster than {other}; rank CPU on redundancy is {:.1}% of {other}'s\n",
+                    o.checkpoint_s / nam.checkpoint_s,
+                    100.0 * nam.rank_cpu_s / o.rank_cpu_s.max(1e-9)
+                );
+            }
+        }
+        if let Some(ratio) = nam.server_xor_ratio {
+            md += &format!(
+                "- server parity throughput is **{:.2}x** of a plain in-memory XOR loop ({xor_loop_gbps:.2} GB/s read) measured in this run\n",
+                ratio
+            );
+        }
+        md += &format!("- restore of one lost rank: **{:.2} GB/s**\n", nam.restore_gbps);
+    }
+    print!("{md}");
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if results.iter().any(|r| !r.bytes_match) {
+        bail!("a restart did not give back the checkpointed bytes");
+    }
+    Ok(())
+}

@@ -1,0 +1,383 @@
+//! `nam farmem-bench`: far memory against local memory. Each workload runs once on local
+//! memory (the baseline, measured in the same invocation) and then on a paged far-memory
+//! region over 1-3 memory servers, with a local-memory budget that is a fraction of its
+//! footprint, the prefetcher on or off, over UCX shared memory or TCP. It prints the
+//! slowdown (far time / local time), checks that both runs computed the same result, and
+//! measures the latency of a 4 KiB remote page fault.
+
+mod cache_sweep;
+mod fault;
+mod memcached;
+mod report;
+mod workloads;
+
+use crate::child::DieWithParent;
+use anyhow::{bail, Context, Result};
+use nam_client::{Client, ClientConfig};
+use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use workloads::Workload;
+
+/// Workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// Dependent loads over a random cycle (hit and miss latency).
+    PointerChase,
+    /// y = a*x + y (bandwidth).
+    Saxpy,
+    /// Friends-of-friends on a power-law graph (seed 004 Fig. 8.7).
+    Fof,
+    /// A 4 KiB remote page fault, one page at a time.
+    FaultLatency,
+    /// memcached through the LD_PRELOAD library under a load generator.
+    Memcached,
+    /// Explicit API: line-size and metadata-cache sweep (runs both explicit rows).
+    CacheSweep,
+    /// Explicit API sequential read (a row of cache-sweep).
+    ExplicitSeq,
+    /// Explicit API pointer chase (a row of cache-sweep).
+    ExplicitChase,
+}
+
+/// Prefetcher setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// UCX transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// UCX shared memory (tcp listed for the connection manager only).
+    Shm,
+    /// UCX TCP.
+    Tcp,
+}
+
+impl Transport {
+    fn ucx_tls(self) -> &'static str {
+        match self {
+            Transport::Shm => "sm,self,tcp",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// Arguments of `nam farmem-bench`.
+#[derive(clap::Args, Debug)]
+pub struct FarmemBenchArgs {
+    /// Workloads, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["pointer-chase", "saxpy", "fof", "fault-latency"])]
+    workload: Vec<WorkloadKind>,
+    /// Local memory as a fraction of each workload's footprint, comma-separated (0.1 to 1).
+    #[arg(long, value_delimiter = ',', default_value = "0.5")]
+    local_fraction: Vec<f64>,
+    /// Prefetcher on and/or off, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    prefetch: Vec<OnOff>,
+    /// Memory servers HOST:PORT,...; without it, local `nam serve` processes are started.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Numbers of local servers to run over (ignored with --servers), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    server_count: Vec<usize>,
+    /// UCX transports, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "shm")]
+    transport: Vec<Transport>,
+    /// Scale of the workloads' footprints (1 = ~32 MiB each).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Print one JSON object per run instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Append the runs as Markdown (with the targets) to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write PNG plots of slowdown against local fraction into this directory.
+    #[arg(long)]
+    plot_dir: Option<PathBuf>,
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Run {
+    workload: WorkloadKind,
+    local_fraction: f64,
+    prefetch: bool,
+    servers: usize,
+    transport: Transport,
+    /// Far time / local time (for fault-latency: median fault / local page touch).
+    slowdown: f64,
+    /// Local throughput / far throughput inverse: local time / far time.
+    throughput_ratio: f64,
+    local_ms: f64,
+    far_ms: f64,
+    /// Per work item, nanoseconds, far memory.
+    far_ns_per_item: f64,
+    /// Per work item, nanoseconds, local memory.
+    local_ns_per_item: f64,
+    /// Page faults on missing pages, pages prefetched, evictions.
+    misses: u64,
+    prefetches: u64,
+    evictions: u64,
+    /// Fault latency percentiles (fault-latency only), microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_us: Option<f64>,
+    /// memcached only: bytes it allocated in far memory, its resident set, values checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_bytes: Option<u64>,
+    /// memcached only: bytes of its far region resident in local memory at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_resident_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values_checked: Option<u64>,
+    /// Explicit-API rows: cache line size and metadata-cache entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata_cache: Option<usize>,
+}
+
+impl Run {
+    /// A row with the common fields; the optional ones empty.
+    #[allow(clippy::too_many_arguments)]
+    fn basic(
+        workload: WorkloadKind,
+        local_fraction: f64,
+        prefetch: bool,
+        servers: usize,
+        transport: Transport,
+        local_ms: f64,
+        far_ms: f64,
+        items: f64,
+    ) -> Run {
+        Run {
+            workload,
+            local_fraction,
+            prefetch,
+            servers,
+            transport,
+            slowdown: far_ms / local_ms,
+            throughput_ratio: local_ms / far_ms,
+            local_ms,
+            far_ms,
+            far_ns_per_item: far_ms * 1e6 / items,
+            local_ns_per_item: local_ms * 1e6 / items,
+            misses: 0,
+            prefetches: 0,
+            evictions: 0,
+            p50_us: None,
+            p99_us: None,
+            far_bytes: None,
+            far_resident_bytes: None,
+            rss_bytes: None,
+            values_checked: None,
+            line_bytes: None,
+            metadata_cache: None,
+        }
+    }
+}
+
+/// Local `nam serve` processes of one transport.
+struct LocalServers {
+    children: Vec<Child>,
+    addrs: Vec<SocketAddr>,
+}
+
+impl LocalServers {
+    fn start(count: usize, transport: Transport) -> Result<LocalServers> {
+        let mut servers = LocalServers { children: Vec::new(), addrs: Vec::new() };
+        for i in 0..count {
+            let mut child = Command::new(std::env::current_exe()?)
+                .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "1GiB", "--name", &format!("blade{i}")])
+                .env("UCX_TLS", transport.ucx_tls())
+                .stdout(Stdio::piped())
+                .die_with_parent()
+                .spawn()
+                .context("cannot start a local nam serve")?;
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+            servers.children.push(child);
+            match line.split_whitespace().find_map(|w| w.parse().ok()) {
+                Some(addr) => servers.addrs.push(addr),
+                None => bail!("local nam serve did not start: {line:?}"),
+            }
+        }
+        Ok(servers)
+    }
+}
+
+impl Drop for LocalServers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+fn connect(addrs: &[SocketAddr], transport: Transport) -> Result<Arc<Client>> {
+    let mut config = ClientConfig::new(addrs.to_vec());
+    config.transports = Some(transport.ucx_tls().into());
+    config.timeout = Duration::from_secs(10);
+    Ok(Arc::new(Client::connect(config).context("connecting to the memory servers")?))
+}
+
+fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
+    let s = |n: f64| ((n * scale) as usize).max(1024);
+    match kind {
+        WorkloadKind::PointerChase => Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: 1 << 20 }),
+        WorkloadKind::Saxpy => Box::new(workloads::Saxpy { n: s(4.0 * 1048576.0), passes: 4 }),
+        WorkloadKind::Fof => {
+            Box::new(workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) })
+        }
+        _ => unreachable!("measured by their own modules"),
+    }
+}
+
+/// Runs `w` on local memory: (milliseconds, checksum).
+fn run_local(w: &dyn Workload) -> (f64, u64) {
+    let mut mem = vec![0u64; w.footprint().div_ceil(8)];
+    // SAFETY: viewing the u64 buffer as bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(mem.as_mut_ptr().cast::<u8>(), mem.len() * 8) };
+    w.init(bytes);
+    let t = Instant::now();
+    let sum = w.run(bytes);
+    (t.elapsed().as_secs_f64() * 1e3, sum)
+}
+
+struct FarSetting {
+    fraction: f64,
+    prefetch: bool,
+}
+
+/// Runs `w` in a paged region: (milliseconds, checksum, stats).
+fn run_far(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<(f64, u64, nam_farmem::Stats)> {
+    let footprint = w.footprint() as u64;
+    let mut config = PagerConfig::new(footprint, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
+    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
+    let region = PagedRegion::new(client, config)?;
+    // SAFETY: the only view of the region, dropped before it.
+    let mem = unsafe { region.as_slice_mut() };
+    w.init(&mut mem[..footprint as usize]);
+    let before = region.stats();
+    let t = Instant::now();
+    let sum = w.run(&mut mem[..footprint as usize]);
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let after = region.stats();
+    let stats = nam_farmem::Stats {
+        misses: after.misses - before.misses,
+        prefetches: after.prefetches - before.prefetches,
+        evictions: after.evictions - before.evictions,
+        ..after
+    };
+    Ok((ms, sum, stats))
+}
+
+/// Entry point.
+pub fn run(args: FarmemBenchArgs) -> Result<()> {
+    for &f in &args.local_fraction {
+        if !(0.01..=1.0).contains(&f) {
+            bail!("--local-fraction {f} must be in 0.01..=1");
+        }
+    }
+    let mut runs = Vec::new();
+    for &transport in &args.transport {
+        let (_local, addrs) = if args.servers.is_empty() {
+            let max = *args.server_count.iter().max().unwrap_or(&1);
+            let local = LocalServers::start(max, transport)?;
+            let addrs = local.addrs.clone();
+            (Some(local), addrs)
+        } else {
+            (None, nam_client::config::parse_servers(&args.servers.join(","))?)
+        };
+        let counts: Vec<usize> = if args.servers.is_empty() { args.server_count.clone() } else { vec![addrs.len()] };
+        for &kind in &args.workload {
+            runs.extend(run_workload(&args, kind, transport, &addrs, &counts)?);
+        }
+    }
+    report::emit(&args, &runs)
+}
+
+fn run_workload(
+    args: &FarmemBenchArgs,
+    kind: WorkloadKind,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    if kind == WorkloadKind::FaultLatency {
+        for &n in counts {
+            let run = fault::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)?;
+            report::progress(args, &run);
+            runs.push(run);
+        }
+        return Ok(runs);
+    }
+    if kind == WorkloadKind::CacheSweep {
+        for &n in counts {
+            for run in cache_sweep::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)? {
+                report::progress(args, &run);
+                runs.push(run);
+            }
+        }
+        return Ok(runs);
+    }
+    if kind == WorkloadKind::Memcached {
+        let preload = memcached::preload_path()?;
+        for &n in counts {
+            for &fraction in &args.local_fraction {
+                for &p in &args.prefetch {
+                    let far = memcached::FarSide {
+                        servers: &addrs[..n],
+                        transport,
+                        fraction,
+                        prefetch: p == OnOff::On,
+                        preload: &preload,
+                    };
+                    let run = memcached::measure(&far, args.scale)?;
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
+            }
+        }
+        return Ok(runs);
+    }
+    let w = workload(kind, args.scale);
+    let (local_ms, local_sum) = run_local(w.as_ref());
+    for &n in counts {
+        for &fraction in &args.local_fraction {
+            for &p in &args.prefetch {
+                let setting = FarSetting { fraction, prefetch: p == OnOff::On };
+                let (far_ms, far_sum, stats) = run_far(w.as_ref(), connect(&addrs[..n], transport)?, &setting)?;
+                if far_sum != local_sum {
+                    bail!("{kind:?} computed {far_sum:#x} in far memory but {local_sum:#x} locally: data corrupted");
+                }
+                let mut run =
+                    Run::basic(kind, fraction, setting.prefetch, n, transport, local_ms, far_ms, w.items() as f64);
+                run.misses = stats.misses;
+                run.prefetches = stats.prefetches;
+                run.evictions = stats.evictions;
+                report::progress(args, &run);
+                runs.push(run);
+            }
+        }
+    }
+    Ok(runs)
+}

@@ -1,0 +1,238 @@
+//! memcached (Debian's package) on local memory and through the `LD_PRELOAD` far-memory
+//! library, under the same load: a small load generator speaking memcached's text
+//! protocol from several connections, a mix of 90% gets and 10% sets on uniformly random
+//! keys, every value checked (each key's value is a function of the key).
+
+use super::{Run, Transport, WorkloadKind};
+use anyhow::{bail, ensure, Context, Result};
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// memcached's memory limit in MiB (`-m`).
+const MEMORY_MIB: u64 = 64;
+const VALUE_BYTES: usize = 1000;
+const CONNECTIONS: usize = 4;
+
+fn value_of(key: u64) -> Vec<u8> {
+    let seed = format!("{key:016x}");
+    seed.as_bytes().iter().cycle().take(VALUE_BYTES).copied().collect()
+}
+
+struct Memcached {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Memcached {
+    fn start(env: &[(&str, String)]) -> Result<Memcached> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut cmd = Command::new("memcached");
+        cmd.args(["-m", &MEMORY_MIB.to_string(), "-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.args(["-u", "root"]);
+        }
+        let child = cmd
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("cannot start memcached (Debian: apt-get install memcached)")?;
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).is_err() {
+            ensure!(Instant::now() < deadline, "memcached did not listen on {addr} within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Memcached { child, addr })
+    }
+
+    fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let kib = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1));
+        kib.and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) * 1024
+    }
+
+    /// Stops memcached and returns its stderr.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        err
+    }
+}
+
+struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Connection {
+    fn open(addr: SocketAddr) -> Result<Connection> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        s.set_nodelay(true)?;
+        Ok(Connection { reader: BufReader::new(s.try_clone()?), writer: s })
+    }
+
+    fn set(&mut self, key: u64) -> Result<()> {
+        let v = value_of(key);
+        write!(self.writer, "set k{key} 0 0 {}\r\n", v.len())?;
+        self.writer.write_all(&v)?;
+        self.writer.write_all(b"\r\n")?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        ensure!(line == "STORED\r\n", "set k{key}: memcached answered {line:?}");
+        Ok(())
+    }
+
+    /// Gets `key`; true on a hit with the right value, false on a miss (evicted by
+    /// memcached's own LRU); an error on a wrong value.
+    fn get(&mut self, key: u64) -> Result<bool> {
+        write!(self.writer, "get k{key}\r\n")?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        if line == "END\r\n" {
+            return Ok(false);
+        }
+        let len: usize = line.split_whitespace().nth(3).and_then(|n| n.parse().ok()).context("bad VALUE line")?;
+        let mut data = vec![0u8; len + 2];
+        self.reader.read_exact(&mut data)?;
+        line.clear();
+        self.reader.read_line(&mut line)?;
+        if data[..len] != value_of(key)[..] || line != "END\r\n" {
+            bail!("get k{key}: memcached returned a wrong value");
+        }
+        Ok(true)
+    }
+}
+
+/// Loads `keys` keys, then runs the timed mix; returns (requests per second, hits, gets).
+fn load(addr: SocketAddr, keys: u64, requests: usize) -> Result<(f64, u64, u64)> {
+    let mut c = Connection::open(addr)?;
+    for k in 0..keys {
+        c.set(k)?;
+    }
+    let t = Instant::now();
+    let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CONNECTIONS)
+            .map(|i| {
+                s.spawn(move || -> Result<(u64, u64)> {
+                    let mut c = Connection::open(addr)?;
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
+                    let (mut hits, mut gets) = (0, 0);
+                    for _ in 0..requests / CONNECTIONS {
+                        let key = rng.gen_range(0..keys);
+                        if rng.gen_bool(0.1) {
+                            c.set(key)?;
+                        } else {
+                            gets += 1;
+                            hits += c.get(key)? as u64;
+                        }
+                    }
+                    Ok((hits, gets))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("load thread")).collect()
+    });
+    let secs = t.elapsed().as_secs_f64();
+    let (mut hits, mut gets) = (0, 0);
+    for r in results {
+        let (h, g) = r?;
+        hits += h;
+        gets += g;
+    }
+    Ok((requests as f64 / secs, hits, gets))
+}
+
+/// The preload library beside the running `nam` binary.
+pub fn preload_path() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("nam has no directory")?;
+    let dir = if dir.ends_with("deps") { dir.parent().unwrap_or(dir) } else { dir };
+    let path = dir.join("libnam_farmem_preload.so");
+    ensure!(path.exists(), "{} not found: build it with cargo build -p nam-farmem-preload", path.display());
+    Ok(path)
+}
+
+/// What the far run needs to know.
+pub struct FarSide<'a> {
+    /// Memory servers.
+    pub servers: &'a [SocketAddr],
+    /// Their transport.
+    pub transport: Transport,
+    /// Local share of memcached's memory.
+    pub fraction: f64,
+    /// Prefetcher.
+    pub prefetch: bool,
+    /// The preload library.
+    pub preload: &'a Path,
+}
+
+/// Measures memcached locally and through far memory.
+pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
+    // Enough keys to fill most of memcached's memory.
+    let keys = ((MEMORY_MIB << 20) as f64 * 0.6 / (VALUE_BYTES as f64 + 100.0) * scale.min(1.0)) as u64;
+    let requests = ((40_000.0 * scale) as usize).max(2_000);
+    let local = Memcached::start(&[])?;
+    let (local_rps, _, _) = load(local.addr, keys, requests)?;
+    local.stop();
+    let list: Vec<String> = far.servers.iter().map(|a| a.to_string()).collect();
+    let budget = ((MEMORY_MIB << 20) as f64 * far.fraction) as u64;
+    let env = [
+        ("LD_PRELOAD", far.preload.display().to_string()),
+        ("NAM_SERVERS", list.join(",")),
+        ("NAM_TRANSPORTS", far.transport.ucx_tls().to_string()),
+        ("NAM_FARMEM_BYTES", format!("{}", 4 * (MEMORY_MIB << 20))),
+        ("NAM_FARMEM_LOCAL_BYTES", budget.to_string()),
+        ("NAM_FARMEM_PREFETCH", if far.prefetch { "on" } else { "off" }.to_string()),
+        ("NAM_FARMEM_STATS", "1".to_string()),
+    ];
+    let remote = Memcached::start(&env)?;
+    let (far_rps, hits, gets) = load(remote.addr, keys, requests)?;
+    let rss = remote.rss_bytes();
+    let stderr = remote.stop();
+    // "nam-farmem-preload: B bytes allocated in far memory, R resident pages, misses M,
+    // prefetches P, evictions E, write-backs W"
+    let numbers: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.starts_with("nam-farmem-preload: ") && l.contains("bytes allocated"))
+        .map(|l| l.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect())
+        .with_context(|| format!("memcached did not put memory in far memory: {stderr}"))?;
+    ensure!(numbers.len() >= 6, "unexpected preload statistics: {stderr}");
+    let (far_bytes, resident_pages) = (numbers[0], numbers[1]);
+    ensure!(hits > 0, "memcached under far memory served no hits out of {gets} gets");
+    Ok(Run {
+        workload: WorkloadKind::Memcached,
+        local_fraction: far.fraction,
+        prefetch: far.prefetch,
+        servers: far.servers.len(),
+        transport: far.transport,
+        slowdown: local_rps / far_rps,
+        throughput_ratio: far_rps / local_rps,
+        local_ms: 1e3 * requests as f64 / local_rps,
+        far_ms: 1e3 * requests as f64 / far_rps,
+        far_ns_per_item: 1e9 / far_rps,
+        local_ns_per_item: 1e9 / local_rps,
+        misses: numbers[2],
+        prefetches: numbers[3],
+        evictions: numbers[4],
+        p50_us: None,
+        p99_us: None,
+        far_bytes: Some(far_bytes),
+        far_resident_bytes: Some(resident_pages * 4096),
+        rss_bytes: Some(rss),
+        values_checked: Some(gets),
+        line_bytes: None,
+        metadata_cache: None,
+    })
+}

@@ -1,0 +1,176 @@
+//! Output of `nam farmem-bench`: a table row or JSON object per run, the targets of issue 8
+//! checked against the runs, a Markdown report and PNG plots.
+
+use super::{FarmemBenchArgs, Run, Transport, WorkloadKind};
+use anyhow::Result;
+use std::fmt::Write as _;
+
+const HEADER: &str = "| workload | local fraction | prefetch | servers | transport | local ms | far ms | slowdown | far ns/item | misses | prefetched | evictions | p50 us | p99 us |";
+
+fn row(r: &Run) -> String {
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    format!(
+        "| {:?}{} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
+        r.workload,
+        r.line_bytes.map_or(String::new(), |l| format!(" line {l} B, meta cache {}", r.metadata_cache.unwrap_or(0))),
+        r.local_fraction,
+        if r.prefetch { "on" } else { "off" },
+        r.servers,
+        r.transport,
+        r.local_ms,
+        r.far_ms,
+        r.slowdown,
+        r.far_ns_per_item,
+        r.misses,
+        r.prefetches,
+        r.evictions,
+        opt(r.p50_us),
+        opt(r.p99_us)
+    )
+}
+
+/// Prints one run as it finishes.
+pub fn progress(args: &FarmemBenchArgs, run: &Run) {
+    if args.json {
+        println!("{}", serde_json::to_string(run).expect("plain data serializes"));
+    } else {
+        use std::sync::Once;
+        static HEAD: Once = Once::new();
+        HEAD.call_once(|| {
+            println!("{HEADER}");
+            println!("{}", "|---".repeat(14) + "|");
+        });
+        println!("{}", row(run));
+    }
+}
+
+/// The targets of issue 8 checked against `runs` (only those the runs cover).
+pub fn targets(runs: &[Run]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    let at_half =
+        |w: WorkloadKind| runs.iter().filter(move |r| r.workload == w && r.prefetch && r.local_fraction == 0.5);
+    for (w, limit) in [(WorkloadKind::Saxpy, 1.25), (WorkloadKind::Fof, 1.6)] {
+        for r in at_half(w) {
+            lines.push(format!(
+                "{w:?} at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time (target <= {limit}x: {})",
+                r.servers,
+                r.transport,
+                r.slowdown,
+                verdict(r.slowdown <= limit)
+            ));
+        }
+    }
+    for r in runs.iter().filter(|r| r.workload == WorkloadKind::Memcached && r.local_fraction == 0.5 && r.prefetch) {
+        lines.push(format!(
+            "memcached at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {} MiB allocated in far memory of which {} MiB resident locally (target >= 0.6x: {})",
+            r.servers,
+            r.transport,
+            r.throughput_ratio,
+            r.values_checked.unwrap_or(0),
+            r.far_bytes.unwrap_or(0) >> 20,
+            r.far_resident_bytes.unwrap_or(0) >> 20,
+            verdict(r.throughput_ratio >= 0.6)
+        ));
+    }
+    for r in runs.iter().filter(|r| r.workload == WorkloadKind::FaultLatency) {
+        let limit = if r.transport == Transport::Shm { 6.0 } else { 15.0 };
+        let p50 = r.p50_us.unwrap_or(f64::NAN);
+        lines.push(format!(
+            "4 KiB remote page fault, {} server(s), {:?}: median {:.2} us, p99 {:.2} us (target median <= {limit} us: {})",
+            r.servers,
+            r.transport,
+            p50,
+            r.p99_us.unwrap_or(f64::NAN),
+            verdict(p50 <= limit)
+        ));
+    }
+    for on in runs.iter().filter(|r| r.prefetch && r.workload != WorkloadKind::FaultLatency) {
+        let off = runs.iter().find(|o| {
+            !o.prefetch
+                && o.workload == on.workload
+                && o.local_fraction == on.local_fraction
+                && o.servers == on.servers
+                && o.transport == on.transport
+        });
+        if let Some(off) = off {
+            let ratio = on.far_ms / off.far_ms;
+            lines.push(format!(
+                "prefetch on/off, {:?} at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
+                on.workload,
+                on.local_fraction * 100.0,
+                on.servers,
+                on.transport,
+                ratio,
+                verdict(ratio <= 1.05)
+            ));
+        }
+    }
+    lines
+}
+
+/// Prints the targets, appends the Markdown report and draws the plots.
+pub fn emit(args: &FarmemBenchArgs, runs: &[Run]) -> Result<()> {
+    let checks = targets(runs);
+    if !args.json {
+        println!();
+        for c in &checks {
+            println!("{c}");
+        }
+    }
+    if let Some(path) = &args.out {
+        let mut md = String::new();
+        let cmd: Vec<String> = std::env::args().skip(1).collect();
+        writeln!(md, "\n### `nam {}`\n", cmd.join(" "))?;
+        writeln!(md, "{HEADER}\n{}|", "|---".repeat(14))?;
+        for r in runs {
+            writeln!(md, "{}", row(r))?;
+        }
+        writeln!(md)?;
+        for c in &checks {
+            writeln!(md, "- {c}")?;
+        }
+        use std::io::Write;
+        std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(md.as_bytes())?;
+    }
+    if let Some(dir) = &args.plot_dir {
+        plot(dir, runs)?;
+    }
+    Ok(())
+}
+
+fn plot(dir: &std::path::Path, runs: &[Run]) -> Result<()> {
+    use crate::plot::{line_chart, Scales, Series};
+    std::fs::create_dir_all(dir)?;
+    for w in [WorkloadKind::PointerChase, WorkloadKind::Saxpy, WorkloadKind::Fof] {
+        let mut series: Vec<Series> = Vec::new();
+        for prefetch in [true, false] {
+            for transport in [Transport::Shm, Transport::Tcp] {
+                let mut points: Vec<(f64, f64)> = runs
+                    .iter()
+                    .filter(|r| r.workload == w && r.prefetch == prefetch && r.transport == transport && r.servers == 1)
+                    .map(|r| (r.local_fraction * 100.0, r.slowdown))
+                    .collect();
+                if points.len() < 2 {
+                    continue;
+                }
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                series.push((format!("prefetch {}, {transport:?}", if prefetch { "on" } else { "off" }), points));
+            }
+        }
+        if !series.is_empty() {
+            let name = format!("{w:?}").to_lowercase();
+            let path = dir.join(format!("farmem-{name}.png"));
+            let title = format!("{w:?}: time relative to local memory");
+            line_chart(
+                &path,
+                &title,
+                "local memory (% of footprint)",
+                "slowdown (x local)",
+                &series,
+                Scales::default(),
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! The workloads of `nam farmem-bench`, written once over a byte slice so the same code runs
+//! on local memory (the baseline) and on a paged far-memory region: a pointer chase, SAXPY,
+//! and friends-of-friends (seed 004 Fig. 8.7) on a generated power-law social graph.
+
+use rand::{Rng, SeedableRng};
+
+/// A workload over `footprint()` bytes: `init` lays its data out, `run` is what is timed and
+/// returns a checksum that must agree between local and far memory.
+pub trait Workload {
+    /// Bytes of memory it uses.
+    fn footprint(&self) -> usize;
+    /// Writes its input into `mem`.
+    fn init(&self, mem: &mut [u8]);
+    /// The timed part.
+    fn run(&self, mem: &mut [u8]) -> u64;
+    /// Work items done by `run` (steps, elements, queries), for the per-item time.
+    fn items(&self) -> u64;
+}
+
+fn as_u64(mem: &mut [u8]) -> &mut [u64] {
+    // SAFETY: the region and Vec<u64>-backed baselines are 8-byte aligned; any bits are a u64.
+    unsafe { std::slice::from_raw_parts_mut(mem.as_mut_ptr().cast(), mem.len() / 8) }
+}
+fn as_u32(mem: &mut [u8]) -> &mut [u32] {
+    // SAFETY: as above, 4-byte aligned.
+    unsafe { std::slice::from_raw_parts_mut(mem.as_mut_ptr().cast(), mem.len() / 4) }
+}
+fn as_f32(mem: &mut [u8]) -> &mut [f32] {
+    // SAFETY: as above; any bits are an f32.
+    unsafe { std::slice::from_raw_parts_mut(mem.as_mut_ptr().cast(), mem.len() / 4) }
+}
+
+/// Follows a random cyclic permutation (Sattolo): every step is a dependent load.
+pub struct PointerChase {
+    /// Slots of 8 bytes.
+    pub slots: usize,
+    /// Steps timed.
+    pub steps: u64,
+}
+
+impl Workload for PointerChase {
+    fn footprint(&self) -> usize {
+        self.slots * 8
+    }
+    fn init(&self, mem: &mut [u8]) {
+        let next = as_u64(mem);
+        for (i, v) in next.iter_mut().enumerate() {
+            *v = i as u64;
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+        for i in (1..self.slots).rev() {
+            let j = rng.gen_range(0..i);
+            next.swap(i, j);
+        }
+    }
+    fn run(&self, mem: &mut [u8]) -> u64 {
+        let next = as_u64(mem);
+        let mut p = 0usize;
+        for _ in 0..self.steps {
+            p = next[p] as usize;
+        }
+        p as u64
+    }
+    fn items(&self) -> u64 {
+        self.steps
+    }
+}
+
+/// `y = a * x + y` over two f32 arrays, several passes.
+pub struct Saxpy {
+    /// Elements per array.
+    pub n: usize,
+    /// Passes over the arrays.
+    pub passes: usize,
+}
+
+impl Workload for Saxpy {
+    fn footprint(&self) -> usize {
+        self.n * 8
+    }
+    fn init(&self, mem: &mut [u8]) {
+        let v = as_f32(mem);
+        let (x, y) = v.split_at_mut(self.n);
+        for (i, (x, y)) in x.iter_mut().zip(y.iter_mut()).enumerate() {
+            *x = (i % 1000) as f32 * 0.001;
+            *y = 1.0;
+        }
+    }
+    fn run(&self, mem: &mut [u8]) -> u64 {
+        let v = as_f32(mem);
+        let (x, y) = v.split_at_mut(self.n);
+        for _ in 0..self.passes {
+            for (y, x) in y.iter_mut().zip(x.iter()) {
+                *y += 0.5 * *x;
+            }
+        }
+        y.iter().step_by(97).map(|v| v.to_bits() as u64).fold(0, |a, b| a.wrapping_mul(31).wrapping_add(b))
+    }
+    fn items(&self) -> u64 {
+        (self.n * self.passes) as u64
+    }
+}
+
+/// Friends-of-friends (seed 004 Fig. 8.7) on an undirected power-law graph in CSR form:
+/// `offsets[V + 1]` then `neighbors[2E]`, u32 each.
+pub struct FriendsOfFriends {
+    /// Users.
+    pub vertices: usize,
+    /// Friendships.
+    pub edges: usize,
+    /// Users whose friends-of-friends are computed.
+    pub queries: usize,
+}
+
+impl FriendsOfFriends {
+    /// Chung-Lu graph with Zipf-like weights (a few users have very many friends).
+    fn adjacency(&self) -> Vec<Vec<u32>> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(87);
+        let weights: Vec<f64> = (0..self.vertices).map(|i| 1.0 / ((i + 10) as f64).powf(0.8)).collect();
+        let mut cumulative = Vec::with_capacity(self.vertices);
+        let mut total = 0.0;
+        for w in &weights {
+            total += w;
+            cumulative.push(total);
+        }
+        let pick = |rng: &mut rand::rngs::StdRng| {
+            let r = rng.gen::<f64>() * total;
+            cumulative.partition_point(|&c| c < r).min(self.vertices - 1)
+        };
+        let mut adj = vec![Vec::new(); self.vertices];
+        for _ in 0..self.edges {
+            let (a, b) = (pick(&mut rng), rng.gen_range(0..self.vertices));
+            if a != b {
+                adj[a].push(b as u32);
+                adj[b].push(a as u32);
+            }
+        }
+        // Shuffle user ids so popular users are spread over the address space.
+        adj
+    }
+}
+
+impl Workload for FriendsOfFriends {
+    fn footprint(&self) -> usize {
+        (self.vertices + 1 + 2 * self.edges) * 4
+    }
+    fn init(&self, mem: &mut [u8]) {
+        let adj = self.adjacency();
+        let words = as_u32(mem);
+        let (offsets, neighbors) = words.split_at_mut(self.vertices + 1);
+        let mut at = 0usize;
+        for (v, list) in adj.iter().enumerate() {
+            offsets[v] = at as u32;
+            neighbors[at..at + list.len()].copy_from_slice(list);
+            at += list.len();
+        }
+        offsets[self.vertices] = at as u32;
+    }
+    fn run(&self, mem: &mut [u8]) -> u64 {
+        let words = as_u32(mem);
+        let (offsets, neighbors) = words.split_at(self.vertices + 1);
+        let friends_of = |v: usize| &neighbors[offsets[v] as usize..offsets[v + 1] as usize];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1187);
+        let mut is_friend = vec![false; self.vertices];
+        let mut mutual: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut checksum = 0u64;
+        for _ in 0..self.queries {
+            let user = rng.gen_range(0..self.vertices);
+            let friends = friends_of(user);
+            for &f in friends {
+                is_friend[f as usize] = true;
+            }
+            mutual.clear();
+            for &f in friends {
+                for &fof in friends_of(f as usize) {
+                    if fof as usize != user && !is_friend[fof as usize] {
+                        *mutual.entry(fof).or_insert(0) += 1;
+                    }
+                }
+            }
+            let mut ranked: Vec<(u32, u32)> = mutual.iter().map(|(&v, &n)| (n, v)).collect();
+            ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            for (rank, (n, v)) in ranked.iter().take(10).enumerate() {
+                checksum =
+                    checksum.wrapping_mul(1_000_003).wrapping_add((rank as u64) << 40 | (*n as u64) << 24 | *v as u64);
+            }
+            for &f in friends {
+                is_friend[f as usize] = false;
+            }
+        }
+        checksum
+    }
+    fn items(&self) -> u64 {
+        self.queries as u64
+    }
+}

@@ -1,0 +1,183 @@
+//! Far memory through the explicit API against real `nam serve` processes: data integrity
+//! against a local model under random access with evictions (one and three servers, UCX
+//! shared memory and TCP), and the faults: a dead server, out-of-range and unaligned
+//! accesses, a budget below one set, a server out of capacity with dirty lines.
+
+mod common;
+
+use common::ServerProcess;
+use nam_client::{Client, ClientConfig};
+use nam_farmem::{Error, FarConfig, FarMemory, PrefetchConfig};
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One UCX client at a time in this process: UCX 1.13's async thread can replay a missed
+/// event of a worker torn down (a killed server's endpoints) into another worker alive in
+/// a parallel test (openucx/ucx#9942), so the tests run one after the other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn start(n: usize, transports: &str, extra: &[&str]) -> Vec<ServerProcess> {
+    (0..n).map(|_| ServerProcess::start(transports, extra)).collect()
+}
+
+fn client(servers: &[ServerProcess]) -> Arc<Client> {
+    let mut config = ClientConfig::new(servers.iter().map(|s| s.addr).collect());
+    config.transports = Some(servers[0].transports.clone());
+    config.timeout = Duration::from_secs(3);
+    Arc::new(Client::connect(config).expect("connect"))
+}
+
+/// Random reads and writes of random lengths, some whole lines, checked against a Vec.
+fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed: u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let size = model.len() as u64;
+    let line = far.config().line_bytes;
+    for i in 0..ops {
+        let len = match rng.gen_range(0..4) {
+            0 => 8,
+            1 => line as usize,
+            2 => rng.gen_range(1..3 * line as usize),
+            _ => rng.gen_range(1..64),
+        };
+        // Half the accesses are sequential runs so the prefetcher has streams to find.
+        let addr =
+            if i % 2 == 0 { rng.gen_range(0..size - len as u64) } else { (i as u64 * line) % (size - len as u64) };
+        let (a, b) = (addr as usize, addr as usize + len);
+        if rng.gen_bool(0.5) {
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            far.write(addr, &data).unwrap();
+            model[a..b].copy_from_slice(&data);
+        } else {
+            let mut got = vec![0u8; len];
+            far.read(addr, &mut got).unwrap();
+            assert_eq!(got, model[a..b], "read of {len} bytes at {addr:#x} differs from the model (op {i})");
+        }
+    }
+}
+
+fn check_all(far: &mut FarMemory, model: &[u8]) {
+    let mut got = vec![0u8; model.len()];
+    far.read(0, &mut got).unwrap();
+    assert!(got == model, "far memory differs from the model after write-back and refetch");
+}
+
+#[test]
+fn explicit_api_keeps_data_under_random_access_with_evictions() {
+    let _serial = serial();
+    for (transports, servers) in [("sm,self,tcp", 1), ("sm,self,tcp", 3), ("tcp", 3)] {
+        let procs = start(servers, transports, &[]);
+        let far_bytes = 1 << 20;
+        for (line, meta) in [(4096u64, 0usize), (256, 64)] {
+            let mut config = FarConfig::new(far_bytes, far_bytes / 8);
+            config.line_bytes = line;
+            config.ways = 4;
+            config.metadata_cache_entries = meta;
+            config.prefetch = PrefetchConfig { depth: 8, ..Default::default() };
+            let mut far = FarMemory::new(client(&procs), config).unwrap();
+            let mut model = vec![0u8; far_bytes as usize];
+            random_against_model(&mut far, &mut model, 1000, line + servers as u64);
+            far.flush().unwrap();
+            far.invalidate().unwrap();
+            check_all(&mut far, &model);
+            let s = far.stats();
+            assert!(s.evictions > 0 && s.writebacks > 0, "{transports} x{servers}: no evictions: {s:?}");
+            assert!(s.prefetches > 0 && s.prefetch_hits > 0, "{transports} x{servers}: prefetcher idle: {s:?}");
+            assert!(s.full_line_writes > 0 && s.inflight_max > 1, "{s:?}");
+            if meta > 0 {
+                assert!(s.metadata_hits > 0, "{s:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn typed_arrays_round_trip_and_check_their_bounds() {
+    let _serial = serial();
+    let procs = start(2, "sm,self,tcp", &[]);
+    let mut far = FarMemory::new(client(&procs), FarConfig::new(8 << 20, 256 << 10)).unwrap();
+    let xs = far.alloc_array::<f64>(100_000).unwrap();
+    let values: Vec<f64> = (0..100_000).map(|i| i as f64 * 0.5).collect();
+    xs.write(&mut far, 0, &values).unwrap();
+    xs.set(&mut far, 77, -1.0).unwrap();
+    far.flush().unwrap();
+    far.invalidate().unwrap();
+    assert_eq!(xs.get(&mut far, 77).unwrap(), -1.0);
+    assert_eq!(xs.get(&mut far, 99_999).unwrap(), 99_999.0 * 0.5);
+    assert!(matches!(xs.get(&mut far, 100_000), Err(Error::OutOfRange { .. })));
+    assert!(matches!(far.alloc_array::<u64>(1 << 20), Err(Error::OutOfRange { .. })));
+}
+
+#[test]
+fn bad_input_gets_typed_errors_and_changes_nothing() {
+    let _serial = serial();
+    let procs = start(1, "sm,self,tcp", &[]);
+    let c = client(&procs);
+    let mut small = FarConfig::new(1 << 20, 1000);
+    small.line_bytes = 4096;
+    assert!(matches!(FarMemory::new(c.clone(), small), Err(Error::BudgetTooSmall { budget_bytes: 1000, .. })));
+    let mut odd = FarConfig::new(1 << 20, 1 << 20);
+    odd.line_bytes = 1000;
+    assert!(matches!(FarMemory::new(c.clone(), odd), Err(Error::Config(_))));
+    let mut far = FarMemory::new(c, FarConfig::new(1 << 20, 256 << 10)).unwrap();
+    far.write(100, b"kept").unwrap();
+    let err = far.write((1 << 20) - 2, b"past the end").unwrap_err();
+    assert!(matches!(err, Error::OutOfRange { size: 1048576, .. }), "{err}");
+    assert!(matches!(far.read(u64::MAX - 1, &mut [0u8; 4]), Err(Error::OutOfRange { .. })));
+    let spans = far.spans();
+    assert!(matches!(spans.read(100, &mut [0u8; 4096]), Err(Error::Unaligned { span_bytes: 4096, .. })));
+    assert!(matches!(spans.write(4096, &[0u8; 100]), Err(Error::Unaligned { .. })));
+    let mut back = [0u8; 4];
+    far.read(100, &mut back).unwrap();
+    assert_eq!(&back, b"kept");
+}
+
+#[test]
+fn a_dead_server_is_named_and_the_other_servers_data_is_intact() {
+    let _serial = serial();
+    // Over TCP: on shared memory the client keeps reading a killed server's pool mapping
+    // until its next health check, which is correct data, not a failure to report.
+    let mut procs = start(2, "tcp", &[]);
+    let far_bytes = 1 << 20;
+    let mut far = FarMemory::new(client(&procs), FarConfig::new(far_bytes, 128 << 10)).unwrap();
+    let model: Vec<u8> = (0..far_bytes).map(|i| (i * 7 % 251) as u8).collect();
+    far.write(0, &model).unwrap();
+    far.flush().unwrap();
+    far.invalidate().unwrap();
+    let dead = procs[1].addr;
+    procs[1].kill();
+    // Pages interleave: even pages on server 0, odd pages on server 1.
+    let mut page = vec![0u8; 4096];
+    let err = far.read(4096, &mut page).unwrap_err();
+    match &err {
+        Error::Server { server: 1, addr, .. } => assert_eq!(*addr, dead),
+        other => panic!("expected an error naming server 1, got {other}"),
+    }
+    assert!(err.to_string().contains(&dead.to_string()));
+    for p in (0..far_bytes / 4096).step_by(2) {
+        far.read(p * 4096, &mut page).unwrap();
+        assert_eq!(page, model[(p * 4096) as usize..][..4096], "page {p} on the live server");
+    }
+}
+
+#[test]
+fn a_full_server_keeps_dirty_lines_local_and_reports_it() {
+    let _serial = serial();
+    let procs = start(1, "sm,self,tcp", &["--capacity", "1MiB"]);
+    // 4 MiB of far space in 1 MiB... the chunk of the only extent does not fit.
+    let far_bytes = 4 << 20;
+    let mut far = FarMemory::new(client(&procs), FarConfig::new(far_bytes, far_bytes)).unwrap();
+    let model: Vec<u8> = (0..256 << 10).map(|i: u32| (i % 253) as u8).collect();
+    far.write(0, &model).unwrap();
+    let err = far.flush().unwrap_err();
+    assert!(matches!(err, Error::OutOfCapacity { server: 0, .. }), "{err}");
+    assert!(err.to_string().contains("dirty data stays local"));
+    let mut back = vec![0u8; model.len()];
+    far.read(0, &mut back).unwrap();
+    assert!(back == model, "dirty data was lost");
+    assert!(far.stats().writebacks == 0);
+}

@@ -1,0 +1,25 @@
+//! An unmodified program on far memory: Debian's memcached under the `LD_PRELOAD` library,
+//! driven by `nam farmem-bench --workload memcached`, whose load generator checks every
+//! value it gets back. Most of memcached's slab memory must be remote.
+
+use std::process::Command;
+
+#[test]
+fn memcached_serves_checked_values_with_most_of_its_memory_remote() {
+    let nam = env!("CARGO_BIN_EXE_nam");
+    let preload = std::path::Path::new(nam).with_file_name("libnam_farmem_preload.so");
+    assert!(preload.exists(), "{} missing: cargo build --workspace builds it", preload.display());
+    let out = Command::new(nam)
+        .args(["farmem-bench", "--workload", "memcached", "--local-fraction", "0.1", "--scale", "0.5", "--json"])
+        .output()
+        .expect("run nam farmem-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_str(stdout.lines().next().expect("one run")).unwrap();
+    assert_eq!(run["workload"], "memcached");
+    assert!(run["values_checked"].as_u64().unwrap() > 1000, "{run}");
+    let far = run["far_bytes"].as_u64().unwrap();
+    let resident = run["far_resident_bytes"].as_u64().unwrap();
+    assert!(far > 2 * resident, "most of memcached's memory should be remote: {far} in far memory, {resident} local");
+    assert!(run["throughput_ratio"].as_f64().unwrap() > 0.0);
+}

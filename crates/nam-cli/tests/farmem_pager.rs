@@ -1,0 +1,196 @@
+//! Far memory through transparent paging (userfaultfd) against real `nam serve` processes:
+//! data integrity against a local model under random access with evictions, one and three
+//! servers; a server that dies under a paged region (the program gets a clear fatal
+//! message, the other server's data is intact); userfaultfd denied (clear error).
+//!
+//! The fault cases run in a child process (this test binary re-executed with
+//! `NAM_FARMEM_CHILD` set) because a fatal page fault ends the process.
+
+mod common;
+
+use common::ServerProcess;
+use nam_client::{Client, ClientConfig};
+use nam_farmem::{Error, FarConfig, FarMemory, PagedRegion, PagerConfig, PrefetchConfig};
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One UCX client at a time in this process: UCX 1.13's async thread can replay a missed
+/// event of a worker torn down (a killed server's endpoints) into another worker alive in
+/// a parallel test (openucx/ucx#9942), so the tests run one after the other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn client(addrs: &[std::net::SocketAddr], transports: &str) -> Arc<Client> {
+    let mut config = ClientConfig::new(addrs.to_vec());
+    config.transports = Some(transports.into());
+    config.timeout = Duration::from_secs(3);
+    Arc::new(Client::connect(config).expect("connect"))
+}
+
+#[test]
+fn paged_region_keeps_data_under_random_access_with_evictions() {
+    let _serial = serial();
+    for (transports, servers, prefetch) in [("sm,self,tcp", 1, true), ("sm,self,tcp", 3, false), ("tcp", 3, true)] {
+        let procs: Vec<ServerProcess> = (0..servers).map(|_| ServerProcess::start(transports, &[])).collect();
+        let addrs: Vec<_> = procs.iter().map(|p| p.addr).collect();
+        let bytes = 1 << 20;
+        let mut config = PagerConfig::new(bytes, bytes / 4);
+        config.prefetch = PrefetchConfig { enabled: prefetch, depth: 8, ..Default::default() };
+        let region = PagedRegion::new(client(&addrs, transports), config).unwrap();
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        let mut model = vec![0u8; bytes as usize];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(servers as u64);
+        for i in 0..1200 {
+            let len = rng.gen_range(1..6000);
+            let addr =
+                if i % 3 == 0 { (i * 4096) % (bytes as usize - len) } else { rng.gen_range(0..bytes as usize - len) };
+            if rng.gen_bool(0.5) {
+                let v: u8 = rng.gen();
+                mem[addr..addr + len].fill(v);
+                model[addr..addr + len].fill(v);
+            } else {
+                assert!(mem[addr..addr + len] == model[addr..addr + len], "{transports}: bytes at {addr:#x} differ");
+            }
+            assert!(region.resident_pages() <= (bytes / 4 / 4096) as usize);
+        }
+        region.flush().unwrap();
+        assert!(mem[..] == model[..], "{transports}: region differs from the model");
+        let s = region.stats();
+        assert!(s.evictions > 0 && s.writebacks > 0 && s.write_faults > 0, "{s:?}");
+        assert_eq!(s.prefetches > 0, prefetch, "{s:?}");
+    }
+}
+
+fn child_main(scenario: &str) {
+    match scenario {
+        "server-dies" => {
+            let addrs = nam_client::config::parse_servers(&std::env::var("NAM_SERVERS").unwrap()).unwrap();
+            let mut config = PagerConfig::new(256 << 10, 16 << 10);
+            config.prefetch.enabled = false;
+            let region = PagedRegion::new(client(&addrs, "tcp"), config).unwrap();
+            let mem = unsafe { region.as_slice_mut() };
+            for (i, b) in mem.iter_mut().enumerate() {
+                *b = (i % 239) as u8;
+            }
+            region.flush().unwrap();
+            println!("ready");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).unwrap();
+            // Even pages live on server 0 (alive), odd pages on server 1 (killed).
+            for page in (0..64).step_by(2) {
+                let ok =
+                    mem[page * 4096..][..4096].iter().enumerate().all(|(k, &b)| b == ((page * 4096 + k) % 239) as u8);
+                assert!(ok, "page {page} on the live server is damaged");
+            }
+            println!("live server intact");
+            let mut sum = 0u64;
+            for page in (1..64).step_by(2) {
+                sum += mem[page * 4096] as u64;
+            }
+            println!("read the dead server's pages without an error: {sum}");
+        }
+        "denied" => {
+            deny_userfaultfd();
+            let addrs = nam_client::config::parse_servers(&std::env::var("NAM_SERVERS").unwrap()).unwrap();
+            match PagedRegion::new(client(&addrs, "sm,self,tcp"), PagerConfig::new(1 << 20, 1 << 16)) {
+                Err(e @ Error::UserfaultfdNotPermitted { .. }) => println!("error: {e}"),
+                Err(e) => panic!("wrong error: {e}"),
+                Ok(_) => panic!("userfaultfd was not denied"),
+            }
+            // The explicit API still works where paging is not allowed.
+            let mut far = FarMemory::new(client(&addrs, "sm,self,tcp"), FarConfig::new(1 << 20, 1 << 16)).unwrap();
+            far.write(0, b"explicit").unwrap();
+            println!("explicit api works");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Makes userfaultfd(2) fail with EPERM for this process, as a container's default seccomp
+/// profile does.
+fn deny_userfaultfd() {
+    let filter = [
+        libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 }, // ld [nr]
+        libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: libc::SYS_userfaultfd as u32 }, // jeq
+        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32 },
+        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+    // SAFETY: a valid filter program that lives across the calls.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const _), 0);
+    }
+}
+
+fn spawn_child(test: &str, scenario: &str, servers: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("NAM_FARMEM_CHILD", scenario)
+        .env("NAM_SERVERS", servers)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_output(child: std::process::Child, deadline: Duration) -> (std::process::ExitStatus, String, String) {
+    let id = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        unsafe { libc::kill(id as i32, libc::SIGKILL) };
+    });
+    drop(watchdog);
+    let out = child.wait_with_output().unwrap();
+    (out.status, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang() {
+    if let Ok(s) = std::env::var("NAM_FARMEM_CHILD") {
+        return child_main(&s);
+    }
+    let _serial = serial();
+    let mut procs = [ServerProcess::start("tcp", &[]), ServerProcess::start("tcp", &[])];
+    let list = format!("{},{}", procs[0].addr, procs[1].addr);
+    let mut child =
+        spawn_child("a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang", "server-dies", &list);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "child ended before it was ready");
+    }
+    let dead = procs[1].addr;
+    procs[1].kill();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+    let (status, _, stderr) = wait_output(child, Duration::from_secs(60));
+    assert!(rest.contains("live server intact"), "stdout: {rest}\nstderr: {stderr}");
+    assert!(!rest.contains("without an error"), "a dead server's page was read: {rest}");
+    assert!(!status.success());
+    assert!(stderr.contains("nam-farmem: fatal") && stderr.contains(&dead.to_string()), "stderr: {stderr}");
+}
+
+#[test]
+fn userfaultfd_denied_gives_a_clear_error() {
+    if let Ok(s) = std::env::var("NAM_FARMEM_CHILD") {
+        return child_main(&s);
+    }
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let child = spawn_child("userfaultfd_denied_gives_a_clear_error", "denied", &procs[0].addr.to_string());
+    let (status, stdout, stderr) = wait_output(child, Duration::from_secs(60));
+    assert!(status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("userfaultfd is not permitted"), "{stdout}");
+    assert!(stdout.contains("explicit api works"), "{stdout}");
+}

@@ -1,0 +1,180 @@
+//! The far arena: page-aligned blocks of one paged far-memory region, first fit with
+//! coalescing. Made on first use; while it is being made, or if it could not be, callers
+//! get a null pointer and use local memory instead.
+
+use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+const PAGE: u64 = 4096;
+const UNMADE: u8 = 0;
+const MAKING: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNMADE);
+static BASE: AtomicU64 = AtomicU64::new(0);
+static LEN: AtomicU64 = AtomicU64::new(0);
+static BLOCKS: Mutex<Blocks> = Mutex::new(Blocks { free: BTreeMap::new(), used: BTreeMap::new() });
+static mut REGION: Option<&'static PagedRegion> = None;
+
+/// Free and used blocks by offset.
+struct Blocks {
+    free: BTreeMap<u64, u64>,
+    used: BTreeMap<u64, u64>,
+}
+
+/// The smallest request served from far memory (`NAM_FARMEM_THRESHOLD`, default 1 MiB).
+pub fn threshold() -> usize {
+    static T: AtomicU64 = AtomicU64::new(0);
+    let t = T.load(Ordering::Relaxed);
+    if t != 0 {
+        return t as usize;
+    }
+    let v = env_bytes("NAM_FARMEM_THRESHOLD").unwrap_or(1 << 20).max(PAGE);
+    T.store(v, Ordering::Relaxed);
+    v as usize
+}
+
+fn env_bytes(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let (digits, mult) = match v.trim_end_matches(['B', 'b', 'i']).char_indices().last() {
+        Some((i, 'K' | 'k')) => (&v[..i], 1 << 10),
+        Some((i, 'M' | 'm')) => (&v[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    match digits.trim().parse::<u64>() {
+        Ok(n) => Some(n * mult),
+        Err(_) => {
+            eprintln!("nam-farmem-preload: ignoring {name}={v:?}: not a size such as 512MiB");
+            None
+        }
+    }
+}
+
+/// Whether `ptr` points into the far arena.
+pub fn contains(ptr: *const u8) -> bool {
+    let base = BASE.load(Ordering::Acquire);
+    let p = ptr as u64;
+    base != 0 && p >= base && p < base + LEN.load(Ordering::Relaxed)
+}
+
+fn make() -> bool {
+    match STATE.compare_exchange(UNMADE, MAKING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(state) => return state == READY,
+    }
+    match make_region() {
+        Ok(region) => {
+            let region: &'static PagedRegion = Box::leak(Box::new(region));
+            let len = region.len();
+            BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).free.insert(0, len);
+            // SAFETY: written once, before READY is published; read only after READY.
+            unsafe { REGION = Some(region) };
+            LEN.store(len, Ordering::Relaxed);
+            BASE.store(region.as_ptr() as u64, Ordering::Release);
+            if std::env::var_os("NAM_FARMEM_STATS").is_some() {
+                // SAFETY: registers a plain extern "C" function.
+                unsafe { libc::atexit(print_stats) };
+            }
+            STATE.store(READY, Ordering::Release);
+            true
+        }
+        Err(e) => {
+            eprintln!("nam-farmem-preload: far memory unavailable, using local memory: {e}");
+            STATE.store(FAILED, Ordering::Release);
+            false
+        }
+    }
+}
+
+fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
+    let client = nam_client::Client::from_env()?;
+    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(4 << 30);
+    let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(256 << 20);
+    let mut config = PagerConfig::new(bytes, local);
+    let prefetch = std::env::var("NAM_FARMEM_PREFETCH").map(|v| v != "off").unwrap_or(true);
+    config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
+    Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
+}
+
+extern "C" fn print_stats() {
+    if let Some(region) = region() {
+        let s = region.stats();
+        eprintln!(
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}",
+            allocated_bytes(),
+            region.resident_pages(),
+            s.misses,
+            s.prefetches,
+            s.evictions,
+            s.writebacks
+        );
+    }
+}
+
+/// The paged region, once made.
+pub fn region() -> Option<&'static PagedRegion> {
+    if STATE.load(Ordering::Acquire) != READY {
+        return None;
+    }
+    // SAFETY: REGION was written before READY was published and never again.
+    unsafe { *std::ptr::addr_of!(REGION) }
+}
+
+/// Bytes currently allocated from the arena.
+pub fn allocated_bytes() -> u64 {
+    BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).used.values().sum()
+}
+
+/// A block of at least `size` bytes aligned to `align` (at most a page), or null when the
+/// arena is not available or full.
+pub fn allocate(size: usize, align: usize) -> *mut u8 {
+    if align > PAGE as usize || !make() {
+        return std::ptr::null_mut();
+    }
+    let len = (size as u64).div_ceil(PAGE).max(1) * PAGE;
+    let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((&off, &free_len)) = blocks.free.iter().find(|(_, &l)| l >= len) else {
+        return std::ptr::null_mut();
+    };
+    blocks.free.remove(&off);
+    if free_len > len {
+        blocks.free.insert(off + len, free_len - len);
+    }
+    blocks.used.insert(off, len);
+    (BASE.load(Ordering::Relaxed) + off) as *mut u8
+}
+
+/// Usable size of the arena block at `ptr` (0 if it is not one).
+pub fn usable_size(ptr: *const u8) -> usize {
+    let off = ptr as u64 - BASE.load(Ordering::Relaxed);
+    BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).used.get(&off).copied().unwrap_or(0) as usize
+}
+
+/// Returns the block at `ptr` to the arena.
+pub fn release(ptr: *mut u8) {
+    let mut off = ptr as u64 - BASE.load(Ordering::Relaxed);
+    let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut len) = blocks.used.remove(&off) else {
+        eprintln!("nam-farmem-preload: free of {ptr:p}, which is not an allocated far block");
+        std::process::abort();
+    };
+    if let Some((&next, &next_len)) = blocks.free.range(off + len..).next() {
+        if next == off + len {
+            blocks.free.remove(&next);
+            len += next_len;
+        }
+    }
+    if let Some((&prev, &prev_len)) = blocks.free.range(..off).next_back() {
+        if prev + prev_len == off {
+            blocks.free.remove(&prev);
+            off = prev;
+            len += prev_len;
+        }
+    }
+    blocks.free.insert(off, len);
+}

@@ -1,0 +1,34 @@
+//! `libnam_farmem_preload.so`: run an unmodified program with its large allocations in far
+//! memory.
+//!
+//! ```text
+//! NAM_SERVERS=host:port[,host:port] NAM_FARMEM_LOCAL_BYTES=64MiB \
+//!     LD_PRELOAD=target/release/libnam_farmem_preload.so memcached -m 512
+//! ```
+//!
+//! A tour:
+//! - [`hooks`]: `malloc`, `calloc`, `realloc`, `free`, `posix_memalign`, `aligned_alloc`,
+//!   `memalign` and `malloc_usable_size`. Requests of at least `NAM_FARMEM_THRESHOLD` bytes
+//!   (default 1 MiB) are served from the far arena; everything else, and everything this
+//!   library allocates itself, goes to glibc's own allocator (`__libc_malloc`).
+//! - [`arena`]: a first-fit allocator of page-aligned blocks over one
+//!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default 4 GiB of address space)
+//!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
+//!
+//! The region is made on the first large allocation. If it cannot be made (no server,
+//! userfaultfd not permitted) the library says why once on stderr and the program runs
+//! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit.
+//!
+//! ```no_run
+//! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:
+//! let p = nam_farmem_preload::arena::allocate(8 << 20, 4096);
+//! assert!(p.is_null() || nam_farmem_preload::arena::contains(p));
+//! ```
+#![deny(missing_docs)]
+
+pub mod arena;
+pub mod hooks;
+mod libc_alloc;
+
+#[global_allocator]
+static ALLOCATOR: libc_alloc::LibcAllocator = libc_alloc::LibcAllocator;

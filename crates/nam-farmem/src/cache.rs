@@ -1,0 +1,196 @@
+//! The cache's storage: a set-associative array of lines whose tags and states live in
+//! their own arrays, apart from the data (seed 004 §7.1 keeps metadata apart in DRAM), an
+//! optional small direct-mapped metadata cache that answers "which slot holds line L"
+//! without scanning the set, and random-except-most-recent replacement.
+
+use rand::{Rng, SeedableRng};
+
+/// The line is valid and holds far memory's contents.
+pub const VALID: u8 = 1;
+/// The line was written and not yet written back.
+pub const DIRTY: u8 = 2;
+/// The line was prefetched and no demand access touched it yet.
+pub const PREFETCHED: u8 = 4;
+
+/// Tags, states and data of every line.
+pub struct LineStore {
+    line_bytes: usize,
+    sets: usize,
+    ways: usize,
+    /// Line index held by each slot (valid only when `state & VALID`).
+    tags: Vec<u64>,
+    state: Vec<u8>,
+    /// Most recently used way of each set: never the victim.
+    mru: Vec<u8>,
+    data: Vec<u8>,
+    /// Direct-mapped (line -> slot + 1) hints; 0 is empty. Checked against `tags`.
+    meta_cache: Vec<(u64, u32)>,
+    rng: rand::rngs::SmallRng,
+}
+
+/// Where a lookup was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The metadata cache knew the slot.
+    MetaHit(usize),
+    /// The set's tags were scanned and the line found.
+    Found(usize),
+    /// The line is not cached.
+    Missing,
+}
+
+impl LineStore {
+    /// Storage for `sets` sets of `ways` lines of `line_bytes`.
+    pub fn new(sets: usize, ways: usize, line_bytes: usize, meta_cache_entries: usize, seed: u64) -> LineStore {
+        let slots = sets * ways;
+        LineStore {
+            line_bytes,
+            sets,
+            ways,
+            tags: vec![0; slots],
+            state: vec![0; slots],
+            mru: vec![0; sets],
+            data: vec![0; slots * line_bytes],
+            meta_cache: vec![(0, 0); meta_cache_entries],
+            rng: rand::rngs::SmallRng::seed_from_u64(seed),
+        }
+    }
+
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// Finds the slot of `line`.
+    #[inline]
+    pub fn lookup(&self, line: u64) -> Lookup {
+        if !self.meta_cache.is_empty() {
+            let (tag, slot1) = self.meta_cache[line as usize & (self.meta_cache.len() - 1)];
+            if slot1 != 0 && tag == line {
+                let slot = slot1 as usize - 1;
+                if self.state[slot] & VALID != 0 && self.tags[slot] == line {
+                    return Lookup::MetaHit(slot);
+                }
+            }
+        }
+        let first = self.set_of(line) * self.ways;
+        for slot in first..first + self.ways {
+            if self.tags[slot] == line && self.state[slot] & VALID != 0 {
+                return Lookup::Found(slot);
+            }
+        }
+        Lookup::Missing
+    }
+
+    /// Marks `slot` the most recently used of its set and remembers it in the metadata cache.
+    #[inline]
+    pub fn touch(&mut self, slot: usize) {
+        self.mru[slot / self.ways] = (slot % self.ways) as u8;
+        if !self.meta_cache.is_empty() {
+            let line = self.tags[slot];
+            let n = self.meta_cache.len();
+            self.meta_cache[line as usize & (n - 1)] = (line, slot as u32 + 1);
+        }
+    }
+
+    /// Chooses a victim slot for `line` among the set's ways: an invalid one if any, else a
+    /// random way other than the most recently used and other than `exclude`. With
+    /// `clean_only`, dirty ways are not chosen (prefetches never force a write-back).
+    pub fn victim(&mut self, line: u64, exclude: &[usize], clean_only: bool) -> Option<usize> {
+        let set = self.set_of(line);
+        let first = set * self.ways;
+        let usable =
+            |s: &LineStore, slot: usize| !exclude.contains(&slot) && (!clean_only || s.state[slot] & DIRTY == 0);
+        if let Some(slot) = (first..first + self.ways).find(|&s| self.state[s] & VALID == 0 && usable(self, s)) {
+            return Some(slot);
+        }
+        let mru = first + self.mru[set] as usize;
+        let start = self.rng.gen_range(0..self.ways);
+        (0..self.ways)
+            .map(|k| first + (start + k) % self.ways)
+            .find(|&s| (s != mru || self.ways == 1) && usable(self, s))
+    }
+
+    /// The set `line` maps to.
+    #[inline]
+    pub fn set_of(&self, line: u64) -> usize {
+        (line % self.sets as u64) as usize
+    }
+
+    /// Tag of `slot`.
+    #[inline]
+    pub fn tag(&self, slot: usize) -> u64 {
+        self.tags[slot]
+    }
+
+    /// State bits of `slot`.
+    #[inline]
+    pub fn state(&self, slot: usize) -> u8 {
+        self.state[slot]
+    }
+
+    /// Sets the state bits of `slot`.
+    #[inline]
+    pub fn set_state(&mut self, slot: usize, state: u8) {
+        self.state[slot] = state;
+    }
+
+    /// Installs `line` in `slot` with `state`.
+    pub fn install(&mut self, slot: usize, line: u64, state: u8) {
+        self.tags[slot] = line;
+        self.state[slot] = state;
+    }
+
+    /// The data of `slot`.
+    #[inline]
+    pub fn data(&self, slot: usize) -> &[u8] {
+        &self.data[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+    }
+
+    /// The data of `slot`, writable.
+    #[inline]
+    pub fn data_mut(&mut self, slot: usize) -> &mut [u8] {
+        &mut self.data[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+    }
+
+    /// Writable data of several distinct slots at once.
+    pub fn data_many(&mut self, slots: &[usize]) -> Vec<&mut [u8]> {
+        let mut sorted: Vec<usize> = slots.to_vec();
+        sorted.sort_unstable();
+        assert!(sorted.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
+        let base = self.data.as_mut_ptr();
+        let n = self.line_bytes;
+        // SAFETY: the slots are distinct (asserted) and inside `data`, so the slices are
+        // disjoint; they borrow `self` mutably for their lifetime.
+        slots.iter().map(|&s| unsafe { std::slice::from_raw_parts_mut(base.add(s * n), n) }).collect()
+    }
+
+    /// Slots whose line is dirty.
+    pub fn dirty_slots(&self) -> Vec<usize> {
+        (0..self.slots()).filter(|&s| self.state[s] & (VALID | DIRTY) == VALID | DIRTY).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_recent_way_is_never_the_victim() {
+        let mut store = LineStore::new(1, 4, 64, 4, 7);
+        for (way, line) in [10u64, 11, 12, 13].iter().enumerate() {
+            store.install(way, *line, VALID);
+        }
+        store.touch(2);
+        for _ in 0..200 {
+            assert_ne!(store.victim(99, &[], false), Some(2));
+        }
+        assert_eq!(store.lookup(12), Lookup::MetaHit(2));
+        assert_eq!(store.lookup(11), Lookup::Found(1));
+        assert_eq!(store.lookup(50), Lookup::Missing);
+        store.set_state(0, VALID | DIRTY);
+        store.set_state(1, VALID | DIRTY);
+        store.set_state(3, VALID | DIRTY);
+        assert_eq!(store.victim(99, &[], true), None, "only the MRU way is clean");
+    }
+}

@@ -1,0 +1,52 @@
+//! Far memory over nam memory servers (seed 004 Ch. 6-8): memory servers act as memory
+//! blades, and this process keeps a cache of their memory in a local-memory budget.
+//!
+//! A tour:
+//! - [`ExtentTable`] maps the far address space in 1 GiB extents to per-server chunks,
+//!   interleaving granules (pages by default) across servers; chunks are allocated on
+//!   first write.
+//! - [`SpanService`] reads and writes fixed-size spans (seed Ch. 6) with nam's one-sided
+//!   GET and PUT, many in flight at once.
+//! - [`FarMemory`] is the explicit way in: `read`/`write` at far addresses through a
+//!   set-associative cache ([`FarConfig`]: line size, ways, metadata cache, outstanding
+//!   misses) with random-not-MRU replacement, write-back, write-allocate, full-line writes
+//!   without a fetch, and the [`StreamPrefetcher`]; [`FarArray`] gives typed arrays.
+//! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
+//!   missing pages are fetched from the servers, with write-protection to find dirty pages
+//!   and eviction that keeps the resident set within the budget.
+//!
+//! ```no_run
+//! use nam_client::{Client, ClientConfig};
+//! use nam_farmem::{FarConfig, FarMemory};
+//! use std::sync::Arc;
+//! let client = Arc::new(Client::connect(ClientConfig::new(vec!["127.0.0.1:13337".parse().unwrap()]))?);
+//! let mut far = FarMemory::new(client, FarConfig::new(1 << 30, 16 << 20))?;
+//! let xs = far.alloc_array::<f64>(1_000_000)?;
+//! xs.set(&mut far, 42, 2.5)?;
+//! assert_eq!(xs.get(&mut far, 42)?, 2.5);
+//! far.flush()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod array;
+mod cache;
+pub mod config;
+mod error;
+mod extent;
+mod far;
+mod pager;
+mod prefetch;
+mod span;
+mod stats;
+mod uffd;
+
+pub use array::{FarArray, Plain};
+pub use config::{FarConfig, PrefetchConfig};
+pub use error::{Error, Result};
+pub use extent::{ExtentTable, Placement};
+pub use far::FarMemory;
+pub use pager::{PagedRegion, PagerConfig};
+pub use prefetch::StreamPrefetcher;
+pub use span::SpanService;
+pub use stats::Stats;

@@ -1,0 +1,136 @@
+//! The stream prefetcher of seed 004 §7.3: a small fully associative table of streams,
+//! trained on demand misses. Each entry remembers where its stream goes next, a counter of
+//! matches, and an idle timer; once the counter reaches the threshold, a match asks for the
+//! units (lines or pages) ahead of the demand, never more than `depth` beyond it.
+//!
+//! A match is a miss anywhere between the stream's next unit and the end of what it already
+//! prefetched: once prefetching works the demand stops missing inside the prefetched window,
+//! and its next miss is at the window's end.
+
+use crate::config::PrefetchConfig;
+use std::ops::Range;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Stream {
+    valid: bool,
+    /// Next unit the stream expects.
+    next: u64,
+    /// First unit not yet prefetched.
+    frontier: u64,
+    /// Matches since the stream was (re)trained.
+    count: u32,
+    /// Misses since the last match.
+    idle: u32,
+    /// For least-recently-matched replacement.
+    last_use: u64,
+}
+
+/// A stream table; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct StreamPrefetcher {
+    config: PrefetchConfig,
+    streams: Vec<Stream>,
+    clock: u64,
+}
+
+impl StreamPrefetcher {
+    /// An empty table.
+    pub fn new(config: PrefetchConfig) -> StreamPrefetcher {
+        StreamPrefetcher { config, streams: vec![Stream::default(); config.streams.max(1)], clock: 0 }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PrefetchConfig {
+        &self.config
+    }
+
+    /// Trains on a demand miss of `unit` (below `limit`, the number of units) and returns
+    /// the units to prefetch (possibly empty).
+    pub fn on_miss(&mut self, unit: u64, limit: u64) -> Range<u64> {
+        if !self.config.enabled {
+            return 0..0;
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        let (threshold, timeout, depth) = (self.config.threshold, self.config.timeout_misses, self.config.depth as u64);
+        let hit = self.streams.iter().position(|s| s.valid && unit >= s.next && unit <= s.frontier.max(s.next));
+        for (i, s) in self.streams.iter_mut().enumerate() {
+            if Some(i) != hit {
+                s.idle += 1;
+                if s.idle > timeout {
+                    s.count = 0;
+                }
+            }
+        }
+        let Some(i) = hit else {
+            let victim = (0..self.streams.len()).min_by_key(|&i| (self.streams[i].valid, self.streams[i].last_use));
+            let s = &mut self.streams[victim.expect("at least one stream")];
+            *s = Stream { valid: true, next: unit + 1, frontier: unit + 1, count: 0, idle: 0, last_use: clock };
+            return 0..0;
+        };
+        let s = &mut self.streams[i];
+        s.next = unit + 1;
+        s.count = s.count.saturating_add(1);
+        s.idle = 0;
+        s.last_use = clock;
+        if s.count < threshold {
+            s.frontier = s.frontier.max(s.next);
+            return 0..0;
+        }
+        let start = s.frontier.max(unit + 1).min(limit);
+        let end = (unit + 1 + depth).min(limit);
+        s.frontier = s.frontier.max(end);
+        start..end.max(start)
+    }
+}
+
+impl StreamPrefetcher {
+    /// A demand access hit a prefetched unit: when the stream's window ahead of it has
+    /// shrunk to half the depth, returns the units that refill it to `depth` ahead.
+    pub fn on_prefetch_hit(&mut self, unit: u64, limit: u64) -> Range<u64> {
+        let depth = self.config.depth as u64;
+        let Some(s) =
+            self.streams.iter_mut().find(|s| s.valid && unit >= s.next.saturating_sub(1) && unit < s.frontier)
+        else {
+            return 0..0;
+        };
+        s.next = unit + 1;
+        s.idle = 0;
+        if s.frontier - unit > depth / 2 {
+            return 0..0;
+        }
+        let start = s.frontier.min(limit);
+        let end = (unit + 1 + depth).min(limit);
+        s.frontier = s.frontier.max(end);
+        start..end.max(start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sequential_stream_trains_then_prefetches_a_bounded_window() {
+        let mut p = StreamPrefetcher::new(PrefetchConfig { depth: 4, threshold: 2, ..Default::default() });
+        assert!(p.on_miss(10, 1000).is_empty());
+        assert!(p.on_miss(11, 1000).is_empty());
+        assert_eq!(p.on_miss(12, 1000), 13..17);
+        // The demand now hits the window; its next miss is at the frontier.
+        assert_eq!(p.on_miss(17, 1000), 18..22);
+        // Bounded by the end of the address space.
+        assert_eq!(p.on_miss(21, 23), 22..23);
+    }
+
+    #[test]
+    fn random_misses_never_prefetch_and_disabled_never_does() {
+        let mut p = StreamPrefetcher::new(PrefetchConfig::default());
+        for u in [5u64, 900, 77, 4000, 13, 2500, 600, 31] {
+            assert!(p.on_miss(u, 10_000).is_empty());
+        }
+        let mut off = StreamPrefetcher::new(PrefetchConfig { enabled: false, ..Default::default() });
+        for u in 0..10 {
+            assert!(off.on_miss(u, 100).is_empty());
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The memory-blade span service (seed 004 Ch. 6) over nam's one-sided operations.
+//!
+//! A span read is a GET of `span_bytes` from the (server, allocation, offset) the extent
+//! table gives; a span write is a PUT. The seed's transaction id becomes the UCX request,
+//! its response code the `Result`; several spans in flight are non-blocking GETs waited
+//! together. The mapping of every field is in `docs/protocol.md`.
+
+use crate::error::{Error, Result};
+use crate::extent::ExtentTable;
+use nam_client::{AllocOptions, Client, Op};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Span reads and writes over the servers of one client.
+pub struct SpanService {
+    client: Arc<Client>,
+    table: Mutex<ExtentTable>,
+    span_bytes: u64,
+    /// A put was issued since the last fence: a get must not overtake it.
+    unfenced: AtomicBool,
+}
+
+impl SpanService {
+    /// A service for `far_bytes` of far memory striped over every server of `client`.
+    pub fn new(client: Arc<Client>, far_bytes: u64, span_bytes: u64, interleave_bytes: u64) -> SpanService {
+        let table = ExtentTable::new(far_bytes, client.server_count(), interleave_bytes);
+        SpanService { client, table: Mutex::new(table), span_bytes, unfenced: AtomicBool::new(false) }
+    }
+
+    /// The span size.
+    pub fn span_bytes(&self) -> u64 {
+        self.span_bytes
+    }
+
+    /// The far address space size.
+    pub fn far_bytes(&self) -> u64 {
+        self.table.lock().far_bytes()
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    /// Checks that `[addr, addr + len)` is whole spans inside the far address space.
+    pub fn check_span(&self, addr: u64, len: u64) -> Result<()> {
+        let size = self.far_bytes();
+        if addr.checked_add(len).is_none_or(|end| end > size) {
+            return Err(Error::OutOfRange { addr, len, size });
+        }
+        if !addr.is_multiple_of(self.span_bytes) || !len.is_multiple_of(self.span_bytes) || len == 0 {
+            return Err(Error::Unaligned { addr, len, span_bytes: self.span_bytes });
+        }
+        Ok(())
+    }
+
+    /// Reads the spans at `addr` into `buffer` (whole spans).
+    pub fn read(&self, addr: u64, buffer: &mut [u8]) -> Result<()> {
+        self.read_many(&mut [(addr, buffer)])
+    }
+
+    /// Reads several span ranges with all their GETs in flight at once.
+    pub fn read_many(&self, requests: &mut [(u64, &mut [u8])]) -> Result<()> {
+        for (addr, buf) in requests.iter() {
+            self.check_span(*addr, buf.len() as u64)?;
+        }
+        self.order_after_puts()?;
+        let table = self.table.lock();
+        let mut ops: Vec<(usize, Op<'_>)> = Vec::with_capacity(requests.len());
+        let mut first_error = None;
+        for (addr, buf) in requests.iter_mut() {
+            let mut at = *addr;
+            let mut rest: &mut [u8] = buf;
+            while !rest.is_empty() {
+                let p = table.locate(at);
+                let piece = (p.granule_left as usize).min(rest.len());
+                let (dst, tail) = std::mem::take(&mut rest).split_at_mut(piece);
+                rest = tail;
+                at += piece as u64;
+                let Some(alloc) = table.chunk(p.extent, p.server) else {
+                    dst.fill(0); // never written: zeros, no fetch
+                    continue;
+                };
+                match self.client.get_nb(alloc, p.offset, dst) {
+                    Ok(op) => ops.push((p.server, op)),
+                    Err(e) => {
+                        first_error.get_or_insert(self.server_error(p.server, "span read", e));
+                    }
+                }
+            }
+        }
+        for (server, op) in ops {
+            if let Err(e) = op.wait() {
+                first_error.get_or_insert(self.server_error(server, "span read", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Writes whole spans at `addr`, allocating the chunks they fall in on first write.
+    /// On error nothing is promised about the spans, and the caller keeps its data.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.check_span(addr, data.len() as u64)?;
+        let mut table = self.table.lock();
+        let mut done = 0usize;
+        while done < data.len() {
+            let p = table.locate(addr + done as u64);
+            let piece = (p.granule_left as usize).min(data.len() - done);
+            if table.chunk(p.extent, p.server).is_none() {
+                self.allocate(&mut table, p.extent, p.server)?;
+            }
+            let alloc = table.chunk(p.extent, p.server).expect("allocated above");
+            self.unfenced.store(true, Ordering::Release);
+            self.client
+                .put(alloc, p.offset, &data[done..done + piece])
+                .map_err(|e| self.server_error(p.server, "span write", e))?;
+            done += piece;
+        }
+        Ok(())
+    }
+
+    /// Remote completion of every span write so far.
+    pub fn flush(&self) -> Result<()> {
+        for server in 0..self.client.server_count() {
+            self.client.flush_server(server).map_err(|e| self.server_error(server, "flush", e))?;
+        }
+        self.unfenced.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Frees every chunk on the servers.
+    pub fn release(&self) -> Result<()> {
+        let table = self.table.lock();
+        let mut result = Ok(());
+        for alloc in table.allocations() {
+            if let Err(e) = self.client.free(alloc) {
+                result = result.and(Err(self.server_error(alloc.server(), "free", e)));
+            }
+        }
+        result
+    }
+
+    /// UCX does not order a GET after a PUT on the same endpoint: a fence does.
+    fn order_after_puts(&self) -> Result<()> {
+        if self.unfenced.swap(false, Ordering::AcqRel) {
+            self.client.fence().map_err(|e| self.server_error(0, "fence", e))?;
+        }
+        Ok(())
+    }
+
+    fn allocate(&self, table: &mut ExtentTable, extent: usize, server: usize) -> Result<()> {
+        let bytes = table.chunk_bytes(extent);
+        let options = AllocOptions { align: 4096, server: Some(server), ..Default::default() };
+        match self.client.alloc(bytes, &options) {
+            Ok(a) => {
+                table.set_chunk(extent, server, a);
+                Ok(())
+            }
+            Err(source) => {
+                use nam_proto::Status;
+                let addr = self.client.config().servers[server];
+                match source.server_status() {
+                    Some(Status::PoolExhausted | Status::QuotaExceeded) => {
+                        Err(Error::OutOfCapacity { server, addr, bytes, source: Box::new(source) })
+                    }
+                    _ => Err(Error::Server { server, addr, what: "extent allocation", source: Box::new(source) }),
+                }
+            }
+        }
+    }
+
+    fn server_error(&self, server: usize, what: &'static str, source: nam_client::Error) -> Error {
+        Error::Server { server, addr: self.client.config().servers[server], what, source: Box::new(source) }
+    }
+}

@@ -1,0 +1,32 @@
+//! Counters of a cache or pager.
+
+/// What a [`crate::FarMemory`] or [`crate::PagedRegion`] did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Demand accesses found in local memory.
+    pub hits: u64,
+    /// Demand accesses that had to fetch (or, for the pager, page faults on missing pages).
+    pub misses: u64,
+    /// Demand misses merged into a fetch already in flight for the same line.
+    pub merged: u64,
+    /// Lines or pages fetched ahead by the prefetcher.
+    pub prefetches: u64,
+    /// Demand accesses that hit a prefetched line before anything else touched it.
+    pub prefetch_hits: u64,
+    /// Lines or pages removed from local memory.
+    pub evictions: u64,
+    /// Dirty lines or pages written back to the servers.
+    pub writebacks: u64,
+    /// Full-line writes that skipped the fetch.
+    pub full_line_writes: u64,
+    /// Lookups answered by the metadata cache.
+    pub metadata_hits: u64,
+    /// Lookups that scanned the set's tags.
+    pub metadata_misses: u64,
+    /// Write faults on write-protected pages (pager: first write to a clean page).
+    pub write_faults: u64,
+    /// Misses in flight now.
+    pub inflight: u64,
+    /// Most misses that were ever in flight at once.
+    pub inflight_max: u64,
+}

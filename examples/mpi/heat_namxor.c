@@ -1,0 +1,189 @@
+/*
+ * A 2-D heat stencil that checkpoints through NAM-XOR: every rank keeps its block of rows
+ * in the checkpoint buffer of a nam checkpoint group, writes it to node-local storage, and
+ * the memory server pulls the buffers and keeps their XOR parity. After a failure, the job
+ * restarts; the rank whose local checkpoint is gone gets it rebuilt by the server from the
+ * parity and the other ranks' buffers, and the run ends with the same answer as one that
+ * never failed.
+ *
+ *   mpirun -np 4 heat_namxor run     DIR STEPS EVERY            # uninterrupted
+ *   mpirun -np 4 heat_namxor crash   DIR STEPS EVERY CRASH_AT   # dies after a checkpoint
+ *   mpirun -np 4 heat_namxor die     DIR STEPS EVERY DIE_AT     # rank 1 is killed mid-checkpoint
+ *   mpirun -np 4 heat_namxor restart DIR STEPS EVERY            # resumes, rebuilding lost ranks
+ *
+ * A local checkpoint replaces the previous one only once the server confirms the new parity,
+ * so after a failure during a checkpoint the previous epoch is restored.
+ * The memory server comes from NAM_SERVERS. Rows are split unevenly, so ranks' checkpoints
+ * differ in size. Prints "final checksum <x>" on rank 0.
+ */
+#include <mpi.h>
+#include <signal.h>
+#include <nam.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N 96          /* grid is N x N */
+#define WAIT_MS 60000
+
+static void check(nam_status_t s, const char *what, int rank) {
+    if (s != NAM_OK) {
+        fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, what, nam_status_string(s), nam_last_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+/* Rows [first, first + rows) of the grid belong to `rank`: uneven on purpose. */
+static void block_of(int rank, int size, int *first, int *rows) {
+    int base = N / size, extra = N % size;
+    *rows = base + (rank < extra ? 1 : 0);
+    *first = rank * base + (rank < extra ? rank : extra);
+}
+
+/* Checkpoint layout: u64 step, then rows * N doubles. */
+static size_t ckpt_len(int rows) { return sizeof(uint64_t) + (size_t)rows * N * sizeof(double); }
+
+static void local_path(char *out, size_t n, const char *dir, int rank) {
+    snprintf(out, n, "%s/rank-%d.ckpt", dir, rank);
+}
+
+static int write_local(const char *path, const uint8_t *buf, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(buf, 1, len, f);
+    return fclose(f) == 0 && w == len ? 0 : -1;
+}
+
+static int read_local(const char *path, uint8_t *buf, size_t len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t r = fread(buf, 1, len, f);
+    fclose(f);
+    return r == len ? 0 : -1;
+}
+
+/* One Jacobi step over this rank's rows (with one halo row above and below). */
+static void step(double *grid, double *next, int first, int rows, int rank, int size) {
+    double *up = grid, *mine = grid + N, *down = grid + (size_t)(rows + 1) * N;
+    int above = rank > 0 ? rank - 1 : MPI_PROC_NULL, below = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+    MPI_Sendrecv(mine, N, MPI_DOUBLE, above, 0, down, N, MPI_DOUBLE, below, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(mine + (size_t)(rows - 1) * N, N, MPI_DOUBLE, below, 1, up, N, MPI_DOUBLE, above, 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    if (rank == 0) for (int j = 0; j < N; j++) up[j] = 100.0;   /* hot top edge */
+    if (rank == size - 1) for (int j = 0; j < N; j++) down[j] = 0.0;
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < N; j++) {
+            double l = j > 0 ? mine[i * N + j - 1] : 0.0, r = j < N - 1 ? mine[i * N + j + 1] : 0.0;
+            double u = (i == 0 ? up : mine + (size_t)(i - 1) * N)[j];
+            double d = (i == rows - 1 ? down : mine + (size_t)(i + 1) * N)[j];
+            next[i * N + j] = 0.25 * (l + r + u + d);
+        }
+    }
+    (void)first;
+    memcpy(mine, next, (size_t)rows * N * sizeof(double));
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 5) {
+        if (rank == 0) fprintf(stderr, "usage: heat_namxor run|crash|die|restart DIR STEPS EVERY [AT]\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const char *mode = argv[1], *dir = argv[2];
+    long steps = atol(argv[3]), every = atol(argv[4]), crash_at = argc > 5 ? atol(argv[5]) : -1;
+    int first, rows;
+    block_of(rank, size, &first, &rows);
+    size_t len = ckpt_len(rows);
+    double *grid = calloc((size_t)(rows + 2) * N, sizeof(double)), *next = calloc((size_t)rows * N, sizeof(double));
+    char path[4096], node[32];
+    local_path(path, sizeof path, dir, rank);
+    snprintf(node, sizeof node, "node%d", rank);
+
+    nam_t *nam;
+    check(nam_init(NULL, &nam), "nam_init", rank);
+    nam_ckpt_group_params_t params = {.ranks = (uint32_t)size, .node = node, .timeout_ms = 30000};
+    nam_ckpt_group_t *group;
+    uint8_t *buf;
+    uint64_t buf_len;
+    long start = 0;
+    if (strcmp(mode, "restart") == 0) {
+        /* Survivors put their local checkpoint back in the buffer; a rank without one joins
+         * empty, and the ranks that lost theirs are rebuilt one after another. */
+        int have = 0;
+        uint8_t *local = malloc(len);
+        have = read_local(path, local, len) == 0;
+        check(nam_ckpt_group_join(nam, "heat", (uint32_t)rank, have ? len : 0, &params, &group), "join", rank);
+        if (have) {
+            check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+            memcpy(buf, local, len);
+        }
+        int *haves = malloc(sizeof(int) * (size_t)size);
+        MPI_Allgather(&have, 1, MPI_INT, haves, 1, MPI_INT, MPI_COMM_WORLD);
+        for (int lost = 0; lost < size; lost++) {
+            if (haves[lost]) continue;
+            nam_alloc_t *restored = NULL;
+            nam_status_t s = NAM_OK;
+            if (rank == lost) s = nam_ckpt_group_restore(group, (uint32_t)lost, 0, &restored);
+            MPI_Bcast(&s, 1, MPI_INT, lost, MPI_COMM_WORLD);
+            check(s, "restore request", rank);
+            check(nam_ckpt_group_wait_restore(group, WAIT_MS), "wait for the restore", rank);
+            if (rank == lost) {
+                check(nam_ckpt_group_fetch_restored(group, restored, len), "fetch the restored checkpoint", rank);
+                nam_alloc_release(restored);
+                check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+                if (write_local(path, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "rewrite local", rank);
+                printf("rank %d: checkpoint rebuilt by the memory server (%zu bytes)\n", rank, len);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        free(haves);
+        free(local);
+        check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+        memcpy(&start, buf, sizeof(uint64_t));
+        memcpy(grid + N, buf + sizeof(uint64_t), (size_t)rows * N * sizeof(double));
+        if (rank == 0) printf("restarting from step %ld\n", start);
+    } else {
+        check(nam_ckpt_group_join(nam, "heat", (uint32_t)rank, len, &params, &group), "join", rank);
+    }
+    for (long t = start + 1; t <= steps; t++) {
+        step(grid, next, first, rows, rank, size);
+        if (t % every == 0 && t < steps) {
+            check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+            uint64_t at = (uint64_t)t;
+            memcpy(buf, &at, sizeof at);
+            memcpy(buf + sizeof at, grid + N, (size_t)rows * N * sizeof(double));
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s.new", path);
+            if (write_local(tmp, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
+            if (strcmp(mode, "die") == 0 && t == crash_at && rank == 1) {
+                printf("rank 1: killed before flagging step %ld ready\n", t);
+                fflush(stdout);
+                raise(SIGKILL);
+            }
+            check(nam_ckpt_group_ready(group, NULL), "ready", rank);
+            check(nam_ckpt_group_wait(group, 1, WAIT_MS), "parity", rank);
+            if (rename(tmp, path) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local rename", rank);
+            if (strcmp(mode, "crash") == 0 && t == crash_at) {
+                if (rank == 0) printf("crashing after the checkpoint of step %ld\n", t);
+                fflush(stdout);
+                MPI_Barrier(MPI_COMM_WORLD);
+                _exit(3); /* no finalize, no goodbye: a failure */
+            }
+        }
+    }
+    double sum = 0.0, total = 0.0;
+    for (size_t i = 0; i < (size_t)rows * N; i++) sum += grid[N + i] * (double)(first * N + i + 1);
+    MPI_Reduce(&sum, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) printf("final checksum %.12e\n", total);
+    check(nam_ckpt_group_leave(group, 0), "leave", rank);
+    check(nam_finalize(nam), "nam_finalize", rank);
+    free(grid);
+    free(next);
+    MPI_Finalize();
+    return 0;
+}
