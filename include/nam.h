@@ -267,6 +267,29 @@ typedef enum {
    * Far memory: a system call of the pager failed (mmap, ioctl, madvise).
    */
   NAM_ERR_SYSTEM = -47,
+  /**
+   * A global address names another protection domain than the caller's tenant, or an
+   * allocation of another domain; nothing was touched.
+   */
+  NAM_ERR_DOMAIN = -48,
+  /**
+   * A mailbox is full: retry after its owner received (nothing was written).
+   */
+  NAM_ERR_MAILBOX_FULL = -49,
+  /**
+   * The ranks of one allreduce disagree on length, type or operation (every rank gets
+   * this; no result is written).
+   */
+  NAM_ERR_REDUCE_MISMATCH = -50,
+  /**
+   * An allreduce cannot complete: a rank of the group left or died.
+   */
+  NAM_ERR_REDUCE_ABORTED = -51,
+  /**
+   * A global address names a server this client is not connected to (or another
+   * server than the one asked).
+   */
+  NAM_ERR_WRONG_SERVER = -52,
 } nam_status_t;
 
 /**
@@ -314,6 +337,46 @@ typedef enum {
 } nam_cmp_t;
 
 /**
+ * The operation of `nam_allreduce`.
+ */
+typedef enum {
+  /**
+   * Elementwise sum.
+   */
+  NAM_OP_SUM = 1,
+  /**
+   * Elementwise minimum.
+   */
+  NAM_OP_MIN = 2,
+  /**
+   * Elementwise maximum.
+   */
+  NAM_OP_MAX = 3,
+} nam_op_t;
+
+/**
+ * The element type of `nam_allreduce`.
+ */
+typedef enum {
+  /**
+   * `int32_t`.
+   */
+  NAM_INT32 = 1,
+  /**
+   * `int64_t`.
+   */
+  NAM_INT64 = 2,
+  /**
+   * `float`.
+   */
+  NAM_FLOAT = 3,
+  /**
+   * `double`.
+   */
+  NAM_DOUBLE = 4,
+} nam_dtype_t;
+
+/**
  * An allocation on a memory server (opaque), from `nam_malloc` or `nam_open`. It knows
  * its client, so data calls take only the allocation. The object outlives `nam_free` (so
  * that a second free reports `NAM_ERR_FREED`) until `nam_alloc_release` or
@@ -339,6 +402,24 @@ typedef struct nam_ckpt_t nam_ckpt_t;
  * Use it from one thread at a time.
  */
 typedef struct nam_farmem_t nam_farmem_t;
+
+/**
+ * A sending end of a mailbox (opaque). Close it with `nam_mailbox_sender_close` before
+ * `nam_finalize`.
+ */
+typedef struct nam_mailbox_sender_t nam_mailbox_sender_t;
+
+/**
+ * The receiving end of a mailbox (opaque), held by its owner. Destroy it with
+ * `nam_mailbox_destroy` before `nam_finalize`.
+ */
+typedef struct nam_mailbox_t nam_mailbox_t;
+
+/**
+ * One rank's membership in an allreduce group at a memory server (opaque). Destroy it
+ * with `nam_reduce_destroy` before `nam_finalize`.
+ */
+typedef struct nam_reduce_t nam_reduce_t;
 
 /**
  * A paged far-memory region (opaque); from `nam_region_create`. Its memory, at
@@ -451,6 +532,23 @@ typedef struct {
    */
   const char *node;
 } nam_ckpt_group_params_t;
+
+/**
+ * A 128-bit global address naming (server, protection domain, allocation, offset): plain
+ * data, so send it as two `uint64_t` (e.g. `MPI_Bcast(&a, 2, MPI_UINT64_T, ...)`). Any
+ * client of the same tenant can use it; another tenant's gets `NAM_ERR_DOMAIN`.
+ * `docs/protocol.md` gives the layout of `lo` and `hi`.
+ */
+typedef struct {
+  /**
+   * Bits 0..64: offset (40 bits) and the low 24 bits of the handle.
+   */
+  uint64_t lo;
+  /**
+   * Bits 64..128: the rest of the handle, the domain (16 bits), the server tag (32 bits).
+   */
+  uint64_t hi;
+} nam_gaddr_t;
 
 /**
  * Parameters of a far-memory cache or region. Zero fields take the defaults.
@@ -918,6 +1016,167 @@ nam_status_t nam_ckpt_group_leave(nam_ckpt_group_t *group,
                                   int32_t destroy);
 
 /**
+ * The global address of byte `offset` of `alloc`. Blocking the first time a server is
+ * used this way (one request for its tag and the caller's domain), local afterwards.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `out` is NULL or writable.
+ */
+nam_status_t nam_gaddr_of(const nam_alloc_t *alloc,
+                          uint64_t offset,
+                          nam_gaddr_t *out);
+
+/**
+ * Puts `len` bytes at `addr` with remote completion (visible at the server on return).
+ * The first use of an allocation's address asks its server, which checks the domain.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `buf` is valid for `len` bytes.
+ */
+nam_status_t nam_gaddr_put(nam_t *nam,
+                           nam_gaddr_t addr,
+                           const void *buf,
+                           size_t len);
+
+/**
+ * Gets `len` bytes from `addr` into `buf`.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `buf` is writable for `len` bytes.
+ */
+nam_status_t nam_gaddr_get(nam_t *nam,
+                           nam_gaddr_t addr,
+                           void *buf,
+                           size_t len);
+
+/**
+ * Atomically adds `value` to the 64-bit word at `addr` (8-byte aligned); `*old` (if not
+ * NULL) receives the previous value.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `old` is NULL or writable.
+ */
+nam_status_t nam_gaddr_fetch_add(nam_t *nam,
+                                 nam_gaddr_t addr,
+                                 uint64_t value,
+                                 uint64_t *old);
+
+/**
+ * Joins allreduce group `name` of `ranks` ranks as `rank` on the first configured server,
+ * with `chunk_bytes` of server memory per rank and round (0: 1 MiB; longer vectors go in
+ * several rounds). Blocking, at most the client's timeout.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `name` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+nam_status_t nam_reduce_create(nam_t *nam,
+                               const char *name,
+                               uint32_t ranks,
+                               uint32_t rank,
+                               uint64_t chunk_bytes,
+                               nam_reduce_t **out);
+
+/**
+ * Reduces `count` elements of `send` over every rank into `recv` (may not overlap `send`).
+ * Blocking: returns when the result is in `recv`, or with `NAM_ERR_REDUCE_MISMATCH` (the
+ * ranks disagree on count, type or operation; every rank gets it and `recv` is untouched),
+ * `NAM_ERR_REDUCE_ABORTED` (a rank died or left) or a timeout.
+ *
+ * # Safety
+ * `reduce` is NULL or live and not used by another thread; `send` and `recv` are valid
+ * for `count` elements.
+ */
+nam_status_t nam_allreduce(nam_reduce_t *reduce,
+                           const void *send,
+                           void *recv,
+                           size_t count,
+                           nam_dtype_t dtype,
+                           nam_op_t op);
+
+/**
+ * Leaves the group and frees the object.
+ *
+ * # Safety
+ * `reduce` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_reduce_destroy(nam_reduce_t *reduce);
+
+/**
+ * Creates a mailbox of `slots` slots (a power of two) of `slot_size` payload bytes (0:
+ * 64) on any server. Blocking, at most the client's timeout.
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_create(nam_t *nam,
+                                uint32_t slots,
+                                uint32_t slot_size,
+                                nam_mailbox_t **out);
+
+/**
+ * The address senders open the mailbox by.
+ *
+ * # Safety
+ * `mailbox` is NULL or live; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_address(const nam_mailbox_t *mailbox,
+                                 nam_gaddr_t *out);
+
+/**
+ * Receives the next message into `buf` (`cap` bytes, at least the slot size): `*len` its
+ * length, `*sender` (if not NULL) the sender's process id. Waits up to `timeout_ms` (0:
+ * only looks) and then returns `NAM_ERR_WAIT_TIMEOUT`.
+ *
+ * # Safety
+ * `mailbox` is NULL or live and not used by another thread; `buf` is writable for `cap`
+ * bytes; `len` is NULL or writable; `sender` is NULL or writable.
+ */
+nam_status_t nam_mailbox_recv(nam_mailbox_t *mailbox,
+                              void *buf,
+                              size_t cap,
+                              size_t *len,
+                              uint32_t *sender,
+                              uint64_t timeout_ms);
+
+/**
+ * Frees the mailbox (its memory lives on while a sender still holds it).
+ *
+ * # Safety
+ * `mailbox` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_mailbox_destroy(nam_mailbox_t *mailbox);
+
+/**
+ * Opens the mailbox at `addr` for sending (the server checks the protection domain:
+ * another tenant's mailbox gives `NAM_ERR_DOMAIN`).
+ *
+ * # Safety
+ * `nam` is NULL or a live client; `out` is NULL or writable.
+ */
+nam_status_t nam_mailbox_sender_open(nam_t *nam,
+                                     nam_gaddr_t addr,
+                                     nam_mailbox_sender_t **out);
+
+/**
+ * Sends `len` bytes (at most the slot size). A full mailbox gives `NAM_ERR_MAILBOX_FULL`
+ * at once, nothing written: retry later.
+ *
+ * # Safety
+ * `sender` is NULL or live and not used by another thread; `buf` is valid for `len` bytes.
+ */
+nam_status_t nam_mailbox_send(nam_mailbox_sender_t *sender,
+                              const void *buf,
+                              size_t len);
+
+/**
+ * Closes a sending end (releasing its hold on the mailbox's memory).
+ *
+ * # Safety
+ * `sender` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_mailbox_sender_close(nam_mailbox_sender_t *sender);
+
+/**
  * A static, NUL-terminated description of `status` (for example "offset or length out of
  * bounds" for `NAM_ERR_OUT_OF_BOUNDS`), or "unknown status" for a value that is no code.
  * Never NULL; the string must not be freed. Thread-safe; completes immediately.
@@ -933,93 +1192,6 @@ const char *nam_status_string(nam_status_t status);
  * Completes immediately.
  */
 const char *nam_last_error_message(void);
-
-/**
- * Creates far memory of `params->far_bytes` striped over the servers, cached in
- * `params->local_bytes` of local memory. Blocking (connects). Errors:
- * `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`
- * (a parameter out of range), and the connection errors of `nam_init`. `*out` is NULL on
- * failure. Release with `nam_farmem_destroy`.
- *
- * # Safety
- * `config` is NULL or valid as for `nam_init`; `params` and `out` are valid pointers.
- */
-nam_status_t nam_farmem_create(const nam_config_t *config,
-                               const nam_farmem_params_t *params,
-                               nam_farmem_t **out);
-
-/**
- * Reads `len` bytes at far address `addr` into `buf`. `NAM_ERR_OUT_OF_BOUNDS` when the
- * range leaves the far memory (nothing read); a failed server gives its transport or
- * timeout code, with the server named in `nam_last_error_message`.
- *
- * # Safety
- * `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
- */
-nam_status_t nam_farmem_read(nam_farmem_t *far,
-                             uint64_t addr,
-                             void *buf,
-                             size_t len);
-
-/**
- * Writes `len` bytes from `buf` at far address `addr` (into the cache; `nam_farmem_flush`
- * makes them reach the servers). Errors as `nam_farmem_read`, plus `NAM_ERR_POOL_EXHAUSTED`
- * when a server has no room for an evicted line (the data stays in the cache).
- *
- * # Safety
- * `far` is from `nam_farmem_create`; `buf` is readable for `len` bytes.
- */
-nam_status_t nam_farmem_write(nam_farmem_t *far,
-                              uint64_t addr,
-                              const void *buf,
-                              size_t len);
-
-/**
- * Writes every dirty line back and waits until the servers have them.
- *
- * # Safety
- * `far` is from `nam_farmem_create`.
- */
-nam_status_t nam_farmem_flush(nam_farmem_t *far);
-
-/**
- * Destroys `far`, freeing its far memory on the servers (unflushed writes are lost).
- *
- * # Safety
- * `far` is NULL or from `nam_farmem_create`, not used afterwards.
- */
-nam_status_t nam_farmem_destroy(nam_farmem_t *far);
-
-/**
- * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
- * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
- * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
- * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
- * page cannot be fetched later (its server died) the process is aborted with a message.
- *
- * # Safety
- * `config` as for `nam_init`; `params`, `out` and `ptr` are valid pointers.
- */
-nam_status_t nam_region_create(const nam_config_t *config,
-                               const nam_farmem_params_t *params,
-                               nam_region_t **out,
-                               void **ptr);
-
-/**
- * Writes every dirty page of the region back and waits until the servers have them.
- *
- * # Safety
- * `region` is from `nam_region_create`.
- */
-nam_status_t nam_region_flush(nam_region_t *region);
-
-/**
- * Unmaps the region and frees its far memory; its memory must not be touched afterwards.
- *
- * # Safety
- * `region` is NULL or from `nam_region_create`, not used afterwards.
- */
-nam_status_t nam_region_destroy(nam_region_t *region);
 
 /**
  * Collective over the communicator whose Fortran handle is `fcomm` (`MPI_Comm_c2f`):
@@ -1136,6 +1308,93 @@ nam_status_t nam_ckpt_config_dump(nam_ckpt_t *ckpt,
  * `ckpt` is NULL or a live handle.
  */
 nam_status_t nam_ckpt_finalize(nam_ckpt_t *ckpt);
+
+/**
+ * Creates far memory of `params->far_bytes` striped over the servers, cached in
+ * `params->local_bytes` of local memory. Blocking (connects). Errors:
+ * `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`
+ * (a parameter out of range), and the connection errors of `nam_init`. `*out` is NULL on
+ * failure. Release with `nam_farmem_destroy`.
+ *
+ * # Safety
+ * `config` is NULL or valid as for `nam_init`; `params` and `out` are valid pointers.
+ */
+nam_status_t nam_farmem_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_farmem_t **out);
+
+/**
+ * Reads `len` bytes at far address `addr` into `buf`. `NAM_ERR_OUT_OF_BOUNDS` when the
+ * range leaves the far memory (nothing read); a failed server gives its transport or
+ * timeout code, with the server named in `nam_last_error_message`.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is writable for `len` bytes.
+ */
+nam_status_t nam_farmem_read(nam_farmem_t *far,
+                             uint64_t addr,
+                             void *buf,
+                             size_t len);
+
+/**
+ * Writes `len` bytes from `buf` at far address `addr` (into the cache; `nam_farmem_flush`
+ * makes them reach the servers). Errors as `nam_farmem_read`, plus `NAM_ERR_POOL_EXHAUSTED`
+ * when a server has no room for an evicted line (the data stays in the cache).
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `buf` is readable for `len` bytes.
+ */
+nam_status_t nam_farmem_write(nam_farmem_t *far,
+                              uint64_t addr,
+                              const void *buf,
+                              size_t len);
+
+/**
+ * Writes every dirty line back and waits until the servers have them.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`.
+ */
+nam_status_t nam_farmem_flush(nam_farmem_t *far);
+
+/**
+ * Destroys `far`, freeing its far memory on the servers (unflushed writes are lost).
+ *
+ * # Safety
+ * `far` is NULL or from `nam_farmem_create`, not used afterwards.
+ */
+nam_status_t nam_farmem_destroy(nam_farmem_t *far);
+
+/**
+ * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
+ * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
+ * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+ * page cannot be fetched later (its server died) the process is aborted with a message.
+ *
+ * # Safety
+ * `config` as for `nam_init`; `params`, `out` and `ptr` are valid pointers.
+ */
+nam_status_t nam_region_create(const nam_config_t *config,
+                               const nam_farmem_params_t *params,
+                               nam_region_t **out,
+                               void **ptr);
+
+/**
+ * Writes every dirty page of the region back and waits until the servers have them.
+ *
+ * # Safety
+ * `region` is from `nam_region_create`.
+ */
+nam_status_t nam_region_flush(nam_region_t *region);
+
+/**
+ * Unmaps the region and frees its far memory; its memory must not be touched afterwards.
+ *
+ * # Safety
+ * `region` is NULL or from `nam_region_create`, not used afterwards.
+ */
+nam_status_t nam_region_destroy(nam_region_t *region);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,6 +15,10 @@
 //!   `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`.
 //! - Checkpoint groups (`nam_ckpt_group_*`): a memory server pulls each rank's checkpoint
 //!   buffer and keeps XOR parity (NAM-XOR); ready, wait, restore.
+//! - Global addresses (`nam_gaddr_t`, `nam_gaddr_of`, `nam_gaddr_put`, `nam_gaddr_get`,
+//!   `nam_gaddr_fetch_add`) and allreduce at the memory server (`nam_reduce_create`,
+//!   `nam_allreduce`, `nam_reduce_destroy`); mailboxes (`nam_mailbox_create`,
+//!   `nam_mailbox_recv`, `nam_mailbox_sender_open`, `nam_mailbox_send`, ...).
 //! - Status: every call returns a `nam_status_t` (`NAM_OK` = 0, errors negative);
 //!   `nam_status_string` names a code and `nam_last_error_message` gives the exact cause
 //!   of this thread's last failure.
@@ -47,6 +51,11 @@ mod rma;
 mod atomic;
 
 mod ckpt_group;
+mod global;
+
+mod collective;
+
+mod mailbox;
 
 mod status;
 
@@ -74,9 +83,15 @@ pub use ckpt_group::{
     nam_ckpt_group_t, nam_ckpt_group_test, nam_ckpt_group_wait, nam_ckpt_group_wait_restore,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
+pub use collective::{nam_allreduce, nam_dtype_t, nam_op_t, nam_reduce_create, nam_reduce_destroy, nam_reduce_t};
 pub use farmem::{
     nam_farmem_create, nam_farmem_destroy, nam_farmem_flush, nam_farmem_params_t, nam_farmem_read, nam_farmem_t,
     nam_farmem_write, nam_region_create, nam_region_destroy, nam_region_flush, nam_region_t,
+};
+pub use global::{nam_gaddr_fetch_add, nam_gaddr_get, nam_gaddr_of, nam_gaddr_put, nam_gaddr_t};
+pub use mailbox::{
+    nam_mailbox_address, nam_mailbox_create, nam_mailbox_destroy, nam_mailbox_recv, nam_mailbox_send,
+    nam_mailbox_sender_close, nam_mailbox_sender_open, nam_mailbox_sender_t, nam_mailbox_t,
 };
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
 pub use status::{

@@ -112,13 +112,26 @@ pub enum nam_status_t {
     NAM_ERR_USERFAULTFD_DENIED = -46,
     /// Far memory: a system call of the pager failed (mmap, ioctl, madvise).
     NAM_ERR_SYSTEM = -47,
+    /// A global address names another protection domain than the caller's tenant, or an
+    /// allocation of another domain; nothing was touched.
+    NAM_ERR_DOMAIN = -48,
+    /// A mailbox is full: retry after its owner received (nothing was written).
+    NAM_ERR_MAILBOX_FULL = -49,
+    /// The ranks of one allreduce disagree on length, type or operation (every rank gets
+    /// this; no result is written).
+    NAM_ERR_REDUCE_MISMATCH = -50,
+    /// An allreduce cannot complete: a rank of the group left or died.
+    NAM_ERR_REDUCE_ABORTED = -51,
+    /// A global address names a server this client is not connected to (or another
+    /// server than the one asked).
+    NAM_ERR_WRONG_SERVER = -52,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 49] {
+    pub const fn all() -> [nam_status_t; 54] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -169,6 +182,11 @@ impl nam_status_t {
             NAM_ERR_UNALIGNED,
             NAM_ERR_USERFAULTFD_DENIED,
             NAM_ERR_SYSTEM,
+            NAM_ERR_DOMAIN,
+            NAM_ERR_MAILBOX_FULL,
+            NAM_ERR_REDUCE_MISMATCH,
+            NAM_ERR_REDUCE_ABORTED,
+            NAM_ERR_WRONG_SERVER,
         ]
     }
 
@@ -229,6 +247,11 @@ impl nam_status_t {
             NAM_ERR_UNALIGNED => "far-memory span not aligned\0",
             NAM_ERR_USERFAULTFD_DENIED => "userfaultfd not permitted\0",
             NAM_ERR_SYSTEM => "system call failed\0",
+            NAM_ERR_DOMAIN => "protection domain mismatch\0",
+            NAM_ERR_MAILBOX_FULL => "mailbox full, retry later\0",
+            NAM_ERR_REDUCE_MISMATCH => "allreduce ranks disagree on length, type or operation\0",
+            NAM_ERR_REDUCE_ABORTED => "allreduce aborted: a rank left or died\0",
+            NAM_ERR_WRONG_SERVER => "global address names another server\0",
         }
     }
 }
@@ -258,6 +281,11 @@ pub fn status_of_refusal(status: Status) -> nam_status_t {
         Status::CkptUnrecoverable => NAM_ERR_CKPT_UNRECOVERABLE,
         Status::CkptCorrupted => NAM_ERR_CKPT_CORRUPTED,
         Status::CkptBusy => NAM_ERR_CKPT_BUSY,
+        Status::DomainMismatch => NAM_ERR_DOMAIN,
+        Status::MailboxFull => NAM_ERR_MAILBOX_FULL,
+        Status::ReduceMismatch => NAM_ERR_REDUCE_MISMATCH,
+        Status::ReduceAborted => NAM_ERR_REDUCE_ABORTED,
+        Status::WrongServer => NAM_ERR_WRONG_SERVER,
     }
 }
 
@@ -280,6 +308,8 @@ pub fn status_of_error(error: &Error) -> nam_status_t {
         Error::Misaligned { .. } => NAM_ERR_MISALIGNED,
         Error::InvalidArgument(_) => NAM_ERR_INVALID_ARGUMENT,
         Error::WaitTimeout { .. } => NAM_ERR_WAIT_TIMEOUT,
+        Error::UnknownServer { .. } => NAM_ERR_WRONG_SERVER,
+        Error::MailboxFull { .. } => NAM_ERR_MAILBOX_FULL,
     }
 }
 

@@ -27,6 +27,8 @@ fn one_error_per_variant() -> Vec<(&'static str, Error)> {
         ("Misaligned", Error::Misaligned { offset: 1 }),
         ("InvalidArgument", Error::InvalidArgument("x")),
         ("WaitTimeout", Error::WaitTimeout { timeout_ms: 1, last: 0 }),
+        ("UnknownServer", Error::UnknownServer { tag: 1 }),
+        ("MailboxFull", Error::MailboxFull { slots: 4 }),
     ]
 }
 
@@ -35,10 +37,12 @@ fn refused(status: Status) -> Error {
 }
 
 /// The client-side checks that mean the same as a server refusal share its code.
-const SHARED_MEANING: [(&str, Status); 3] = [
+const SHARED_MEANING: [(&str, Status); 5] = [
     ("OutOfBounds", Status::OutOfBounds),
     ("Freed", Status::FreedHandle),
     ("InvalidArgument", Status::InvalidArgument),
+    ("UnknownServer", Status::WrongServer),
+    ("MailboxFull", Status::MailboxFull),
 ];
 
 #[test]
@@ -58,7 +62,7 @@ fn codes_are_distinct_and_have_strings() {
         assert!(!text.is_empty() && text != "unknown status", "{status:?} has no string");
         assert!(strings.insert(text), "{status:?} shares its string {text:?}");
     }
-    for unknown in [2, -1000, i32::MIN, i32::MAX] {
+    for unknown in [2, -36, -39, -1000, i32::MIN, i32::MAX] {
         let text = unsafe { CStr::from_ptr(nam_status_string(unknown)) };
         assert_eq!(text.to_str().unwrap(), "unknown status");
     }

@@ -14,6 +14,7 @@ mod plot;
 mod serve;
 mod sim;
 mod status;
+mod status_path;
 
 use clap::{Parser, Subcommand};
 

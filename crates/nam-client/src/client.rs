@@ -52,6 +52,10 @@ pub struct Client {
     pub(crate) controls: Vec<nam_ucx::Endpoint>,
     /// Traffic of the direct path.
     pub(crate) direct: crate::direct::DirectTraffic,
+    /// Global-address state: server tags, domains, resolved allocations.
+    pub(crate) global: crate::global::GlobalState,
+    /// Per-server split between the direct path and RMA.
+    pub(crate) paths: crate::path::PathChoice,
 }
 
 impl Client {
@@ -108,7 +112,16 @@ impl Client {
             inner.links.push(link);
         }
         let controls = inner.links.iter().map(|l| l.control.clone()).collect();
-        Ok(Client { inner: FastLock::new(inner), config, controls, direct: Default::default() })
+        let mut client = Client {
+            inner: FastLock::new(inner),
+            config,
+            controls,
+            direct: Default::default(),
+            global: Default::default(),
+            paths: Default::default(),
+        };
+        client.choose_paths()?;
+        Ok(client)
     }
 
     /// Connects with [`ClientConfig::from_env`].
@@ -202,7 +215,7 @@ impl Client {
     #[inline]
     pub fn put(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
         let target = allocation.target(offset, data.len())?;
-        if let Some(base) = self.direct_base(allocation, "put")? {
+        if let Some(base) = self.direct_base_sized(allocation, data.len(), "put")? {
             self.direct_put(base, offset, data);
             return Ok(());
         }
@@ -231,7 +244,7 @@ impl Client {
     #[inline]
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         let target = allocation.target(offset, buffer.len())?;
-        if let Some(base) = self.direct_base(allocation, "get")? {
+        if let Some(base) = self.direct_base_sized(allocation, buffer.len(), "get")? {
             self.direct_get(base, offset, buffer);
             return Ok(());
         }
@@ -253,7 +266,7 @@ impl Client {
     /// Non-blocking put; complete it with [`Op::wait`], [`Op::test`] or [`Client::wait_all`].
     pub fn put_nb<'a>(&'a self, allocation: &Allocation, offset: u64, data: &'a [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, data.len())?;
-        if let Some(base) = self.direct_base(allocation, "put")? {
+        if let Some(base) = self.direct_base_sized(allocation, data.len(), "put")? {
             self.direct_put(base, offset, data);
             return Ok(Op::completed(self, allocation.server, "put"));
         }
@@ -276,7 +289,7 @@ impl Client {
     /// Non-blocking get into `buffer`; read it only after the [`Op`] completes.
     pub fn get_nb<'a>(&'a self, allocation: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
         let target = allocation.target(offset, buffer.len())?;
-        if let Some(base) = self.direct_base(allocation, "get")? {
+        if let Some(base) = self.direct_base_sized(allocation, buffer.len(), "get")? {
             self.direct_get(base, offset, buffer);
             return Ok(Op::completed(self, allocation.server, "get"));
         }
@@ -560,7 +573,13 @@ impl Inner {
         self.links[server].call(&self.replies, id, request, what, timeout)
     }
 
-    fn grant(&mut self, server: usize, request: &Request, what: &'static str, timeout: Duration) -> Result<Allocation> {
+    pub(crate) fn grant(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Allocation> {
         let reply = self.call(server, request, what, timeout)?;
         let Reply::Alloc(grant) = reply else { return Err(unexpected(self.links[server].addr, what, reply)) };
         self.adopt(server, grant)

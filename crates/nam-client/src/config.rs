@@ -29,6 +29,10 @@ pub struct ClientConfig {
     pub transports: Option<String>,
     /// Force a data path instead of choosing per server (`NAM_DATA_PATH=shm|rdma|messages`).
     pub data_path: Option<crate::link::DataPath>,
+    /// Transfers up to this many bytes to a same-host server take the direct path, larger
+    /// ones UCX RMA; `None` measures the crossover when connecting ([`crate::path`]).
+    /// From `NAM_DIRECT_MAX` (a size like `64KiB`, or `max`).
+    pub direct_max_bytes: Option<u64>,
 }
 
 impl ClientConfig {
@@ -43,6 +47,7 @@ impl ClientConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             transports: None,
             data_path: None,
+            direct_max_bytes: None,
         }
     }
 
@@ -51,6 +56,13 @@ impl ClientConfig {
     pub fn from_env() -> Result<ClientConfig> {
         let servers = std::env::var("NAM_SERVERS").map_err(|_| Error::NoServers)?;
         let mut config = ClientConfig::new(parse_servers(&servers)?);
+        config.apply_env()?;
+        Ok(config)
+    }
+
+    /// Overrides fields with the `NAM_*` variables that are set, `NAM_SERVERS` aside.
+    pub fn apply_env(&mut self) -> Result<()> {
+        let config = self;
         if let Ok(t) = std::env::var("NAM_TENANT") {
             config.tenant = t;
         }
@@ -71,10 +83,17 @@ impl ClientConfig {
                 other => return Err(Error::Config(format!("NAM_DATA_PATH={other:?}: expected shm, rdma or messages"))),
             });
         }
+        if let Ok(v) = std::env::var("NAM_DIRECT_MAX") {
+            config.direct_max_bytes = Some(match v.trim() {
+                "max" => u64::MAX,
+                text => nam_proto::size::parse_size(text)
+                    .map_err(|e| Error::Config(format!("NAM_DIRECT_MAX={v:?}: {e} (a size, or max)")))?,
+            });
+        }
         if let Some(ms) = env_ms("NAM_CONNECT_TIMEOUT_MS")? {
             config.connect_timeout = ms;
         }
-        Ok(config)
+        Ok(())
     }
 }
 

@@ -93,6 +93,18 @@ pub enum Error {
     /// Two allocations that must be on the same server are not.
     #[error("{0}")]
     InvalidArgument(&'static str),
+    /// A global address names a server this client is not connected to.
+    #[error("the global address names server tag {tag:08x}, which is not among the configured servers")]
+    UnknownServer {
+        /// The address's server tag.
+        tag: u32,
+    },
+    /// A mailbox has no free slot; nothing was written. Retry after its owner consumed.
+    #[error("mailbox full ({slots} slots): retry after the owner receives")]
+    MailboxFull {
+        /// Slots in the mailbox.
+        slots: u32,
+    },
     /// `wait_until` reached its deadline before the condition held.
     #[error("signal condition not met within {timeout_ms} ms (last value {last})")]
     WaitTimeout {

@@ -13,6 +13,9 @@
 //!
 //! - Checkpoint groups ([`ckpt`]): [`Client::ckpt_join`] gives a [`CkptMember`] whose
 //!   buffer the server pulls and XORs into parity (NAM-XOR), and restores after a loss.
+//! - Global address space: [`Client::global_address`], [`Client::resolve`] and the
+//!   `*_global` operations on a [`GlobalAddress`]; [`Mailbox`] / [`MailboxSender`] for small
+//!   messages; [`ReduceGroup`] for allreduce at the memory server.
 //!
 //! Every call has a deadline (the config's `timeout`); a server that dies makes calls fail
 //! with [`Error::Transport`] or [`Error::Timeout`], never hang.
@@ -37,10 +40,14 @@ mod client;
 pub mod config;
 mod direct;
 mod error;
+mod global;
 pub mod link;
 mod lock;
+mod mailbox;
 mod messages;
 mod op;
+pub mod path;
+mod reduce;
 mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
@@ -49,6 +56,11 @@ pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;
-pub use nam_proto::{Status, StatusReply, TrafficReport};
+pub use mailbox::{Mailbox, MailboxSender, Message};
+pub use nam_proto::mailbox::{MailboxLayout, MAILBOX_SLOT_SIZE_DEFAULT};
+pub use nam_proto::reduce::{DataType, ReduceOp};
+pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;
+pub use path::TransferPath;
+pub use reduce::{ReduceGroup, REDUCE_CHUNK_DEFAULT};
 pub use signal::{Compare, Signal, SignalOp};

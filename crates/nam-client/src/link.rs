@@ -150,6 +150,10 @@ impl Link {
             if Instant::now() >= deadline {
                 return Err(Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 });
             }
+            // Give the core to the server or a peer rank if they share it (oversubscribed
+            // nodes): a reply that waits for other processes (allreduce) would otherwise
+            // wait for the scheduler's time slice, milliseconds.
+            std::thread::yield_now();
         }
     }
 

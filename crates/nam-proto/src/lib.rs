@@ -5,6 +5,9 @@
 //! - [`limits`]: every bound, as a named constant, checked where input arrives.
 //! - [`Status`]: the status vocabulary shared by server, client library and C API.
 //! - [`size`]: human sizes (`64MiB`) for the command line and config files.
+//! - [`GlobalAddress`] ([`address`]): the 128-bit (server, protection domain, allocation,
+//!   offset) form; [`gas`]: its control messages and the allreduce engine's; [`mailbox`]:
+//!   the byte layout of mailboxes in server memory; [`reduce`]: reduction ops and types.
 //!
 //! Decoding never panics: malformed, truncated or oversized input gives a [`DecodeError`].
 //!
@@ -34,13 +37,18 @@ mod put_tests {
     }
 }
 
+pub mod address;
 pub mod ckpt;
 pub mod codec;
+pub mod gas;
 pub mod limits;
+pub mod mailbox;
 pub mod message;
+pub mod reduce;
 pub mod size;
 mod status;
 
+pub use address::GlobalAddress;
 pub use message::*;
 pub use status::Status;
 

@@ -141,6 +141,8 @@ pub enum Request {
     },
     /// Kinds 16..=20: checkpoint-parity groups ([`crate::ckpt`]).
     Ckpt(crate::ckpt::CkptRequest),
+    /// Kinds 32..=47: global addresses and allreduce ([`crate::gas`]).
+    Gas(crate::gas::GasRequest),
 }
 
 /// What the server tells a new client.
@@ -239,6 +241,8 @@ pub enum Reply {
     Value(u64),
     /// To a checkpoint-group join or query.
     Ckpt(crate::ckpt::CkptReply),
+    /// To [`crate::gas::GasRequest::Domain`].
+    Domain(crate::gas::DomainReply),
     /// Any request that failed.
     Error {
         /// Why.
@@ -326,6 +330,7 @@ impl Request {
             Request::Get { .. } => 8,
             Request::Atomic { .. } => 9,
             Request::Ckpt(c) => c.kind(),
+            Request::Gas(g) => g.kind(),
         }
     }
 
@@ -368,6 +373,7 @@ impl Request {
                 w.u64(*value);
                 w.u64(*compare);
             }
+            Request::Gas(g) => g.encode_body(&mut w),
         }
         finish_message(w)
     }
@@ -412,6 +418,7 @@ impl Request {
                 Request::Atomic { handle, offset, op, value: r.u64("value")?, compare: r.u64("compare")? }
             }
             16..=20 => Request::Ckpt(crate::ckpt::CkptRequest::decode_body(header.kind, &mut r)?),
+            kind @ 32..=47 => Request::Gas(crate::gas::GasRequest::decode_body(kind, &mut r)?),
             kind => return Err(DecodeError::UnknownKind { kind }),
         };
         r.finish()?;
@@ -541,6 +548,7 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
         Reply::Done | Reply::Error { .. } => {}
         Reply::Data(data) => w.bytes32(data),
         Reply::Value(v) => w.u64(*v),
+        Reply::Domain(d) => crate::gas::encode_domain(w, d),
         Reply::Status(s) => {
             w.str16(truncate_utf8(&s.server_name, SERVER_NAME_LEN_MAX));
             for v in [
@@ -586,6 +594,7 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
         5 => Reply::Status(decode_status(r)?),
         8 => Reply::Data(r.bytes32("data", DATA_CHUNK_MAX)?),
         9 => Reply::Value(r.u64("value")?),
+        32..=47 => crate::gas::decode_ok_body(kind, r)?,
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
 }

@@ -49,11 +49,22 @@ pub enum Status {
     CkptCorrupted = 20,
     /// The group is busy with another epoch or restore, or the epoch is out of order.
     CkptBusy = 21,
+    /// A global address names a protection domain the caller does not belong to, or an
+    /// allocation of another domain.
+    DomainMismatch = 24,
+    /// A mailbox is full; retry after its owner consumed messages (nothing was written).
+    MailboxFull = 25,
+    /// The ranks of one allreduce round disagree on length, type or operation.
+    ReduceMismatch = 26,
+    /// An allreduce round cannot complete: a rank of the group left or died.
+    ReduceAborted = 27,
+    /// A global address names another server.
+    WrongServer = 28,
 }
 
 impl Status {
     /// All statuses, in code order.
-    pub const ALL: [Status; 22] = [
+    pub const ALL: [Status; 27] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::UnknownHandle,
@@ -76,6 +87,11 @@ impl Status {
         Status::CkptUnrecoverable,
         Status::CkptCorrupted,
         Status::CkptBusy,
+        Status::DomainMismatch,
+        Status::MailboxFull,
+        Status::ReduceMismatch,
+        Status::ReduceAborted,
+        Status::WrongServer,
     ];
 
     /// The wire code.
@@ -85,7 +101,8 @@ impl Status {
 
     /// Decodes a wire code.
     pub fn from_code(code: u16) -> Option<Status> {
-        Status::ALL.get(code as usize).copied()
+        // Codes have gaps (ranges are reserved per feature), so search rather than index.
+        Status::ALL.iter().copied().find(|s| s.code() == code)
     }
 
     /// A short description.
@@ -113,6 +130,11 @@ impl Status {
             Status::CkptUnrecoverable => "checkpoint unrecoverable",
             Status::CkptCorrupted => "checkpoint data corrupted",
             Status::CkptBusy => "checkpoint group busy",
+            Status::DomainMismatch => "protection domain mismatch",
+            Status::MailboxFull => "mailbox full, retry later",
+            Status::ReduceMismatch => "allreduce ranks disagree on length, type or operation",
+            Status::ReduceAborted => "allreduce aborted: a rank left or died",
+            Status::WrongServer => "global address names another server",
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - [`ServerConfig`]: TOML file and defaults.
 //! - [`ckpt::CkptEngine`]: checkpoint groups whose XOR parity the server computes by pulling
 //!   the ranks' buffers itself (seed 000's CR unit), in ping-pong parity slots.
+//! - [`reduce`]: the allreduce engine (groups, rounds, the multi-threaded kernel); global
+//!   addresses are resolved with the protection-domain check of [`Manager::hold_global`].
 //!
 //! ```no_run
 //! use nam_server::{Server, ServerConfig};
@@ -26,8 +28,10 @@
 pub mod allocator;
 pub mod ckpt;
 pub mod config;
+pub mod mailbox;
 pub mod manager;
 pub mod pool;
+pub mod reduce;
 mod server;
 
 pub use allocator::RangeAllocator;

@@ -12,6 +12,8 @@ use nam_proto::{Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSIS
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod domain;
+
 /// A refused manager operation: the status for the wire and the exact cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{status}: {message}")]

@@ -158,6 +158,11 @@ impl Pool {
         std::slice::from_raw_parts_mut(self.region.address().add(offset as usize), len)
     }
 
+    /// The first byte of the pool, for engines that work in place (the allreduce kernel).
+    pub fn base_ptr(&self) -> *mut u8 {
+        self.region.address()
+    }
+
     /// The packed remote key of the whole pool.
     pub fn rkey(&self) -> &[u8] {
         &self.rkey

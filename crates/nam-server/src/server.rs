@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod gas;
+
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -80,6 +82,7 @@ pub struct Server {
     inbox: Inbox,
     manager: Manager,
     ckpt: CkptEngine,
+    reducer: crate::reduce::Reducer,
     counters: Counters,
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
@@ -131,6 +134,7 @@ impl Server {
             inbox,
             manager,
             ckpt: CkptEngine::default(),
+            reducer: Default::default(),
             counters: Counters::default(),
             next_client_id: 1,
             manifest_path,
@@ -154,6 +158,7 @@ impl Server {
         let mut housekeeping_at = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let mut busy = self.worker.progress() > 0;
+            busy |= self.poll_reductions();
             busy |= self.accept_connections();
             busy |= self.handle_requests();
             busy |= self.ckpt.poll(&self.pool);
@@ -167,13 +172,17 @@ impl Server {
             }
             if busy {
                 last_busy = now;
-            } else if now.duration_since(last_busy) >= self.config.idle_spin {
+            } else if now.duration_since(last_busy) < self.config.idle_spin {
+                // Spinning, but let a client on this core run (oversubscribed nodes).
+                std::thread::yield_now();
+            } else if !self.reductions_before_sleep() {
                 let sleep =
                     self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
                 if let Err(e) = self.worker.wait_for_events(sleep) {
                     log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
                     std::thread::sleep(Duration::from_micros(50));
                 }
+                self.reductions_after_sleep();
             }
         }
         self.save_manifest()?;
@@ -328,6 +337,7 @@ impl Server {
                     }
                 }))
             }
+            Request::Gas(request) => self.execute_gas(client, request),
             Request::Goodbye(report) => {
                 let r = &mut self.counters.reported;
                 r.puts += report.puts;
@@ -339,6 +349,7 @@ impl Server {
                 self.ckpt.client_gone(&self.pool, client);
                 connection.released = true;
                 connection.authenticated = false;
+                self.reductions_member_gone(client);
                 Ok(Reply::Done)
             }
         }
@@ -424,6 +435,7 @@ impl Server {
         for id in failed {
             let c = self.connections.remove(&id).expect("listed above");
             self.ckpt.client_gone(&self.pool, c.client_id);
+            self.reductions_member_gone(c.client_id);
             if c.released || !c.authenticated {
                 log::info!("client {} ({}) disconnected", c.client_id, c.label);
                 self.manager.release_client(c.client_id);

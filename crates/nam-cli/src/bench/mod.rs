@@ -2,8 +2,11 @@
 //! library against a real server and, with `--vs-ucx`, runs `ucx_perftest` on the same
 //! transport in the same invocation and prints the ratios.
 
+mod allreduce;
 mod clock;
+mod mailbox;
 mod measure;
+mod paths;
 mod perftest;
 mod report;
 mod server;
@@ -41,9 +44,27 @@ impl Transport {
     }
 }
 
+/// Benchmarks other than the one-sided operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// Allreduce at the memory server beside Open MPI's MPI_Allreduce (under mpirun).
+    Allreduce,
+    /// Mailbox message round trip beside an 8-byte put+signal round trip.
+    Mailbox,
+}
+
 /// Arguments of `nam bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
+    /// Run another benchmark than put/get/fetch-add.
+    #[arg(value_enum)]
+    suite: Option<Suite>,
+    /// Transfer paths to compare on the same host (direct,rma,auto), each over the sweep.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    path: Vec<paths::PathChoice>,
+    /// Rank counts of `nam bench allreduce`, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
+    ranks: Vec<u32>,
     /// Server to measure, HOST:PORT; without it a local `nam serve` is started.
     #[arg(long)]
     server: Option<String>,
@@ -107,6 +128,12 @@ pub struct BenchArgs {
 
 /// Runs `nam bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
+    match args.suite {
+        Some(Suite::Allreduce) => return allreduce::run(&args),
+        Some(Suite::Mailbox) => return mailbox::run(&args),
+        None if !args.path.is_empty() => return paths::run(&args),
+        None => {}
+    }
     let sizes = sizes(&args)?;
     let local = match &args.server {
         Some(_) => None,

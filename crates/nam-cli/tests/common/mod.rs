@@ -110,3 +110,15 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// The repository root.
+pub fn repo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+}
+
+/// `<target>/<profile>`, where `cargo build --workspace` puts libnam.so (the test binary
+/// lives in its `deps/`).
+pub fn lib_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(Path::parent).expect("test binary lives in <target>/<profile>/deps").to_path_buf()
+}

@@ -1,0 +1,146 @@
+//! `nam bench mailbox`: the round trip of a small message through two mailboxes in server
+//! memory (A sends to B's mailbox, B answers into A's) beside the round trip of an 8-byte
+//! put+signal (A puts 8 bytes and a signal word into memory B polls, B answers the same
+//! way), measured in the same run with the same polling; prints the ratio.
+
+use super::server::LocalServer;
+use super::BenchArgs;
+use anyhow::{bail, Context, Result};
+use nam_client::{AllocOptions, Allocation, Client, ClientConfig, Mailbox, MailboxSender, Signal, SignalOp};
+use std::time::{Duration, Instant};
+
+const MESSAGE_BYTES: usize = 8;
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Spins (yielding after a few polls) until `ready` gives a value or the deadline passes.
+fn poll<T>(mut ready: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut polls = 0u32;
+    loop {
+        if let Some(v) = ready()? {
+            return Ok(v);
+        }
+        polls += 1;
+        if polls > 256 {
+            std::thread::yield_now();
+        }
+        if Instant::now() > deadline {
+            bail!("no answer within {DEADLINE:?}");
+        }
+    }
+}
+
+fn put_signal_side(client: &Client, mine: &Allocation, theirs: &Allocation, iters: u64, starts: bool) -> Result<f64> {
+    let payload = [7u8; MESSAGE_BYTES];
+    let send = |i: u64| {
+        client.put_signal(theirs, 0, &payload, Signal { word: theirs, offset: 64, value: i, op: SignalOp::Set })
+    };
+    let wait = |i: u64| poll(|| Ok((client.fetch(mine, 64)? >= i).then_some(())));
+    let t0 = Instant::now();
+    for i in 1..=iters {
+        if starts {
+            send(i)?;
+            wait(i)?;
+        } else {
+            wait(i)?;
+            send(i)?;
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / iters as f64)
+}
+
+fn mailbox_side(
+    client: &Client,
+    mine: &mut Mailbox,
+    theirs: &mut MailboxSender,
+    iters: u64,
+    starts: bool,
+) -> Result<f64> {
+    let payload = [7u8; MESSAGE_BYTES];
+    let mut buffer = [0u8; 64];
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        if starts {
+            theirs.send(client, &payload)?;
+            poll(|| Ok(mine.try_recv_into(client, &mut buffer)?))?;
+        } else {
+            poll(|| Ok(mine.try_recv_into(client, &mut buffer)?))?;
+            theirs.send(client, &payload)?;
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / iters as f64)
+}
+
+/// One ping-pong of each kind between two clients (threads); returns (mailbox, put+signal)
+/// round trips in microseconds, as seen by the side that starts.
+fn measure(config: &ClientConfig, iters: u64) -> Result<(f64, f64)> {
+    let (a, b) = (Client::connect(config.clone())?, Client::connect(config.clone())?);
+    let options = AllocOptions { server: Some(0), ..Default::default() };
+    let (words_a, words_b) = (a.alloc(128, &options)?, b.alloc(128, &options)?);
+    let (addr_a, addr_b) = (a.global_address(&words_a, 0)?, b.global_address(&words_b, 0)?);
+    let (mut box_a, mut box_b) = (Mailbox::create(&a, 64, 64, Some(0))?, Mailbox::create(&b, 64, 64, Some(0))?);
+    let (box_addr_a, box_addr_b) = (box_a.address(), box_b.address());
+    std::thread::scope(|s| {
+        let other = s.spawn(|| -> Result<()> {
+            let (theirs, _) = b.resolve(addr_a)?;
+            put_signal_side(&b, &words_b, &theirs, iters, false)?;
+            let mut to_a = MailboxSender::open(&b, box_addr_a)?;
+            mailbox_side(&b, &mut box_b, &mut to_a, iters, false)?;
+            Ok(())
+        });
+        let (theirs, _) = a.resolve(addr_b)?;
+        let put_signal = put_signal_side(&a, &words_a, &theirs, iters, true)?;
+        let mut to_b = MailboxSender::open(&a, box_addr_b)?;
+        let mailbox = mailbox_side(&a, &mut box_a, &mut to_b, iters, true)?;
+        other.join().expect("the answering side panicked")?;
+        Ok((mailbox, put_signal))
+    })
+}
+
+/// Runs `nam bench mailbox`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let local;
+    let addr = match &args.server {
+        Some(s) => nam_client::config::parse_servers(s)?[0],
+        None => {
+            local = LocalServer::start(args.transport, 64 << 20)?;
+            local.addr
+        }
+    };
+    let mut config = ClientConfig::new(vec![addr]);
+    config.transports = Some(args.transport.ucx_tls().to_string());
+    let iters = args.iters.unwrap_or(20_000);
+    measure(&config, iters / 10 + 1).context("warm-up")?;
+    let mut runs: Vec<(f64, f64)> = (0..args.repeat.max(1)).map(|_| measure(&config, iters)).collect::<Result<_>>()?;
+    let median = |pick: fn(&(f64, f64)) -> f64, runs: &mut Vec<(f64, f64)>| {
+        runs.sort_by(|x, y| pick(x).total_cmp(&pick(y)));
+        pick(&runs[runs.len() / 2])
+    };
+    let (mailbox, put_signal) = (median(|r| r.0, &mut runs), median(|r| r.1, &mut runs));
+    let ratio = mailbox / put_signal;
+    let met = if ratio <= 1.5 { "met" } else { "MISSED" };
+    let verdict = format!(
+        "mailbox round trip {mailbox:.2} us vs 8-byte put+signal round trip {put_signal:.2} us: {ratio:.2}x (target ≤ 1.5x: {met})"
+    );
+    if args.json {
+        let v = serde_json::json!({"op": "mailbox_rtt", "size": MESSAGE_BYTES, "iters": iters,
+            "transport": args.transport.ucx_tls(), "nam_latency_us": mailbox, "put_signal_latency_us": put_signal,
+            "ratio": ratio});
+        println!("{v}");
+    } else {
+        println!("{verdict}");
+    }
+    if let Some(path) = &args.markdown {
+        let command: Vec<String> = std::env::args().collect();
+        let text = format!(
+            "### Mailbox round trip (UCX_TLS={})\n\nCommand: `nam {}`\n\n| message | mailbox RTT (us) | put+signal RTT (us) | ratio |\n| ---: | ---: | ---: | ---: |\n| {MESSAGE_BYTES} B | {mailbox:.2} | {put_signal:.2} | {ratio:.2} |\n\nTarget: {verdict}\n",
+            args.transport.ucx_tls(),
+            command[1..].join(" ")
+        );
+        std::fs::write(path, text)?;
+    }
+    if args.check && ratio > 1.5 {
+        bail!("a benchmark target was missed");
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! Mailbox delivery by the server, for senders that reach it through messages: the same
+//! protocol a one-sided sender follows ([`nam_proto::mailbox`]), executed next to the
+//! memory in one step. The server's loop is single-threaded, but one-sided senders and the
+//! owner touch the same words concurrently, so the words are used atomically.
+
+use crate::manager::Refusal;
+use crate::pool::Pool;
+use nam_proto::mailbox::*;
+use nam_proto::Status;
+use std::sync::atomic::Ordering::SeqCst;
+
+fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal { status, message: message.into() })
+}
+
+/// Delivers `data` into the mailbox whose header is at pool offset `base`, inside an
+/// allocation that ends at pool offset `end`. Checks the header, the slot size and the
+/// bounds; a full mailbox is refused with `MailboxFull` and nothing is written.
+pub fn deliver(pool: &Pool, base: u64, end: u64, sender: u32, data: &[u8]) -> Result<(), Refusal> {
+    if !base.is_multiple_of(8) || base + MAILBOX_HEADER_LEN > end {
+        return refuse(Status::InvalidArgument, "no room for a mailbox header there");
+    }
+    let Some(layout) = MailboxLayout::decode_header(&pool.read(base, MAILBOX_HEADER_LEN as usize)) else {
+        return refuse(Status::InvalidArgument, "the address does not point to a mailbox");
+    };
+    if base + layout.total_len() > end {
+        return refuse(Status::OutOfBounds, "the mailbox header claims more slots than its allocation holds");
+    }
+    if data.len() > layout.slot_size as usize {
+        return refuse(Status::TooLarge, format!("{}-byte message, the slot size is {}", data.len(), layout.slot_size));
+    }
+    let (tail, head) = (pool.word(base + MAILBOX_TAIL_AT), pool.word(base + MAILBOX_HEAD_AT));
+    let mut ticket = tail.load(SeqCst);
+    loop {
+        if ticket.wrapping_sub(head.load(SeqCst)) >= layout.slots as u64 {
+            return refuse(Status::MailboxFull, format!("mailbox full ({} slots)", layout.slots));
+        }
+        match tail.compare_exchange(ticket, ticket + 1, SeqCst, SeqCst) {
+            Ok(_) => break,
+            Err(now) => ticket = now,
+        }
+    }
+    let slot = base + layout.slot_at(ticket);
+    let mut meta = [0u8; 8];
+    meta[0..4].copy_from_slice(&(data.len() as u32).to_le_bytes());
+    meta[4..8].copy_from_slice(&sender.to_le_bytes());
+    pool.write(slot + 8, &meta);
+    pool.write(slot + MAILBOX_SLOT_HEADER_LEN, data);
+    pool.word(slot).store(ticket + 1, SeqCst);
+    Ok(())
+}
