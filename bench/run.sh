@@ -51,6 +51,8 @@ $nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp
     echo "- [benchmarks-ckpt-incr.md](benchmarks-ckpt-incr.md) (bench/ckpt-incr.sh): incremental"
     echo "  checkpointing modes (issue 5)."
     echo "- [benchmarks-farmem.md](benchmarks-farmem.md) (bench/farmem.sh): far memory (issue 8)."
+    echo "- [benchmarks-gas.md](benchmarks-gas.md) (bench/gas.sh): transfer paths, mailboxes and"
+    echo "  allreduce at the server beside MPI_Allreduce (issue 9)."
     echo
     echo "## DRAM fault codes and the network simulator"
     echo
@@ -64,6 +66,7 @@ if [ "${NAM_BENCH_MEMORY_ONLY:-0}" != 1 ]; then
     bench/ckpt-policy.sh
     bench/ckpt-incr.sh
     bench/farmem.sh
+    bench/gas.sh
     bench/ecc.sh
     bench/netsim.sh
 fi
