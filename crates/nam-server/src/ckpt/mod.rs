@@ -60,6 +60,8 @@ struct Group {
     last_error: String,
     last_status: Status,
     last_job_busy: Duration,
+    /// The client a running restore writes into an allocation of.
+    restorer: Option<u64>,
 }
 
 /// GETs still in flight after their job ended, with the buffers UCX writes into: kept until
@@ -258,6 +260,7 @@ impl CkptEngine {
             last_error: String::new(),
             last_status: Status::Ok,
             last_job_busy: Duration::ZERO,
+            restorer: None,
         };
         group.recover_from_pool(ctx.pool);
         Ok(group)
@@ -355,6 +358,7 @@ impl CkptEngine {
             return refuse(f.status, f.message);
         }
         group.job = Some(job);
+        group.restorer = Some(client);
         Ok(AllocReply {
             handle: grant.handle,
             size: grant.size,
@@ -401,6 +405,13 @@ impl CkptEngine {
     /// them fails now instead of at its deadline.
     pub fn client_gone(&mut self, pool: &Pool, client: u64) {
         for group in self.groups.values_mut() {
+            // The restore target is that client's allocation, reclaimed after its lease: stop
+            // writing into it now.
+            if group.job.is_some() && group.restorer == Some(client) {
+                let message = "the client that asked for the restore disconnected".to_string();
+                let pending = group.fail(pool, JobFailure { status: Status::CkptRankFailed, message });
+                self.draining.extend(pending);
+            }
             for r in 0..group.ranks {
                 let Some(peer) = &group.peers[r as usize] else { continue };
                 if peer.client != client {
