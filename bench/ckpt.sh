@@ -19,8 +19,7 @@ trap 'rm -rf "$disk" "$tmpfs"' EXIT
 run() { # name, then ckpt-bench arguments
     local name=$1
     shift
-    "${mpi[@]}" "$nam" ckpt-bench --checkpoints 2 --markdown "$out/ckpt-$name.md" "$@"
-    "${mpi[@]}" "$nam" ckpt-bench --checkpoints 1 --json "$@" > "$out/ckpt-$name.json"
+    "${mpi[@]}" "$nam" ckpt-bench --checkpoints 2 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
 }
 
 for size in 64MiB 512MiB; do

@@ -67,6 +67,9 @@ pub struct CkptBenchArgs {
     /// Also write the table as Markdown here (rank 0).
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Also write the JSON objects (one per line) here (rank 0).
+    #[arg(long)]
+    json_file: Option<PathBuf>,
 }
 
 /// One scheme's result, as `--json` prints it.
@@ -407,6 +410,10 @@ fn xor_loop_gbps(len: usize, sources: usize) -> f64 {
 }
 
 fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) -> Result<()> {
+    if let Some(path) = &args.json_file {
+        let lines: Vec<String> = results.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+        std::fs::write(path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
         for r in results {
             println!("{}", serde_json::to_string(r)?);
