@@ -175,7 +175,11 @@ impl Redundancy for NamXor {
     fn protect(&mut self, data: &[u8], target: &Target) -> Result<ProtectStats> {
         let clock = Stopwatch::start();
         let staged = self.stage(data);
-        agree(&self.set_comm, staged, "staging the checkpoint")?;
+        if self.resync {
+            agree(&self.set_comm, staged, "staging the checkpoint")?;
+        } else {
+            staged?;
+        }
         self.protect_staged(data.len(), target, clock)
     }
 
@@ -200,7 +204,13 @@ impl NamXor {
     pub fn protect_buffer(&mut self, len: usize, target: &Target) -> Result<ProtectStats> {
         let clock = Stopwatch::start();
         let joined = self.ensure_buffer(len).map(|_| ());
-        agree(&self.set_comm, joined, "joining the group")?;
+        // Agree only while joining (the first protect, or after a failure): in steady state
+        // the ranks meet once, after the parity is complete.
+        if self.resync {
+            agree(&self.set_comm, joined, "joining the group")?;
+        } else {
+            joined?;
+        }
         self.protect_staged(len, target, clock)
     }
 

@@ -217,37 +217,55 @@ impl Job {
         Ok(busy)
     }
 
-    /// Folds segments of mapped buffers in place, up to a byte budget per call, the segments
-    /// of a batch in parallel (each segment's parity is independent of the others).
+    /// Folds segments of mapped buffers in place, up to a byte budget per call. Segment-major,
+    /// as the seed's CR unit does: the ready ranks that have reached the same segment (a
+    /// cohort) are folded together, segment by segment, so each parity segment is read and
+    /// written once while it is in cache instead of once per rank; segments run in parallel.
     fn fold_direct(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
         let seg = self.header.segment as u64;
-        let mut budget = DIRECT_BUDGET_BYTES;
-        let mut busy = false;
-        for (r, source) in sources.iter().enumerate() {
-            let Some(source) = source else { continue };
-            let p = &self.pullers[r];
-            if !p.active || !p.ready || p.next == p.segments || budget == 0 {
-                continue;
-            }
-            let Some(base) = source.rkey.local_ptr(source.addr) else { continue };
-            let (first, end) = (p.next, p.segments.min(p.next + budget.div_ceil(seg)));
-            self.fold_batch(pool, r, base, first, end);
-            self.pullers[r].next = end;
-            self.pullers[r].done += end - first;
-            budget = budget.saturating_sub((end - first) * seg);
-            busy = true;
+        let mapped: Vec<(usize, *const u8)> = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(r, source)| {
+                let p = &self.pullers[r];
+                let source = source.as_ref()?;
+                (p.active && p.ready && p.next < p.segments)
+                    .then(|| source.rkey.local_ptr(source.addr).map(|base| (r, base as *const u8)))?
+            })
+            .collect();
+        let Some(first) = mapped.iter().map(|&(r, _)| self.pullers[r].next).min() else { return Ok(false) };
+        let cohort: Vec<(usize, *const u8)> =
+            mapped.into_iter().filter(|&(r, _)| self.pullers[r].next == first).collect();
+        let window = (DIRECT_BUDGET_BYTES / seg / cohort.len() as u64).max(1);
+        let end = cohort.iter().map(|&(r, _)| self.pullers[r].segments).max().unwrap_or(first).min(first + window);
+        self.fold_cohort(pool, &cohort, first, end);
+        for &(r, _) in &cohort {
+            let p = &mut self.pullers[r];
+            let upto = p.segments.min(end);
+            p.done += upto - p.next;
+            p.next = upto;
         }
-        Ok(busy)
+        Ok(true)
     }
 
-    /// Folds segments `first..end` of rank `r`'s mapped buffer at `base`.
-    fn fold_batch(&mut self, pool: &Pool, r: usize, base: *const u8, first: u64, end: u64) {
+    /// Folds segments `first..end` of every rank of `cohort` (rank, mapped base address).
+    fn fold_cohort(&mut self, pool: &Pool, cohort: &[(usize, *const u8)], first: u64, end: u64) {
         let seg = self.header.segment as usize;
-        let (first_at, len) = (first as usize * seg, self.header.sizes[r] as usize);
-        // SAFETY: UCX mapped the rank's registered buffer of `len` bytes at `base`; the rank
-        // does not change it until its completion word (or the restore word) says so.
-        let data = unsafe { std::slice::from_raw_parts(base.add(first_at), (end as usize * seg).min(len) - first_at) };
+        let sizes = &self.header.sizes;
+        // SAFETY: UCX mapped each rank's registered buffer of `sizes[r]` bytes at its base;
+        // the ranks do not change them until their completion word (or the restore word) says
+        // so. Slices are built per segment inside the bounds of the buffer.
+        let rank_segment = |r: usize, base: *const u8, s: usize| -> Option<&[u8]> {
+            let at = s * seg;
+            let len = (sizes[r] as usize).saturating_sub(at).min(seg);
+            (len > 0).then(|| unsafe { std::slice::from_raw_parts(base.add(at), len) })
+        };
+        struct Base(*const u8);
+        // SAFETY: the mapped buffers are only read, from any thread.
+        unsafe impl Sync for Base {}
+        let cohort: Vec<(usize, Base)> = cohort.iter().map(|&(r, b)| (r, Base(b))).collect();
         let range = first as usize..end as usize;
+        let first_at = first as usize * seg;
         match self.purpose {
             Purpose::Epoch => {
                 let parity_end = (end as usize * seg).min(self.header.parity_len() as usize);
@@ -255,30 +273,53 @@ impl Job {
                 // SAFETY: the slot is the engine's own allocation; only this job touches it.
                 let parity = unsafe { pool.bytes_mut(at, parity_end - first_at) };
                 let (counts, expected) = (&self.counts[range.clone()], &self.expected[range]);
-                let crcs: Vec<(u32, Option<u32>)> = parity
+                let folded: Vec<FoldedSegment> = parity
                     .par_chunks_mut(seg)
-                    .zip(data.par_chunks(seg))
                     .zip(counts.par_iter().zip(expected.par_iter()))
-                    .map(|((parity, data), (&count, &expected))| fold_into_parity(parity, data, count, expected))
+                    .enumerate()
+                    .map(|(i, (parity, (&count, &expected)))| {
+                        let s = first as usize + i;
+                        let (mut count, mut crcs, mut parity_crc) = (count, Vec::new(), None);
+                        for (r, base) in &cohort {
+                            let Some(data) = rank_segment(*r, base.0, s) else { continue };
+                            let (crc, done) = fold_into_parity(parity, data, count, expected);
+                            crcs.push((*r, crc));
+                            parity_crc = done;
+                            count += 1;
+                        }
+                        (crcs, parity_crc)
+                    })
                     .collect();
-                for (s, (crc, parity_crc)) in (first..end).zip(crcs) {
-                    self.slot.store_crc(pool, self.header.rank_crc_at(r as u32), s, crc);
+                for (s, (crcs, parity_crc)) in (first..end).zip(folded) {
+                    for (r, crc) in crcs {
+                        self.slot.store_crc(pool, self.header.rank_crc_at(r as u32), s, crc);
+                        self.counts[s as usize] += 1;
+                    }
                     if let Some(crc) = parity_crc {
                         self.slot.store_crc(pool, self.header.parity_crc_at(), s, crc);
                     }
-                    self.counts[s as usize] += 1;
                 }
             }
             Purpose::Restore { lost, target } => {
                 let lost_end = (end as usize * seg).min(self.header.sizes[lost as usize] as usize);
                 // SAFETY: the target is the restore allocation the engine owns until it finishes.
                 let rebuilt = unsafe { pool.bytes_mut(target + first_at as u64, lost_end - first_at) };
-                rebuilt.par_chunks_mut(seg).zip(data.par_chunks(seg)).for_each(|(rebuilt, data)| {
-                    let n = rebuilt.len().min(data.len());
-                    xor_into(&mut rebuilt[..n], &data[..n]);
-                });
-                for c in &mut self.counts[range] {
-                    *c += 1;
+                let added: Vec<u32> = rebuilt
+                    .par_chunks_mut(seg)
+                    .enumerate()
+                    .map(|(i, rebuilt)| {
+                        let mut added = 0;
+                        for (r, base) in &cohort {
+                            let Some(data) = rank_segment(*r, base.0, first as usize + i) else { continue };
+                            let n = rebuilt.len().min(data.len());
+                            xor_into(&mut rebuilt[..n], &data[..n]);
+                            added += 1;
+                        }
+                        added
+                    })
+                    .collect();
+                for (s, added) in (first..end).zip(added) {
+                    self.counts[s as usize] += added;
                 }
             }
         }
@@ -423,6 +464,10 @@ impl Job {
         }
     }
 }
+
+/// One segment of a cohort: each rank's (rank, checksum), and the parity's checksum if the
+/// segment is complete.
+type FoldedSegment = (Vec<(usize, u32)>, Option<u32>);
 
 /// Folds one rank's segment into its parity segment: copies it (zero-padded) when it is the
 /// first contribution, XORs it otherwise. Returns the segment's checksum and, when this was
