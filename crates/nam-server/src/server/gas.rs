@@ -203,7 +203,14 @@ impl Server {
     /// A client left or died: its groups' rounds fail now and from now on.
     pub(super) fn reductions_member_gone(&mut self, client: u64) {
         for offset in self.reducer.member_gone(client) {
-            self.pool.word(offset + GROUP_RESULT_AT).store(aborted_word(), Ordering::SeqCst);
+            let word = self.pool.word(offset + GROUP_RESULT_AT);
+            // A round that already failed (ranks that disagreed) keeps its cause for the
+            // ranks still reading it; every later round reads as aborted either way.
+            let failed = Status::from_code((word.load(Ordering::SeqCst) & 0xff) as u16)
+                .filter(|s| *s != Status::Ok && *s != Status::ReduceAborted);
+            let abort = failed
+                .map_or(aborted_word(), |status| GroupLayout::result_word(nam_proto::reduce::ROUND_ABORTED, status));
+            word.store(abort, Ordering::SeqCst);
         }
     }
 }
