@@ -11,14 +11,12 @@ mod memcached;
 mod report;
 mod workloads;
 
-use crate::child::DieWithParent;
+use crate::bench::server::LocalServer;
 use anyhow::{bail, Context, Result};
 use nam_client::{Client, ClientConfig};
 use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workloads::Workload;
@@ -192,42 +190,20 @@ impl Run {
     }
 }
 
-/// Local `nam serve` processes of one transport.
+/// Local `nam serve` processes of one transport, stopped when dropped.
 struct LocalServers {
-    children: Vec<Child>,
+    // Held for their Drop, which stops the processes.
+    _servers: Vec<LocalServer>,
     addrs: Vec<SocketAddr>,
 }
 
 impl LocalServers {
     fn start(count: usize, transport: Transport) -> Result<LocalServers> {
-        let mut servers = LocalServers { children: Vec::new(), addrs: Vec::new() };
-        for i in 0..count {
-            let mut child = Command::new(std::env::current_exe()?)
-                .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "1GiB", "--name", &format!("blade{i}")])
-                .env("UCX_TLS", transport.ucx_tls())
-                .stdout(Stdio::piped())
-                .die_with_parent()
-                .spawn()
-                .context("cannot start a local nam serve")?;
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-            servers.children.push(child);
-            match line.split_whitespace().find_map(|w| w.parse().ok()) {
-                Some(addr) => servers.addrs.push(addr),
-                None => bail!("local nam serve did not start: {line:?}"),
-            }
-        }
-        Ok(servers)
-    }
-}
-
-impl Drop for LocalServers {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let _ = child.wait();
-        }
+        let servers = (0..count)
+            .map(|i| LocalServer::start_named(transport.ucx_tls(), 1 << 30, &format!("blade{i}")))
+            .collect::<Result<Vec<_>>>()?;
+        let addrs = servers.iter().map(|s| s.addr).collect();
+        Ok(LocalServers { _servers: servers, addrs })
     }
 }
 

@@ -112,7 +112,7 @@ fn protection_domains_isolate_tenants_and_freed_allocations_fail() {
         // Another domain's address, and the same allocation forged into the caller's domain.
         let forged = GlobalAddress::new(address.server(), theirs.domain(), address.handle(), 0).unwrap();
         for (what, target) in [("their address", address), ("forged", forged)] {
-            assert_eq!(refusal(genomics.put_global(target, b"XXXXXX")), Status::DomainMismatch, "{transports} {what}");
+            assert_eq!(refusal(genomics.put_global(target, b"forged")), Status::DomainMismatch, "{transports} {what}");
             assert_eq!(refusal(genomics.get_global(target, &mut [0u8; 6])), Status::DomainMismatch, "{what}");
             assert_eq!(refusal(genomics.fetch_add_global(target, 1)), Status::DomainMismatch, "{what}");
         }

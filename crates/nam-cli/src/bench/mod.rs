@@ -9,7 +9,7 @@ mod measure;
 mod paths;
 mod perftest;
 mod report;
-mod server;
+pub(crate) mod server;
 
 use anyhow::{bail, Context, Result};
 use clock::Clock;

@@ -20,9 +20,15 @@ pub struct LocalServer {
 impl LocalServer {
     /// Starts `nam serve` on a free loopback port with `capacity` bytes.
     pub fn start(transport: Transport, capacity: u64) -> Result<LocalServer> {
+        Self::start_named(transport.ucx_tls(), capacity, "bench")
+    }
+
+    /// Starts `nam serve` named `name` over the UCX transports `ucx_tls` on a free loopback
+    /// port with `capacity` bytes.
+    pub fn start_named(ucx_tls: &str, capacity: u64, name: &str) -> Result<LocalServer> {
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string(), "--name", "bench"])
-            .env("UCX_TLS", transport.ucx_tls())
+            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string(), "--name", name])
+            .env("UCX_TLS", ucx_tls)
             .stdout(Stdio::piped())
             .die_with_parent()
             .spawn()
