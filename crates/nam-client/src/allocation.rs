@@ -76,6 +76,10 @@ impl Allocation {
     pub fn is_direct(&self) -> bool {
         self.local != 0
     }
+    /// This process's address of the word at `offset` when the allocation is direct.
+    pub(crate) fn local_word(&self, offset: u64) -> Option<*const u64> {
+        (self.local != 0 && offset + 8 <= self.size).then(|| (self.local + offset as usize) as *const u64)
+    }
     /// Whether it survives its holders.
     pub fn is_persistent(&self) -> bool {
         self.flags & ALLOC_FLAG_PERSISTENT != 0

@@ -291,14 +291,19 @@ impl<'c> CkptMember<'c> {
     pub fn wait(&mut self, timeout: Duration) -> Result<u64> {
         let deadline = Instant::now() + timeout;
         let mut polls = 0u32;
-        while !self.test()? {
+        let own = CKPT_WORD_RANK0 + self.rank as u64;
+        loop {
+            // Read before testing: a change after this read ends the sleep at once.
+            let seen = self.client.fetch(&self.control, 8 * own)?;
+            if self.test()? {
+                return Ok(self.epoch);
+            }
             if Instant::now() >= deadline {
                 return Err(self
                     .local_error(Status::CkptTimeout, format!("epoch {} not pulled within {timeout:?}", self.epoch)));
             }
-            backoff(&mut polls, self.pull_poll_max());
+            self.sleep_on(own, seen, &mut polls, self.pull_poll_max());
         }
-        Ok(self.epoch)
     }
 
     /// Waits until the group's parity of `epoch` is complete (every rank pulled), at most
@@ -308,7 +313,8 @@ impl<'c> CkptMember<'c> {
         let mut polls = 0u32;
         let mut next_query = Instant::now() + QUERY_INTERVAL;
         loop {
-            if self.complete_epoch()? >= epoch {
+            let complete = self.complete_epoch()?;
+            if complete >= epoch {
                 return Ok(());
             }
             let own = CkptWord(self.client.fetch(&self.control, 8 * (CKPT_WORD_RANK0 + self.rank as u64))?);
@@ -335,7 +341,18 @@ impl<'c> CkptMember<'c> {
                     format!("parity of epoch {epoch} not complete within {timeout:?}"),
                 ));
             }
-            backoff(&mut polls, GROUP_POLL_MAX);
+            self.sleep_on(CKPT_WORD_COMPLETE, complete, &mut polls, GROUP_POLL_MAX);
+        }
+    }
+
+    /// Sleeps until control word `index` may have changed from `seen`: on the word itself
+    /// when the control block is mapped here (the server wakes it; bounded by
+    /// [`FUTEX_SAFETY`] and the next query), else polling with a growing backoff up to
+    /// `max` (over the network, this process must progress anyway).
+    fn sleep_on(&self, index: u64, seen: u64, polls: &mut u32, max: Duration) {
+        match self.control.local_word(8 * index) {
+            Some(word) => crate::futex::wait(word, seen, FUTEX_SAFETY),
+            None => backoff(polls, max),
         }
     }
 
@@ -421,7 +438,7 @@ impl<'c> CkptMember<'c> {
             if Instant::now() >= deadline {
                 return Err(self.local_error(Status::CkptTimeout, format!("restore not finished within {timeout:?}")));
             }
-            backoff(&mut polls, self.pull_poll_max());
+            self.sleep_on(CKPT_WORD_RESTORE, word.0, &mut polls, self.pull_poll_max());
         }
     }
 
@@ -447,6 +464,10 @@ impl<'c> CkptMember<'c> {
 
 /// How often [`CkptMember::wait_complete`] asks the server whether the epoch failed.
 const QUERY_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Longest sleep on a mapped control word: the server wakes it when it changes, so this only
+/// bounds a missed wake-up (a failure of another rank also shows in the next query).
+const FUTEX_SAFETY: Duration = Duration::from_millis(20);
 
 /// Longest sleep between polls while the server may still read this rank's buffer, off
 /// shared memory: over TCP its GETs progress only when this process does.

@@ -40,6 +40,7 @@ mod client;
 pub mod config;
 mod direct;
 mod error;
+mod futex;
 mod global;
 pub mod link;
 mod lock;

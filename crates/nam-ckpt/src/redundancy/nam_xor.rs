@@ -282,20 +282,34 @@ impl NamXor {
         }
         let Some(&l) = lost.first() else { return Ok(Rebuilt::default()) };
         let me = self.me() as usize;
-        let record = if me == l { Ok(None) } else { read_record(target).map(Some) };
-        let record = agree(&self.set_comm, record, "reading the NAM-XOR record")?;
+        // One survivor's record names the epoch and every rank's size.
         let root = if l == 0 { 1 } else { 0 };
-        let json = record.as_ref().map(|r| serde_json::to_vec(r).expect("serializes")).unwrap_or_default();
-        let record: Record = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &json))
-            .map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?;
+        let read = if me == root { read_record(target).map(Some) } else { Ok(None) };
+        let json = match &read {
+            Ok(Some(record)) => serde_json::to_vec(record).expect("serializes"),
+            _ => Vec::new(),
+        };
+        let json = broadcast_bytes(&self.set_comm, root, &json);
+        let record: Record = match read {
+            Err(e) => return Err(e),
+            Ok(_) if json.is_empty() => {
+                return Err(CkptError::Unrecoverable(format!(
+                    "rank {} could not read its NAM-XOR record",
+                    self.set[root]
+                )))
+            }
+            Ok(_) => serde_json::from_slice(&json).map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?,
+        };
         // The replacement joins with a buffer of its recorded size: the server rebuilds
         // straight into it when it maps it (same host), else into an allocation copied here.
         let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
-        agree(&self.set_comm, joined, "rejoining the group")?;
-        let member = self.member.as_mut().expect("joined");
-        let requested = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
-        let restoring = agree(&self.set_comm, requested.map_err(client_error("restore")), "requesting the restore")?;
-        self.set_comm.barrier();
+        let requested = joined.and_then(|()| {
+            let member = self.member.as_mut().expect("joined");
+            let own = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
+            own.map_err(client_error("restore"))
+        });
+        // Also the barrier: no survivor polls the restore word before the server reset it.
+        let restoring = agree(&self.set_comm, requested, "requesting the restore")?;
         let member = self.member.as_mut().expect("joined");
         let waited = match restoring {
             Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),

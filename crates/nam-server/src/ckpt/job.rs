@@ -394,9 +394,9 @@ impl Job {
     }
 
     /// One window of a fused restore (every survivor mapped): for each segment, the target
-    /// gets the parity segment (checked against its checksum), the survivors' segments are
-    /// XORed in, and the result is checked against the lost rank's checksum, all while the
-    /// segment is in cache. Segments run in parallel. Segments past every survivor's end are
+    /// gets the parity segment, the survivors' segments are XORed in, and the result is
+    /// checked against the lost rank's checksum (a corrupted parity or survivor fails it),
+    /// all while the segment is in cache. Segments run in parallel. Segments past every survivor's end are
     /// the parity alone (implicit zero padding), so the job walks the target, not the ranks.
     fn fold_fused(
         &mut self,
@@ -416,7 +416,7 @@ impl Job {
             let base = base.ok_or_else(|| {
                 failure(Status::CkptRankFailed, format!("rank {r}'s buffer is no longer mapped for the restore"))
             })?;
-            survivors.push((p.segments, MappedBase(base)));
+            survivors.push((r, p.segments, MappedBase(base)));
         }
         let (seg, first) = (self.header.segment as u64, self.fused_next);
         let window = (DIRECT_BUDGET_BYTES / seg / (survivors.len() as u64 + 1)).max(1);
@@ -435,8 +435,6 @@ impl Job {
                 (crc(self.header.parity_crc_at()), crc(self.header.rank_crc_at(lost)))
             })
             .collect();
-        let survivor_ranks: Vec<usize> =
-            self.pullers.iter().enumerate().filter(|(_, p)| p.active).map(|(r, _)| r).collect();
         let checked: Vec<Result<u32, String>> = rebuilt
             .par_chunks_mut(seg as usize)
             .zip(parity.par_chunks(seg as usize))
@@ -444,13 +442,10 @@ impl Job {
             .enumerate()
             .map(|(i, ((rebuilt, parity), &(parity_crc, rank_crc)))| {
                 let s = first as usize + i;
-                if crc32c::crc32c(parity) != parity_crc {
-                    return Err(format!("parity segment {s} fails its checksum"));
-                }
                 rebuilt.copy_from_slice(&parity[..rebuilt.len()]);
                 let mut added = 0;
-                for (&r, (segments, base)) in survivor_ranks.iter().zip(&survivors) {
-                    if s as u64 >= *segments {
+                for &(r, segments, ref base) in &survivors {
+                    if s as u64 >= segments {
                         continue;
                     }
                     // SAFETY: rank r's mapped buffer holds sizes[r] bytes; it does not change
@@ -462,7 +457,12 @@ impl Job {
                     xor_into(&mut rebuilt[..n], &data[..n]);
                     added += 1;
                 }
+                // The rebuilt segment's checksum covers the parity and every survivor at once:
+                // the parity's own checksum is computed only to name the cause of a mismatch.
                 if crc32c::crc32c(rebuilt) != rank_crc {
+                    if crc32c::crc32c(parity) != parity_crc {
+                        return Err(format!("parity segment {s} fails its checksum"));
+                    }
                     return Err(format!("rebuilt segment {s} of rank {lost} fails its checksum"));
                 }
                 Ok(added)

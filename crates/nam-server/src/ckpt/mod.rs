@@ -470,6 +470,20 @@ pub enum Reply {
     Done,
 }
 
+/// Wakes the ranks sleeping on a control word (mapped into their processes through shared
+/// memory, see nam-client's `futex` module) after it changed. A shared futex: the word's
+/// page is shared memory, so the kernel matches sleepers in other processes; with none the
+/// call costs a syscall, once per rank per epoch.
+fn wake_sleepers(word: &std::sync::atomic::AtomicU64) {
+    let low = if cfg!(target_endian = "little") {
+        word.as_ptr() as *const u32
+    } else {
+        (word.as_ptr() as *const u32).wrapping_add(1)
+    };
+    // SAFETY: FUTEX_WAKE only looks the address up; it stays mapped (the control block).
+    unsafe { libc::syscall(libc::SYS_futex, low, libc::FUTEX_WAKE, i32::MAX, 0usize, 0usize, 0u32) };
+}
+
 /// Faults in the pages of `[base, base + len)` ahead of use (`MADV_POPULATE_*`, Linux 5.14):
 /// a rank's mapped buffer and a new parity slot are read or written whole at every epoch,
 /// and taking their page faults one by one inside the first epoch cost about half its time.
@@ -536,7 +550,9 @@ impl Group {
     }
 
     fn write_word(&self, pool: &Pool, word: u64, value: u64) {
-        pool.word(self.control.offset + 8 * word).store(value, std::sync::atomic::Ordering::SeqCst);
+        let word = pool.word(self.control.offset + 8 * word);
+        word.store(value, std::sync::atomic::Ordering::SeqCst);
+        wake_sleepers(word);
     }
 
     /// After a restart from a file-backed pool: the newest valid slot is the complete epoch.
@@ -764,6 +780,8 @@ impl Group {
                 for r in (0..self.ranks).filter(|&r| !job.rank_finished(r)) {
                     self.write_word(pool, CKPT_WORD_RANK0 + r as u64, word);
                 }
+                // Ranks already pulled sleep on the complete word: have them query now.
+                wake_sleepers(pool.word(self.control.offset + 8 * CKPT_WORD_COMPLETE));
             }
             Purpose::Restore { .. } => self.write_word(pool, CKPT_WORD_RESTORE, word),
         }
