@@ -92,6 +92,11 @@ impl Mailbox {
         self.layout
     }
 
+    /// Whether it is polled with plain loads of the mapped mailbox (same host).
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
     /// The next message, if one is complete; never waits. Messages come in ticket order,
     /// so each sender's in the order it sent them.
     pub fn try_recv(&mut self, client: &Client) -> Result<Option<Message>> {
