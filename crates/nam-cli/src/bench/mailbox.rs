@@ -14,33 +14,28 @@ use std::time::{Duration, Instant};
 const MESSAGE_BYTES: usize = 8;
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Spins this long before yielding the core between polls: the two sides run on the two
-/// cores, and a yield on a machine shared with other work hands the core to that work for a
-/// time slice, which would measure the scheduler instead of the mailbox (a first version
-/// yielded after 256 polls: 1-35 us round trips for both kinds while other builds ran).
-const SPIN: Duration = Duration::from_micros(50);
+/// Polls that spin before each further poll yields the core. Short: when both sides share
+/// one core (a loaded machine), a longer spin only delays the other side (a 50 us spin made
+/// both kinds of round trip ~200 us there).
+const SPIN_POLLS: u32 = 256;
 
-/// Spins (yielding after [`SPIN`]) until `ready` gives a value or the deadline passes. The
-/// same for both kinds of round trip.
+/// Spins (yielding after [`SPIN_POLLS`]) until `ready` gives a value or the deadline
+/// passes. The same for both kinds of round trip.
 fn poll<T>(mut ready: impl FnMut() -> Result<Option<T>>) -> Result<T> {
-    let start = Instant::now();
+    let deadline = Instant::now() + DEADLINE;
     let mut polls = 0u32;
-    let mut spinning = true;
     loop {
         if let Some(v) = ready()? {
             return Ok(v);
         }
-        polls = polls.wrapping_add(1);
-        if spinning {
-            std::hint::spin_loop();
-            if polls.is_multiple_of(64) {
-                spinning = start.elapsed() < SPIN;
-            }
-        } else {
+        polls = polls.saturating_add(1);
+        if polls > SPIN_POLLS {
             std::thread::yield_now();
-            if start.elapsed() > DEADLINE {
+            if Instant::now() > deadline {
                 bail!("no answer within {DEADLINE:?}");
             }
+        } else {
+            std::hint::spin_loop();
         }
     }
 }
