@@ -35,7 +35,8 @@ fn mapped_and_tcp_senders_share_a_mailbox_in_order_with_back_pressure() {
     let mut mailbox = Mailbox::create(&owner, 4, 16, None).unwrap();
     assert!(mailbox.is_mapped(), "the owner on shared memory polls the mapping");
     let (near, far) = (server.client(), tcp_client(&server));
-    let mut ends = [MailboxSender::open(&near, mailbox.address()).unwrap(), MailboxSender::open(&far, mailbox.address()).unwrap()];
+    let mut ends =
+        [MailboxSender::open(&near, mailbox.address()).unwrap(), MailboxSender::open(&far, mailbox.address()).unwrap()];
     assert!(ends[0].is_mapped() && !ends[1].is_mapped());
     let clients = [&near, &far];
     // Back-pressure on the fast path: a full mailbox refuses and overwrites nothing.
@@ -74,7 +75,10 @@ fn mapped_and_tcp_senders_share_a_mailbox_in_order_with_back_pressure() {
                 std::thread::yield_now();
             };
             assert_eq!(len, 8);
-            let (k, i) = (u32::from_le_bytes(buffer[0..4].try_into().unwrap()), u32::from_le_bytes(buffer[4..8].try_into().unwrap()));
+            let (k, i) = (
+                u32::from_le_bytes(buffer[0..4].try_into().unwrap()),
+                u32::from_le_bytes(buffer[4..8].try_into().unwrap()),
+            );
             assert_eq!(i, next[k as usize], "sender {k} out of order");
             next[k as usize] += 1;
         }

@@ -352,7 +352,12 @@ impl MailboxSender {
 }
 
 /// The mailbox at offset `base` of `allocation` as mapped here, if its pool is.
-fn mapping(client: &Client, allocation: &Allocation, base: u64, layout: MailboxLayout) -> Result<Option<MappedMailbox>> {
+fn mapping(
+    client: &Client,
+    allocation: &Allocation,
+    base: u64,
+    layout: MailboxLayout,
+) -> Result<Option<MappedMailbox>> {
     let Some(local) = client.direct_base(allocation, "mailbox open")? else { return Ok(None) };
     allocation.target(base, layout.total_len() as usize)?;
     // SAFETY: the allocation is mapped at `local` (64-byte aligned) while this client holds

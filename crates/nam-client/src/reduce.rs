@@ -167,10 +167,9 @@ impl ReduceGroup {
                 // is in bounds; the other ranks wait for this round's result word and write
                 // neither their deposits nor the result area until then.
                 let (result, deposit) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(at(layout.result_data_at()) as *mut u8, len),
-                        |r: u32| std::slice::from_raw_parts(at(layout.deposit_at(r)) as *const u8, len),
-                    )
+                    (std::slice::from_raw_parts_mut(at(layout.result_data_at()) as *mut u8, len), |r: u32| {
+                        std::slice::from_raw_parts(at(layout.deposit_at(r)) as *const u8, len)
+                    })
                 };
                 result.copy_from_slice(deposit(0));
                 for r in 1..layout.ranks {

@@ -6,8 +6,8 @@
 //! into the result area and publishes the round's status in the result word the ranks poll.
 //! This file is the bookkeeping and the kernel; the server calls it with its pool.
 
-pub use nam_proto::reduce::{judge, Verdict};
 use nam_proto::reduce::{combine, DataType, GroupLayout, ReduceOp, ROUND_ABORTED};
+pub use nam_proto::reduce::{judge, Verdict};
 use nam_proto::Status;
 use std::collections::HashMap;
 

@@ -8,8 +8,7 @@ use crate::pool::Pool;
 use crate::reduce::{aborted_word, judge, reduce_into, Group, Verdict};
 use nam_proto::gas::{DomainReply, GasRequest, REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 use nam_proto::reduce::{
-    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN,
-    GROUP_RESULT_AT,
+    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
 };
 use nam_proto::{Alloc, Reply, Status};
 use std::sync::atomic::Ordering;
