@@ -1,9 +1,11 @@
 /*
  * allreduce.c: the MPI driver of `nam bench allreduce` (osu_allreduce-style). Each rank
- * times MPI_Allreduce and nam_allreduce (float sum) on the same vectors, alternating, in one
- * run; rank 0 prints one line per size with the average latency over ranks:
+ * times MPI_Allreduce and nam_allreduce (float sum) on the same vectors in one run: per size,
+ * several repeats, each a timed loop of MPI_Allreduce then one of nam_allreduce (so a change
+ * of the machine's load hits both); a repeat's latency is the average over ranks of their
+ * mean time per call, and rank 0 prints the median over repeats of each, one line per size:
  *
- *   RESULT <bytes> <ranks> <nam_us> <mpi_us>
+ *   RESULT <bytes> <ranks> <nam_us> <mpi_us> <repeats> <iterations per repeat>
  *
  * and checks that both give the same result. Arguments: min_bytes max_bytes. The memory
  * server comes from NAM_SERVERS. `nam bench allreduce` builds and launches this with mpirun.
@@ -20,6 +22,22 @@ static int iterations(size_t bytes) {
     if (bytes <= 65536) return 100;
     if (bytes <= 1 << 20) return 20;
     return 5;
+}
+
+/* Repeats per size: the median of several is stable on a shared, oversubscribed machine. */
+static int repeats(size_t bytes) {
+    if (bytes <= 65536) return 7;
+    return 3;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Average over ranks of this rank's mean time per call, in microseconds. */
@@ -57,25 +75,31 @@ int main(int argc, char **argv) {
             MPI_Allreduce(send, mpi_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             s = nam_allreduce(group, send, nam_out, (size_t)count, NAM_FLOAT, NAM_OP_SUM);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < iters; i++) MPI_Allreduce(send, mpi_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        double mpi_s = MPI_Wtime() - t0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = MPI_Wtime();
-        for (int i = 0; i < iters && s == NAM_OK; i++)
-            s = nam_allreduce(group, send, nam_out, (size_t)count, NAM_FLOAT, NAM_OP_SUM);
-        double nam_s = MPI_Wtime() - t0;
+        int reps = repeats(bytes);
+        double nam_us[16], mpi_us[16];
+        for (int r = 0; r < reps && s == NAM_OK; r++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < iters; i++) MPI_Allreduce(send, mpi_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            double mpi_s = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            for (int i = 0; i < iters && s == NAM_OK; i++)
+                s = nam_allreduce(group, send, nam_out, (size_t)count, NAM_FLOAT, NAM_OP_SUM);
+            double nam_s = MPI_Wtime() - t0;
+            mpi_us[r] = average_us(mpi_s, iters, ranks);
+            nam_us[r] = average_us(nam_s, iters, ranks);
+        }
         if (s != NAM_OK) {
             fprintf(stderr, "rank %d: nam_allreduce: %s\n", rank, nam_last_error_message());
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         int same = memcmp(mpi_out, nam_out, bytes) == 0, all_same = 0;
         MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-        double nam_us = average_us(nam_s, iters, ranks), mpi_us = average_us(mpi_s, iters, ranks);
         if (rank == 0) {
             if (!all_same) fprintf(stderr, "MISMATCH at %zu bytes: nam and MPI results differ\n", bytes);
-            printf("RESULT %zu %d %.3f %.3f\n", bytes, ranks, nam_us, mpi_us);
+            printf("RESULT %zu %d %.3f %.3f %d %d\n", bytes, ranks, median(nam_us, reps), median(mpi_us, reps), reps,
+                   iters);
             fflush(stdout);
         }
         if (!all_same) MPI_Abort(MPI_COMM_WORLD, 2);

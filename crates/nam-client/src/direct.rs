@@ -69,11 +69,29 @@ impl Client {
     /// The 64-bit word at `base + offset` (8-byte aligned, range checked by the caller).
     #[inline]
     pub(crate) fn direct_word(&self, base: usize, offset: u64) -> &AtomicU64 {
-        let ops = self.direct.atomics.fetch_add(1, Ordering::Relaxed);
-        self.maybe_check_health(ops);
+        self.count_direct_atomic();
         // SAFETY: aligned (pool and allocations are 64-byte aligned, offset % 8 == 0) and in
         // bounds; AtomicU64 has u64's layout; the mapping outlives the client.
         unsafe { &*((base + offset as usize) as *const AtomicU64) }
+    }
+
+    /// Counts one atomic made on a mapped word without [`Client::direct_word`].
+    #[inline]
+    pub(crate) fn count_direct_atomic(&self) {
+        let ops = self.direct.atomics.fetch_add(1, Ordering::Relaxed);
+        self.maybe_check_health(ops);
+    }
+
+    /// Counts a `len`-byte read from a mapped allocation made without [`Client::direct_get`].
+    #[inline]
+    pub(crate) fn count_direct_get(&self, len: usize) {
+        self.count(&self.direct.gets, &self.direct.bytes_got, len);
+    }
+
+    /// Progresses the worker so that a dead server's failure is noticed: for loops that
+    /// only read mapped memory and so never reach UCX.
+    pub(crate) fn check_health(&self) {
+        self.lock().worker.progress();
     }
 
     #[inline]

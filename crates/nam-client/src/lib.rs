@@ -45,6 +45,7 @@ mod global;
 pub mod link;
 mod lock;
 mod mailbox;
+mod mailbox_mapped;
 mod messages;
 mod op;
 pub mod path;

@@ -3,12 +3,16 @@
 //! senders of the same protection domain open it by that address and send with one-sided
 //! operations only: a compare-and-swap takes a ticket, a put with a signal fills the slot.
 //! The server does no work per message; its domain check guards who may open the mailbox.
+//! Three ways, one protocol: on the same host the mailbox is mapped and both ends use plain
+//! loads and stores ([`crate::mailbox_mapped`]); over RMA the same steps are UCX atomics and
+//! a put with a signal; a server reached through messages delivers each message itself.
 //! The byte layout is [`nam_proto::mailbox`] (and `docs/protocol.md`).
 
 use crate::allocation::{AllocOptions, Allocation};
-use crate::client::Client;
+use crate::client::{Client, HEALTH_CHECK_OPS};
 use crate::error::{Error, Result};
 use crate::link::DataPath;
+use crate::mailbox_mapped::{ClaimError, MappedMailbox};
 use crate::signal::{Signal, SignalOp};
 use nam_proto::gas::GasRequest;
 use nam_proto::mailbox::*;
@@ -29,6 +33,11 @@ pub struct Mailbox {
     /// The `head` senders see.
     published: u64,
     address: GlobalAddress,
+    /// The mailbox mapped here (same host), if it is.
+    mapped: Option<MappedMailbox>,
+    /// Empty polls of the mapped mailbox (which never reach UCX): every
+    /// [`HEALTH_CHECK_OPS`]th progresses the worker, so a dead server is noticed.
+    idle_polls: u32,
 }
 
 /// A sending end, opened by address.
@@ -46,6 +55,8 @@ pub struct MailboxSender {
     pid: u32,
     /// The server is reached through messages: it delivers each message in one request.
     by_message: bool,
+    /// The mailbox mapped here (same host), if it is.
+    mapped: Option<MappedMailbox>,
 }
 
 /// One received message.
@@ -67,7 +78,8 @@ impl Mailbox {
         client.put_sync(&allocation, 0, &layout.encode_header())?;
         let address = client.global_address(&allocation, 0)?;
         let by_message = client.data_path(allocation.server) == Some(DataPath::Messages);
-        Ok(Mailbox { allocation, layout, by_message, head: 0, published: 0, address })
+        let mapped = mapping(client, &allocation, 0, layout)?;
+        Ok(Mailbox { allocation, layout, by_message, head: 0, published: 0, address, mapped, idle_polls: 0 })
     }
 
     /// The address senders open it by.
@@ -78,6 +90,11 @@ impl Mailbox {
     /// Its geometry.
     pub fn layout(&self) -> MailboxLayout {
         self.layout
+    }
+
+    /// Whether it is polled with plain loads of the mapped mailbox (same host).
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// The next message, if one is complete; never waits. Messages come in ticket order,
@@ -96,6 +113,9 @@ impl Mailbox {
         let slot_size = self.layout.slot_size as usize;
         if buffer.len() < slot_size {
             return Err(Error::InvalidArgument("receive buffer shorter than the mailbox's slot size"));
+        }
+        if let Some(mapped) = self.mapped {
+            return self.try_recv_mapped(client, mapped, buffer);
         }
         let slot = self.layout.slot_at(self.head);
         if self.by_message {
@@ -118,6 +138,40 @@ impl Mailbox {
         client.get(&self.allocation, slot + MAILBOX_SLOT_HEADER_LEN, &mut buffer[..len])?;
         self.consumed(client)?;
         Ok(Some((sender, len)))
+    }
+
+    /// Plain loads of the mapped slot: the `seq` word, then (if complete) the message.
+    fn try_recv_mapped(
+        &mut self,
+        client: &Client,
+        mapped: MappedMailbox,
+        buffer: &mut [u8],
+    ) -> Result<Option<(u32, usize)>> {
+        match mapped.take(self.head, buffer) {
+            Some((sender, len)) => {
+                client.count_direct_get(len);
+                self.head += 1;
+                if self.head - self.published >= (self.layout.slots as u64 / 4).max(1) {
+                    mapped.publish_head(self.head);
+                    self.published = self.head;
+                }
+                Ok(Some((sender, len)))
+            }
+            None => {
+                // Checked here, not per message: a failed server's mapping may still read
+                // as an empty mailbox.
+                client.direct_base(&self.allocation, "mailbox receive")?;
+                if self.published != self.head {
+                    mapped.publish_head(self.head);
+                    self.published = self.head;
+                }
+                self.idle_polls = self.idle_polls.wrapping_add(1);
+                if self.idle_polls.is_multiple_of(HEALTH_CHECK_OPS) {
+                    client.check_health();
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// One get of the whole slot: the server executes it between, never during, deliveries.
@@ -196,7 +250,37 @@ impl MailboxSender {
         let (head, tail) = (word(MAILBOX_HEAD_AT as usize), word(MAILBOX_TAIL_AT as usize));
         let scratch = Vec::with_capacity(8 + layout.slot_size as usize);
         let by_message = client.data_path(allocation.server) == Some(DataPath::Messages);
-        Ok(MailboxSender { allocation, base, layout, head, tail, scratch, pid: std::process::id(), by_message })
+        let mapped = mapping(client, &allocation, base, layout)?;
+        let pid = std::process::id();
+        Ok(MailboxSender { allocation, base, layout, head, tail, scratch, pid, by_message, mapped })
+    }
+
+    /// Whether messages go by plain stores into the mapped mailbox (same host).
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    /// One compare-and-swap claims a slot; plain stores fill it, the last one its `seq`.
+    fn send_mapped(&mut self, client: &Client, mapped: MappedMailbox, data: &[u8]) -> Result<()> {
+        client.direct_base(&self.allocation, "mailbox send")?;
+        client.count_direct_atomic();
+        let mut deadline = None;
+        let ticket = loop {
+            match mapped.claim(&mut self.tail, &mut self.head) {
+                Ok(ticket) => break ticket,
+                Err(ClaimError::Full) => return Err(Error::MailboxFull { slots: self.layout.slots }),
+                Err(ClaimError::Contended) => {
+                    let timeout = client.config.timeout;
+                    if Instant::now() >= *deadline.get_or_insert_with(|| Instant::now() + timeout) {
+                        let timeout_ms = timeout.as_millis() as u64;
+                        return Err(Error::WaitTimeout { timeout_ms, last: self.tail });
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        };
+        mapped.fill(ticket, self.pid, data);
+        Ok(())
     }
 
     fn send_by_message(&mut self, client: &Client, data: &[u8]) -> Result<()> {
@@ -226,6 +310,9 @@ impl MailboxSender {
     pub fn send(&mut self, client: &Client, data: &[u8]) -> Result<()> {
         if data.len() > self.layout.slot_size as usize {
             return Err(Error::InvalidArgument("message longer than the mailbox's slot size"));
+        }
+        if let Some(mapped) = self.mapped {
+            return self.send_mapped(client, mapped, data);
         }
         if self.by_message {
             return self.send_by_message(client, data);
@@ -262,4 +349,19 @@ impl MailboxSender {
         let signal = Signal { word: &self.allocation, offset: slot, value: ticket + 1, op: SignalOp::Set };
         client.put_signal(&self.allocation, slot + 8, &self.scratch, signal)
     }
+}
+
+/// The mailbox at offset `base` of `allocation` as mapped here, if its pool is.
+fn mapping(
+    client: &Client,
+    allocation: &Allocation,
+    base: u64,
+    layout: MailboxLayout,
+) -> Result<Option<MappedMailbox>> {
+    let Some(local) = client.direct_base(allocation, "mailbox open")? else { return Ok(None) };
+    allocation.target(base, layout.total_len() as usize)?;
+    // SAFETY: the allocation is mapped at `local` (64-byte aligned) while this client holds
+    // it, `base` is 8-byte aligned and the mailbox lies inside it (checked above); the
+    // header at `base` describes `layout`.
+    Ok(Some(unsafe { MappedMailbox::new(local + base as usize, layout) }))
 }

@@ -6,19 +6,32 @@
 //! then get the result. A server that sleeps says so in the group's `asleep` word, and
 //! the last rank of a round then wakes it with a message. Vectors longer than the group's
 //! chunk go in several rounds. Layout: [`GroupLayout`].
+//!
+//! Small rounds (at most [`RANK_REDUCE_BYTES_MAX`] per rank) on the same host skip the
+//! server: the rank whose arrival completes the round claims it (compare-and-swap of the
+//! group's `claimed` word, which the server also uses) and reduces in the mapped pool
+//! itself, then publishes the result word. On a node where ranks outnumber cores this saves
+//! waking or scheduling the server, which would cost more than reducing a few KiB.
 
 use crate::allocation::Allocation;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use nam_proto::gas::GasRequest;
 use nam_proto::reduce::{
-    DataType, Descriptor, GroupLayout, ReduceOp, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_RESULT_AT,
+    combine, judge, DataType, Descriptor, GroupLayout, ReduceOp, Verdict, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT,
+    GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
 };
 use nam_proto::{Request, Status};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
 /// Default bytes per rank and round: 1 MiB.
 pub const REDUCE_CHUNK_DEFAULT: u64 = 1 << 20;
+
+/// Rounds of at most this many bytes per rank are reduced by their last rank itself when
+/// the group's memory is mapped here; larger ones by the server (with several threads from
+/// 256 KiB).
+pub const RANK_REDUCE_BYTES_MAX: usize = 64 * 1024;
 
 /// One rank's membership in a server-side allreduce group (an MPI communicator's worth of
 /// ranks that all attach with the same name).
@@ -114,11 +127,60 @@ impl ReduceGroup {
             client.flush_server(a.server)?;
         }
         let before = client.fetch_add(a, GROUP_ARRIVED_AT, 1)?;
-        let last = before + 1 == self.round * self.layout.ranks as u64;
-        if last && client.fetch(a, GROUP_ASLEEP_AT)? != 0 {
+        if before + 1 != self.round * self.layout.ranks as u64 {
+            return Ok(());
+        }
+        if data.len() <= RANK_REDUCE_BYTES_MAX {
+            if let Some(base) = client.direct_base(a, "allreduce")? {
+                // The server may have seen the arrival first: then it reduces (it is awake).
+                let claim = client.direct_word(base, GROUP_CLAIMED_AT);
+                if claim.compare_exchange(self.round - 1, self.round, SeqCst, SeqCst).is_ok() {
+                    self.reduce_here(client, base)?;
+                }
+                return Ok(());
+            }
+        }
+        if client.fetch(a, GROUP_ASLEEP_AT)? != 0 {
             let request = Request::Gas(GasRequest::ReduceKick { handle: a.handle });
             client.lock().call(a.server, &request, "allreduce kick", client.config.timeout)?;
         }
+        Ok(())
+    }
+
+    /// Judges and reduces this round, which this rank claimed, in the mapped group memory at
+    /// `base`, and publishes its result word, as the server would.
+    fn reduce_here(&self, client: &Client, base: usize) -> Result<()> {
+        let layout = self.layout;
+        let mut table = vec![0u8; (layout.ranks as u64 * GROUP_DESCRIPTOR_LEN) as usize];
+        client.get(&self.allocation, layout.descriptor_at(0), &mut table)?;
+        let descriptors: Vec<Descriptor> = table
+            .chunks_exact(GROUP_DESCRIPTOR_LEN as usize)
+            .map(|d| Descriptor::decode(d.try_into().expect("chunks of the descriptor length")))
+            .collect();
+        let status = match judge(layout, self.round, &descriptors) {
+            Verdict::Fail(status) => status,
+            Verdict::Reduce { op, dtype, count } => {
+                let len = count as usize * dtype.size();
+                let at = |offset: u64| base + offset as usize;
+                // SAFETY: the group's memory is mapped at `base` while this rank holds it and
+                // laid out as `layout`; `judge` checked `len` against the chunk, so every area
+                // is in bounds; the other ranks wait for this round's result word and write
+                // neither their deposits nor the result area until then.
+                let (result, deposit) = unsafe {
+                    (std::slice::from_raw_parts_mut(at(layout.result_data_at()) as *mut u8, len), |r: u32| {
+                        std::slice::from_raw_parts(at(layout.deposit_at(r)) as *const u8, len)
+                    })
+                };
+                result.copy_from_slice(deposit(0));
+                for r in 1..layout.ranks {
+                    combine(op, dtype, result, deposit(r));
+                }
+                Status::Ok
+            }
+        };
+        // fetch_max: an abort the server published meanwhile (a rank died) stays.
+        let word = GroupLayout::result_word(self.round, status);
+        client.direct_word(base, GROUP_RESULT_AT).fetch_max(word, SeqCst);
         Ok(())
     }
 

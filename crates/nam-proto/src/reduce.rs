@@ -114,7 +114,9 @@ mod tests {
 ///   8..16    arrived   u64: arrivals so far, over all rounds (fetch-and-add by the ranks)
 ///   16..24   asleep    u64: 1 while the server sleeps; the last rank of a round then wakes
 ///                           it with a ReduceKick message
-///   24..64   reserved
+///   24..32   claimed   u64: the last round someone took on to reduce (compare-and-swap from
+///                           round - 1 to round, by the server or by the round's last rank)
+///   32..64   reserved
 ///   64..     descriptors, 32 bytes per rank: round u64, count u64, total u64,
 ///            op u8, dtype u8, 6 bytes zero
 ///   then (64-byte aligned) one deposit area of chunk_bytes per rank, then the result area
@@ -133,12 +135,47 @@ pub const GROUP_RESULT_AT: u64 = 0;
 pub const GROUP_ARRIVED_AT: u64 = 8;
 /// Offset of the server-asleep flag.
 pub const GROUP_ASLEEP_AT: u64 = 16;
+/// Offset of the claim word: whoever moves it from `round - 1` to `round` reduces `round`.
+pub const GROUP_CLAIMED_AT: u64 = 24;
 /// Offset of the first rank descriptor.
 pub const GROUP_DESCRIPTORS_AT: u64 = 64;
 /// Bytes of one rank descriptor.
 pub const GROUP_DESCRIPTOR_LEN: u64 = 32;
 /// The round number in a result word that means "aborted, now and for every later round".
 pub const ROUND_ABORTED: u64 = u64::MAX >> 8;
+
+/// What whoever reduces a round must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Reduce `count` elements and publish success.
+    Reduce {
+        /// The operation.
+        op: ReduceOp,
+        /// The element type.
+        dtype: DataType,
+        /// Elements.
+        count: u64,
+    },
+    /// Publish this status; write no result.
+    Fail(crate::Status),
+}
+
+/// Whether the descriptors of round `round` agree and fit the group. Peer input: checked
+/// field by field, never trusted (by the server, and by a rank that reduces a round itself).
+pub fn judge(layout: GroupLayout, round: u64, descriptors: &[Descriptor]) -> Verdict {
+    use crate::Status;
+    let first = descriptors[0];
+    if descriptors.iter().any(|d| *d != first) || first.round != round {
+        return Verdict::Fail(Status::ReduceMismatch);
+    }
+    let (Some(op), Some(dtype)) = (ReduceOp::from_code(first.op), DataType::from_code(first.dtype)) else {
+        return Verdict::Fail(Status::InvalidArgument);
+    };
+    if first.count > layout.chunk_bytes / dtype.size() as u64 || first.count > first.total {
+        return Verdict::Fail(Status::TooLarge);
+    }
+    Verdict::Reduce { op, dtype, count: first.count }
+}
 
 /// One rank's description of its deposit for a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,8 @@
 //! into the result area and publishes the round's status in the result word the ranks poll.
 //! This file is the bookkeeping and the kernel; the server calls it with its pool.
 
-use nam_proto::reduce::{combine, DataType, Descriptor, GroupLayout, ReduceOp, ROUND_ABORTED};
+use nam_proto::reduce::{combine, DataType, GroupLayout, ReduceOp, ROUND_ABORTED};
+pub use nam_proto::reduce::{judge, Verdict};
 use nam_proto::Status;
 use std::collections::HashMap;
 
@@ -29,38 +30,6 @@ pub struct Group {
     pub done: u64,
     /// Set when an attached member left or died: every round fails from then on.
     pub broken: bool,
-}
-
-/// What the server must do for a group whose round is complete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Reduce `count` elements and publish success.
-    Reduce {
-        /// The operation.
-        op: ReduceOp,
-        /// The element type.
-        dtype: DataType,
-        /// Elements.
-        count: u64,
-    },
-    /// Publish this status; write no result.
-    Fail(Status),
-}
-
-/// Whether the descriptors of round `round` agree and fit the group. Peer input: checked
-/// field by field, never trusted.
-pub fn judge(layout: GroupLayout, round: u64, descriptors: &[Descriptor]) -> Verdict {
-    let first = descriptors[0];
-    if descriptors.iter().any(|d| *d != first) || first.round != round {
-        return Verdict::Fail(Status::ReduceMismatch);
-    }
-    let (Some(op), Some(dtype)) = (ReduceOp::from_code(first.op), DataType::from_code(first.dtype)) else {
-        return Verdict::Fail(Status::InvalidArgument);
-    };
-    if first.count > layout.chunk_bytes / dtype.size() as u64 || first.count > first.total {
-        return Verdict::Fail(Status::TooLarge);
-    }
-    Verdict::Reduce { op, dtype, count: first.count }
 }
 
 /// Every group on the server, by allocation handle and by (tenant, name).
@@ -179,6 +148,7 @@ pub unsafe fn reduce_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nam_proto::reduce::Descriptor;
 
     fn descriptor(count: u64, dtype: DataType) -> Descriptor {
         Descriptor { round: 1, count, total: count, op: ReduceOp::Sum as u8, dtype: dtype as u8 }

@@ -1,7 +1,8 @@
 //! `nam bench allreduce`: allreduce at the memory server beside Open MPI's `MPI_Allreduce`,
 //! both measured in the same `mpirun` job (the MPI driver `bench/allreduce.c`, built here
 //! with `mpicc` against the libnam.so beside this binary), osu_allreduce style: average
-//! latency over ranks per vector size, for each rank count.
+//! latency over ranks per vector size, for each rank count; each the median of several
+//! repeats (each repeat times MPI and then nam), so one run is stable on a loaded machine.
 
 use super::server::LocalServer;
 use super::{BenchArgs, Transport};
@@ -23,6 +24,9 @@ pub struct Point {
     ranks: u32,
     nam_us: f64,
     mpi_us: f64,
+    /// Timed repeats (medians are reported) and calls per repeat.
+    repeats: u32,
+    iters: u32,
 }
 
 impl Point {
@@ -33,7 +37,7 @@ impl Point {
         serde_json::json!({
             "op": "allreduce", "dtype": "float", "reduce": "sum", "transport": transport.ucx_tls(),
             "size": self.size, "ranks": self.ranks, "nam_latency_us": self.nam_us,
-            "mpi_latency_us": self.mpi_us, "ratio": self.ratio(),
+            "mpi_latency_us": self.mpi_us, "ratio": self.ratio(), "repeats": self.repeats, "iters": self.iters,
         })
     }
 }
@@ -107,6 +111,8 @@ fn run_job(program: &Path, ranks: u32, server: &str, transport: Transport, min: 
             ranks: f[1].parse().ok()?,
             nam_us: f[2].parse().ok()?,
             mpi_us: f[3].parse().ok()?,
+            repeats: f.get(4)?.parse().ok()?,
+            iters: f.get(5)?.parse().ok()?,
         })
     };
     let points: Vec<Point> = String::from_utf8_lossy(&out.stdout).lines().filter_map(parse).collect();
@@ -190,17 +196,18 @@ fn write_markdown(
 ) -> Result<()> {
     let command: Vec<String> = std::env::args().collect();
     let mut s = format!(
-        "### Allreduce at the memory server vs `MPI_Allreduce` ({} to {}, float sum, UCX_TLS={})\n\nCommand: `nam {}`\n\n",
+        "### Allreduce at the memory server vs `MPI_Allreduce` ({} to {}, float sum, UCX_TLS={})\n\nCommand: `nam {}`\n\nLatency: average over ranks of the mean time per call, median of the repeats.\n\n",
         format_size(min),
         format_size(max),
         args.transport.ucx_tls(),
         command[1..].join(" ")
     );
     s.push_str(
-        "| ranks | size (B) | nam (us) | MPI_Allreduce (us) | nam/MPI |\n| ---: | ---: | ---: | ---: | ---: |\n",
+        "| ranks | size (B) | nam (us) | MPI_Allreduce (us) | nam/MPI | repeats × calls |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for p in points {
-        let _ = writeln!(s, "| {} | {} | {:.2} | {:.2} | {:.2} |", p.ranks, p.size, p.nam_us, p.mpi_us, p.ratio());
+        let (n, m, r) = (p.nam_us, p.mpi_us, p.ratio());
+        let _ = writeln!(s, "| {} | {} | {n:.2} | {m:.2} | {r:.2} | {} × {} |", p.ranks, p.size, p.repeats, p.iters);
     }
     if let Some(v) = verdict {
         let _ = writeln!(s, "\nTarget: {v}");

@@ -4,10 +4,11 @@
 
 use super::Server;
 use crate::manager::Refusal;
-use crate::reduce::{aborted_word, judge, reduce_into, Verdict};
+use crate::pool::Pool;
+use crate::reduce::{aborted_word, judge, reduce_into, Group, Verdict};
 use nam_proto::gas::{DomainReply, GasRequest, REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 use nam_proto::reduce::{
-    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
+    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
 };
 use nam_proto::{Alloc, Reply, Status};
 use std::sync::atomic::Ordering;
@@ -126,52 +127,27 @@ impl Server {
         }
     }
 
-    /// Finishes every group round whose ranks have all arrived; true if any did.
+    /// Finishes every group round whose ranks have all arrived; true if any did. A round
+    /// the last rank claimed first (it reduces small vectors itself, in the mapped pool) is
+    /// only counted: the server did no work for it.
     pub(super) fn poll_reductions(&mut self) -> bool {
         let pool = &self.pool;
         let mut any = false;
         for group in self.reducer.groups_mut().filter(|g| !g.broken) {
             let ranks = group.layout.ranks as u64;
-            let arrived = pool.word(group.pool_offset + GROUP_ARRIVED_AT).load(Ordering::SeqCst);
-            if arrived < (group.done + 1) * ranks {
-                continue;
+            let (arrived, claimed) =
+                (pool.word(group.pool_offset + GROUP_ARRIVED_AT), pool.word(group.pool_offset + GROUP_CLAIMED_AT));
+            while arrived.load(Ordering::SeqCst) >= (group.done + 1) * ranks {
+                match claimed.compare_exchange(group.done, group.done + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(_) => {
+                        group.done += 1;
+                        finish_round(pool, group);
+                        any = true;
+                    }
+                    // A rank took this round (and maybe later ones): it publishes them.
+                    Err(taken) => group.done = taken.max(group.done + 1),
+                }
             }
-            any = true;
-            group.done += 1;
-            let descriptors: Vec<Descriptor> = (0..group.layout.ranks)
-                .map(|r| {
-                    let bytes =
-                        pool.read(group.pool_offset + group.layout.descriptor_at(r), GROUP_DESCRIPTOR_LEN as usize);
-                    Descriptor::decode(bytes.as_slice().try_into().expect("read the descriptor length"))
-                })
-                .collect();
-            let status = match judge(group.layout, group.done, &descriptors) {
-                Verdict::Fail(status) => {
-                    log::info!("allreduce group {:?} round {}: {status}", group.name, group.done);
-                    status
-                }
-                Verdict::Reduce { op, dtype, count } => {
-                    let base = pool.base_ptr();
-                    let (deposits, result) = (group.layout.deposit_at(0), group.layout.result_data_at());
-                    // SAFETY: the group's allocation is live (its members hold it) and laid
-                    // out as `layout`; the ranks wait for this round's result word; `judge`
-                    // checked the count against the chunk.
-                    unsafe {
-                        reduce_into(
-                            base.add((group.pool_offset + deposits) as usize),
-                            base.add((group.pool_offset + result) as usize),
-                            ranks as usize,
-                            group.layout.chunk_bytes as usize,
-                            op,
-                            dtype,
-                            count,
-                        )
-                    };
-                    Status::Ok
-                }
-            };
-            let word = GroupLayout::result_word(group.done, status);
-            pool.word(group.pool_offset + GROUP_RESULT_AT).store(word, Ordering::SeqCst);
         }
         any
     }
@@ -213,4 +189,42 @@ impl Server {
             word.store(abort, Ordering::SeqCst);
         }
     }
+}
+
+/// Judges and reduces round `group.done`, which this server claimed, and publishes it.
+fn finish_round(pool: &Pool, group: &Group) {
+    let descriptors: Vec<Descriptor> = (0..group.layout.ranks)
+        .map(|r| {
+            let bytes = pool.read(group.pool_offset + group.layout.descriptor_at(r), GROUP_DESCRIPTOR_LEN as usize);
+            Descriptor::decode(bytes.as_slice().try_into().expect("read the descriptor length"))
+        })
+        .collect();
+    let status = match judge(group.layout, group.done, &descriptors) {
+        Verdict::Fail(status) => {
+            log::info!("allreduce group {:?} round {}: {status}", group.name, group.done);
+            status
+        }
+        Verdict::Reduce { op, dtype, count } => {
+            let base = pool.base_ptr();
+            let (deposits, result) = (group.layout.deposit_at(0), group.layout.result_data_at());
+            // SAFETY: the group's allocation is live (its members hold it) and laid out as
+            // `layout`; the ranks wait for this round's result word; `judge` checked the
+            // count against the chunk.
+            unsafe {
+                reduce_into(
+                    base.add((group.pool_offset + deposits) as usize),
+                    base.add((group.pool_offset + result) as usize),
+                    group.layout.ranks as usize,
+                    group.layout.chunk_bytes as usize,
+                    op,
+                    dtype,
+                    count,
+                )
+            };
+            Status::Ok
+        }
+    };
+    // fetch_max: an abort published meanwhile (a rank died) stays.
+    let word = GroupLayout::result_word(group.done, status);
+    pool.word(group.pool_offset + GROUP_RESULT_AT).fetch_max(word, Ordering::SeqCst);
 }
