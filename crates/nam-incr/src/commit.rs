@@ -49,6 +49,8 @@ fn put(store: &dyn Store, name: &str, bytes: &[u8], written: &AtomicU64) -> Resu
 pub struct Retention {
     /// Complete checkpoints kept in all, the newest included (at least 1).
     pub keep: usize,
+    /// Checkpoints from this interval on are kept whatever `keep` says ([`crate::Engine::keep_from`]).
+    pub pin: Option<u32>,
     /// The older ones, oldest first.
     pub older: Vec<Chain>,
 }
@@ -66,7 +68,8 @@ impl Retention {
                 self.older.push(previous.clone());
             }
         }
-        while !self.older.is_empty() && self.older.len() + 1 > self.keep.max(1) {
+        let pinned = |c: &Chain| self.pin.is_some_and(|p| c.interval >= p);
+        while !self.older.is_empty() && self.older.len() + 1 > self.keep.max(1) && !pinned(&self.older[0]) {
             garbage.push(self.older.remove(0));
         }
         garbage

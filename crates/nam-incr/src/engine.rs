@@ -133,7 +133,7 @@ impl Engine {
             queue: VecDeque::new(),
             busy: false,
             chain: Chain::default(),
-            retention: commit::Retention { keep: config.keep, older: adopted },
+            retention: commit::Retention { keep: config.keep, pin: None, older: adopted },
             error: None,
             need_full: true,
             stop: false,
@@ -301,7 +301,7 @@ impl Engine {
             let store = &*self.inner.store;
             commit::publish(store, &chain, &regions, (&previous, false), &mut retention, &self.inner.written)?;
             let mut shared = self.inner.shared.lock();
-            (shared.chain, shared.retention) = (chain, retention);
+            (shared.chain, shared.retention.older) = (chain, retention.older);
             Ok(())
         });
         crate::writer::finish(&self.inner, interval, result.map_err(IncrError::from))?;
@@ -364,6 +364,13 @@ impl Engine {
             shared = self.inner.shared.lock();
         }
         Ok(shared)
+    }
+
+    /// Keeps every checkpoint from `interval` on, whatever [`Config::keep`] says, until called
+    /// again: a job whose ranks finish their background copies at different times pins the
+    /// newest checkpoint complete on all of them, so that a restart finds it on every rank.
+    pub fn keep_from(&self, interval: u32) {
+        self.inner.shared.lock().retention.pin = Some(interval);
     }
 
     /// The newest complete checkpoint.

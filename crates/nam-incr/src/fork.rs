@@ -45,7 +45,9 @@ pub fn checkpoint(inner: &Arc<Inner>, meta: Vec<u8>) -> Result<u32, IncrError> {
     if pid == 0 {
         let written = AtomicU64::new(0);
         let ok = crate::image::write(&*inner.store, interval, &regions, &written)
-            .and_then(|_| commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &written))
+            .and_then(|_| {
+                commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &written)
+            })
             .is_ok();
         // SAFETY: leaving the child without running the parent's destructors or atexit hooks.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };

@@ -48,10 +48,16 @@ pub fn restore_interval(store: &dyn Store, interval: u32) -> Result<Restored, In
         generation += 1;
     }
     names.extend((0..=generation).rev().map(|g| Commit::name(interval, g)));
-    restore_from(store, names).map_err(|e| match e {
-        IncrError::NothingToRestore { level } => IncrError::NoSuchCheckpoint { interval, level },
-        other => other,
-    })
+    let mut failure = None;
+    for name in names {
+        match load(store, &name) {
+            Ok(Some(restored)) => return Ok(restored),
+            Ok(None) => {}
+            // The cause (a checksum, a missing object) is what the caller needs to hear.
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    Err(failure.map_or(IncrError::NoSuchCheckpoint { interval, level: store.level().into() }, IncrError::Store))
 }
 
 /// A checkpoint listed by [`checkpoints`].

@@ -111,7 +111,7 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &inner.written)?;
         let chain = crate::merge::maybe_merge(inner, chain, &regions, &mut retention)?;
         let mut shared = inner.shared.lock();
-        (shared.chain, shared.retention) = (chain, retention);
+        (shared.chain, shared.retention.older) = (chain, retention.older);
         Ok(())
     })();
     if result.is_err() {

@@ -54,7 +54,11 @@ impl IncrementalConfig {
         }
         let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
         Mode::parse(&self.mode).map(Some).ok_or_else(|| {
-            CkptError::Config(format!("incremental.mode = `{}`: expected `off` or one of {}", self.mode, names.join(", ")))
+            CkptError::Config(format!(
+                "incremental.mode = `{}`: expected `off` or one of {}",
+                self.mode,
+                names.join(", ")
+            ))
         })
     }
 

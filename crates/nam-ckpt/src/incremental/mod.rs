@@ -29,7 +29,7 @@ use crate::redundancy::{agree, ProtectStats};
 use crate::restart::RestartOutcome;
 use meta::Meta;
 use nam_incr::{DirStore, Engine, IncrError, Mode, NamStore, Store};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The incremental mode's state in a [`Checkpointer`].
@@ -49,6 +49,8 @@ struct Open {
     engine: Option<Engine>,
     /// Region id of each engine region (`None`: unprotected since).
     ids: Vec<Option<i32>>,
+    /// The version of each interval this engine took.
+    versions: BTreeMap<u32, u64>,
 }
 
 /// A complete version on one level of this rank: (version, level, interval).
@@ -96,7 +98,8 @@ impl Checkpointer {
             }
         }
         let levels = self.incr_levels(name)?;
-        self.incr().open = Some(Open { name: name.into(), levels, engine: None, ids: Vec::new() });
+        let versions = BTreeMap::new();
+        self.incr().open = Some(Open { name: name.into(), levels, engine: None, ids: Vec::new(), versions });
         Ok(())
     }
 
@@ -204,13 +207,16 @@ impl Checkpointer {
             .map(|(&id, r)| (id, unsafe { std::slice::from_raw_parts(r.ptr, r.len) }.to_vec()))
             .collect();
         let meta = Meta { version, ranks: self.comm.size(), ids: self.open().ids.clone(), inline };
+        self.incr_pin();
         let engine = self.open().engine.as_ref().expect("started");
         let before = engine.stats().bytes_written;
         let started = std::time::Instant::now();
         let local = engine.checkpoint_with(meta.encode()).map_err(ckpt_error);
         let write_seconds = started.elapsed().as_secs_f64();
         let file_bytes = engine.stats().bytes_written - before;
-        agree(self.comm.raw(), local, "taking the incremental checkpoint")?;
+        let interval = agree(self.comm.raw(), local, "taking the incremental checkpoint")?;
+        self.open().versions.insert(interval, version);
+        self.incr_inject(version, interval);
         self.count += 1;
         let level = self.incr().kinds[0];
         let placement = if level == LevelKind::Ram { Placement::Ram } else { Placement::Ssd };
@@ -223,7 +229,48 @@ impl Checkpointer {
         };
         let seconds = self.comm.max_f64(clock.wall_seconds());
         let protect = ProtectStats::default();
-        Ok(CheckpointOutcome { version, level: Some(level), decision, file_bytes, write_seconds, protect, seconds, flushed: false })
+        Ok(CheckpointOutcome {
+            version,
+            level: Some(level),
+            decision,
+            file_bytes,
+            write_seconds,
+            protect,
+            seconds,
+            flushed: false,
+        })
+    }
+
+    /// Collective: pins the newest version complete on every rank, so no rank collects it as
+    /// garbage before a newer one is complete everywhere (ranks finish their background
+    /// copies at different times, and a restart needs one version on all of them).
+    fn incr_pin(&mut self) {
+        let open = self.open();
+        let engine = open.engine.as_ref().expect("started");
+        let newest = engine.committed().and_then(|i| open.versions.get(&i)).copied().unwrap_or(0);
+        let everywhere = self.comm.min_u64(newest);
+        let open = self.open();
+        // 0 (some rank has none yet, or the version is of an earlier run): keep everything.
+        let pin = open.versions.iter().find(|(_, v)| **v == everywhere && everywhere > 0).map_or(0, |(i, _)| *i);
+        open.versions.retain(|i, _| *i >= pin);
+        open.engine.as_ref().expect("started").keep_from(pin);
+    }
+
+    /// Fault injection for tests (`NAM_FAULT_CKPT=die-during-copy:<version>:<rank>`): kills the
+    /// rank right after the checkpoint returned, while its background copy is still running.
+    fn incr_inject(&mut self, version: u64, interval: u32) {
+        let Ok(spec) = std::env::var(crate::checkpointer::FAULT_ENV) else { return };
+        let rank = self.comm.rank();
+        if spec != format!("die-during-copy:{version}:{rank}") {
+            return;
+        }
+        let committed = self.open().engine.as_ref().expect("started").committed();
+        if committed.is_some_and(|c| c >= interval) {
+            eprintln!("die-during-copy: the copy of version {version} was already complete; not killed");
+            return;
+        }
+        // SAFETY: the rank ends here, as a crashed rank does.
+        unsafe { libc::raise(libc::SIGKILL) };
     }
 
     /// Waits for the background copies (finalize): Err when one failed.
@@ -250,7 +297,8 @@ impl Checkpointer {
 
     /// Collective: the newest version of `name` an incremental restart may start from.
     pub(crate) fn incr_latest(&self, name: &str) -> Option<u64> {
-        let levels = agree(self.comm.raw(), self.incr_levels(name), "opening the incremental checkpoint levels").ok()?;
+        let levels =
+            agree(self.comm.raw(), self.incr_levels(name), "opening the incremental checkpoint levels").ok()?;
         let found = found(&levels);
         self.incr_candidates(&found).first().map(|c| c.0)
     }
@@ -285,7 +333,13 @@ impl Checkpointer {
                 Ok(loaded) => {
                     self.incr_copy(&loaded, ids);
                     let rebuilt_ranks = Vec::new();
-                    return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks: 0, fell_back });
+                    return Ok(RestartOutcome {
+                        version: v,
+                        level: kind,
+                        rebuilt_ranks,
+                        repaired_chunks: 0,
+                        fell_back,
+                    });
                 }
                 Err(e) => fell_back.push((v, kind, e.to_string())),
             }
