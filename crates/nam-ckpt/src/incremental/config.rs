@@ -110,3 +110,39 @@ impl IncrementalConfig {
         c
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::error::CkptError;
+    use crate::level::LevelKind;
+    use nam_incr::Mode;
+
+    #[test]
+    fn file_environment_and_validation() {
+        let c = Config::parse("", &[]).unwrap();
+        assert_eq!(c.incremental.mode().unwrap(), None);
+        let text = "[incremental]\nmode = \"non-blocking\"\nlevels = [\"ram\"]\n";
+        let env = vec![
+            ("NAM_CKPT_INCREMENTAL_MODE".to_string(), "early-late".to_string()),
+            ("NAM_CKPT_INCREMENTAL_LEVELS".to_string(), "[\"ram\", \"nam\"]".to_string()),
+            ("NAM_CKPT_INCREMENTAL_SERVERS".to_string(), "[\"127.0.0.1:7000\"]".to_string()),
+        ];
+        let c = Config::parse(text, &env).unwrap();
+        assert_eq!(c.incremental.mode().unwrap(), Some(Mode::EarlyLate));
+        assert_eq!(c.incremental.level_kinds().unwrap(), vec![LevelKind::Ram, LevelKind::Nam]);
+        assert!(Config::parse(&c.dump(), &[]).unwrap() == c);
+        for (bad, names) in [
+            ("mode = \"sometimes\"", "incremental.mode"),
+            ("mode = \"incremental\"\nlevels = [\"tape\"]", "tape"),
+            ("mode = \"incremental\"\nlevels = [\"nam\"]", "servers"),
+            ("mode = \"fork\"\nlevels = [\"nam\"]\nservers = [\"h:1\"]", "fork"),
+            ("mode = \"incremental\"\nkeep = 1", "keep"),
+        ] {
+            let e = Config::parse(&format!("[incremental]\n{bad}\n"), &[]).unwrap_err();
+            assert!(matches!(&e, CkptError::Config(m) if m.contains(names)), "{bad}: {e}");
+        }
+        let e = Config::parse("[incremental]\nmodes = \"x\"\n", &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::UnknownKey(k) if k == "incremental.modes"), "{e}");
+    }
+}
