@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 MIB="${MIB:-16}"
 INTERVALS="${INTERVALS:-5}"
 REPEAT="${REPEAT:-3}"
-COMPUTE="${COMPUTE:-40}"
+COMPUTE="${COMPUTE:-20}"
 DIR="${DIR:-/var/tmp/nam-ckpt-incr-bench}"
 OUT="${OUT:-docs/benchmarks-ckpt-incr.md}"
 

@@ -62,6 +62,11 @@
 #define NAM_CKPT_LEVEL_PFS 3
 
 /**
+ * Memory servers (incremental checkpoints, `incremental.levels`).
+ */
+#define NAM_CKPT_LEVEL_NAM 4
+
+/**
  * Outcome of a call. `NAM_OK` is 0, `NAM_IN_PROGRESS` (a non-blocking operation is still in
  * flight) is positive, every error is negative. Each error of the client library and each
  * refusal of a memory server has exactly one code; `nam_status_string` names it and

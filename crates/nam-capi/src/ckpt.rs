@@ -28,6 +28,8 @@ pub const NAM_CKPT_LEVEL_RAM: c_int = 1;
 pub const NAM_CKPT_LEVEL_SSD: c_int = 2;
 /// L3 on the parallel file system.
 pub const NAM_CKPT_LEVEL_PFS: c_int = 3;
+/// Memory servers (incremental checkpoints, `incremental.levels`).
+pub const NAM_CKPT_LEVEL_NAM: c_int = 4;
 
 fn level_code(level: Option<LevelKind>) -> c_int {
     level.map_or(NAM_CKPT_LEVEL_SKIPPED, |l| l.code() as c_int)
@@ -52,6 +54,7 @@ pub fn status_of_ckpt_error(error: &CkptError) -> nam_status_t {
         CkptError::Flush { .. } => NAM_ERR_CKPT_FLUSH,
         CkptError::Io { .. } => NAM_ERR_CKPT_IO,
         CkptError::State(_) => NAM_ERR_CKPT_STATE,
+        CkptError::Incremental(_) => NAM_ERR_CKPT_IO,
     }
 }
 

@@ -75,7 +75,8 @@ pub use atomic::{
 pub use ckpt::{
     nam_ckpt_checkpoint, nam_ckpt_config_dump, nam_ckpt_finalize, nam_ckpt_init_fcomm, nam_ckpt_latest,
     nam_ckpt_protect, nam_ckpt_restart, nam_ckpt_route_file, nam_ckpt_t, nam_ckpt_unprotect, status_of_ckpt_error,
-    NAM_CKPT_LEVEL_PFS, NAM_CKPT_LEVEL_RAM, NAM_CKPT_LEVEL_SKIPPED, NAM_CKPT_LEVEL_SSD, NAM_CKPT_VERSION_LATEST,
+    NAM_CKPT_LEVEL_NAM, NAM_CKPT_LEVEL_PFS, NAM_CKPT_LEVEL_RAM, NAM_CKPT_LEVEL_SKIPPED, NAM_CKPT_LEVEL_SSD,
+    NAM_CKPT_VERSION_LATEST,
 };
 pub use ckpt_group::{
     nam_ckpt_group_buffer, nam_ckpt_group_fetch_restored, nam_ckpt_group_join, nam_ckpt_group_leave,

@@ -64,6 +64,8 @@ pub struct Checkpointer {
     pub(crate) pfs: Option<Level>,
     pub(crate) flusher: Option<Flusher>,
     pub(crate) count: u64,
+    /// Incremental checkpoints (`incremental.mode`), when on.
+    pub(crate) incr: Option<crate::incremental::Incremental>,
 }
 
 impl Checkpointer {
@@ -84,6 +86,7 @@ impl Checkpointer {
         let pfs =
             config.flush.dir.clone().map(|dir| Level { kind: LevelKind::Pfs, dir, keep: config.flush.keep.max(1) });
         let flusher = pfs.clone().filter(|_| config.flush.every > 0).map(Flusher::start);
+        let incr = crate::incremental::Incremental::new(&config.incremental)?;
         Ok(Checkpointer {
             comm,
             config,
@@ -96,6 +99,7 @@ impl Checkpointer {
             pfs,
             flusher,
             count: 0,
+            incr,
         })
     }
 
@@ -140,12 +144,13 @@ impl Checkpointer {
             }
         }
         self.regions.insert(id, Region { ptr, len });
-        Ok(())
+        self.incr_protect(id)
     }
 
     /// Stops protecting `id`; later checkpoints do not contain it, and restart refuses it.
     pub fn unprotect(&mut self, id: i32) -> Result<()> {
-        self.regions.remove(&id).map(|_| ()).ok_or(CkptError::UnknownRegion(id))
+        self.regions.remove(&id).ok_or(CkptError::UnknownRegion(id))?;
+        self.incr_unprotect(id)
     }
 
     /// Routes a file of a file-based application: returns where to write `path` so that the
@@ -169,6 +174,9 @@ impl Checkpointer {
     pub fn checkpoint(&mut self, name: Option<&str>, version: u64) -> Result<CheckpointOutcome> {
         let clock = crate::cpu::Stopwatch::start();
         let name = name.unwrap_or(&self.config.name).to_string();
+        if self.incr.is_some() {
+            return self.incr_checkpoint(&name, version);
+        }
         let file_data = self.read_routed_files();
         let file_data = redundancy::agree(self.comm.raw(), file_data, "reading routed files")?;
         let parts = self.parts(&file_data);
@@ -302,7 +310,7 @@ impl Checkpointer {
                 }),
                 fsync: false,
             },
-            LevelKind::Ssd | LevelKind::Pfs => WriteOptions {
+            LevelKind::Ssd | LevelKind::Pfs | LevelKind::Nam => WriteOptions {
                 mapped: false,
                 recycle: None,
                 chunk: self.config.ssd.chunk.0 as usize,
@@ -351,7 +359,7 @@ impl Checkpointer {
 
     /// Collective: waits for flushes and releases everything. Err reports flush failures.
     pub fn finalize(self) -> Result<()> {
-        let waited = self.wait_flush(FLUSH_WAIT_MAX);
+        let waited = self.incr_finish().and(self.wait_flush(FLUSH_WAIT_MAX));
         let errors = self.flush_errors();
         let local = waited.and_then(|_| match errors.first() {
             Some(e) => Err(CkptError::Flush {

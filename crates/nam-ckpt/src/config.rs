@@ -198,6 +198,8 @@ pub struct Config {
     pub flush: FlushConfig,
     /// Placement policy.
     pub policy: PolicyConfig,
+    /// Incremental checkpoints of the protected regions.
+    pub incremental: crate::incremental::IncrementalConfig,
 }
 
 impl Default for Config {
@@ -209,6 +211,7 @@ impl Default for Config {
             redundancy: L2Config::default(),
             flush: FlushConfig::default(),
             policy: PolicyConfig::default(),
+            incremental: Default::default(),
         }
     }
 }
@@ -260,7 +263,7 @@ impl Config {
         }
         crate::policy::PolicyKind::parse(&self.policy.kind)?;
         Scheme::parse(&self.redundancy.scheme)?;
-        Ok(())
+        self.incremental.validate()
     }
 
     /// The L2 parameters as the redundancy schemes take them.

@@ -92,6 +92,10 @@ pub enum CkptError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// An incremental checkpoint (`incremental.mode`) failed: tracking writes, or storing the
+    /// increments; the previous complete version stays the restart point.
+    #[error("incremental checkpoint: {0}")]
+    Incremental(nam_incr::IncrError),
     /// The library was used in the wrong order (e.g. after finalize).
     #[error("invalid use: {0}")]
     State(String),

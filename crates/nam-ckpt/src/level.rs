@@ -23,6 +23,8 @@ pub enum LevelKind {
     Ssd,
     /// L3 on the parallel file system.
     Pfs,
+    /// Memory servers (`nam serve`; incremental checkpoints only).
+    Nam,
 }
 
 impl LevelKind {
@@ -32,6 +34,7 @@ impl LevelKind {
             LevelKind::Ram => "ram",
             LevelKind::Ssd => "ssd",
             LevelKind::Pfs => "pfs",
+            LevelKind::Nam => "nam",
         }
     }
 
@@ -41,12 +44,13 @@ impl LevelKind {
             LevelKind::Ram => 1,
             LevelKind::Ssd => 2,
             LevelKind::Pfs => 3,
+            LevelKind::Nam => 4,
         }
     }
 
     /// Inverse of [`LevelKind::code`].
     pub fn from_code(code: u64) -> Option<LevelKind> {
-        [LevelKind::Ram, LevelKind::Ssd, LevelKind::Pfs].into_iter().find(|k| k.code() == code)
+        [LevelKind::Ram, LevelKind::Ssd, LevelKind::Pfs, LevelKind::Nam].into_iter().find(|k| k.code() == code)
     }
 }
 

@@ -10,6 +10,9 @@
 //!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
 //!   CLC of seed 001, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
 //!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
+//! - Incremental checkpoints ([`incremental`], `[incremental]` in the configuration): a
+//!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and
+//!   memory-server levels, overlapping the copy with the application.
 //! - Integrity ([`format`]): CRC32C per chunk, Reed-Solomon parity across RAM-level chunks.
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
@@ -66,6 +69,7 @@ mod error;
 pub mod flush;
 pub mod format;
 pub mod groups;
+pub mod incremental;
 pub mod level;
 mod mapped;
 pub mod node;
@@ -77,6 +81,7 @@ pub mod wear;
 
 pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};
 pub use config::Config;
+pub use incremental::IncrementalConfig;
 pub use level::LevelKind;
 pub use policy::{Decision, Placement, PolicyKind};
 pub use restart::RestartOutcome;

@@ -55,6 +55,9 @@ impl Checkpointer {
     /// every rank; restart still verifies every byte and falls back when it must.
     pub fn latest(&self, name: Option<&str>) -> Option<u64> {
         let name = name.unwrap_or(&self.config.name).to_string();
+        if self.incr.is_some() {
+            return self.incr_latest(&name);
+        }
         self.candidates(&name).first().map(|c| c.0)
     }
 
@@ -70,6 +73,9 @@ impl Checkpointer {
             if let Some(&id) = ids.iter().find(|id| !self.regions.contains_key(id)) {
                 return Err(CkptError::UnknownRegion(id));
             }
+        }
+        if self.incr.is_some() {
+            return self.incr_restart(&name, version, ids);
         }
         let mut fell_back = Vec::new();
         for (v, kind) in self.candidates(&name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {

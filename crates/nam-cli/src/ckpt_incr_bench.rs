@@ -25,7 +25,7 @@ pub struct CkptIncrBenchArgs {
     #[arg(long, default_value_t = 3)]
     repeat: usize,
     /// Compute per interval, in millions of spin iterations (the application's work).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 20)]
     compute: u64,
     /// Directory of the store (the SSD level: files with fsync; `--ram` for tmpfs semantics).
     #[arg(long, default_value = "/var/tmp/nam-ckpt-incr-bench")]
@@ -66,6 +66,10 @@ struct Row {
     workload: String,
     mode: String,
     overhead: f64,
+    /// Lowest and highest paired overhead over the repetitions.
+    spread: (f64, f64),
+    /// Every repetition's paired overhead.
+    repetitions: Vec<f64>,
     bytes_written: u64,
     peak_extra_bytes: u64,
     stall_ms: f64,
@@ -195,8 +199,8 @@ fn store(args: &CkptIncrBenchArgs) -> Result<Arc<dyn Store>> {
     Ok(if args.ram { Arc::new(DirStore::ram(&args.dir)?) } else { Arc::new(DirStore::ssd(&args.dir)?) })
 }
 
-/// Runs `workload` `--repeat` times and keeps, per mode, the repetition with the median
-/// overhead.
+/// Runs `workload` `--repeat` times; per mode, the overhead is the median of the
+/// repetitions' paired overheads, and `spread` their range.
 fn measure(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
     let mut reps: Vec<Vec<Row>> = Vec::new();
     for _ in 0..args.repeat.max(1) {
@@ -206,16 +210,21 @@ fn measure(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
     for i in 0..VARIANTS.len() {
         let mut runs: Vec<Row> = reps.iter().map(|r| r[i].clone()).collect();
         runs.sort_by(|a, b| a.overhead.total_cmp(&b.overhead));
-        rows.push(runs.swap_remove(runs.len() / 2));
+        let spread = (runs[0].overhead, runs[runs.len() - 1].overhead);
+        let mut row = runs.swap_remove(runs.len() / 2);
+        row.spread = spread;
+        row.repetitions = reps.iter().map(|r| r[i].overhead).collect();
+        rows.push(row);
     }
     Ok(rows)
 }
 
+/// One repetition: baseline, mode, baseline, mode, ..., baseline. Each mode is compared with
+/// the mean of the baseline runs right before and right after it, so a slow phase of this
+/// shared machine shifts both sides of a ratio alike.
 fn measure_once(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
     let bytes = args.mib << 20;
-    // The baseline runs before and after the modes; their mean is the reference, so a slow
-    // phase of this shared machine does not favour one side.
-    let before = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
+    let mut baseline = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
     let mut rows = Vec::new();
     for (label, mode, consolidate) in VARIANTS {
         let mut region = Region::new(bytes)?;
@@ -228,24 +237,23 @@ fn measure_once(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
         let stats = engine.stats();
         let tracker = engine.tracker().map_or("none".to_string(), |t| t.to_string());
         drop(engine);
+        let after = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
+        let paired = (baseline + after) / 2.0;
+        baseline = after;
         rows.push(Row {
             workload: workload.into(),
             mode: label.into(),
-            overhead: seconds,
+            overhead: seconds / paired - 1.0,
+            spread: (0.0, 0.0),
+            repetitions: Vec::new(),
             bytes_written: stats.bytes_written,
             peak_extra_bytes: stats.peak_extra_bytes,
             stall_ms: stats.stall_ns as f64 / 1e6,
             seconds,
-            baseline_seconds: 0.0,
+            baseline_seconds: paired,
             region_bytes: bytes as u64,
             tracker,
         });
-    }
-    let after = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
-    let baseline = (before + after) / 2.0;
-    for row in &mut rows {
-        row.baseline_seconds = baseline;
-        row.overhead = row.seconds / baseline - 1.0;
     }
     let _ = std::fs::remove_dir_all(&args.dir);
     Ok(rows)
@@ -289,15 +297,16 @@ pub fn run(args: CkptIncrBenchArgs) -> Result<()> {
 
 fn table(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:<14} {:<16} {:>9} {:>12} {:>12} {:>10} {:>8}  tracker\n",
-        "workload", "mode", "overhead", "written MiB", "extra MiB", "stall ms", "run s"
+        "{:<14} {:<16} {:>9} {:>15} {:>12} {:>12} {:>10} {:>8}  tracker\n",
+        "workload", "mode", "overhead", "spread", "written MiB", "extra MiB", "stall ms", "run s"
     );
     for r in rows {
         out += &format!(
-            "{:<14} {:<16} {:>8.1}% {:>12.1} {:>12.2} {:>10.1} {:>8.2}  {}\n",
+            "{:<14} {:<16} {:>8.1}% {:>15} {:>12.1} {:>12.2} {:>10.1} {:>8.2}  {}\n",
             r.workload,
             r.mode,
             r.overhead * 100.0,
+            format!("{:.1}..{:.1}%", r.spread.0 * 100.0, r.spread.1 * 100.0),
             r.bytes_written as f64 / 1048576.0,
             r.peak_extra_bytes as f64 / 1048576.0,
             r.stall_ms,
@@ -308,7 +317,7 @@ fn table(rows: &[Row]) -> String {
     let workloads: Vec<&String> =
         rows.iter().map(|r| &r.workload).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     out += &format!(
-        "\nbaseline (no checkpoints) run seconds: {}\n",
+        "\npaired baseline (no checkpoints) run seconds, median repetition: {}\n",
         workloads
             .iter()
             .map(|w| {
@@ -341,6 +350,21 @@ fn verdicts(rows: &[Row]) -> String {
         sc * 100.0,
         ratio,
         if ratio <= 1.0 / 3.0 { "MET" } else { "MISSED" }
+    );
+    // The same ratio within each repetition (its runs are adjacent in time), for the spread.
+    let reps = rows.first().map_or(0, |r| r.repetitions.len());
+    let per_rep: Vec<f64> = (0..reps)
+        .map(|i| {
+            let mean = |m: &str| {
+                let v: Vec<f64> = rows.iter().filter(|r| r.mode == m).map(|r| r.repetitions[i]).collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            };
+            mean("early-late+cons") / mean("stop-and-copy")
+        })
+        .collect();
+    out += &format!(
+        "target 1 per repetition: ratios {}\n",
+        per_rep.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
     );
     let duplicates = rows.iter().filter(|r| r.mode != "fork" && r.peak_extra_bytes >= r.region_bytes).count();
     out += &format!(
@@ -393,9 +417,10 @@ fn report(args: &CkptIncrBenchArgs, text: &str) -> String {
     format!(
         "# Benchmark: incremental checkpointing (nam ckpt-incr-bench)\n\nGenerated by `bench/ckpt-incr.sh`; do not edit by hand.\n\n\
          Command: `nam ckpt-incr-bench --mib {} --intervals {} --repeat {} --compute {} --dir {}{}`  \nMachine: Linux {}, {} CPUs (shared).\n\n\
-         Overhead is the run time with checkpoints over the same workload without checkpoints (the mean of a run before and after the modes, \
-         in the same invocation), minus 1; each row is the repetition with the median overhead. The machine is shared by several engineers, \
-         so single rows can be off by +-20% (negative overheads are that noise). \
+         Overhead is the run time with checkpoints over the same workload without checkpoints, minus 1. Each repetition runs \
+         baseline, mode, baseline, mode, ..., baseline, and compares each mode with the mean of the two baseline runs adjacent to it \
+         (paired), so a slow phase of this shared machine moves both sides of the ratio; each row is the median over the repetitions, \
+         `spread` the lowest and highest paired overhead (small negative overheads are noise). Load average at the start: {}. \
          A checkpoint closes every interval but the last; the time includes waiting for the last background copy. \
          `written` counts every byte stored (objects, headers, checksums); `extra` is memory held beyond the region \
          (line hashes, page states, record buffers; for fork, the pages the kernel duplicated).\n\n```\n{}```\n\n![overheads](img/ckpt-incr.png)\n",
@@ -407,6 +432,7 @@ fn report(args: &CkptIncrBenchArgs, text: &str) -> String {
         if args.ram { " --ram" } else { "" },
         machine.trim(),
         cpus,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         text
     )
 }

@@ -21,6 +21,8 @@ pub struct Chain {
     pub objects: Vec<String>,
     /// Their total size.
     pub bytes: u64,
+    /// The caller's metadata.
+    pub meta: Vec<u8>,
 }
 
 impl Chain {
@@ -41,12 +43,47 @@ fn put(store: &dyn Store, name: &str, bytes: &[u8], written: &AtomicU64) -> Resu
     Ok(())
 }
 
-/// Stores `chain` as complete and removes what only `previous` needed.
+/// The complete checkpoints kept besides the newest one, so that a restart can go back to an
+/// older version (a collective restart picks the newest version every rank has completed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Complete checkpoints kept in all, the newest included (at least 1).
+    pub keep: usize,
+    /// Checkpoints from this interval on are kept whatever `keep` says ([`crate::Engine::keep_from`]).
+    pub pin: Option<u32>,
+    /// The older ones, oldest first.
+    pub older: Vec<Chain>,
+}
+
+impl Retention {
+    /// Bookkeeping of a commit of a new chain after `previous`: `previous` joins the older
+    /// chains (or goes, when `replaced` by a merge of the same interval), and the chains
+    /// beyond `keep` are returned as garbage.
+    pub fn advance(&mut self, previous: &Chain, replaced: bool) -> Vec<Chain> {
+        let mut garbage = Vec::new();
+        if previous.committed().is_some() {
+            if replaced {
+                garbage.push(previous.clone());
+            } else {
+                self.older.push(previous.clone());
+            }
+        }
+        let pinned = |c: &Chain| self.pin.is_some_and(|p| c.interval >= p);
+        while !self.older.is_empty() && self.older.len() + 1 > self.keep.max(1) && !pinned(&self.older[0]) {
+            garbage.push(self.older.remove(0));
+        }
+        garbage
+    }
+}
+
+/// Stores `chain` as complete, then removes what only the checkpoints no longer kept needed.
+/// `previous` is the chain `chain` follows (`replaced`: the same interval, merged).
 pub fn publish(
     store: &dyn Store,
     chain: &Chain,
     regions: &[Arc<Region>],
-    previous: &Chain,
+    (previous, replaced): (&Chain, bool),
+    retention: &mut Retention,
     written: &AtomicU64,
 ) -> Result<(), StoreError> {
     let commit = Commit {
@@ -54,16 +91,19 @@ pub fn publish(
         generation: chain.generation,
         regions: shapes(regions),
         objects: chain.objects.clone(),
+        meta: chain.meta.clone(),
     };
     store.sync_names()?;
     put(store, &Commit::name(chain.interval, chain.generation), &commit.encode(), written)?;
     put(store, HEAD, &encode_head(chain.interval, chain.generation), written)?;
-    if previous.committed().is_some() {
-        let keep: HashSet<&String> = chain.objects.iter().collect();
-        for old in previous.objects.iter().filter(|o| !keep.contains(o)) {
-            store.remove(old)?;
+    let garbage = retention.advance(previous, replaced);
+    let live: HashSet<&String> = chain.objects.iter().chain(retention.older.iter().flat_map(|c| &c.objects)).collect();
+    for old in &garbage {
+        // The commit goes first: a commit naming a deleted object is never left behind.
+        store.remove(&Commit::name(old.interval, old.generation))?;
+        for object in old.objects.iter().filter(|o| !live.contains(o)) {
+            store.remove(object)?;
         }
-        store.remove(&Commit::name(previous.interval, previous.generation))?;
     }
     Ok(())
 }

@@ -72,6 +72,8 @@ pub(crate) struct Work {
     pub full: bool,
     /// Edge pages, read during the checkpoint call: (region, page, bytes).
     pub snapshots: Vec<(usize, usize, Vec<u8>)>,
+    /// The caller's metadata for the commit.
+    pub meta: Vec<u8>,
 }
 
 pub(crate) struct Shared {
@@ -80,6 +82,8 @@ pub(crate) struct Shared {
     pub queue: VecDeque<Work>,
     pub busy: bool,
     pub chain: Chain,
+    /// Older complete checkpoints kept for restart.
+    pub retention: commit::Retention,
     pub error: Option<IncrError>,
     pub need_full: bool,
     pub stop: bool,
@@ -120,12 +124,16 @@ impl Engine {
         if config.record_bytes < crate::record::RECORD_BYTES_MIN || config.segment_bytes < config.record_bytes {
             return Err(IncrError::InvalidConfig("record_bytes must hold a whole page and segment_bytes a record"));
         }
+        // A used store (a restarted job's): continue after its checkpoints, and keep them as
+        // the older ones, collected once newer ones are complete.
+        let adopted = crate::restore::chains(&*store)?;
         let tracker = config.mode.tracks().then(|| Tracker::start(config.tracker));
         let shared = Shared {
-            interval: 1,
+            interval: adopted.last().map_or(1, |c| c.interval + 1),
             queue: VecDeque::new(),
             busy: false,
             chain: Chain::default(),
+            retention: commit::Retention { keep: config.keep, pin: None, older: adopted },
             error: None,
             need_full: true,
             stop: false,
@@ -236,21 +244,28 @@ impl Engine {
     /// persisted later ([`Engine::wait`]). An error of earlier background work is returned
     /// here first (and the next checkpoint then writes everything anew).
     pub fn checkpoint(&self) -> Result<u32, IncrError> {
+        self.checkpoint_with(Vec::new())
+    }
+
+    /// [`Engine::checkpoint`], storing `meta` in the checkpoint's commit (so it is complete
+    /// exactly when the checkpoint is): a caller's version number, its region ids.
+    /// [`crate::checkpoints`] lists it back.
+    pub fn checkpoint_with(&self, meta: Vec<u8>) -> Result<u32, IncrError> {
         let started = Instant::now();
-        let result = self.checkpoint_inner();
+        let result = self.checkpoint_inner(meta);
         self.inner.stall_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         result
     }
 
-    fn checkpoint_inner(&self) -> Result<u32, IncrError> {
+    fn checkpoint_inner(&self, meta: Vec<u8>) -> Result<u32, IncrError> {
         if let Some(e) = self.inner.shared.lock().error.take() {
             return Err(e);
         }
         match self.inner.config.mode {
-            Mode::StopAndCopy => self.image_checkpoint(),
-            Mode::Fork => crate::fork::checkpoint(&self.inner),
+            Mode::StopAndCopy => self.image_checkpoint(meta),
+            Mode::Fork => crate::fork::checkpoint(&self.inner, meta),
             Mode::Incremental => {
-                let work = self.collect()?;
+                let work = self.collect(meta)?;
                 let interval = work.interval;
                 let result = crate::writer::write_interval(&self.inner, work, None);
                 crate::writer::finish(&self.inner, interval, result)?;
@@ -260,7 +275,7 @@ impl Engine {
                 if self.inner.config.mode == Mode::PartiallyNonBlocking {
                     self.wait()?;
                 }
-                let work = self.collect()?;
+                let work = self.collect(meta)?;
                 let interval = work.interval;
                 self.inner.shared.lock().queue.push_back(work);
                 self.inner.cv.notify_all();
@@ -269,7 +284,7 @@ impl Engine {
         }
     }
 
-    fn image_checkpoint(&self) -> Result<u32, IncrError> {
+    fn image_checkpoint(&self, meta: Vec<u8>) -> Result<u32, IncrError> {
         let interval = {
             let mut shared = self.inner.shared.lock();
             shared.interval += 1;
@@ -278,10 +293,15 @@ impl Engine {
         let regions = self.inner.regions.read().clone();
         let result = crate::image::write(&*self.inner.store, interval, &regions, &self.inner.written);
         let result = result.and_then(|name| {
-            let previous = self.inner.shared.lock().chain.clone();
-            let chain = Chain { interval, generation: 0, objects: vec![name], bytes: 0 };
-            commit::publish(&*self.inner.store, &chain, &regions, &previous, &self.inner.written)?;
-            self.inner.shared.lock().chain = chain;
+            let (previous, mut retention) = {
+                let shared = self.inner.shared.lock();
+                (shared.chain.clone(), shared.retention.clone())
+            };
+            let chain = Chain { interval, generation: 0, objects: vec![name], bytes: 0, meta };
+            let store = &*self.inner.store;
+            commit::publish(store, &chain, &regions, (&previous, false), &mut retention, &self.inner.written)?;
+            let mut shared = self.inner.shared.lock();
+            (shared.chain, shared.retention.older) = (chain, retention.older);
             Ok(())
         });
         crate::writer::finish(&self.inner, interval, result.map_err(IncrError::from))?;
@@ -289,7 +309,7 @@ impl Engine {
     }
 
     /// Closes the interval: its dirty pages become `PENDING` (write-protected), tagged with it.
-    fn collect(&self) -> Result<Work, IncrError> {
+    fn collect(&self, meta: Vec<u8>) -> Result<Work, IncrError> {
         let full = self.inner.shared.lock().need_full;
         if full {
             self.wait()?;
@@ -314,7 +334,7 @@ impl Engine {
                 region.hashes.lock().iter_mut().for_each(|h| *h = 0);
             }
         }
-        Ok(Work { interval, pages, full, snapshots })
+        Ok(Work { interval, pages, full, snapshots, meta })
     }
 
     /// Waits until every checkpoint taken so far is persisted (or failed) and returns the
@@ -344,6 +364,13 @@ impl Engine {
             shared = self.inner.shared.lock();
         }
         Ok(shared)
+    }
+
+    /// Keeps every checkpoint from `interval` on, whatever [`Config::keep`] says, until called
+    /// again: a job whose ranks finish their background copies at different times pins the
+    /// newest checkpoint complete on all of them, so that a restart finds it on every rank.
+    pub fn keep_from(&self, interval: u32) {
+        self.inner.shared.lock().retention.pin = Some(interval);
     }
 
     /// The newest complete checkpoint.

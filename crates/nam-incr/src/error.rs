@@ -128,6 +128,15 @@ pub enum IncrError {
         /// The level.
         level: String,
     },
+    /// The store holds no complete copy of that checkpoint (never written, collected as
+    /// garbage, or damaged).
+    #[error("checkpoint {interval} is not complete in the {level} store")]
+    NoSuchCheckpoint {
+        /// The interval asked for.
+        interval: u32,
+        /// The level.
+        level: String,
+    },
     /// The restore target does not match the checkpoint.
     #[error("region {region} has {expected} bytes in the checkpoint, the target has {actual}")]
     SizeMismatch {

@@ -15,16 +15,17 @@ pub struct Child {
     pid: libc::pid_t,
     interval: u32,
     chain: Chain,
+    previous: Chain,
 }
 
 /// Waits for the previous child, then forks the next one.
-pub fn checkpoint(inner: &Arc<Inner>) -> Result<u32, IncrError> {
+pub fn checkpoint(inner: &Arc<Inner>, meta: Vec<u8>) -> Result<u32, IncrError> {
     reap(inner, Instant::now() + inner.config.timeout)?;
     let regions = inner.regions.read().clone();
-    let (interval, previous) = {
+    let (interval, previous, mut retention) = {
         let mut shared = inner.shared.lock();
         shared.interval += 1;
-        (shared.interval - 1, shared.chain.clone())
+        (shared.interval - 1, shared.chain.clone(), shared.retention.clone())
     };
     // Every page clean and protected: each write while the child lives is one duplicated page.
     for region in regions.iter().filter(|r| !r.is_removed()) {
@@ -34,7 +35,7 @@ pub fn checkpoint(inner: &Arc<Inner>) -> Result<u32, IncrError> {
             let _ = table.protect(page, 1);
         }
     }
-    let chain = Chain { interval, generation: 0, objects: vec![format!("img-{interval:010}")], bytes: 0 };
+    let chain = Chain { interval, generation: 0, objects: vec![format!("img-{interval:010}")], bytes: 0, meta };
     // SAFETY: fork duplicates the process; the child only writes the image through the
     // store and leaves with _exit, never returning into the parent's code.
     let pid = unsafe { libc::fork() };
@@ -44,12 +45,14 @@ pub fn checkpoint(inner: &Arc<Inner>) -> Result<u32, IncrError> {
     if pid == 0 {
         let written = AtomicU64::new(0);
         let ok = crate::image::write(&*inner.store, interval, &regions, &written)
-            .and_then(|_| commit::publish(&*inner.store, &chain, &regions, &previous, &written))
+            .and_then(|_| {
+                commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &written)
+            })
             .is_ok();
         // SAFETY: leaving the child without running the parent's destructors or atexit hooks.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
-    inner.shared.lock().fork = Some(Child { pid, interval, chain });
+    inner.shared.lock().fork = Some(Child { pid, interval, chain, previous });
     Ok(interval)
 }
 
@@ -87,7 +90,10 @@ pub fn reap(inner: &Inner, deadline: Instant) -> Result<(), IncrError> {
     inner.extra_peak.fetch_max(duplicated * crate::geometry::PAGE_BYTES as u64, Ordering::Relaxed);
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         inner.written.fetch_add(image_bytes(inner), Ordering::Relaxed);
-        inner.shared.lock().chain = child.chain;
+        let mut shared = inner.shared.lock();
+        // The child removed the garbage; the parent only keeps the books.
+        shared.retention.advance(&child.previous, false);
+        shared.chain = child.chain;
         return Ok(());
     }
     Err(IncrError::Fork(format!("checkpoint {} child failed with status {status:#x}", child.interval)))

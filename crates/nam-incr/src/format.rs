@@ -9,7 +9,8 @@
 //!   flash page: many sparse pages in one fixed-size record).
 //! - Commit (`NIC1`): magic, interval u32, generation u32, region count u32, per region
 //!   {len u64, lead u32}, object count u32, per object {name len u16, name}: the objects to
-//!   apply, oldest first, to rebuild the regions at `interval`.
+//!   apply, oldest first, to rebuild the regions at `interval`, then meta len u32 and the
+//!   caller's metadata.
 //! - Head (`NIH1`): magic, interval u32, generation u32: the newest commit (a hint; restart
 //!   also probes past it).
 
@@ -132,6 +133,8 @@ pub struct Commit {
     pub regions: Vec<RegionShape>,
     /// Objects to apply, oldest first.
     pub objects: Vec<String>,
+    /// The caller's metadata ([`crate::Engine::checkpoint_with`]).
+    pub meta: Vec<u8>,
 }
 
 impl Commit {
@@ -155,6 +158,8 @@ impl Commit {
             b.extend_from_slice(&(o.len() as u16).to_le_bytes());
             b.extend_from_slice(o.as_bytes());
         }
+        b.extend_from_slice(&(self.meta.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.meta);
         seal(b)
     }
 
@@ -174,7 +179,9 @@ impl Commit {
             let corrupt = || StoreError::Corrupt { name: name.into(), why: "object name is not UTF-8".into() };
             objects.push(std::str::from_utf8(raw).map_err(|_| corrupt())?.to_string());
         }
-        Ok(Commit { interval, generation, regions, objects })
+        let len = r.u32()? as usize;
+        let meta = r.take(len)?.to_vec();
+        Ok(Commit { interval, generation, regions, objects, meta })
     }
 }
 

@@ -63,7 +63,7 @@ mod writer;
 pub use engine::{Engine, Stats};
 pub use error::{IncrError, StoreError};
 pub use mode::{Config, Mode};
-pub use restore::{restore, Restored};
+pub use restore::{checkpoints, restore, restore_interval, Listed, Restored};
 pub use store::{DirStore, Store};
 pub use store_nam::NamStore;
 pub use tracker::{TrackerChoice, TrackerKind};

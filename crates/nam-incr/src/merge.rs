@@ -17,7 +17,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Merges `chain` when it grew past the configured length; returns the chain now committed.
-pub fn maybe_merge(inner: &Inner, chain: Chain, regions: &[Arc<Region>]) -> Result<Chain, StoreError> {
+pub fn maybe_merge(
+    inner: &Inner,
+    chain: Chain,
+    regions: &[Arc<Region>],
+    retention: &mut commit::Retention,
+) -> Result<Chain, StoreError> {
     let region_bytes: usize = regions.iter().map(|r| r.geometry.len).sum();
     let ratio = inner.config.merge_ratio;
     if ratio <= 0.0 || (chain.bytes as f64) <= ratio * region_bytes as f64 {
@@ -26,7 +31,7 @@ pub fn maybe_merge(inner: &Inner, chain: Chain, regions: &[Arc<Region>]) -> Resu
     let shapes = commit::shapes(regions);
     let sizes = (inner.config.record_bytes, inner.config.segment_bytes);
     let merged = merge(&*inner.store, &chain, &shapes, sizes, &inner.written)?;
-    commit::publish(&*inner.store, &merged, regions, &chain, &inner.written)?;
+    commit::publish(&*inner.store, &merged, regions, (&chain, true), retention, &inner.written)?;
     Ok(merged)
 }
 
@@ -70,5 +75,6 @@ pub fn merge(
         }
     }
     batch.flush(store, written)?;
-    Ok(Chain { interval: chain.interval, generation, objects: batch.objects, bytes: batch.bytes })
+    let meta = chain.meta.clone();
+    Ok(Chain { interval: chain.interval, generation, objects: batch.objects, bytes: batch.bytes, meta })
 }

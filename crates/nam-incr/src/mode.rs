@@ -79,6 +79,9 @@ pub struct Config {
     pub merge_ratio: f64,
     /// Deadline of every wait of the engine.
     pub timeout: Duration,
+    /// Complete checkpoints kept in the store, the newest included (default 1; a collective
+    /// restart needs 2 or more, since ranks finish their background copies at different times).
+    pub keep: usize,
 }
 
 impl Config {
@@ -94,6 +97,7 @@ impl Config {
             early_sweep: Duration::from_millis(10),
             merge_ratio: 4.0,
             timeout: Duration::from_secs(60),
+            keep: 1,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Restart: find the newest complete checkpoint and rebuild the regions from its objects,
 //! checking every checksum. A commit that fails a check is skipped for the next older one.
 
+use crate::commit::Chain;
 use crate::error::{IncrError, StoreError};
 use crate::format::{self, decode_head, Commit, HEAD, IMAGE_MAGIC, RECORD_MAGIC};
 use crate::geometry::Geometry;
@@ -17,6 +18,8 @@ pub struct Restored {
     pub interval: u32,
     /// Every region's bytes, by region index.
     pub regions: Vec<Vec<u8>>,
+    /// The metadata given to [`crate::Engine::checkpoint_with`].
+    pub meta: Vec<u8>,
 }
 
 impl Restored {
@@ -33,6 +36,75 @@ impl Restored {
 
 /// Rebuilds the newest complete checkpoint in `store`.
 pub fn restore(store: &dyn Store) -> Result<Restored, IncrError> {
+    restore_from(store, candidates(store)?)
+}
+
+/// Rebuilds checkpoint `interval` (its newest generation) from `store`; an older one is kept
+/// when the engine's [`crate::Config::keep`] is above 1.
+pub fn restore_interval(store: &dyn Store, interval: u32) -> Result<Restored, IncrError> {
+    let mut names: Vec<String> = Vec::new();
+    let mut generation = 0;
+    while store.exists(&Commit::name(interval, generation + 1))? {
+        generation += 1;
+    }
+    names.extend((0..=generation).rev().map(|g| Commit::name(interval, g)));
+    let mut failure = None;
+    for name in names {
+        match load(store, &name) {
+            Ok(Some(restored)) => return Ok(restored),
+            Ok(None) => {}
+            // The cause (a checksum, a missing object) is what the caller needs to hear.
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    Err(failure.map_or(IncrError::NoSuchCheckpoint { interval, level: store.level().into() }, IncrError::Store))
+}
+
+/// A checkpoint listed by [`checkpoints`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Its interval.
+    pub interval: u32,
+    /// The metadata given to [`crate::Engine::checkpoint_with`].
+    pub meta: Vec<u8>,
+}
+
+/// The checkpoints that have a commit in `store`, newest first. A commit is written after all
+/// its objects, so each is complete unless damaged since; [`restore_interval`] checks that.
+pub fn checkpoints(store: &dyn Store) -> Result<Vec<Listed>, IncrError> {
+    let mut listed: Vec<Listed> =
+        chains(store)?.into_iter().rev().map(|c| Listed { interval: c.interval, meta: c.meta }).collect();
+    listed.dedup_by_key(|l| l.interval);
+    Ok(listed)
+}
+
+/// The chains of the commits in `store` that decode, oldest first (what a new engine on a
+/// used store adopts, so that it continues their numbering and collects them as garbage).
+pub(crate) fn chains(store: &dyn Store) -> Result<Vec<Chain>, IncrError> {
+    let mut chains = Vec::new();
+    for name in candidates(store)? {
+        let bytes = match store.get(&name) {
+            Ok(b) => b,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        match Commit::decode(&name, &bytes) {
+            Ok(c) => chains.push(Chain {
+                interval: c.interval,
+                generation: c.generation,
+                objects: c.objects,
+                bytes: 0,
+                meta: c.meta,
+            }),
+            Err(e) => log::warn!("ignoring checkpoint {name}: {e}"),
+        }
+    }
+    chains.reverse();
+    Ok(chains)
+}
+
+/// Names of the commits that may exist, newest first.
+fn candidates(store: &dyn Store) -> Result<Vec<String>, IncrError> {
     let (head, head_generation) = match store.get(HEAD) {
         Ok(bytes) => decode_head(&bytes).unwrap_or((0, 0)),
         Err(StoreError::NotFound { .. }) => (0, 0),
@@ -53,6 +125,10 @@ pub fn restore(store: &dyn Store) -> Result<Restored, IncrError> {
             candidates.push(Commit::name(interval, g));
         }
     }
+    Ok(candidates)
+}
+
+fn restore_from(store: &dyn Store, candidates: Vec<String>) -> Result<Restored, IncrError> {
     for name in candidates {
         match load(store, &name) {
             Ok(Some(restored)) => return Ok(restored),
@@ -70,6 +146,7 @@ fn load(store: &dyn Store, name: &str) -> Result<Option<Restored>, StoreError> {
         Err(e) => return Err(e),
     };
     let commit = Commit::decode(name, &bytes)?;
+    let meta = commit.meta.clone();
     let mut regions: Vec<Vec<u8>> = commit.regions.iter().map(|r| vec![0u8; r.len]).collect();
     for object in &commit.objects {
         let bytes = store.get(object)?;
@@ -95,7 +172,7 @@ fn load(store: &dyn Store, name: &str) -> Result<Option<Restored>, StoreError> {
             _ => return Err(StoreError::Corrupt { name: object.clone(), why: "unknown object kind".into() }),
         }
     }
-    Ok(Some(Restored { interval: commit.interval, regions }))
+    Ok(Some(Restored { interval: commit.interval, regions, meta }))
 }
 
 fn apply_image(name: &str, body: &[u8], regions: &mut [Vec<u8>]) -> Result<(), StoreError> {

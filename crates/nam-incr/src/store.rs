@@ -56,6 +56,12 @@ impl DirStore {
         Self::open(dir.as_ref(), true, "ssd")
     }
 
+    /// A directory named `level` in reports, whose objects are fsync'ed when `sync` (an SSD
+    /// level whose configuration turned fsync off, for instance).
+    pub fn with_sync(dir: impl AsRef<Path>, sync: bool, level: &str) -> Result<DirStore, StoreError> {
+        Self::open(dir.as_ref(), sync, level)
+    }
+
     fn open(dir: &Path, sync: bool, level: &str) -> Result<DirStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e))?;
         Ok(DirStore { dir: dir.to_path_buf(), sync, level: level.into() })

@@ -8,6 +8,9 @@ use crate::store::Store;
 use nam_client::{AllocOptions, Client, Error as ClientError, Status};
 
 const LEN_BYTES: usize = 8;
+/// How long replacing an object waits for a vanished client's hold on the old one to end
+/// (the server's lease, 10 s by default).
+const REPLACE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Objects as allocations named `<prefix>/<name>` on the client's servers.
 pub struct NamStore {
@@ -45,8 +48,20 @@ impl Store for NamStore {
         self.remove(name)?;
         let full = self.full(name);
         let options = AllocOptions { persistent: true, ..AllocOptions::shared(&full) };
-        let alloc =
-            self.client.alloc((LEN_BYTES + total) as u64, &options).map_err(|e| client_error("allocate", &full, e))?;
+        let deadline = std::time::Instant::now() + REPLACE_WAIT_MAX;
+        let alloc = loop {
+            match self.client.alloc((LEN_BYTES + total) as u64, &options) {
+                // A killed writer (the process before a restart) still holds the old object
+                // until the server's lease of vanished clients ends: retry until then.
+                Err(ClientError::Refused { status: Status::NameExists, .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    self.remove(name)?;
+                }
+                other => break other.map_err(|e| client_error("allocate", &full, e))?,
+            }
+        };
         // Data first, then the length: a torn object reads as shorter or empty, and the
         // object checksums reject it.
         let mut offset = LEN_BYTES as u64;

@@ -99,14 +99,19 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
             copy_page(&params, index, region, page, &mut batch)?;
         }
         batch.flush(&*inner.store, &inner.written)?;
-        let previous = inner.shared.lock().chain.clone();
+        let (previous, mut retention) = {
+            let shared = inner.shared.lock();
+            (shared.chain.clone(), shared.retention.clone())
+        };
         let (mut objects, before) =
             if work.full { (Vec::new(), 0) } else { (previous.objects.clone(), previous.bytes) };
         objects.append(&mut batch.objects);
-        let chain = Chain { interval: work.interval, generation: 0, objects, bytes: before + batch.bytes };
-        commit::publish(&*inner.store, &chain, &regions, &previous, &inner.written)?;
-        let chain = crate::merge::maybe_merge(inner, chain, &regions)?;
-        inner.shared.lock().chain = chain;
+        let meta = work.meta.clone();
+        let chain = Chain { interval: work.interval, generation: 0, objects, bytes: before + batch.bytes, meta };
+        commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &inner.written)?;
+        let chain = crate::merge::maybe_merge(inner, chain, &regions, &mut retention)?;
+        let mut shared = inner.shared.lock();
+        (shared.chain, shared.retention.older) = (chain, retention.older);
         Ok(())
     })();
     if result.is_err() {

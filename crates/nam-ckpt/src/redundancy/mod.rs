@@ -14,7 +14,7 @@
 //! | [`ReedSolomon`] | k/(n-k) parity per rank in sets of n | k lost ranks per set |
 //! | [`NamXor`] | parity in a memory server, computed there | one lost rank per set |
 
-mod nam_xor;
+pub(crate) mod nam_xor;
 mod none;
 mod partner;
 mod reed_solomon;

@@ -141,6 +141,14 @@ impl NamXor {
 }
 
 fn connect(server: SocketAddr) -> Result<&'static Client> {
+    // The scheme lives as long as the job's checkpointing; the member borrows the client,
+    // so the client is given the life of the process.
+    Ok(Box::leak(Box::new(open_client(server)?)))
+}
+
+/// A client of `server` (`NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS` from the environment),
+/// retrying a refused connection a few times.
+pub(crate) fn open_client(server: SocketAddr) -> Result<Client> {
     let mut config = ClientConfig::new(vec![server]);
     if let Ok(t) = std::env::var("NAM_TENANT") {
         config.tenant = t;
@@ -162,9 +170,7 @@ fn connect(server: SocketAddr) -> Result<&'static Client> {
             Err(e) => return Err(client_error("connecting")(e)),
         }
     };
-    // The scheme lives as long as the job's checkpointing; the member borrows the client,
-    // so the client is given the life of the process.
-    Ok(Box::leak(Box::new(client)))
+    Ok(client)
 }
 
 impl Redundancy for NamXor {
