@@ -178,6 +178,9 @@ pub struct CkptInfo {
     /// Microseconds the engine spent working (pulling, XOR, checksums) on the last
     /// finished epoch or restore, not counting waits for ranks to flag ready.
     pub last_job_busy_us: u64,
+    /// CPU time the server process spent in those steps, all its threads (µs): the
+    /// engine's work independent of what else shares the server's cores.
+    pub last_job_cpu_us: u64,
     /// Status of the last failure ([`crate::Status::Ok`] if none).
     pub last_status: crate::Status,
     /// The last failure, naming its cause (empty if none).
@@ -283,6 +286,7 @@ impl CkptReply {
                 w.u64(i.running_epoch);
                 w.u32(i.joined);
                 w.u64(i.last_job_busy_us);
+                w.u64(i.last_job_cpu_us);
                 w.u16(i.last_status.code());
                 w.str16(crate::message::truncate_utf8(&i.last_error, ERROR_TEXT_LEN_MAX));
             }
@@ -303,6 +307,7 @@ impl CkptReply {
                 running_epoch: r.u64("running_epoch")?,
                 joined: r.u32("joined")?,
                 last_job_busy_us: r.u64("last_job_busy_us")?,
+                last_job_cpu_us: r.u64("last_job_cpu_us")?,
                 last_status: {
                     let code = r.u16("last_status")?;
                     crate::Status::from_code(code).ok_or(DecodeError::UnknownStatus { code })?
@@ -356,6 +361,7 @@ mod tests {
             running_epoch: 10,
             joined: 3,
             last_job_busy_us: 1234,
+            last_job_cpu_us: 2345,
             last_status: Status::CkptTimeout,
             last_error: "rank 2".into(),
         };

@@ -21,7 +21,7 @@ mod reed_solomon;
 mod ring;
 mod xor;
 
-pub use nam_xor::NamXor;
+pub use nam_xor::{NamXor, ServerWork};
 pub use none::NoRedundancy;
 pub use partner::Partner;
 pub use reed_solomon::ReedSolomon;

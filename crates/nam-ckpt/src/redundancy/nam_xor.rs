@@ -39,6 +39,15 @@ struct Record {
     sizes: Vec<u64>,
 }
 
+/// The memory server's work on one epoch or restore.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerWork {
+    /// Wall seconds of its working steps (longer when other processes share its cores).
+    pub wall_seconds: f64,
+    /// CPU seconds of the server process (all threads) in those steps.
+    pub cpu_seconds: f64,
+}
+
 /// The `nam-xor` scheme, built over a communicator (collective).
 pub struct NamXor {
     set_comm: SimpleCommunicator,
@@ -225,12 +234,15 @@ impl NamXor {
         self.protect_staged(len, target, clock)
     }
 
-    /// Seconds the memory server worked (pulling, XOR, checksums) on this set's last
-    /// finished epoch or restore, waits for ranks excluded.
-    pub fn server_busy_seconds(&self) -> Result<f64> {
+    /// What the memory server spent on this set's last finished epoch or restore (pulling,
+    /// XOR, checksums), waits for ranks excluded.
+    pub fn server_work(&self) -> Result<ServerWork> {
         let member = self.member.as_ref().ok_or_else(|| CkptError::Unrecoverable("NAM-XOR: not joined".into()))?;
         let info = member.query().map_err(client_error("query"))?;
-        Ok(info.last_job_busy_us as f64 * 1e-6)
+        Ok(ServerWork {
+            wall_seconds: info.last_job_busy_us as f64 * 1e-6,
+            cpu_seconds: info.last_job_cpu_us as f64 * 1e-6,
+        })
     }
 
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in

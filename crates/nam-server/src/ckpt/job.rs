@@ -120,6 +120,8 @@ pub struct Job {
     pub started: Instant,
     /// Time spent in steps that made progress: the engine's own work.
     pub busy: std::time::Duration,
+    /// CPU time of the server process (every thread) in those steps.
+    pub busy_cpu: std::time::Duration,
     pullers: Vec<Puller>,
     /// Contributions folded into each segment so far.
     counts: Vec<u32>,
@@ -176,6 +178,7 @@ impl Job {
             deadline,
             started: Instant::now(),
             busy: std::time::Duration::ZERO,
+            busy_cpu: std::time::Duration::ZERO,
             pullers,
             counts: vec![0; segments as usize],
             expected,

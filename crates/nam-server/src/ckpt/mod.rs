@@ -60,6 +60,7 @@ struct Group {
     last_error: String,
     last_status: Status,
     last_job_busy: Duration,
+    last_job_cpu: Duration,
     /// The client a running restore writes into an allocation of.
     restorer: Option<u64>,
 }
@@ -102,6 +103,7 @@ impl CkptEngine {
                     running_epoch: g.job.as_ref().map_or(0, |j| j.epoch),
                     joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
                     last_job_busy_us: g.last_job_busy.as_micros() as u64,
+                    last_job_cpu_us: g.last_job_cpu.as_micros() as u64,
                     last_status: g.last_status,
                     last_error: g.last_error.clone(),
                 }))
@@ -263,6 +265,7 @@ impl CkptEngine {
             last_error: String::new(),
             last_status: Status::Ok,
             last_job_busy: Duration::ZERO,
+            last_job_cpu: Duration::ZERO,
             restorer: None,
         };
         group.recover_from_pool(ctx.pool);
@@ -468,6 +471,14 @@ pub enum Reply {
     Alloc(AllocReply),
     /// To ready and destroy.
     Done,
+}
+
+/// CPU time of this process so far, every thread (the engine folds with a thread pool).
+fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Wakes the ranks sleeping on a control word (mapped into their processes through shared
@@ -685,11 +696,12 @@ impl Group {
             let message = "the replacement rank's buffer is gone".to_string();
             return (true, Some(self.fail(pool, JobFailure { status: Status::CkptRankFailed, message })));
         }
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), process_cpu_time());
         let result = job.step(pool, &sources, target);
         drop(sources);
         if matches!(result, Ok(true)) {
             job.busy += started.elapsed();
+            job.busy_cpu += process_cpu_time().saturating_sub(cpu);
         }
         let progressed = match result {
             Ok(progressed) => progressed,
@@ -729,6 +741,7 @@ impl Group {
     fn finish(&mut self, pool: &Pool) -> Option<Drain> {
         let job = self.job.as_ref().expect("finishing a job");
         self.last_job_busy = job.busy;
+        self.last_job_cpu = job.busy_cpu;
         match job.purpose {
             Purpose::Epoch => {
                 job.slot.set_state(pool, SlotState::Valid);
