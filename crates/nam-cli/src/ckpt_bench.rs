@@ -88,7 +88,8 @@ struct SchemeResult {
     redundancy_s: f64,
     /// Restart after one rank lost its data: local reads, rebuild, compare.
     restart_s: f64,
-    /// Lost rank's bytes over the rebuild time.
+    /// Lost rank's bytes over the rebuild time (from the moment every survivor has reloaded
+    /// its local checkpoint to the lost rank holding its bytes again, slowest rank).
     restore_gbps: f64,
     /// Checkpoint bytes of all ranks over the checkpoint time.
     aggregate_gbps: f64,
@@ -366,6 +367,9 @@ fn restart(
         let buffer = protector.buffer(len)?;
         read_local(&dir.join(format!("{name}.data")), buffer)?;
     }
+    // The restore's own time starts when every survivor has its data back (the lost rank
+    // would otherwise count the survivors' local reads); the restart time counts them.
+    comm.barrier();
     let rebuilt = protector.rebuild(have, len, &target)?;
     let ok = match rebuilt.data {
         Some(data) => data == expected,

@@ -445,8 +445,10 @@ impl Job {
             .enumerate()
             .map(|(i, ((rebuilt, parity), &(parity_crc, rank_crc)))| {
                 let s = first as usize + i;
-                rebuilt.copy_from_slice(&parity[..rebuilt.len()]);
-                let mut added = 0;
+                let n = rebuilt.len();
+                // Survivors covering the whole segment are XORed with the parity in one pass;
+                // shorter ones (implicitly zero-padded) after it.
+                let (mut whole, mut short) = (vec![&parity[..n]], Vec::new());
                 for &(r, segments, ref base) in &survivors {
                     if s as u64 >= segments {
                         continue;
@@ -456,10 +458,17 @@ impl Job {
                     let Some(data) = (unsafe { mapped_segment(base.0, sizes[r] as usize, seg as usize, s) }) else {
                         continue;
                     };
-                    let n = rebuilt.len().min(data.len());
-                    xor_into(&mut rebuilt[..n], &data[..n]);
-                    added += 1;
+                    if data.len() >= n {
+                        whole.push(&data[..n]);
+                    } else {
+                        short.push(data);
+                    }
                 }
+                xor_many(rebuilt, &whole);
+                for data in &short {
+                    xor_into(&mut rebuilt[..data.len()], data);
+                }
+                let added = (whole.len() - 1 + short.len()) as u32;
                 // The rebuilt segment's checksum covers the parity and every survivor at once:
                 // the parity's own checksum is computed only to name the cause of a mismatch.
                 if crc32c::crc32c(rebuilt) != rank_crc {
@@ -678,6 +687,33 @@ unsafe fn mapped_segment<'a>(base: *const u8, size: usize, seg: usize, s: usize)
     (len > 0).then(|| std::slice::from_raw_parts(base.add(at), len))
 }
 
+/// `dst = srcs[0] ^ srcs[1] ^ ...` (each source as long as `dst`), 64 bytes at a time in
+/// registers: each source is read once and `dst` written once, instead of one
+/// read-modify-write pass over `dst` per source.
+pub fn xor_many(dst: &mut [u8], srcs: &[&[u8]]) {
+    assert!(!srcs.is_empty() && srcs.iter().all(|s| s.len() == dst.len()), "xor_many needs equal lengths");
+    const BLOCK: usize = 64;
+    let blocks = dst.len() / BLOCK;
+    for (b, out) in dst.chunks_exact_mut(BLOCK).enumerate() {
+        let at = b * BLOCK;
+        let mut acc = [0u64; BLOCK / 8];
+        for src in srcs {
+            let block: &[u8; BLOCK] = src[at..at + BLOCK].try_into().expect("a whole block");
+            for (k, word) in acc.iter_mut().enumerate() {
+                *word ^= u64::from_ne_bytes(block[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+            }
+        }
+        for (k, word) in acc.iter().enumerate() {
+            out[8 * k..8 * k + 8].copy_from_slice(&word.to_ne_bytes());
+        }
+    }
+    let tail = blocks * BLOCK;
+    dst[tail..].copy_from_slice(&srcs[0][tail..]);
+    for src in &srcs[1..] {
+        xor_into(&mut dst[tail..], &src[tail..]);
+    }
+}
+
 /// `dst ^= src`, a word at a time (the compiler vectorises the loop).
 pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
@@ -694,7 +730,22 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::xor_into;
+    use super::{xor_into, xor_many};
+
+    #[test]
+    fn xor_many_matches_pairwise_xor_with_tails() {
+        for len in [0usize, 7, 64, 200, 4096 + 9] {
+            let srcs: Vec<Vec<u8>> =
+                (0..5u8).map(|k| (0..len).map(|i| (i as u8).wrapping_mul(31) ^ k.wrapping_mul(77)).collect()).collect();
+            let mut expect = srcs[0].clone();
+            for s in &srcs[1..] {
+                xor_into(&mut expect, s);
+            }
+            let mut out = vec![0xAAu8; len];
+            xor_many(&mut out, &srcs.iter().map(|s| &s[..]).collect::<Vec<_>>());
+            assert_eq!(out, expect, "length {len}");
+        }
+    }
 
     #[test]
     fn xor_handles_tails() {
