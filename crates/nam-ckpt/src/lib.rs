@@ -10,7 +10,8 @@
 //!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
 //!   CLC of seed 001, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
 //!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
-//! - Integrity ([`format`]): CRC32C per chunk, Reed-Solomon parity across RAM-level chunks.
+//! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
+//!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`).
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
@@ -70,9 +71,11 @@ pub mod level;
 mod mapped;
 pub mod node;
 pub mod policy;
+pub mod pq;
 pub mod redfile;
 pub mod redundancy;
 mod restart;
+mod stream_copy;
 pub mod wear;
 
 pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};
