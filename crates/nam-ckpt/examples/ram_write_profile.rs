@@ -1,5 +1,9 @@
 //! Times the RAM level's writer against memcpy of the same bytes, in one process
-//! (`cargo run --release -p nam-ckpt --example ram_write_profile -- [MiB] [dir]`).
+//! (`cargo run --release -p nam-ckpt --example ram_write_profile -- [MiB] [dir]`): medians of
+//! wall time and of CPU time (which leaves out time the process waited for a core on a loaded
+//! machine). `ONLY=par` or `ONLY=nopar` runs one of the two layouts (16+2 parity, none);
+//! `CHUNK=bytes` sets the chunk size (default 64 KiB). A profiling aid, not the benchmark:
+//! `nam ckpt-policy-bench` measures the target under MPI.
 
 use nam_ckpt::format::{self, ChunkParity, Footer, WriteOptions};
 use std::time::Instant;
@@ -40,43 +44,43 @@ fn main() {
         parity,
         fsync: false,
     };
-    let (mut copy, mut full, mut nopar, mut crc) = (vec![], vec![], vec![], vec![]);
-    let (mut cpu_par, mut cpu_nopar) = (vec![], vec![]);
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(30));
     let only = std::env::var("ONLY").unwrap_or_default();
+    // (wall, CPU) seconds of each layout's writes; memcpy and standalone CRC32C wall seconds.
+    let (mut par, mut nopar, mut copy, mut crc) = ((vec![], vec![]), (vec![], vec![]), vec![], vec![]);
     for _ in 0..40 {
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        pause();
         let t = Instant::now();
         dst.copy_from_slice(std::hint::black_box(&src));
         copy.push(t.elapsed().as_secs_f64());
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        let t = Instant::now();
-        let cpu = nam_ckpt::cpu::Stopwatch::start();
-        if only != "par" {
-            format::write(&path(false), &[&src], footer.clone(), &opts(None)).unwrap();
-            nopar.push(t.elapsed().as_secs_f64());
-            cpu_nopar.push(cpu.cpu_seconds());
-            std::fs::rename(path(false), spare(false)).unwrap();
+        for (with_parity, times) in [(false, &mut nopar), (true, &mut par)] {
+            if only == if with_parity { "nopar" } else { "par" } {
+                continue;
+            }
+            pause();
+            let parity = with_parity.then_some(ChunkParity { data: 16, parity: 2 });
+            let (t, cpu) = (Instant::now(), nam_ckpt::cpu::Stopwatch::start());
+            format::write(&path(with_parity), &[&src], footer.clone(), &opts(parity)).unwrap();
+            times.0.push(t.elapsed().as_secs_f64());
+            times.1.push(cpu.cpu_seconds());
+            std::fs::rename(path(with_parity), spare(with_parity)).unwrap();
         }
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        let t = Instant::now();
-        let cpu = nam_ckpt::cpu::Stopwatch::start();
-        if only != "nopar" {
-            format::write(&path(true), &[&src], footer.clone(), &opts(Some(ChunkParity { data: 16, parity: 2 })))
-                .unwrap();
-            full.push(t.elapsed().as_secs_f64());
-            cpu_par.push(cpu.cpu_seconds());
-            std::fs::rename(path(true), spare(true)).unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        pause();
         let t = Instant::now();
         std::hint::black_box(crc32c::crc32c(&src));
         crc.push(t.elapsed().as_secs_f64());
     }
-    let gbps = |s: f64| size as f64 / s / 1e9;
-    for width in [0usize; 0] {
+    let gbps = |s: Vec<f64>| size as f64 / median(s) / 1e9;
+    println!("memcpy                   {:.2} GB/s", gbps(copy));
+    for (name, (wall, cpu)) in [("16+2 parity", par), ("no parity", nopar)] {
+        if !wall.is_empty() {
+            println!("write, {name:<11} wall {:.2} GB/s, CPU {:.2} GB/s", gbps(wall), gbps(cpu));
+        }
+    }
+    println!("crc32c from memory       {:.2} GB/s", gbps(crc));
+    for width in [8192usize, 65536] {
         // Reed-Solomon 16+2 over one cached 1 MiB stripe, as many times as the data has stripes.
         let mut enc = reed_solomon_simd::ReedSolomonEncoder::new(16, 2, width).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(30));
         let t = Instant::now();
         for _ in 0..size >> 20 {
             for at in (0..65536).step_by(width) {
@@ -86,21 +90,7 @@ fn main() {
                 std::hint::black_box(enc.encode().unwrap().recovery(0));
             }
         }
-        println!("rs 16+2 w={width:<6} {:.2} GB/s (cached stripe)", gbps(t.elapsed().as_secs_f64()));
+        println!("reed-solomon 16+2, {width:>5} B columns, cached: {:.2} GB/s", gbps(vec![t.elapsed().as_secs_f64()]));
     }
-    println!("memcpy          {:.2} GB/s", gbps(median(copy.clone())));
-    if !full.is_empty() {
-        println!("write (parity)  {:.2} GB/s", gbps(median(full)));
-    }
-    if !nopar.is_empty() {
-        println!("write (no par)  {:.2} GB/s", gbps(median(nopar)));
-    }
-    if !cpu_par.is_empty() {
-        println!("write (parity) CPU  {:.2} GB/s", gbps(median(cpu_par)));
-    }
-    if !cpu_nopar.is_empty() {
-        println!("write (no par) CPU  {:.2} GB/s", gbps(median(cpu_nopar)));
-    }
-    println!("crc32c (DRAM)   {:.2} GB/s", gbps(median(crc)));
     let _ = std::fs::remove_dir_all(&dir);
 }

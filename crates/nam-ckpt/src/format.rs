@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! data (the protected regions, concatenated in id order)
-//! parity chunks (RAM level: p Reed-Solomon chunks per stripe of d data chunks), or none
-//! footer (JSON: name, version, ranks, regions, chunk size, CRC32C of every chunk)
+//! parity chunks (RAM level: p chunks per stripe of d data chunks, P+Q for p <= 2 and
+//!               d <= 255, else Reed-Solomon), or none
+//! footer (JSON: name, version, ranks, regions, chunk size, parity code, CRC32C of every chunk)
 //! u32 LE footer length, "NAMCKPT1"
 //! ```
 //! Every data and parity chunk carries a CRC32C. A chunk that fails it is an erasure: the
