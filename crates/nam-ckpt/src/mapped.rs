@@ -217,8 +217,9 @@ struct Columns {
 
 impl Columns {
     fn new(par: ChunkParity, chunk: usize) -> Columns {
-        // A power of two of at least 64 that divides the chunk (a multiple of 64).
-        let width = 1 << chunk.trailing_zeros().min(13);
+        // A power of two of at least 64 that divides the chunk; the whole chunk when it is
+        // not a multiple of 64 (the code is column-wise only in whole 64-byte columns).
+        let width = if chunk.is_multiple_of(64) { 1 << chunk.trailing_zeros().min(13) } else { chunk };
         let enc = reed_solomon_simd::ReedSolomonEncoder::new(par.data, par.parity, width).expect("validated");
         Columns { par, enc, chunk, width, pad: vec![0u8; width] }
     }

@@ -202,12 +202,13 @@ pub fn rebuild(
         ([x], Some(p), _) => data[*x] = p.iter().zip(pp).map(|(a, b)| a ^ b).collect(),
         ([x], None, Some(q)) => data[*x] = q.iter().zip(qp).map(|(a, b)| div(a ^ b, coef(*x))).collect(),
         ([x, y], Some(p), Some(q)) => {
+            // P' = D_x ^ D_y and Q' = c_x D_x ^ c_y D_y, so D_x = (Q' ^ c_y P') / (c_x ^ c_y).
             let (cx, cy) = (coef(*x), coef(*y));
-            for i in 0..chunk {
-                let (pxy, qxy) = (p[i] ^ pp[i], q[i] ^ qp[i]);
-                let dx = div(qxy ^ mul(cy, pxy), cx ^ cy);
-                (data[*x][i], data[*y][i]) = (dx, pxy ^ dx);
-            }
+            let pxy: Vec<u8> = p.iter().zip(pp).map(|(a, b)| a ^ b).collect();
+            let qxy = q.iter().zip(qp).map(|(a, b)| a ^ b);
+            let dx: Vec<u8> = qxy.zip(&pxy).map(|(qxy, &pxy)| div(qxy ^ mul(cy, pxy), cx ^ cy)).collect();
+            data[*y] = pxy.iter().zip(&dx).map(|(a, b)| a ^ b).collect();
+            data[*x] = dx;
         }
         _ => {
             let good = usize::from(p.is_some()) + usize::from(q.is_some());
