@@ -2,14 +2,15 @@
 # Benchmark of the checkpoint library's placement policies (issue 4); regenerates
 # docs/benchmarks-ckpt-policy.md and its plots. Never edit that file by hand.
 #
-#   bench/ckpt-policy.sh                       # 2 ranks, 64 MiB per rank, 20 iterations
+#   bench/ckpt-policy.sh                       # 2 ranks, 64 MiB per rank, 20 iterations, 3 repeats
 #   RANKS=4 SIZE=32MiB ITERATIONS=10 bench/ckpt-policy.sh
 #
 # Measures, in one run on this machine (nam ckpt-policy-bench under mpirun):
 #   * seed 001's microbenchmark for always-RAM, always-SSD, static N:1, LE and LE+PLE:
-#     slowdown against a run without checkpoints (measured first), bytes per level, and
-#     the projected SSD lifetime (Eq. 4.2 at the end of each run);
-#   * the RAM level's write bandwidth against a plain memcpy of the same bytes;
+#     slowdown against runs without checkpoints right before and after each policy run,
+#     bytes per level, and the projected SSD lifetime (Eq. 4.2 at the end of each run);
+#     the sequence is repeated REPEATS times and each policy reports its median repeat;
+#   * the RAM level's write bandwidth against a plain memcpy of the same bytes (alternating);
 #   * checkpoint time with an asynchronous L3 flush against none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.."
 RANKS="${RANKS:-2}"
 SIZE="${SIZE:-64MiB}"
 ITERATIONS="${ITERATIONS:-20}"
+REPEATS="${REPEATS:-3}"
 COMPUTE_MS="${COMPUTE_MS:-250}"
 RAM_DIR="${RAM_DIR:-/dev/shm/nam-ckpt-bench}"
 SSD_DIR="${SSD_DIR:-/var/tmp/nam-ckpt-bench}"
@@ -28,11 +30,13 @@ NAM="${CARGO_TARGET_DIR:-target}/release/nam"
 mkdir -p bench/out docs/img
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-args=(ckpt-policy-bench --size-per-rank "$SIZE" --iterations "$ITERATIONS" --compute-ms "$COMPUTE_MS"
+args=(ckpt-policy-bench --size-per-rank "$SIZE" --iterations "$ITERATIONS" --repeats "$REPEATS" --compute-ms "$COMPUTE_MS"
       --ram-dir "$RAM_DIR" --ssd-dir "$SSD_DIR" --flush-dir "$FLUSH_DIR")
-command_line="mpirun -np $RANKS nam ${args[*]}"
+command_line="mpirun --mca mpi_yield_when_idle 1 -np $RANKS nam ${args[*]}"
 start=$(date +%s)
-mpirun --oversubscribe --mca btl self,vader,tcp -np "$RANKS" "$NAM" "${args[@]}" \
+# Ranks waiting in MPI yield the CPU (mpi_yield_when_idle): this machine runs more processes
+# than it has cores, and a rank spinning in a collective would take CPU from one computing.
+mpirun --oversubscribe --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 -np "$RANKS" "$NAM" "${args[@]}" \
     --markdown bench/out/ckpt-policy.md --plot docs/img/ckpt-policy --json > bench/out/ckpt-policy.json
 elapsed=$(( $(date +%s) - start ))
 rm -rf "$RAM_DIR" "$SSD_DIR" "$FLUSH_DIR"

@@ -268,6 +268,7 @@ impl Checkpointer {
             chunk: 0,
             crcs: Vec::new(),
             parity: None,
+            parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
         let mut opts = self.write_options(level.kind);

@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! data (the protected regions, concatenated in id order)
-//! parity chunks (RAM level: p Reed-Solomon chunks per stripe of d data chunks), or none
-//! footer (JSON: name, version, ranks, regions, chunk size, CRC32C of every chunk)
+//! parity chunks (RAM level: p chunks per stripe of d data chunks, P+Q for p <= 2 and
+//!               d <= 255, else Reed-Solomon), or none
+//! footer (JSON: name, version, ranks, regions, chunk size, parity code, CRC32C of every chunk)
 //! u32 LE footer length, "NAMCKPT1"
 //! ```
 //! Every data and parity chunk carries a CRC32C. A chunk that fails it is an erasure: the
@@ -28,6 +29,29 @@ pub struct ChunkParity {
     pub parity: usize,
 }
 
+/// The erasure code of a file's chunk parity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParityCode {
+    /// Reed-Solomon (`reed_solomon_simd`): more than two parity chunks per stripe, or
+    /// stripes of more than [`crate::pq::MAX_DATA`] chunks (and files whose footer names no code).
+    #[default]
+    ReedSolomon,
+    /// P+Q ([`crate::pq`]): one or two parity chunks per stripe.
+    Pq,
+}
+
+impl ParityCode {
+    /// The code a writer uses for `parity`: P+Q where it applies, as it is several times cheaper.
+    pub fn for_parity(parity: ChunkParity) -> ParityCode {
+        if parity.parity <= 2 && parity.data <= crate::pq::MAX_DATA {
+            ParityCode::Pq
+        } else {
+            ParityCode::ReedSolomon
+        }
+    }
+}
+
 /// What the footer of a checkpoint file records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Footer {
@@ -50,6 +74,9 @@ pub struct Footer {
     pub crcs: Vec<u32>,
     /// Erasure parity, if any.
     pub parity: Option<ChunkParity>,
+    /// The code of the parity.
+    #[serde(default)]
+    pub parity_code: ParityCode,
     /// CRC32C of every parity chunk.
     pub parity_crcs: Vec<u32>,
 }
@@ -123,27 +150,35 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
         return Ok((crcs, Vec::new(), Vec::new()));
     };
     let mut parity = Vec::with_capacity(nchunks.div_ceil(par.data) * par.parity * chunk);
-    let mut enc = reed_solomon_simd::ReedSolomonEncoder::new(par.data, par.parity, chunk)
-        .map_err(|e| CkptError::Config(format!("chunk parity: {e}")))?;
-    let mut padded = vec![0u8; chunk];
     for stripe in 0..nchunks.div_ceil(par.data) {
-        for c in stripe * par.data..(stripe + 1) * par.data {
-            let bytes = if c < nchunks { stream.range(c * chunk, chunk, &mut scratch) } else { &[][..] };
-            if bytes.len() == chunk {
-                enc.add_original_shard(bytes).expect("shard count and size fit");
-            } else {
-                padded[..bytes.len()].copy_from_slice(bytes);
-                padded[bytes.len()..].fill(0);
-                enc.add_original_shard(&padded).expect("shard count and size fit");
+        let chunks = stripe * par.data..((stripe + 1) * par.data).min(nchunks);
+        let data: Vec<Vec<u8>> = chunks.map(|c| stream.range(c * chunk, chunk, &mut scratch).to_vec()).collect();
+        let mut views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        views.resize(par.data, &[]);
+        match ParityCode::for_parity(par) {
+            ParityCode::Pq => {
+                crate::pq::encode(chunk, &views).chunks(par.parity).for_each(|c| parity.extend_from_slice(c))
             }
-        }
-        let result = enc.encode().expect("all shards added");
-        for shard in result.recovery_iter() {
-            parity.extend_from_slice(shard);
+            ParityCode::ReedSolomon => rs_encode(par, chunk, &views, &mut parity)?,
         }
     }
     let parity_crcs = parity.chunks(chunk).map(crc32c::crc32c).collect();
     Ok((crcs, parity, parity_crcs))
+}
+
+/// Appends the Reed-Solomon parity of one stripe of (zero-padded) chunks to `out`.
+fn rs_encode(par: ChunkParity, chunk: usize, data: &[&[u8]], out: &mut Vec<u8>) -> Result<()> {
+    let mut enc = reed_solomon_simd::ReedSolomonEncoder::new(par.data, par.parity, chunk)
+        .map_err(|e| CkptError::Config(format!("chunk parity: {e}")))?;
+    let mut padded = vec![0u8; chunk];
+    for bytes in data {
+        padded[..bytes.len()].copy_from_slice(bytes);
+        padded[bytes.len()..].fill(0);
+        enc.add_original_shard(&padded).expect("shard count and size fit");
+    }
+    let result = enc.encode().expect("all shards added");
+    result.recovery_iter().for_each(|shard| out.extend_from_slice(shard));
+    Ok(())
 }
 
 /// Writes one checkpoint file from the regions `parts` (with `footer` filled in here).
@@ -176,6 +211,7 @@ fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOp
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;
+    footer.parity_code = opts.parity.map(ParityCode::for_parity).unwrap_or_default();
     footer.parity_crcs = parity_crcs;
     let tail = footer_bytes(&footer);
     let tmp = path.with_extension("tmp");
@@ -271,20 +307,22 @@ fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Res
                 good_parity.len()
             ));
         }
-        let mut originals = Vec::new();
-        for c in first..first + par.data {
-            if lost.contains(&c) {
-                continue;
-            }
-            let mut shard = vec![0u8; chunk];
-            if c < nchunks {
-                let end = ((c + 1) * chunk).min(total);
-                shard[..end - c * chunk].copy_from_slice(&data[c * chunk..end]);
-            }
-            originals.push((c - first, shard));
-        }
-        let restored = reed_solomon_simd::decode(par.data, par.parity, originals, good_parity)
+        // The stripe's chunks, zero-padded as the writer padded them.
+        let mut shards: Vec<Vec<u8>> = (first..first + par.data)
+            .map(|c| {
+                let mut shard = vec![0u8; chunk];
+                if c < nchunks {
+                    let end = ((c + 1) * chunk).min(total);
+                    shard[..end - c * chunk].copy_from_slice(&data[c * chunk..end]);
+                }
+                shard
+            })
+            .collect();
+        let local: Vec<usize> = lost.iter().map(|c| c - first).collect();
+        rebuild(footer.parity_code, par, &mut shards, &local, good_parity)
             .map_err(|e| format!("stripe {stripe}: {e}"))?;
+        let restored: std::collections::HashMap<usize, Vec<u8>> =
+            local.iter().map(|&i| (i, std::mem::take(&mut shards[i]))).collect();
         for c in lost {
             let shard = &restored[&(c - first)];
             let end = ((c + 1) * chunk).min(total);
@@ -295,6 +333,34 @@ fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Res
         }
     }
     Ok(())
+}
+
+/// Rebuilds the `lost` shards of one stripe (indices into `shards`) from its good parity
+/// chunks `(index, bytes)` with the file's code.
+fn rebuild(
+    code: ParityCode,
+    par: ChunkParity,
+    shards: &mut [Vec<u8>],
+    lost: &[usize],
+    good_parity: Vec<(usize, &[u8])>,
+) -> Result<(), String> {
+    let chunk = shards[0].len();
+    match code {
+        ParityCode::Pq => {
+            let find = |i: usize| good_parity.iter().find(|g| g.0 == i).map(|g| g.1);
+            crate::pq::rebuild(chunk, shards, lost, find(0), find(1))
+        }
+        ParityCode::ReedSolomon => {
+            let originals: Vec<(usize, &[u8])> =
+                (0..par.data).filter(|i| !lost.contains(i)).map(|i| (i, shards[i].as_slice())).collect();
+            let restored =
+                reed_solomon_simd::decode(par.data, par.parity, originals, good_parity).map_err(|e| e.to_string())?;
+            for &i in lost {
+                shards[i] = restored[&i].clone();
+            }
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -312,6 +378,7 @@ mod tests {
             chunk: 0,
             crcs: vec![],
             parity: None,
+            parity_code: ParityCode::default(),
             parity_crcs: vec![],
         }
     }
@@ -359,6 +426,49 @@ mod tests {
         raw[10] ^= 1;
         std::fs::write(&path, &raw).unwrap();
         assert!(matches!(read(&path), Err(CkptError::Corrupt(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Both codes, through both writers (the mapped one encodes Reed-Solomon column by column
+    /// and P+Q as the data streams by): the same bytes, and lost chunks come back.
+    #[test]
+    fn both_codes_agree_between_writers_and_repair() {
+        let dir = std::env::temp_dir().join(format!("nam-format-codes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.ckpt");
+        let chunk = 16384;
+        // 6.5 chunks in two regions split inside a chunk: a short last chunk, a short last stripe.
+        let a: Vec<u8> = (0..40_000u32).map(|i| (i * 31 + 7) as u8).collect();
+        let b: Vec<u8> = (0..66_496u32).map(|i| (i * 17 + 3) as u8).collect();
+        let whole: Vec<u8> = a.iter().chain(&b).copied().collect();
+        let mut footer = footer();
+        footer.regions = vec![(1, a.len() as u64), (2, b.len() as u64)];
+        for (par, code) in [
+            (ChunkParity { data: 4, parity: 2 }, ParityCode::Pq),
+            (ChunkParity { data: 4, parity: 1 }, ParityCode::Pq),
+            (ChunkParity { data: 3, parity: 3 }, ParityCode::ReedSolomon),
+        ] {
+            let opts = WriteOptions { chunk, parity: Some(par), fsync: false, mapped: false, recycle: None };
+            write(&path, &[&a, &b], footer.clone(), &opts).unwrap();
+            let streamed = std::fs::read(&path).unwrap();
+            write(&path, &[&a, &b], footer.clone(), &WriteOptions { mapped: true, ..opts }).unwrap();
+            let raw = std::fs::read(&path).unwrap();
+            assert!(raw == streamed, "{par:?}: the writers differ");
+            let loaded = read(&path).unwrap();
+            assert_eq!((loaded.footer.parity_code, &loaded.data), (code, &whole));
+            // Lose `parity` chunks of the first stripe, and one of the short last stripe.
+            let mut broken = raw.clone();
+            for c in 0..par.parity {
+                broken[c * chunk + 100] ^= 0x40;
+            }
+            broken[whole.len() - 1] ^= 1;
+            std::fs::write(&path, &broken).unwrap();
+            let loaded = read(&path).unwrap();
+            assert_eq!((loaded.data, loaded.repaired_chunks), (whole.clone(), par.parity + 1), "{par:?}");
+            broken[whole.len() + 10] ^= 1; // and the first stripe's first parity chunk: too many
+            std::fs::write(&path, &broken).unwrap();
+            assert!(matches!(read(&path), Err(CkptError::Corrupt(_))), "{par:?}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

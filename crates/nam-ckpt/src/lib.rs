@@ -13,7 +13,8 @@
 //! - Incremental checkpoints ([`incremental`], `[incremental]` in the configuration): a
 //!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and
 //!   memory-server levels, overlapping the copy with the application.
-//! - Integrity ([`format`]): CRC32C per chunk, Reed-Solomon parity across RAM-level chunks.
+//! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
+//!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`).
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
@@ -74,9 +75,11 @@ pub mod level;
 mod mapped;
 pub mod node;
 pub mod policy;
+pub mod pq;
 pub mod redfile;
 pub mod redundancy;
 mod restart;
+mod stream_copy;
 pub mod wear;
 
 pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};

@@ -1,16 +1,25 @@
 //! The RAM level's writer: one pass over the data through a shared mapping of the file.
 //!
-//! A RAM-level checkpoint is a copy into tmpfs. Through `write(2)` every page of a new file
-//! is allocated and zeroed before the copy, and CRC and parity then read the data again;
-//! here a retired file of the level is reused (its pages already exist), the data is copied
-//! chunk by chunk into the mapping, and each chunk's CRC32C and each stripe's parity are
-//! computed while the chunk is still in cache. Setting up and tearing down a mapping of a
-//! large file costs as much as the copy (page-table entries for every page), so the mapping
-//! of the last file is kept and reused when the recycled file is that same file (same inode
-//! and size): it survives the renames between versions.
+//! A RAM-level checkpoint is a copy into tmpfs, and its speed is set by the bytes it moves
+//! over the memory bus; the target is `memcpy`'s traffic (read the source once, write the
+//! file once). Through `write(2)` every page of a new file is allocated and zeroed before the
+//! copy, and separate CRC and parity passes read the data again. Here:
+//! - a retired file of the level is reused (its pages already exist) and overwritten in
+//!   place; the version is committed only by its marker, after the file is complete;
+//! - the data goes stripe by stripe, chunk by chunk: the source chunk is read once (for its
+//!   CRC32C, hardware-accelerated), then copied from the cache into the file with
+//!   non-temporal stores ([`crate::stream_copy`]: no read-for-ownership of the destination)
+//!   and handed to the stripe's parity encoder, which encodes from the cache;
+//! - setting up and tearing down a mapping of a large file costs as much as the copy
+//!   (page-table entries for every page), so the mapping of the last files is kept and reused
+//!   when the recycled file is that same file (same inode and size): it survives the renames
+//!   between versions.
 
 use crate::error::{CkptError, Result};
-use crate::format::{footer_bytes, parity_len, Footer, WriteOptions};
+use crate::format::{footer_bytes, parity_len, ChunkParity, Footer, ParityCode, WriteOptions};
+use crate::pq;
+use crate::stream_copy;
+use std::borrow::Cow;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -33,9 +42,10 @@ struct Cached {
     file: std::fs::File,
 }
 
-/// Mappings kept: the RAM level cycles through `keep` + 1 files, and a file being flushed
-/// adds one more.
-const CACHED_MAX: usize = 4;
+/// Mappings kept (least recently used go first): a checkpoint name cycles through `keep` + 1
+/// files at the RAM level, and files being flushed add more; this leaves room for two names
+/// with a flush in flight. A mapping only costs address space: the pages are the file's.
+const CACHED_MAX: usize = 8;
 
 static CACHE: std::sync::Mutex<Vec<Cached>> = std::sync::Mutex::new(Vec::new());
 
@@ -76,49 +86,168 @@ impl Drop for Mapping {
     }
 }
 
-/// Copies the parts into `out` chunk by chunk, computing CRCs and parity on the fly.
+/// Reads the concatenation of the regions front to back, chunk by chunk.
+struct Source<'a> {
+    parts: &'a [&'a [u8]],
+    part: usize,
+    at: usize,
+}
+
+impl<'a> Source<'a> {
+    /// The next `len` bytes: borrowed when they lie in one part, else gathered.
+    fn next(&mut self, len: usize) -> Cow<'a, [u8]> {
+        while self.part < self.parts.len() && self.at == self.parts[self.part].len() {
+            (self.part, self.at) = (self.part + 1, 0);
+        }
+        if let Some(bytes) = self.parts.get(self.part).and_then(|p| p.get(self.at..self.at + len)) {
+            self.at += len;
+            return Cow::Borrowed(bytes);
+        }
+        let mut gathered = Vec::with_capacity(len);
+        while gathered.len() < len {
+            let p = self.parts[self.part];
+            let n = (p.len() - self.at).min(len - gathered.len());
+            gathered.extend_from_slice(&p[self.at..self.at + n]);
+            self.at += n;
+            if self.at == p.len() {
+                (self.part, self.at) = (self.part + 1, 0);
+            }
+        }
+        Cow::Owned(gathered)
+    }
+}
+
+/// Bytes checksummed and then copied at a time: small enough that the copy reads them from
+/// the L1 cache, large enough for the CRC's three interleaved streams.
+const BLOCK: usize = 4096;
+
+/// Copies `src` into `dst` and returns its CRC32C: block by block, the CRC reads the
+/// source from memory, then the copy streams it from the cache to the file and the P+Q
+/// accumulator (if any) folds it in.
+fn copy_crc(dst: &mut [u8], src: &[u8], mut pq: Option<&mut pq::Accumulator>) -> u32 {
+    let mut crc = 0;
+    for (at, (d, s)) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)).enumerate() {
+        crc = crc32c::crc32c_append(crc, s);
+        stream_copy::copy(d, s);
+        if let Some(acc) = pq.as_deref_mut() {
+            acc.fold(at * BLOCK, s);
+        }
+    }
+    crc
+}
+
+/// The parity of the stripes being written.
+enum Parity {
+    /// P+Q, folded in as the data is copied.
+    Pq(pq::Accumulator, ChunkParity),
+    /// Reed-Solomon, encoded per stripe.
+    Rs(Columns),
+}
+
+/// Fills `out` (data, then parity) from the parts in one pass, stripe by stripe: each
+/// chunk's source is read from memory once, for its CRC32C, and, from the cache, streamed
+/// to the file and folded into the stripe's P+Q parity (Reed-Solomon parity, for more than
+/// two parity chunks, is encoded per stripe from the cache). Returns the CRC32C of every
+/// data and parity chunk.
 fn fill(out: &mut [u8], parts: &[&[u8]], total: usize, opts: &WriteOptions) -> (Vec<u32>, Vec<u32>) {
     let chunk = opts.chunk;
     let (data, parity) = out.split_at_mut(total);
     let mut crcs = Vec::with_capacity(total.div_ceil(chunk));
-    let (mut part, mut in_part) = (0usize, 0usize);
-    for dst in data.chunks_mut(chunk) {
-        let mut at = 0;
-        while at < dst.len() {
-            let src = &parts[part][in_part..];
-            let n = src.len().min(dst.len() - at);
-            dst[at..at + n].copy_from_slice(&src[..n]);
-            (at, in_part) = (at + n, in_part + n);
-            if in_part == parts[part].len() {
-                (part, in_part) = (part + 1, 0);
-            }
+    let mut parity_crcs = Vec::new();
+    let mut src = Source { parts, part: 0, at: 0 };
+    let per_stripe = opts.parity.map_or(1, |p| p.data);
+    let mut encoder = opts.parity.map(|p| match ParityCode::for_parity(p) {
+        ParityCode::Pq => Parity::Pq(pq::Accumulator::new(chunk), p),
+        ParityCode::ReedSolomon => Parity::Rs(Columns::new(p, chunk)),
+    });
+    let mut parity_out = parity.chunks_mut(chunk * opts.parity.map_or(1, |p| p.parity));
+    let mut sources = Vec::with_capacity(per_stripe);
+    for stripe in data.chunks_mut(chunk * per_stripe) {
+        sources.clear();
+        for dst in stripe.chunks_mut(chunk) {
+            let bytes = src.next(dst.len());
+            let acc = match encoder.as_mut() {
+                Some(Parity::Pq(acc, _)) => Some(acc),
+                _ => None,
+            };
+            crcs.push(copy_crc(dst, &bytes, acc));
+            sources.push(bytes);
         }
-        crcs.push(crc32c::crc32c(dst));
-    }
-    let Some(par) = opts.parity else {
-        return (crcs, Vec::new());
-    };
-    let mut enc = reed_solomon_simd::ReedSolomonEncoder::new(par.data, par.parity, chunk).expect("validated");
-    let mut pad = vec![0u8; chunk];
-    let stripes = data.chunks(chunk * par.data).zip(parity.chunks_mut(chunk * par.parity));
-    for (stripe, out) in stripes {
-        for c in 0..par.data {
-            let bytes = stripe.get(c * chunk..).map(|b| &b[..b.len().min(chunk)]).unwrap_or(&[]);
-            if bytes.len() == chunk {
-                enc.add_original_shard(bytes).expect("shard fits");
-            } else {
-                pad[..bytes.len()].copy_from_slice(bytes);
-                pad[bytes.len()..].fill(0);
-                enc.add_original_shard(&pad).expect("shard fits");
+        match encoder.as_mut() {
+            Some(Parity::Pq(acc, par)) => {
+                let out = parity_out.next().expect("parity space for every stripe");
+                finish_pq(acc, *par, &sources, out, &mut parity_crcs);
             }
-        }
-        let result = enc.encode().expect("all shards added");
-        for (dst, shard) in out.chunks_mut(chunk).zip(result.recovery_iter()) {
-            dst.copy_from_slice(shard);
+            Some(Parity::Rs(enc)) => {
+                let out = parity_out.next().expect("parity space for every stripe");
+                enc.encode(&sources, out, &mut parity_crcs);
+            }
+            None => {}
         }
     }
-    let parity_crcs = parity.chunks(chunk).map(crc32c::crc32c).collect();
+    stream_copy::fence();
     (crcs, parity_crcs)
+}
+
+/// Completes a stripe's P+Q (zeros for the bytes its chunks lack), writes it to `out` and
+/// appends its CRC32C, and starts the next stripe.
+fn finish_pq(acc: &mut pq::Accumulator, par: ChunkParity, sources: &[Cow<[u8]>], out: &mut [u8], crcs: &mut Vec<u32>) {
+    for i in 0..par.data {
+        acc.zeros(sources.get(i).map_or(0, |s| s.len()));
+    }
+    for (dst, p) in out.chunks_mut(out.len() / par.parity).zip(acc.chunks(par.parity)) {
+        crcs.push(crc32c::crc32c(p));
+        stream_copy::copy(dst, p);
+    }
+    acc.reset();
+}
+
+/// The stripe parity encoder. Reed-Solomon (as `reed_solomon_simd` implements it) works on
+/// each 64-byte column of the shards independently, so a stripe is encoded a column of
+/// `width` bytes at a time: the encoder's working set stays in the L1/L2 cache instead of
+/// holding a copy of the whole stripe, and the parity is the same as a whole-chunk encoding
+/// (the reader decodes whole chunks).
+struct Columns {
+    par: ChunkParity,
+    enc: reed_solomon_simd::ReedSolomonEncoder,
+    chunk: usize,
+    width: usize,
+    pad: Vec<u8>,
+}
+
+impl Columns {
+    fn new(par: ChunkParity, chunk: usize) -> Columns {
+        // A power of two of at least 64 that divides the chunk; the whole chunk when it is
+        // not a multiple of 64 (the code is column-wise only in whole 64-byte columns).
+        let width = if chunk.is_multiple_of(64) { 1 << chunk.trailing_zeros().min(13) } else { chunk };
+        let enc = reed_solomon_simd::ReedSolomonEncoder::new(par.data, par.parity, width).expect("validated");
+        Columns { par, enc, chunk, width, pad: vec![0u8; width] }
+    }
+
+    /// Encodes the stripe of `sources` (the last may be short or missing: zeros, as the reader
+    /// pads) into `out` (the stripe's parity chunks) and appends their CRC32C to `crcs`.
+    fn encode(&mut self, sources: &[Cow<[u8]>], out: &mut [u8], crcs: &mut Vec<u32>) {
+        let mut parity_crcs = vec![0u32; self.par.parity];
+        for at in (0..self.chunk).step_by(self.width) {
+            for i in 0..self.par.data {
+                let column = sources.get(i).and_then(|s| s.get(at..)).unwrap_or(&[]);
+                let column = &column[..column.len().min(self.width)];
+                if column.len() == self.width {
+                    self.enc.add_original_shard(column).expect("shard fits");
+                } else {
+                    self.pad[..column.len()].copy_from_slice(column);
+                    self.pad[column.len()..].fill(0);
+                    self.enc.add_original_shard(&self.pad).expect("shard fits");
+                }
+            }
+            let result = self.enc.encode().expect("all shards added");
+            for (p, shard) in result.recovery_iter().enumerate() {
+                parity_crcs[p] = crc32c::crc32c_append(parity_crcs[p], shard);
+                stream_copy::copy(&mut out[p * self.chunk + at..][..self.width], shard);
+            }
+        }
+        crcs.extend(parity_crcs);
+    }
 }
 
 /// Writes a checkpoint file through a mapping (see the module doc).
@@ -164,6 +293,7 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &Wri
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;
+    footer.parity_code = opts.parity.map(ParityCode::for_parity).unwrap_or_default();
     footer.parity_crcs = parity_crcs;
     let tail = footer_bytes(&footer);
     file.write_all_at(&tail, body as u64).map_err(|e| io("write", e))?;

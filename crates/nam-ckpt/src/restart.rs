@@ -153,6 +153,7 @@ impl Checkpointer {
             chunk: 0,
             crcs: Vec::new(),
             parity: None,
+            parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
         let opts = self.write_options(level.kind);
