@@ -3,9 +3,13 @@
 //! matches, and an idle timer; once the counter reaches the threshold, a match asks for the
 //! units (lines or pages) ahead of the demand, never more than `depth` beyond it.
 //!
-//! A match is a miss anywhere between the stream's next unit and the end of what it already
-//! prefetched: once prefetching works the demand stops missing inside the prefetched window,
-//! and its next miss is at the window's end.
+//! A stream must be confirmed before it prefetches anything: `threshold` misses each at
+//! exactly the unit after the previous one. Once confirmed, a match is a miss anywhere
+//! between the stream's next unit and the end of what it already prefetched (the demand
+//! stops missing inside the prefetched window, and its next miss is at the window's end,
+//! or inside it when the demand overtakes the prefetches). A stream that goes
+//! `timeout_misses` misses without a match is dropped with its window: its prefetches went
+//! unused, and a later miss in that old window must confirm a stream anew.
 
 use crate::config::PrefetchConfig;
 use std::ops::Range;
@@ -53,12 +57,14 @@ impl StreamPrefetcher {
         self.clock += 1;
         let clock = self.clock;
         let (threshold, timeout, depth) = (self.config.threshold, self.config.timeout_misses, self.config.depth as u64);
-        let hit = self.streams.iter().position(|s| s.valid && unit >= s.next && unit <= s.frontier.max(s.next));
+        let matches =
+            |s: &Stream| s.valid && (unit == s.next || (s.count >= threshold && unit > s.next && unit <= s.frontier));
+        let hit = self.streams.iter().position(matches);
         for (i, s) in self.streams.iter_mut().enumerate() {
             if Some(i) != hit {
                 s.idle += 1;
                 if s.idle > timeout {
-                    s.count = 0;
+                    s.valid = false;
                 }
             }
         }
@@ -120,6 +126,27 @@ mod tests {
         assert_eq!(p.on_miss(17, 1000), 18..22);
         // Bounded by the end of the address space.
         assert_eq!(p.on_miss(21, 23), 22..23);
+    }
+
+    #[test]
+    fn a_stream_whose_prefetches_go_unused_is_dropped() {
+        let mut p = StreamPrefetcher::new(PrefetchConfig {
+            depth: 8,
+            threshold: 2,
+            timeout_misses: 3,
+            streams: 2,
+            ..Default::default()
+        });
+        p.on_miss(100, 1000);
+        p.on_miss(101, 1000);
+        assert_eq!(p.on_miss(102, 1000), 103..111);
+        // The demand goes elsewhere (random misses) past the timeout...
+        for u in [500u64, 7, 900, 300] {
+            assert!(p.on_miss(u, 1000).is_empty());
+        }
+        // ...so a miss inside the old window does not prefetch without a new confirmation.
+        assert!(p.on_miss(105, 1000).is_empty());
+        assert!(p.on_miss(107, 1000).is_empty());
     }
 
     #[test]
