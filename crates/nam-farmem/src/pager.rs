@@ -34,7 +34,7 @@ use std::sync::Arc;
 /// Page size of the pager.
 pub const PAGE_BYTES: u64 = 4096;
 /// Most pages one eviction drops at once (one `madvise`, one TLB shootdown).
-pub const EVICT_RUN_MAX: u64 = 64;
+pub const EVICT_RUN_MAX: u64 = 16;
 /// Most pages one background prefetch installs with one `UFFDIO_COPY` before it looks for
 /// new faults again.
 pub const PREFETCH_RUN_MAX: u64 = 16;
