@@ -6,7 +6,7 @@ mod ckpt_support;
 mod common;
 
 use common::{ServerProcess, TRANSPORTS};
-use nam_client::{CkptMember, Client, GroupSpec, Status};
+use nam_client::{CkptMember, Client, GroupSpec, Restoring, Status};
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
 
@@ -40,23 +40,45 @@ fn checkpoint_all(members: &mut [CkptMember<'_>], epoch_seed: u64) -> u64 {
     epochs[0]
 }
 
-/// Rank `lost` restarts with no data: a fresh client joins with an empty buffer, asks for
-/// the restore, and fetches the rebuilt bytes. The survivors wait for the restore too, as
-/// the MPI layer has them do (over TCP, UCX emulates the server's GETs with messages that
-/// only a progressing rank answers).
-fn restore_rank(server: &ServerProcess, survivors: &[CkptMember<'_>], name: &str, ranks: u32, lost: u32) -> Vec<u8> {
+/// Rank `lost` restarts with no data: a fresh client joins, learns its recorded size, asks
+/// for the restore and gets the rebuilt bytes. `own`: the replacement asks for its own
+/// restore into its buffer (in place when the server maps it), else for an allocation it
+/// fetches from. The survivors wait for the restore too, as the MPI layer has them do (over
+/// TCP, UCX emulates the server's GETs with messages that only a progressing rank answers).
+/// Returns the bytes and whether the server wrote them straight into the buffer.
+fn restore_rank(
+    server: &ServerProcess,
+    survivors: &[CkptMember<'_>],
+    name: &str,
+    ranks: u32,
+    lost: u32,
+    own: bool,
+) -> (Vec<u8>, bool) {
     let client = server.client();
     let mut replacement = client.ckpt_join(&spec(name, ranks, lost), lost, 0).unwrap();
     let len = replacement.recorded_len();
-    let restored = replacement.restore(lost, 0).unwrap();
+    let restoring = if own {
+        replacement.resize(len as usize).unwrap();
+        replacement.restore_own(0).unwrap()
+    } else {
+        Restoring::Allocation(replacement.restore(lost, 0).unwrap())
+    };
+    let in_place = matches!(restoring, Restoring::InBuffer);
     std::thread::scope(|scope| {
         for s in survivors {
             scope.spawn(move || s.wait_restore(WAIT).unwrap());
         }
-        replacement.wait_restore(WAIT).unwrap();
+        match restoring {
+            Restoring::Allocation(restored) if !own => {
+                replacement.wait_restore(WAIT).unwrap();
+                replacement.fetch_restored(&restored, len).unwrap();
+            }
+            restoring => {
+                replacement.finish_restore(restoring, WAIT).unwrap();
+            }
+        }
     });
-    replacement.fetch_restored(&restored, len).unwrap();
-    replacement.buffer().to_vec()
+    (replacement.buffer().to_vec(), in_place)
 }
 
 #[test]
@@ -81,8 +103,13 @@ fn uneven_buffers_are_rebuilt_byte_for_byte_on_both_transports() {
                 let mut gone = members.remove(lost as usize);
                 gone.buffer_mut().unwrap().fill(0);
                 drop(gone);
-                let rebuilt = restore_rank(&server, &members, "uneven", ranks, lost);
+                // Rank 1 fetches from an allocation; the others ask for their own restore,
+                // which lands in their buffer in place over shared memory.
+                let own = lost != 1;
+                let (rebuilt, in_place) = restore_rank(&server, &members, "uneven", ranks, lost, own);
                 assert_eq!(rebuilt, expected, "rank {lost} over {transports}");
+                let mapped = !transports.starts_with("tcp") && sizes[lost as usize] > 0;
+                assert_eq!(in_place, own && mapped, "rank {lost} over {transports}: restored in place");
                 rebuilt
             };
             let rejoined = clients[lost as usize].ckpt_join(&spec("uneven", ranks, lost), lost, rebuilt.len()).unwrap();
@@ -133,7 +160,7 @@ fn a_rank_that_never_flags_ready_fails_the_epoch_by_name_and_the_previous_one_su
     let lost = members.remove(1);
     drop(lost);
     reload(&mut members, 1);
-    let rebuilt = restore_rank(&server, &members, "straggler", 3, 1);
+    let rebuilt = restore_rank(&server, &members, "straggler", 3, 1, true).0;
     assert_eq!(rebuilt, data(101, 50_000));
 }
 
@@ -168,7 +195,7 @@ fn a_rank_that_disconnects_during_generation_leaves_the_previous_epoch_restorabl
         m.wait(WAIT).unwrap();
     }
     reload(&mut members, 1);
-    let rebuilt = restore_rank(&server, &members, "dying", 3, 2);
+    let rebuilt = restore_rank(&server, &members, "dying", 3, 2, true).0;
     assert_eq!(rebuilt, data(102, 30_000));
 }
 
@@ -234,7 +261,7 @@ fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corr
         let lost = members.remove(2);
         drop(lost);
         reload(&mut members, 1);
-        assert_eq!(restore_rank(&server, &members, "persist", 3, 2), data(102, 40_000));
+        assert_eq!(restore_rank(&server, &members, "persist", 3, 2, false).0, data(102, 40_000));
     }
     server.terminate();
     // Flip one parity byte of every slot: a restore must refuse, never hand out wrong data.
@@ -251,7 +278,9 @@ fn server_killed_during_generation_restarts_with_the_last_epoch_and_detects_corr
     reload(&mut members, 1);
     let replacement_client = server.client();
     let replacement = replacement_client.ckpt_join(&spec("persist", 3, 2), 2, 0).unwrap();
-    let (status, message) = status_of(replacement.restore(2, 0));
+    // A restore with every survivor mapped checks each parity segment as it folds it, so the
+    // refusal comes with the request or with the wait.
+    let (status, message) = status_of(replacement.restore(2, 0).and_then(|_| replacement.wait_restore(WAIT)));
     assert_eq!(status, Status::CkptCorrupted, "{message}");
     assert!(message.contains("fails its checksum"), "{message}");
 }

@@ -9,7 +9,9 @@
 //! says the server has folded it into the parity. After a failure, the surviving ranks load
 //! their checkpoints back into their buffers and one rank asks for a
 //! [`CkptMember::restore`] of the lost one; the rebuilt bytes land in a server allocation the
-//! replacement reads ([`CkptMember::fetch_restored`]).
+//! replacement reads ([`CkptMember::fetch_restored`]). A replacement that asks itself
+//! ([`CkptMember::restore_own`]) gets them straight in its buffer when the server maps it,
+//! with no copy ([`CkptMember::finish_restore`]).
 
 use crate::allocation::Allocation;
 use crate::client::Client;
@@ -18,6 +20,15 @@ use nam_proto::ckpt::*;
 use nam_proto::{Reply, Request, Status};
 use nam_ucx::MemRegion;
 use std::time::{Duration, Instant};
+
+/// Where the server writes a restore this rank asked for ([`CkptMember::restore_own`]).
+#[derive(Debug)]
+pub enum Restoring {
+    /// Straight into this rank's group buffer (the server maps it).
+    InBuffer,
+    /// Into this allocation, copied into the buffer by [`CkptMember::finish_restore`].
+    Allocation(Allocation),
+}
 
 /// The group a rank joins and how the server pulls it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -337,7 +348,7 @@ impl<'c> CkptMember<'c> {
     pub fn query(&self) -> Result<CkptInfo> {
         match self.call(CkptRequest::Query { group_id: self.group_id }, "checkpoint query")? {
             Reply::Ckpt(CkptReply::Info(info)) => Ok(info),
-            _ => Err(Error::UnexpectedReply { addr: self.client.config.servers[self.spec.server], what: "query" }),
+            _ => Err(self.unexpected("query")),
         }
     }
 
@@ -353,14 +364,45 @@ impl<'c> CkptMember<'c> {
     /// [`CkptMember::wait_restore`]. Every other rank must stay joined and leave its buffer
     /// unchanged until then.
     pub fn restore(&self, lost_rank: u32, epoch: u64) -> Result<Allocation> {
-        let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch };
+        match self.request_restore(lost_rank, epoch, 0)? {
+            Restoring::Allocation(allocation) => Ok(allocation),
+            Restoring::InBuffer => Err(self.unexpected("restore")),
+        }
+    }
+
+    /// The replacement's restore: asks the server to rebuild this rank's own checkpoint of
+    /// `epoch` (0: the newest complete). The buffer must have this rank's size in that epoch
+    /// ([`CkptMember::recorded_len`] after the join, or [`CkptMember::resize`]). When the
+    /// server maps the buffer (same host) it writes the rebuilt bytes straight into it;
+    /// elsewhere into an allocation. Either way, finish with [`CkptMember::finish_restore`].
+    pub fn restore_own(&mut self, epoch: u64) -> Result<Restoring> {
+        self.ensure_idle()?;
+        self.request_restore(self.rank, epoch, CKPT_RESTORE_INTO_BUFFER)
+    }
+
+    /// Waits for a [`CkptMember::restore_own`] (at most `timeout`) and, if the server wrote
+    /// an allocation, copies it into the buffer and frees it. Returns the epoch restored.
+    pub fn finish_restore(&mut self, restoring: Restoring, timeout: Duration) -> Result<u64> {
+        let epoch = self.wait_restore(timeout)?;
+        if let Restoring::Allocation(allocation) = restoring {
+            self.fetch_restored(&allocation, self.len as u64)?;
+        }
+        Ok(epoch)
+    }
+
+    fn request_restore(&self, lost_rank: u32, epoch: u64, flags: u32) -> Result<Restoring> {
+        let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch, flags };
         let timeout = self.client.config.timeout;
         let mut inner = self.client.lock();
-        let reply = inner.call(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)?;
-        let Reply::Alloc(grant) = reply else {
-            return Err(Error::UnexpectedReply { addr: inner.links[self.spec.server].addr, what: "restore" });
-        };
-        inner.adopt(self.spec.server, grant)
+        match inner.call(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)? {
+            Reply::Alloc(grant) => inner.adopt(self.spec.server, grant).map(Restoring::Allocation),
+            Reply::Done => Ok(Restoring::InBuffer),
+            _ => Err(Error::UnexpectedReply { addr: inner.links[self.spec.server].addr, what: "restore" }),
+        }
+    }
+
+    fn unexpected(&self, what: &'static str) -> Error {
+        Error::UnexpectedReply { addr: self.client.config.servers[self.spec.server], what }
     }
 
     /// Waits until the running restore is finished (checksums verified), at most `timeout`.

@@ -51,7 +51,7 @@ mod reduce;
 mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
-pub use ckpt::{CkptMember, GroupSpec};
+pub use ckpt::{CkptMember, GroupSpec, Restoring};
 pub use client::{server_status, Client};
 pub use config::ClientConfig;
 pub use error::{Error, Result};

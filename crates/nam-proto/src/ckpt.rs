@@ -19,6 +19,11 @@ pub const KIND_CKPT_QUERY: u16 = 19;
 /// Request kind of [`CkptRequest::Destroy`].
 pub const KIND_CKPT_DESTROY: u16 = 20;
 
+/// Restore flag: the requester is the lost rank, joined with a buffer of its size; write the
+/// rebuilt bytes straight into that buffer when the server can reach it in place (the reply
+/// is then Done instead of an allocation).
+pub const CKPT_RESTORE_INTO_BUFFER: u32 = 1;
+
 /// Prefix of the pool allocations the engine keeps for a group (control words, parity
 /// slots); clients may not allocate, open or free names with this prefix themselves.
 pub const CKPT_NAME_PREFIX: &str = "ckpt:";
@@ -120,8 +125,9 @@ pub enum CkptRequest {
         epoch: u64,
     },
     /// Kind 18: rebuild rank `lost_rank`'s checkpoint of `epoch` (0: the newest complete)
-    /// from the other ranks' buffers and the parity; the reply names the region the result
-    /// is written to, completion is signalled in the restore word.
+    /// from the other ranks' buffers and the parity; the reply says where the result is
+    /// written (the requester's own group buffer, or a new allocation), completion is
+    /// signalled in the restore word.
     Restore {
         /// From the join reply.
         group_id: u64,
@@ -129,6 +135,8 @@ pub enum CkptRequest {
         lost_rank: u32,
         /// Epoch to restore, 0 for the newest complete.
         epoch: u64,
+        /// [`CKPT_RESTORE_INTO_BUFFER`] or 0.
+        flags: u32,
     },
     /// Kind 19: the group's state and last error.
     Query {
@@ -218,10 +226,11 @@ impl CkptRequest {
                 w.u32(*rank);
                 w.u64(*epoch);
             }
-            CkptRequest::Restore { group_id, lost_rank, epoch } => {
+            CkptRequest::Restore { group_id, lost_rank, epoch, flags } => {
                 w.u64(*group_id);
                 w.u32(*lost_rank);
                 w.u64(*epoch);
+                w.u32(*flags);
             }
             CkptRequest::Query { group_id } | CkptRequest::Destroy { group_id } => w.u64(*group_id),
         }
@@ -250,6 +259,7 @@ impl CkptRequest {
                 group_id: r.u64("group_id")?,
                 lost_rank: r.u32("lost_rank")?,
                 epoch: r.u64("epoch")?,
+                flags: r.u32("flags")?,
             },
             KIND_CKPT_QUERY => CkptRequest::Query { group_id: r.u64("group_id")? },
             KIND_CKPT_DESTROY => CkptRequest::Destroy { group_id: r.u64("group_id")? },
@@ -328,7 +338,7 @@ mod tests {
         for request in [
             CkptRequest::Join(join),
             CkptRequest::Ready { group_id: 7, rank: 1, epoch: 2 },
-            CkptRequest::Restore { group_id: 7, lost_rank: 1, epoch: 0 },
+            CkptRequest::Restore { group_id: 7, lost_rank: 1, epoch: 0, flags: CKPT_RESTORE_INTO_BUFFER },
             CkptRequest::Query { group_id: 7 },
             CkptRequest::Destroy { group_id: 7 },
         ] {
@@ -352,6 +362,15 @@ mod tests {
         for (kind, reply) in [(KIND_CKPT_JOIN, CkptReply::Joined(joined)), (KIND_CKPT_QUERY, CkptReply::Info(info))] {
             let bytes = Reply::Ckpt(reply.clone()).encode(kind, 11);
             assert_eq!(Reply::decode(&bytes).unwrap(), (kind, 11, Reply::Ckpt(reply)));
+        }
+    }
+
+    #[test]
+    fn a_restore_is_answered_with_an_allocation_or_in_place() {
+        let grant = AllocReply { handle: 1, size: 64, remote_addr: 4096, flags: 0, rkey: vec![4; 10] };
+        for reply in [Reply::Alloc(grant), Reply::Done] {
+            let bytes = reply.encode(KIND_CKPT_RESTORE, 3);
+            assert_eq!(Reply::decode(&bytes).unwrap(), (KIND_CKPT_RESTORE, 3, reply));
         }
     }
 

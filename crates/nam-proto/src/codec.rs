@@ -65,6 +65,10 @@ impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader { buf, pos: 0 }
     }
+    /// Whether every byte has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos == self.buf.len()
+    }
     fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
         let have = self.buf.len() - self.pos;
         if n > have {

@@ -588,7 +588,10 @@ fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             worker_address: r.bytes32("worker_address", WORKER_ADDRESS_LEN_MAX)?,
             host_id: r.str16("host_id", HOST_ID_LEN_MAX)?,
         }),
-        2 | 3 | 18 => Reply::Alloc(read_alloc_reply(r)?),
+        2 | 3 => Reply::Alloc(read_alloc_reply(r)?),
+        // A restore into the requester's own buffer has nothing to name: an empty body.
+        18 if r.at_end() => Reply::Done,
+        18 => Reply::Alloc(read_alloc_reply(r)?),
         4 | 6 | 7 | 17 | 20 => Reply::Done,
         16 | 19 => Reply::Ckpt(crate::ckpt::CkptReply::decode_body(kind, r)?),
         5 => Reply::Status(decode_status(r)?),

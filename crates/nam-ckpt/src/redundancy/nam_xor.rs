@@ -190,7 +190,12 @@ impl Redundancy for NamXor {
             None => Ok(()),
         };
         agree(&self.set_comm, staged, "staging the checkpoint")?;
-        self.rebuild_staged(data.is_some(), target, clock)
+        let mut rebuilt = self.rebuild_staged(data.is_some(), target, clock)?;
+        if data.is_none() && !rebuilt.lost.is_empty() {
+            // This trait hands the rebuilt bytes back; the staged form leaves them in place.
+            rebuilt.data = Some(self.member.as_ref().expect("restored").buffer().to_vec());
+        }
+        Ok(rebuilt)
     }
 
     fn discard(&mut self, target: &Target) -> Result<()> {
@@ -223,7 +228,8 @@ impl NamXor {
     }
 
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
-    /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none.
+    /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none: the lost rank finds the
+    /// rebuilt bytes in [`NamXor::buffer_mut`] afterwards ([`Rebuilt::data`] stays `None`).
     pub fn rebuild_buffer(&mut self, have: bool, target: &Target) -> Result<Rebuilt> {
         self.rebuild_staged(have, target, Stopwatch::start())
     }
@@ -282,36 +288,24 @@ impl NamXor {
         let json = record.as_ref().map(|r| serde_json::to_vec(r).expect("serializes")).unwrap_or_default();
         let record: Record = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &json))
             .map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?;
-        let joined = if have { self.ensure_joined() } else { self.ensure_buffer(0).map(|_| ()) };
+        // The replacement joins with a buffer of its recorded size: the server rebuilds
+        // straight into it when it maps it (same host), else into an allocation copied here.
+        let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
         agree(&self.set_comm, joined, "rejoining the group")?;
-        let requested = if me == l {
-            self.member
-                .as_ref()
-                .expect("joined")
-                .restore(l as u32, record.epoch)
-                .map(Some)
-                .map_err(client_error("restore"))
-        } else {
-            Ok(None)
-        };
-        let restored = agree(&self.set_comm, requested, "requesting the restore")?;
+        let member = self.member.as_mut().expect("joined");
+        let requested = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
+        let restoring = agree(&self.set_comm, requested.map_err(client_error("restore")), "requesting the restore")?;
         self.set_comm.barrier();
-        let member = self.member.as_ref().expect("joined");
-        let waited = member.wait_restore(SERVER_WAIT).map(|_| ()).map_err(client_error("restore"));
-        agree(&self.set_comm, waited, "rebuilding at the memory server")?;
-        let out = match restored {
-            Some(allocation) => {
-                // Straight from the server's restore allocation into the result: the group
-                // buffer gets the data again at the next protect.
-                let mut data = vec![0u8; record.sizes[l] as usize];
-                let fetched = self.client.get(&allocation, 0, &mut data).and_then(|()| self.client.free(&allocation));
-                fetched.map_err(client_error("fetching the rebuilt data"))?;
-                write_record(target, &record)?;
-                Some(data)
-            }
-            None => None,
+        let member = self.member.as_mut().expect("joined");
+        let waited = match restoring {
+            Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
+            None => member.wait_restore(SERVER_WAIT),
         };
-        Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+        agree(&self.set_comm, waited.map(|_| ()).map_err(client_error("restore")), "rebuilding at the memory server")?;
+        if me == l {
+            write_record(target, &record)?;
+        }
+        Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }
 
     /// A survivor whose buffer already holds its data must be joined with it.

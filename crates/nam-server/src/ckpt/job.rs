@@ -43,13 +43,45 @@ pub struct RankSource<'a> {
 pub enum Purpose {
     /// XOR of every rank's buffer into the slot's parity.
     Epoch,
-    /// Rebuild `lost` into the pool range at `target` from the parity and the survivors.
+    /// Rebuild `lost` from the parity and the survivors.
     Restore {
         /// The lost rank.
         lost: u32,
-        /// Pool offset of the rebuilt buffer.
-        target: u64,
+        /// Where the rebuilt bytes go.
+        into: RestoreInto,
     },
+}
+
+/// Where a restore writes the rebuilt buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreInto {
+    /// A pool allocation at this offset, which the requester reads afterwards.
+    Pool(u64),
+    /// The lost rank's own group buffer, mapped into the server (same host): no copy after.
+    RankBuffer,
+}
+
+/// The rebuilt buffer of a running restore: `len` bytes at `base`, resolved by the group at
+/// every step (a pool range, or the replacement rank's mapped buffer).
+#[derive(Debug, Clone, Copy)]
+pub struct RestoreTarget {
+    /// Byte 0 of the rebuilt buffer in this process.
+    pub base: *mut u8,
+    /// Its length: the lost rank's size in the restored epoch.
+    pub len: usize,
+}
+
+impl RestoreTarget {
+    /// `n` bytes at `at`.
+    ///
+    /// # Safety
+    /// The target must still be mapped (the group resolves it while its owner is joined) and
+    /// nothing else may access the range while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes(&self, at: usize, n: usize) -> &mut [u8] {
+        assert!(at + n <= self.len, "restore target range {at}+{n} beyond {}", self.len);
+        std::slice::from_raw_parts_mut(self.base.add(at), n)
+    }
 }
 
 struct Pending {
@@ -95,6 +127,11 @@ pub struct Job {
     expected: Vec<u32>,
     in_flight: usize,
     cursor: usize,
+    /// Restore with every survivor mapped: each segment is copied from the parity, folded
+    /// and verified in one pass while it is in cache (see [`Job::fuse_restore`]).
+    fused: bool,
+    /// The next segment a fused restore rebuilds.
+    fused_next: u64,
 }
 
 impl Job {
@@ -144,18 +181,31 @@ impl Job {
             expected,
             in_flight: in_flight as usize,
             cursor: 0,
+            fused: false,
+            fused_next: 0,
         }
     }
 
+    /// Makes this restore a single pass (every survivor is mapped): each segment of the
+    /// target is the parity segment XOR the survivors' segments, computed while it is in
+    /// cache and checked against both stored checksums right away, instead of a copy pass,
+    /// a fold pass and a verify pass over the whole buffer (a third of the memory traffic).
+    pub fn fuse_restore(&mut self) {
+        self.fused = matches!(self.purpose, Purpose::Restore { .. });
+    }
+
     /// Checks every parity segment the restore reads against its stored checksum and
-    /// copies the parity into the target, which the survivors are then folded into.
-    pub fn start_restore(&mut self, pool: &Pool) -> Result<(), JobFailure> {
-        let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
-        let (seg, lost_len) = (self.header.segment as usize, self.header.sizes[lost as usize] as usize);
+    /// copies the parity into the target, which the survivors are then folded into (a fused
+    /// restore does this segment by segment as it folds).
+    pub fn start_restore(&mut self, pool: &Pool, target: RestoreTarget) -> Result<(), JobFailure> {
+        if self.fused || !matches!(self.purpose, Purpose::Restore { .. }) {
+            return Ok(());
+        }
+        let seg = self.header.segment as usize;
         let parity_len = (self.counts.len() * seg).min(self.header.parity_len() as usize);
-        // SAFETY: the slot and the target are the engine's own allocations.
+        // SAFETY: the slot is the engine's own allocation, the target the job's alone.
         let parity = unsafe { pool.bytes_mut(self.slot.offset + self.header.data_at(), parity_len) };
-        let rebuilt = unsafe { pool.bytes_mut(target, lost_len) };
+        let rebuilt = unsafe { target.bytes(0, target.len) };
         let stored: Vec<u32> =
             (0..self.counts.len() as u64).map(|s| self.slot.load_crc(pool, self.header.parity_crc_at(), s)).collect();
         let bad =
@@ -200,7 +250,8 @@ impl Job {
 
     /// Whether every segment has every contribution.
     pub fn finished(&self) -> bool {
-        self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
+        (!self.fused || self.fused_next == self.counts.len() as u64)
+            && self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
     }
 
     /// Whether GETs are still in flight (their buffers must outlive them).
@@ -210,10 +261,16 @@ impl Job {
 
     /// Advances the job: issues GETs, folds completed segments. Returns whether anything
     /// happened. `sources[r]` is `None` for a rank that takes no part.
-    pub fn step(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
-        let mut busy = self.fold_direct(pool, sources)?;
+    /// `target` is the rebuilt buffer of a restore (`None` for an epoch).
+    pub fn step(
+        &mut self,
+        pool: &Pool,
+        sources: &[Option<RankSource<'_>>],
+        target: Option<RestoreTarget>,
+    ) -> Result<bool, JobFailure> {
+        let mut busy = self.fold_direct(pool, sources, target)?;
         busy |= self.issue(sources)?;
-        busy |= self.reap(pool)?;
+        busy |= self.reap(pool, target)?;
         Ok(busy)
     }
 
@@ -221,7 +278,15 @@ impl Job {
     /// as the seed's CR unit does: the ready ranks that have reached the same segment (a
     /// cohort) are folded together, segment by segment, so each parity segment is read and
     /// written once while it is in cache instead of once per rank; segments run in parallel.
-    fn fold_direct(&mut self, pool: &Pool, sources: &[Option<RankSource<'_>>]) -> Result<bool, JobFailure> {
+    fn fold_direct(
+        &mut self,
+        pool: &Pool,
+        sources: &[Option<RankSource<'_>>],
+        target: Option<RestoreTarget>,
+    ) -> Result<bool, JobFailure> {
+        if self.fused {
+            return self.fold_fused(pool, sources, target);
+        }
         let seg = self.header.segment as u64;
         let mapped: Vec<(usize, *const u8)> = sources
             .iter()
@@ -238,7 +303,7 @@ impl Job {
             mapped.into_iter().filter(|&(r, _)| self.pullers[r].next == first).collect();
         let window = (DIRECT_BUDGET_BYTES / seg / cohort.len() as u64).max(1);
         let end = cohort.iter().map(|&(r, _)| self.pullers[r].segments).max().unwrap_or(first).min(first + window);
-        self.fold_cohort(pool, &cohort, first, end);
+        self.fold_cohort(pool, &cohort, first, end, target)?;
         for &(r, _) in &cohort {
             let p = &mut self.pullers[r];
             let upto = p.segments.min(end);
@@ -249,21 +314,22 @@ impl Job {
     }
 
     /// Folds segments `first..end` of every rank of `cohort` (rank, mapped base address).
-    fn fold_cohort(&mut self, pool: &Pool, cohort: &[(usize, *const u8)], first: u64, end: u64) {
+    fn fold_cohort(
+        &mut self,
+        pool: &Pool,
+        cohort: &[(usize, *const u8)],
+        first: u64,
+        end: u64,
+        target: Option<RestoreTarget>,
+    ) -> Result<(), JobFailure> {
         let seg = self.header.segment as usize;
         let sizes = &self.header.sizes;
         // SAFETY: UCX mapped each rank's registered buffer of `sizes[r]` bytes at its base;
         // the ranks do not change them until their completion word (or the restore word) says
         // so. Slices are built per segment inside the bounds of the buffer.
-        let rank_segment = |r: usize, base: *const u8, s: usize| -> Option<&[u8]> {
-            let at = s * seg;
-            let len = (sizes[r] as usize).saturating_sub(at).min(seg);
-            (len > 0).then(|| unsafe { std::slice::from_raw_parts(base.add(at), len) })
-        };
-        struct Base(*const u8);
-        // SAFETY: the mapped buffers are only read, from any thread.
-        unsafe impl Sync for Base {}
-        let cohort: Vec<(usize, Base)> = cohort.iter().map(|&(r, b)| (r, Base(b))).collect();
+        let rank_segment =
+            |r: usize, base: *mut u8, s: usize| unsafe { mapped_segment(base, sizes[r] as usize, seg, s) };
+        let cohort: Vec<(usize, MappedBase)> = cohort.iter().map(|&(r, b)| (r, MappedBase(b as *mut u8))).collect();
         let range = first as usize..end as usize;
         let first_at = first as usize * seg;
         match self.purpose {
@@ -300,10 +366,11 @@ impl Job {
                     }
                 }
             }
-            Purpose::Restore { lost, target } => {
-                let lost_end = (end as usize * seg).min(self.header.sizes[lost as usize] as usize);
-                // SAFETY: the target is the restore allocation the engine owns until it finishes.
-                let rebuilt = unsafe { pool.bytes_mut(target + first_at as u64, lost_end - first_at) };
+            Purpose::Restore { .. } => {
+                let target = target.expect("a restore steps with its target");
+                let lost_end = (end as usize * seg).min(target.len);
+                // SAFETY: the target is the job's alone until it finishes.
+                let rebuilt = unsafe { target.bytes(first_at, lost_end - first_at) };
                 let added: Vec<u32> = rebuilt
                     .par_chunks_mut(seg)
                     .enumerate()
@@ -323,6 +390,104 @@ impl Job {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// One window of a fused restore (every survivor mapped): for each segment, the target
+    /// gets the parity segment (checked against its checksum), the survivors' segments are
+    /// XORed in, and the result is checked against the lost rank's checksum, all while the
+    /// segment is in cache. Segments run in parallel. Segments past every survivor's end are
+    /// the parity alone (implicit zero padding), so the job walks the target, not the ranks.
+    fn fold_fused(
+        &mut self,
+        pool: &Pool,
+        sources: &[Option<RankSource<'_>>],
+        target: Option<RestoreTarget>,
+    ) -> Result<bool, JobFailure> {
+        let total = self.counts.len() as u64;
+        let Purpose::Restore { lost, .. } = self.purpose else { return Ok(false) };
+        if self.fused_next == total {
+            return Ok(false);
+        }
+        let target = target.expect("a restore steps with its target");
+        let mut survivors = Vec::new();
+        for (r, p) in self.pullers.iter().enumerate().filter(|(_, p)| p.active) {
+            let base = sources[r].as_ref().and_then(|source| source.rkey.local_ptr(source.addr));
+            let base = base.ok_or_else(|| {
+                failure(Status::CkptRankFailed, format!("rank {r}'s buffer is no longer mapped for the restore"))
+            })?;
+            survivors.push((p.segments, MappedBase(base)));
+        }
+        let (seg, first) = (self.header.segment as u64, self.fused_next);
+        let window = (DIRECT_BUDGET_BYTES / seg / (survivors.len() as u64 + 1)).max(1);
+        let end = (first + window).min(total);
+        let (first_at, sizes) = ((first * seg) as usize, &self.header.sizes);
+        let parity_end = ((end * seg) as usize).min(self.header.parity_len() as usize);
+        // SAFETY: the slot is the engine's own allocation, only read here; the target is the
+        // job's alone until it finishes.
+        let parity = unsafe {
+            pool.bytes_mut(self.slot.offset + self.header.data_at() + first_at as u64, parity_end - first_at)
+        };
+        let rebuilt = unsafe { target.bytes(first_at, ((end * seg) as usize).min(target.len) - first_at) };
+        let stored: Vec<(u32, u32)> = (first..end)
+            .map(|s| {
+                let crc = |at| self.slot.load_crc(pool, at, s);
+                (crc(self.header.parity_crc_at()), crc(self.header.rank_crc_at(lost)))
+            })
+            .collect();
+        let survivor_ranks: Vec<usize> =
+            self.pullers.iter().enumerate().filter(|(_, p)| p.active).map(|(r, _)| r).collect();
+        let checked: Vec<Result<u32, String>> = rebuilt
+            .par_chunks_mut(seg as usize)
+            .zip(parity.par_chunks(seg as usize))
+            .zip(stored.par_iter())
+            .enumerate()
+            .map(|(i, ((rebuilt, parity), &(parity_crc, rank_crc)))| {
+                let s = first as usize + i;
+                if crc32c::crc32c(parity) != parity_crc {
+                    return Err(format!("parity segment {s} fails its checksum"));
+                }
+                rebuilt.copy_from_slice(&parity[..rebuilt.len()]);
+                let mut added = 0;
+                for (&r, (segments, base)) in survivor_ranks.iter().zip(&survivors) {
+                    if s as u64 >= *segments {
+                        continue;
+                    }
+                    // SAFETY: rank r's mapped buffer holds sizes[r] bytes; it does not change
+                    // until the restore word says so.
+                    let Some(data) = (unsafe { mapped_segment(base.0, sizes[r] as usize, seg as usize, s) }) else {
+                        continue;
+                    };
+                    let n = rebuilt.len().min(data.len());
+                    xor_into(&mut rebuilt[..n], &data[..n]);
+                    added += 1;
+                }
+                if crc32c::crc32c(rebuilt) != rank_crc {
+                    return Err(format!("rebuilt segment {s} of rank {lost} fails its checksum"));
+                }
+                Ok(added)
+            })
+            .collect();
+        for (s, added) in (first..end).zip(checked) {
+            self.counts[s as usize] += added.map_err(|cause| self.corrupted(&cause))?;
+        }
+        for p in self.pullers.iter_mut().filter(|p| p.active) {
+            p.next = p.segments.min(end);
+            p.done = p.next;
+        }
+        self.fused_next = end;
+        Ok(true)
+    }
+
+    /// The failure of a restore whose parity or rebuilt data fails a checksum.
+    fn corrupted(&self, cause: &str) -> JobFailure {
+        failure(
+            Status::CkptCorrupted,
+            format!(
+                "{cause} in epoch {}: a survivor's buffer or the parity differs from that epoch; not restoring",
+                self.epoch
+            ),
+        )
     }
 
     /// Posts GETs round-robin over the ready ranks until each has its window full.
@@ -367,7 +532,7 @@ impl Job {
     }
 
     /// Folds every completed GET.
-    fn reap(&mut self, pool: &Pool) -> Result<bool, JobFailure> {
+    fn reap(&mut self, pool: &Pool, target: Option<RestoreTarget>) -> Result<bool, JobFailure> {
         let mut busy = false;
         for r in 0..self.pullers.len() {
             let mut i = 0;
@@ -383,7 +548,7 @@ impl Job {
                     }
                     Some(Ok(())) => {
                         let done = self.pullers[r].pending.swap_remove(i);
-                        self.fold(pool, r as u32, done.segment, &done.buffer)?;
+                        self.fold(pool, r as u32, done.segment, &done.buffer, target)?;
                         self.pullers[r].done += 1;
                         self.pullers[r].spare.push(done.buffer);
                         busy = true;
@@ -415,7 +580,14 @@ impl Job {
     }
 
     /// Folds rank `r`'s segment `s` into the parity (epoch) or the rebuilt buffer (restore).
-    fn fold(&mut self, pool: &Pool, r: u32, s: u64, data: &[u8]) -> Result<(), JobFailure> {
+    fn fold(
+        &mut self,
+        pool: &Pool,
+        r: u32,
+        s: u64,
+        data: &[u8],
+        target: Option<RestoreTarget>,
+    ) -> Result<(), JobFailure> {
         match self.purpose {
             Purpose::Epoch => {
                 let (count, expected) = (self.counts[s as usize], self.expected[s as usize]);
@@ -426,11 +598,12 @@ impl Job {
                 }
                 self.counts[s as usize] += 1;
             }
-            Purpose::Restore { lost, target } => {
+            Purpose::Restore { lost, .. } => {
+                let target = target.expect("a restore steps with its target");
                 let (at, n) = self.segment_range(s, self.header.sizes[lost as usize]);
                 let n = n.min(data.len());
-                // SAFETY: the target is the restore allocation the engine owns until it finishes.
-                xor_into(unsafe { pool.bytes_mut(target + at, n) }, &data[..n]);
+                // SAFETY: the target is the job's alone until it finishes.
+                xor_into(unsafe { target.bytes(at as usize, n) }, &data[..n]);
                 self.counts[s as usize] += 1;
             }
         }
@@ -439,11 +612,14 @@ impl Job {
 
     /// After a restore's last segment: the rebuilt buffer must match the lost rank's
     /// checksums, or it is not handed out.
-    pub fn verify_restore(&self, pool: &Pool) -> Result<(), JobFailure> {
-        let Purpose::Restore { lost, target } = self.purpose else { return Ok(()) };
-        let (seg, len) = (self.header.segment as usize, self.header.sizes[lost as usize] as usize);
-        // SAFETY: the target is the engine's own allocation; read-only here.
-        let rebuilt = unsafe { pool.bytes_mut(target, len) };
+    pub fn verify_restore(&self, pool: &Pool, target: RestoreTarget) -> Result<(), JobFailure> {
+        let Purpose::Restore { lost, .. } = self.purpose else { return Ok(()) };
+        if self.fused {
+            return Ok(()); // every segment was checked as it was rebuilt
+        }
+        let seg = self.header.segment as usize;
+        // SAFETY: the target is the job's alone; read-only here.
+        let rebuilt = unsafe { target.bytes(0, target.len) };
         let stored: Vec<u32> =
             (0..self.counts.len() as u64).map(|s| self.slot.load_crc(pool, self.header.rank_crc_at(lost), s)).collect();
         let bad = rebuilt
@@ -481,6 +657,22 @@ fn fold_into_parity(parity: &mut [u8], data: &[u8], count: u32, expected: u32) -
         xor_into(&mut parity[..data.len()], data);
     }
     (crc, (count + 1 == expected).then(|| crc32c::crc32c(parity)))
+}
+
+/// A rank's buffer mapped into the server, shared by the threads that fold it.
+struct MappedBase(*mut u8);
+// SAFETY: the mapped buffers are only read, from any thread, while the job runs.
+unsafe impl Sync for MappedBase {}
+unsafe impl Send for MappedBase {}
+
+/// Segment `s` of a mapped buffer of `size` bytes at `base`, `None` past its end.
+///
+/// # Safety
+/// `base` must map `size` readable bytes that nobody writes while the slice lives.
+unsafe fn mapped_segment<'a>(base: *const u8, size: usize, seg: usize, s: usize) -> Option<&'a [u8]> {
+    let at = s * seg;
+    let len = size.saturating_sub(at).min(seg);
+    (len > 0).then(|| std::slice::from_raw_parts(base.add(at), len))
 }
 
 /// `dst ^= src`, a word at a time (the compiler vectorises the loop).

@@ -13,7 +13,7 @@ pub mod slot;
 
 use crate::manager::{Manager, Refusal};
 use crate::pool::Pool;
-use job::{Job, JobFailure, Purpose, RankSource};
+use job::{Job, JobFailure, Purpose, RankSource, RestoreInto, RestoreTarget};
 use nam_proto::ckpt::*;
 use nam_proto::limits::*;
 use nam_proto::{Alloc, AllocReply, Status, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
@@ -92,8 +92,8 @@ impl CkptEngine {
         match request {
             CkptRequest::Join(join) => self.join(ctx, client, join).map(Reply::Joined),
             CkptRequest::Ready { group_id, rank, epoch } => self.ready(ctx, client, group_id, rank, epoch),
-            CkptRequest::Restore { group_id, lost_rank, epoch } => {
-                self.restore(ctx, client, group_id, lost_rank, epoch).map(Reply::Alloc)
+            CkptRequest::Restore { group_id, lost_rank, epoch, flags } => {
+                self.restore(ctx, client, group_id, lost_rank, epoch, flags)
             }
             CkptRequest::Query { group_id } => {
                 let g = self.group(ctx, client, group_id)?;
@@ -313,7 +313,8 @@ impl CkptEngine {
         group_id: u64,
         lost: u32,
         epoch: u64,
-    ) -> Result<AllocReply, Refusal> {
+        flags: u32,
+    ) -> Result<Reply, Refusal> {
         let group = self.group(ctx, client, group_id)?;
         if lost >= group.ranks {
             return refuse(Status::InvalidArgument, format!("rank {lost} is not in a group of {}", group.ranks));
@@ -341,33 +342,59 @@ impl CkptEngine {
                 );
             }
         }
-        let lost_len = header.sizes[lost as usize].max(1);
-        let grant =
-            ctx.manager.allocate(client, &Alloc { size: lost_len, align: 4096, flags: 0, name: String::new() })?;
-        let target = grant.offset;
+        let lost_len = header.sizes[lost as usize];
+        // The replacement's own buffer when it asked for that and the server maps it (same
+        // host): the rebuilt bytes land where the application reads them, with no copy after.
+        let mapped = |r: u32| {
+            let peer = group.peers[r as usize].as_ref()?;
+            peer.rkey.as_ref()?.local_ptr(peer.addr).map(|base| (peer, base))
+        };
+        let in_place = flags & CKPT_RESTORE_INTO_BUFFER != 0
+            && mapped(lost).is_some_and(|(peer, _)| peer.client == client && peer.len == lost_len);
+        let fused = (0..group.ranks).filter(|&r| r != lost).all(|r| mapped(r).is_some());
+        let grant = if in_place {
+            None
+        } else {
+            let alloc = Alloc { size: lost_len.max(1), align: 4096, flags: 0, name: String::new() };
+            Some(ctx.manager.allocate(client, &alloc)?)
+        };
+        let into = grant.as_ref().map_or(RestoreInto::RankBuffer, |g| RestoreInto::Pool(g.offset));
         group.write_word(ctx.pool, CKPT_WORD_RESTORE, 0);
         let mut job = Job::new(
             epoch,
-            Purpose::Restore { lost, target },
+            Purpose::Restore { lost, into },
             slot,
             header,
             Instant::now() + group.timeout,
             group.in_flight,
         );
-        if let Err(f) = job.start_restore(ctx.pool) {
-            ctx.manager.free(client, grant.handle)?;
+        if fused {
+            job.fuse_restore();
+        }
+        let target = group.restore_target(ctx.pool, &job).expect("the target was resolved above");
+        if in_place {
+            // The replacement's pages are new: fault them in at once rather than one by one.
+            prefault(target.base, target.len, libc::MADV_POPULATE_WRITE);
+        }
+        if let Err(f) = job.start_restore(ctx.pool, target) {
+            if let Some(grant) = &grant {
+                ctx.manager.free(client, grant.handle)?;
+            }
             group.last_error = f.message.clone();
             group.last_status = f.status;
             return refuse(f.status, f.message);
         }
         group.job = Some(job);
         group.restorer = Some(client);
-        Ok(AllocReply {
-            handle: grant.handle,
-            size: grant.size,
-            remote_addr: ctx.pool.remote_addr(grant.offset),
-            flags: grant.flags,
-            rkey: ctx.pool.rkey().to_vec(),
+        Ok(match grant {
+            None => Reply::Done,
+            Some(grant) => Reply::Alloc(AllocReply {
+                handle: grant.handle,
+                size: grant.size,
+                remote_addr: ctx.pool.remote_addr(grant.offset),
+                flags: grant.flags,
+                rkey: ctx.pool.rkey().to_vec(),
+            }),
         })
     }
 
@@ -607,6 +634,25 @@ impl Group {
         Ok(())
     }
 
+    /// The rebuilt buffer of a restore job, where it is in this process now.
+    fn restore_target(&self, pool: &Pool, job: &Job) -> Option<RestoreTarget> {
+        Self::resolve_target(&self.peers, pool, job)
+    }
+
+    fn resolve_target(peers: &[Option<Peer>], pool: &Pool, job: &Job) -> Option<RestoreTarget> {
+        let Purpose::Restore { lost, into } = job.purpose else { return None };
+        let len = job.header.sizes[lost as usize] as usize;
+        let base = match into {
+            // SAFETY: the allocation is the requester's, of at least `len` bytes, in the pool.
+            RestoreInto::Pool(offset) => unsafe { pool.base_ptr().add(offset as usize) },
+            RestoreInto::RankBuffer => {
+                let peer = peers[lost as usize].as_ref()?;
+                peer.rkey.as_ref()?.local_ptr(peer.addr)?
+            }
+        };
+        Some(RestoreTarget { base, len })
+    }
+
     /// Advances the job: whether it progressed, and the GETs to drain if it failed.
     fn step(&mut self, pool: &Pool) -> (bool, Option<Drain>) {
         let Some(job) = self.job.as_mut() else { return (false, None) };
@@ -618,8 +664,13 @@ impl Group {
                 Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
             })
             .collect();
+        let target = Self::resolve_target(&self.peers, pool, job);
+        if matches!(job.purpose, Purpose::Restore { .. }) && target.is_none() {
+            let message = "the replacement rank's buffer is gone".to_string();
+            return (true, Some(self.fail(pool, JobFailure { status: Status::CkptRankFailed, message })));
+        }
         let started = Instant::now();
-        let result = job.step(pool, &sources);
+        let result = job.step(pool, &sources, target);
         drop(sources);
         if matches!(result, Ok(true)) {
             job.busy += started.elapsed();
@@ -677,7 +728,14 @@ impl Group {
                 );
             }
             Purpose::Restore { lost, .. } => {
-                if let Err(f) = job.verify_restore(pool) {
+                let verified = match self.restore_target(pool, job) {
+                    Some(target) => job.verify_restore(pool, target),
+                    None => Err(JobFailure {
+                        status: Status::CkptRankFailed,
+                        message: "the replacement rank's buffer is gone".into(),
+                    }),
+                };
+                if let Err(f) = verified {
                     return Some(self.fail(pool, f));
                 }
                 self.write_word(pool, CKPT_WORD_RESTORE, CkptWord::done(job.epoch).0);
