@@ -9,6 +9,7 @@ mod cache_sweep;
 mod fault;
 mod memcached;
 mod report;
+mod saxpy_explicit;
 mod workloads;
 
 use crate::bench::server::LocalServer;
@@ -29,6 +30,8 @@ pub enum WorkloadKind {
     PointerChase,
     /// y = a*x + y (bandwidth).
     Saxpy,
+    /// SAXPY through the explicit API's streaming bulk reads and writes.
+    SaxpyExplicit,
     /// Friends-of-friends on a power-law graph (seed 004 Fig. 8.7).
     Fof,
     /// A 4 KiB remote page fault, one page at a time.
@@ -214,11 +217,15 @@ fn connect(addrs: &[SocketAddr], transport: Transport) -> Result<Arc<Client>> {
     Ok(Arc::new(Client::connect(config).context("connecting to the memory servers")?))
 }
 
+fn saxpy(scale: f64) -> workloads::Saxpy {
+    workloads::Saxpy { n: ((4.0 * 1048576.0 * scale) as usize).max(1024), passes: 4 }
+}
+
 fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
     let s = |n: f64| ((n * scale) as usize).max(1024);
     match kind {
         WorkloadKind::PointerChase => Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: 1 << 20 }),
-        WorkloadKind::Saxpy => Box::new(workloads::Saxpy { n: s(4.0 * 1048576.0), passes: 4 }),
+        WorkloadKind::Saxpy => Box::new(saxpy(scale)),
         WorkloadKind::Fof => {
             Box::new(workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) })
         }
@@ -328,6 +335,21 @@ fn run_workload(
                         preload: &preload,
                     };
                     let run = memcached::measure(&far, args.scale)?;
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
+            }
+        }
+        return Ok(runs);
+    }
+    if kind == WorkloadKind::SaxpyExplicit {
+        let w = saxpy(args.scale);
+        let local = run_local(&w);
+        for &n in counts {
+            for &fraction in &args.local_fraction {
+                for &p in &args.prefetch {
+                    let client = connect(&addrs[..n], transport)?;
+                    let run = saxpy_explicit::measure(client, (transport, n), &w, local, (fraction, p == OnOff::On))?;
                     report::progress(args, &run);
                     runs.push(run);
                 }

@@ -32,7 +32,8 @@ fn client(servers: &[ServerProcess]) -> Arc<Client> {
     Arc::new(Client::connect(config).expect("connect"))
 }
 
-/// Random reads and writes of random lengths, some whole lines, checked against a Vec.
+/// Random reads and writes of random lengths, some whole lines, checked against a Vec; a
+/// quarter of them through the streaming bulk calls, mixed with the cached ones.
 fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed: u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let size = model.len() as u64;
@@ -48,13 +49,22 @@ fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed:
         let addr =
             if i % 2 == 0 { rng.gen_range(0..size - len as u64) } else { (i as u64 * line) % (size - len as u64) };
         let (a, b) = (addr as usize, addr as usize + len);
+        let bulk = rng.gen_bool(0.25);
         if rng.gen_bool(0.5) {
             let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-            far.write(addr, &data).unwrap();
+            if bulk {
+                far.write_bulk(addr, &data).unwrap();
+            } else {
+                far.write(addr, &data).unwrap();
+            }
             model[a..b].copy_from_slice(&data);
         } else {
             let mut got = vec![0u8; len];
-            far.read(addr, &mut got).unwrap();
+            if bulk {
+                far.read_bulk(addr, &mut got).unwrap();
+            } else {
+                far.read(addr, &mut got).unwrap();
+            }
             assert_eq!(got, model[a..b], "read of {len} bytes at {addr:#x} differs from the model (op {i})");
         }
     }

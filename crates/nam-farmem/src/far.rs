@@ -13,6 +13,8 @@ use crate::stats::Stats;
 use nam_client::Client;
 use std::sync::Arc;
 
+mod bulk;
+
 /// Why a line is in a fetch batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {

@@ -10,10 +10,12 @@
 //! - [`FarMemory`] is the explicit way in: `read`/`write` at far addresses through a
 //!   set-associative cache ([`FarConfig`]: line size, ways, metadata cache, outstanding
 //!   misses) with random-not-MRU replacement, write-back, write-allocate, full-line writes
-//!   without a fetch, and the [`StreamPrefetcher`]; [`FarArray`] gives typed arrays.
+//!   without a fetch, and the [`StreamPrefetcher`]; [`FarArray`] gives typed arrays, and
+//!   `read_bulk`/`write_bulk` stream whole lines past the cache for sweeps over large arrays.
 //! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
-//!   missing pages are fetched from the servers, with write-protection to find dirty pages
-//!   and eviction that keeps the resident set within the budget.
+//!   missing pages are fetched from the servers by a busy-polling handler thread that also
+//!   installs prefetched pages in the background, with write-protection to find dirty pages
+//!   and batched eviction that keeps the resident set within the budget.
 //!
 //! ```no_run
 //! use nam_client::{Client, ClientConfig};

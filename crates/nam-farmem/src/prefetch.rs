@@ -3,9 +3,16 @@
 //! matches, and an idle timer; once the counter reaches the threshold, a match asks for the
 //! units (lines or pages) ahead of the demand, never more than `depth` beyond it.
 //!
-//! A match is a miss anywhere between the stream's next unit and the end of what it already
-//! prefetched: once prefetching works the demand stops missing inside the prefetched window,
-//! and its next miss is at the window's end.
+//! A stream must be confirmed before it prefetches anything: `threshold` misses each at
+//! exactly the unit after the previous one. Once confirmed, a match is a miss anywhere
+//! between the stream's next unit and the end of what it already prefetched (the demand
+//! stops missing inside the prefetched window, and its next miss is at the window's end,
+//! or inside it when the demand overtakes the prefetches). A stream that goes
+//! `timeout_misses` misses without a match is dropped with its window: its prefetches went
+//! unused, and a later miss in that old window must confirm a stream anew. A confirmed
+//! stream's window starts at four units and doubles with each match up to `depth` (as
+//! Linux's readahead grows its window), so short streams, like the short neighbour lists of
+//! a graph, prefetch little past their end.
 
 use crate::config::PrefetchConfig;
 use std::ops::Range;
@@ -23,7 +30,13 @@ struct Stream {
     idle: u32,
     /// For least-recently-matched replacement.
     last_use: u64,
+    /// Units it asks for ahead of the demand now: starts at [`WINDOW_START`] and doubles
+    /// with every match up to the depth, so a short stream (a short list) wastes little.
+    window: u64,
 }
+
+/// First window of a confirmed stream.
+const WINDOW_START: u64 = 4;
 
 /// A stream table; see the module documentation.
 #[derive(Debug, Clone)]
@@ -53,19 +66,29 @@ impl StreamPrefetcher {
         self.clock += 1;
         let clock = self.clock;
         let (threshold, timeout, depth) = (self.config.threshold, self.config.timeout_misses, self.config.depth as u64);
-        let hit = self.streams.iter().position(|s| s.valid && unit >= s.next && unit <= s.frontier.max(s.next));
+        let matches =
+            |s: &Stream| s.valid && (unit == s.next || (s.count >= threshold && unit > s.next && unit <= s.frontier));
+        let hit = self.streams.iter().position(matches);
         for (i, s) in self.streams.iter_mut().enumerate() {
             if Some(i) != hit {
                 s.idle += 1;
                 if s.idle > timeout {
-                    s.count = 0;
+                    s.valid = false;
                 }
             }
         }
         let Some(i) = hit else {
             let victim = (0..self.streams.len()).min_by_key(|&i| (self.streams[i].valid, self.streams[i].last_use));
             let s = &mut self.streams[victim.expect("at least one stream")];
-            *s = Stream { valid: true, next: unit + 1, frontier: unit + 1, count: 0, idle: 0, last_use: clock };
+            *s = Stream {
+                valid: true,
+                next: unit + 1,
+                frontier: unit + 1,
+                count: 0,
+                idle: 0,
+                last_use: clock,
+                window: 0,
+            };
             return 0..0;
         };
         let s = &mut self.streams[i];
@@ -77,8 +100,9 @@ impl StreamPrefetcher {
             s.frontier = s.frontier.max(s.next);
             return 0..0;
         }
+        s.window = if s.window == 0 { WINDOW_START.min(depth) } else { (s.window * 2).min(depth) };
         let start = s.frontier.max(unit + 1).min(limit);
-        let end = (unit + 1 + depth).min(limit);
+        let end = (unit + 1 + s.window).min(limit);
         s.frontier = s.frontier.max(end);
         start..end.max(start)
     }
@@ -120,6 +144,39 @@ mod tests {
         assert_eq!(p.on_miss(17, 1000), 18..22);
         // Bounded by the end of the address space.
         assert_eq!(p.on_miss(21, 23), 22..23);
+    }
+
+    #[test]
+    fn the_window_grows_with_the_stream() {
+        let mut p = StreamPrefetcher::new(PrefetchConfig { depth: 64, threshold: 2, ..Default::default() });
+        p.on_miss(0, 1000);
+        p.on_miss(1, 1000);
+        assert_eq!(p.on_miss(2, 1000), 3..7);
+        assert_eq!(p.on_miss(7, 1000), 8..16);
+        assert_eq!(p.on_miss(16, 1000), 17..33);
+        assert_eq!(p.on_miss(33, 1000), 34..66);
+        assert_eq!(p.on_miss(66, 1000), 67..131);
+    }
+
+    #[test]
+    fn a_stream_whose_prefetches_go_unused_is_dropped() {
+        let mut p = StreamPrefetcher::new(PrefetchConfig {
+            depth: 8,
+            threshold: 2,
+            timeout_misses: 3,
+            streams: 2,
+            ..Default::default()
+        });
+        p.on_miss(100, 1000);
+        p.on_miss(101, 1000);
+        assert_eq!(p.on_miss(102, 1000), 103..107);
+        // The demand goes elsewhere (random misses) past the timeout...
+        for u in [500u64, 7, 900, 300] {
+            assert!(p.on_miss(u, 1000).is_empty());
+        }
+        // ...so a miss inside the old window does not prefetch without a new confirmation.
+        assert!(p.on_miss(105, 1000).is_empty());
+        assert!(p.on_miss(107, 1000).is_empty());
     }
 
     #[test]

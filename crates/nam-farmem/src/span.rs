@@ -70,22 +70,18 @@ impl SpanService {
         let mut ops: Vec<(usize, Op<'_>)> = Vec::with_capacity(requests.len());
         let mut first_error = None;
         for (addr, buf) in requests.iter_mut() {
-            let mut at = *addr;
             let mut rest: &mut [u8] = buf;
-            while !rest.is_empty() {
-                let p = table.locate(at);
-                let piece = (p.granule_left as usize).min(rest.len());
-                let (dst, tail) = std::mem::take(&mut rest).split_at_mut(piece);
+            for piece in pieces(&table, *addr, rest.len()) {
+                let (dst, tail) = std::mem::take(&mut rest).split_at_mut(piece.len);
                 rest = tail;
-                at += piece as u64;
-                let Some(alloc) = table.chunk(p.extent, p.server) else {
+                let Some(alloc) = table.chunk(piece.extent, piece.server) else {
                     dst.fill(0); // never written: zeros, no fetch
                     continue;
                 };
-                match self.client.get_nb(alloc, p.offset, dst) {
-                    Ok(op) => ops.push((p.server, op)),
+                match self.client.get_nb(alloc, piece.offset, dst) {
+                    Ok(op) => ops.push((piece.server, op)),
                     Err(e) => {
-                        first_error.get_or_insert(self.server_error(p.server, "span read", e));
+                        first_error.get_or_insert(self.server_error(piece.server, "span read", e));
                     }
                 }
             }
@@ -104,18 +100,16 @@ impl SpanService {
         self.check_span(addr, data.len() as u64)?;
         let mut table = self.table.lock();
         let mut done = 0usize;
-        while done < data.len() {
-            let p = table.locate(addr + done as u64);
-            let piece = (p.granule_left as usize).min(data.len() - done);
-            if table.chunk(p.extent, p.server).is_none() {
-                self.allocate(&mut table, p.extent, p.server)?;
+        for piece in pieces(&table, addr, data.len()) {
+            if table.chunk(piece.extent, piece.server).is_none() {
+                self.allocate(&mut table, piece.extent, piece.server)?;
             }
-            let alloc = table.chunk(p.extent, p.server).expect("allocated above");
+            let alloc = table.chunk(piece.extent, piece.server).expect("allocated above");
             self.unfenced.store(true, Ordering::Release);
             self.client
-                .put(alloc, p.offset, &data[done..done + piece])
-                .map_err(|e| self.server_error(p.server, "span write", e))?;
-            done += piece;
+                .put(alloc, piece.offset, &data[done..done + piece.len])
+                .map_err(|e| self.server_error(piece.server, "span write", e))?;
+            done += piece.len;
         }
         Ok(())
     }
@@ -173,4 +167,35 @@ impl SpanService {
     fn server_error(&self, server: usize, what: &'static str, source: nam_client::Error) -> Error {
         Error::Server { server, addr: self.client.config().servers[server], what, source: Box::new(source) }
     }
+}
+
+/// A stretch of far memory contiguous in one chunk of one server.
+struct Piece {
+    extent: usize,
+    server: usize,
+    offset: u64,
+    len: usize,
+}
+
+/// Cuts `[addr, addr + len)` into the stretches each contiguous in one chunk: consecutive
+/// interleaving granules that land next to each other on the same server (always, with one
+/// server) become one transfer, so a long span costs one GET or PUT per server.
+fn pieces(table: &ExtentTable, addr: u64, len: usize) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::new();
+    let mut at = addr;
+    let end = addr + len as u64;
+    while at < end {
+        let p = table.locate(at);
+        let n = p.granule_left.min(end - at) as usize;
+        match out.last_mut() {
+            Some(last)
+                if last.extent == p.extent && last.server == p.server && last.offset + last.len as u64 == p.offset =>
+            {
+                last.len += n
+            }
+            _ => out.push(Piece { extent: p.extent, server: p.server, offset: p.offset, len: n }),
+        }
+        at += n as u64;
+    }
+    out
 }

@@ -50,7 +50,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     let at_half =
         |w: WorkloadKind| runs.iter().filter(move |r| r.workload == w && r.prefetch && r.local_fraction == 0.5);
-    for (w, limit) in [(WorkloadKind::Saxpy, 1.25), (WorkloadKind::Fof, 1.6)] {
+    for (w, limit) in [(WorkloadKind::Saxpy, 1.25), (WorkloadKind::SaxpyExplicit, 1.25), (WorkloadKind::Fof, 1.6)] {
         for r in at_half(w) {
             lines.push(format!(
                 "{w:?} at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time (target <= {limit}x: {})",

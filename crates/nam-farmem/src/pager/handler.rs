@@ -1,0 +1,169 @@
+//! The fault handler thread: serves faults first, installs prefetched pages between them,
+//! and busy-polls the descriptor for a while after its last work before it sleeps.
+
+use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX};
+use crate::error::Result;
+use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Most prefetch windows waiting at once (one per stream is the usual case).
+const PENDING_MAX: usize = 16;
+
+impl Shared {
+    pub(super) fn serve(&self) {
+        let mut faults: Vec<Fault> = Vec::with_capacity(64);
+        let mut last_work = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            faults.clear();
+            if let Err(e) = self.uffd.read_faults(&mut faults) {
+                fatal(&format!("reading page faults: {e}"));
+            }
+            for f in &faults {
+                if let Err(e) = self.handle(f) {
+                    fatal(&format!("cannot serve the page fault at {:#x} of a far-memory region: {e}", f.address));
+                }
+            }
+            let prefetched = match self.prefetch_step() {
+                Ok(any) => any,
+                Err(e) => fatal(&format!("cannot prefetch pages of a far-memory region: {e}")),
+            };
+            if !faults.is_empty() || prefetched {
+                last_work = Instant::now();
+            } else if last_work.elapsed() < self.spin {
+                std::hint::spin_loop();
+            } else {
+                self.uffd.poll(100);
+                last_work = Instant::now() - self.spin; // one wake-up is not a busy phase
+            }
+        }
+    }
+
+    fn handle(&self, fault: &Fault) -> Result<()> {
+        let page = (fault.address - self.base) / PAGE_BYTES;
+        let addr = self.base + page * PAGE_BYTES;
+        let mut pages = self.state.lock();
+        let state = pages.state[page as usize];
+        if fault.flags & FAULT_WP != 0 {
+            return self.handle_write_protect(&mut pages, page, state);
+        }
+        if state != MISSING {
+            self.uffd.wake(addr, PAGE_BYTES); // installed by a prefetch meanwhile
+            return Ok(());
+        }
+        pages.stats.misses += 1;
+        pages.last_fault = page as u32;
+        // A page after a dirty one belongs to a writing stream: install it writable.
+        let dirty = fault.flags & FAULT_WRITE != 0 || (page > 0 && pages.state[page as usize - 1] == DIRTY);
+        self.fetch_install(&mut pages, page, 1, dirty)?;
+        let ahead = pages.prefetcher.on_miss(page, self.pages);
+        if !ahead.is_empty() {
+            queue(&mut pages, Pending { next: ahead.start, end: ahead.end, dirty });
+        }
+        Ok(())
+    }
+
+    fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
+        let addr = self.base + page * PAGE_BYTES;
+        if state != CLEAN {
+            self.uffd.wake(addr, PAGE_BYTES); // evicted or already dirty: retry the access
+            return Ok(());
+        }
+        // A writer moving sequentially (the page before is dirty) will write the clean
+        // pages after this one too: lift their protection with the same call.
+        let mut end = page + 1;
+        if page > 0 && pages.state[page as usize - 1] == DIRTY {
+            let limit = (page + pages.prefetcher.config().depth as u64).min(self.pages);
+            while end < limit && pages.state[end as usize] == CLEAN {
+                end += 1;
+            }
+        }
+        for p in page..end {
+            pages.state[p as usize] = DIRTY;
+        }
+        pages.stats.write_faults += 1;
+        self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false)
+    }
+
+    /// Installs the next run of the oldest waiting prefetch window, at most
+    /// [`PREFETCH_RUN_MAX`] pages, never evicting for it the page just faulted. Returns
+    /// whether there was anything to do.
+    fn prefetch_step(&self) -> Result<bool> {
+        let mut pages = self.state.lock();
+        let room = (self.budget_pages / 2) as u64;
+        while let Some(mut p) = pages.pending.pop_front() {
+            while p.next < p.end && pages.state[p.next as usize] != MISSING {
+                p.next += 1;
+            }
+            if p.next >= p.end {
+                continue;
+            }
+            let mut end = p.next + 1;
+            let limit = p.end.min(p.next + PREFETCH_RUN_MAX.min(room.max(1)));
+            while end < limit && pages.state[end as usize] == MISSING {
+                end += 1;
+            }
+            let count = (end - p.next) as usize;
+            self.fetch_install(&mut pages, p.next, count, p.dirty)?;
+            pages.stats.prefetches += count as u64;
+            p.next = end;
+            if p.next < p.end {
+                pages.pending.push_front(p);
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Fetches the contiguous missing pages `first..first + count` and installs them with
+    /// one copy, read-only unless `dirty` (then they are dirty already).
+    fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
+        let bytes = count * PAGE_BYTES as usize;
+        self.make_room(pages, count)?;
+        let mut bounce = std::mem::take(&mut pages.bounce);
+        let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
+        pages.bounce = bounce;
+        result
+    }
+
+    fn fetch_install_with(
+        &self,
+        pages: &mut Pages,
+        first: u64,
+        count: usize,
+        dirty: bool,
+        bounce: &mut [u8],
+    ) -> Result<()> {
+        self.span.read(first * PAGE_BYTES, bounce)?;
+        let state = if dirty { DIRTY } else { CLEAN };
+        let dst = self.base + first * PAGE_BYTES;
+        let all = self.uffd.copy(dst, bounce.as_ptr(), bounce.len() as u64, !dirty, true)?;
+        for (i, p) in (first..first + count as u64).enumerate() {
+            if pages.state[p as usize] != MISSING {
+                continue;
+            }
+            // Some page of the run was already there: install the others one by one.
+            let src = bounce[i * PAGE_BYTES as usize..].as_ptr();
+            if all || self.uffd.copy(self.base + p * PAGE_BYTES, src, PAGE_BYTES, !dirty, true)? {
+                pages.state[p as usize] = state;
+                pages.position[p as usize] = pages.resident.len() as u32;
+                pages.resident.push(p as u32);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds a prefetch window, merged with a waiting one it continues or overlaps.
+fn queue(pages: &mut Pages, new: Pending) {
+    if let Some(p) = pages.pending.iter_mut().find(|p| new.next <= p.end && new.end >= p.next) {
+        p.next = p.next.min(new.next);
+        p.end = p.end.max(new.end);
+        p.dirty |= new.dirty;
+        return;
+    }
+    if pages.pending.len() >= PENDING_MAX {
+        pages.pending.pop_front();
+    }
+    pages.pending.push_back(new);
+}
