@@ -12,8 +12,10 @@ use rayon::prelude::*;
 use std::time::Instant;
 
 /// Bytes the direct (mapped) path folds per call to [`Job::step`], so one large epoch does
-/// not stall the server's other clients.
-const DIRECT_BUDGET_BYTES: u64 = 2 << 20;
+/// not stall the server's other clients (about 2 ms of work). Large enough that a cohort of
+/// many ranks still gets several segments per step to spread over the cores: at 2 MiB, 8
+/// ranks and 256 KiB segments made one segment per step, folded on one core.
+const DIRECT_BUDGET_BYTES: u64 = 16 << 20;
 
 /// Why a job failed: the status every rank's word gets and the message naming the cause.
 #[derive(Debug, Clone)]
