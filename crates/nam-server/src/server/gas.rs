@@ -133,7 +133,8 @@ impl Server {
     pub(super) fn poll_reductions(&mut self) -> bool {
         let pool = &self.pool;
         let mut any = false;
-        for group in self.reducer.groups_mut().filter(|g| !g.broken) {
+        let manager = &self.manager;
+        for group in self.reducer.groups_mut().filter(|g| !g.broken && manager.is_live(g.handle)) {
             let ranks = group.layout.ranks as u64;
             let (arrived, claimed) =
                 (pool.word(group.pool_offset + GROUP_ARRIVED_AT), pool.word(group.pool_offset + GROUP_CLAIMED_AT));
@@ -170,8 +171,11 @@ impl Server {
     }
 
     fn set_asleep(&mut self, value: u64) {
-        let pool = &self.pool;
-        for group in self.reducer.groups_mut() {
+        let (pool, manager) = (&self.pool, &self.manager);
+        // Only groups whose memory is still theirs: a broken group's allocation may have
+        // been freed and handed to another group (writing this flag there corrupted its
+        // deposits: allreduce results differed from MPI's under `nam bench allreduce`).
+        for group in self.reducer.groups_mut().filter(|g| !g.broken && manager.is_live(g.handle)) {
             pool.word(group.pool_offset + GROUP_ASLEEP_AT).store(value, Ordering::SeqCst);
         }
     }
