@@ -277,6 +277,14 @@ impl<'c> CkptMember<'c> {
             return Ok(true);
         }
         let word = CkptWord(self.client.fetch(&self.control, 8 * (CKPT_WORD_RANK0 + self.rank as u64))?);
+        self.settle(word)
+    }
+
+    /// [`CkptMember::test`] on a value of this rank's control word already read.
+    fn settle(&mut self, word: CkptWord) -> Result<bool> {
+        if !self.in_flight {
+            return Ok(true);
+        }
         if word.epoch() != self.epoch {
             return Ok(false);
         }
@@ -293,9 +301,9 @@ impl<'c> CkptMember<'c> {
         let mut polls = 0u32;
         let own = CKPT_WORD_RANK0 + self.rank as u64;
         loop {
-            // Read before testing: a change after this read ends the sleep at once.
+            // The value tested is the one slept on: a change after this read ends the sleep.
             let seen = self.client.fetch(&self.control, 8 * own)?;
-            if self.test()? {
+            if self.settle(CkptWord(seen))? {
                 return Ok(self.epoch);
             }
             if Instant::now() >= deadline {
