@@ -2,7 +2,7 @@
 //! blocking incremental mode.
 
 use crate::error::{IncrError, StoreError};
-use crate::geometry::{LINES_PER_PAGE, PAGE_BYTES};
+use crate::geometry::LINES_PER_PAGE;
 use crate::pages::{COPYING, DIRTY};
 use crate::record::{changed_lines, lines_len, RecordBuilder};
 use crate::region::Region;
@@ -27,6 +27,8 @@ pub struct Batch {
     pub bytes: u64,
     /// Store a segment once it holds this many bytes.
     pub segment_bytes: usize,
+    /// Pages being copied (at most [`RUN_PAGES`]).
+    pub scratch: Vec<u8>,
 }
 
 impl Batch {
@@ -41,6 +43,7 @@ impl Batch {
             seq: 0,
             prefix: "seg".into(),
             bytes: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -92,32 +95,82 @@ pub struct CopyParams<'a> {
     pub consolidate: bool,
 }
 
-/// Copies page `page` of region `index`, which the caller moved to `COPYING`, into `batch`;
-/// the page ends `CLEAN` (still protected). On a read failure it ends `DIRTY`.
-pub fn copy_page(
+/// Most pages copied with one read (and, with the asynchronous tracker, released with one
+/// mprotect call).
+pub const RUN_PAGES: usize = 16;
+
+/// Copies pages `first..first + count` of region `index`, which the caller moved to
+/// `COPYING`, into `batch`: [`read_run`], then [`add_run`].
+pub fn copy_run(
     params: &CopyParams<'_>,
-    index: usize,
-    region: &Region,
-    page: usize,
+    (index, region): (usize, &Region),
+    (first, count): (usize, usize),
+    held: bool,
+    batch: &mut Batch,
+) -> Result<(), IncrError> {
+    read_run((index, region), (first, count), held, batch)?;
+    add_run(params, (index, region), (first, count), batch)
+}
+
+/// Reads pages `first..first + count` of region `index`, which the caller moved to
+/// `COPYING`, into `batch.scratch`; the pages end `CLEAN`. With `held` (they were `PENDING`)
+/// and the asynchronous tracker they are made writable again before they become `CLEAN`, so
+/// a write waiting for them goes on. On a read failure they end `DIRTY`.
+pub fn read_run(
+    (index, region): (usize, &Region),
+    (first, count): (usize, usize),
+    held: bool,
     batch: &mut Batch,
 ) -> Result<(), IncrError> {
     let table = region.table.expect("incremental modes track writes");
+    let pages = first..first + count;
+    let undo = || {
+        for page in pages.clone() {
+            table.transition(page, COPYING, DIRTY);
+            table.clear_urgent(page);
+        }
+    };
     if region.is_removed() {
-        table.transition(page, COPYING, DIRTY);
+        undo();
         return Err(IncrError::RegionRemoved(index, batch.interval));
     }
-    let range = region.geometry.page_range(page);
-    let mut buf = [0u8; PAGE_BYTES];
-    let bytes = &mut buf[..range.len()];
-    if let Err(source) = region.read(range.start, bytes) {
-        table.transition(page, COPYING, DIRTY);
-        table.clear_urgent(page);
-        return Err(IncrError::RegionUnreadable { region: index, offset: range.start, source });
+    let start = region.geometry.page_range(first).start;
+    let end = region.geometry.page_range(first + count - 1).end;
+    batch.scratch.resize(end - start, 0);
+    if let Err(source) = region.read(start, &mut batch.scratch) {
+        undo();
+        return Err(IncrError::RegionUnreadable { region: index, offset: start, source });
     }
-    // The copy is in our buffer: the application may write the page again.
-    table.transition(page, COPYING, crate::pages::CLEAN);
-    table.clear_urgent(page);
-    add_page(params, index, region, page, bytes, batch)
+    // The copy is in our buffer: the application may write the pages again.
+    if held && table.is_async() {
+        // A failure leaves them read-only; a write then faults, finds them CLEAN and retries,
+        // so only speed is lost. It cannot fail for a mapped range we protected ourselves.
+        let _ = table.unprotect(first, count);
+    }
+    for page in pages {
+        table.transition(page, COPYING, crate::pages::CLEAN);
+        table.clear_urgent(page);
+    }
+    Ok(())
+}
+
+/// Adds the pages [`read_run`] read to `batch` (their changed lines).
+pub fn add_run(
+    params: &CopyParams<'_>,
+    (index, region): (usize, &Region),
+    (first, count): (usize, usize),
+    batch: &mut Batch,
+) -> Result<(), IncrError> {
+    let buf = std::mem::take(&mut batch.scratch);
+    let start = region.geometry.page_range(first).start;
+    let mut result = Ok(());
+    for page in first..first + count {
+        let range = region.geometry.page_range(page);
+        let bytes = &buf[range.start - start..range.end - start];
+        result = result.and_then(|()| add_page(params, index, region, page, bytes, batch));
+    }
+    batch.scratch = buf;
+    result
 }
 
 /// Adds page `page`'s bytes (already read) to `batch`: the lines changed since the last copy,

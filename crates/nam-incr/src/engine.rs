@@ -17,7 +17,8 @@ use std::time::Instant;
 
 /// Closes `region`'s interval: dirty pages (every page when `full`) become `PENDING`, tagged
 /// `interval`, and are write-protected, one system call per run of adjacent pages. Edge pages
-/// are read now instead.
+/// are read now instead. The asynchronous tracker first collects the pages written since
+/// its last scan.
 fn close_region(
     index: usize,
     region: &Region,
@@ -27,6 +28,10 @@ fn close_region(
     snapshots: &mut Vec<(usize, usize, Vec<u8>)>,
 ) -> std::io::Result<()> {
     let table = region.table.expect("incremental modes track writes");
+    let _scan = table.scan_lock.lock();
+    if table.is_async() {
+        table.absorb_writes(&mut Vec::new())?;
+    }
     let mut run: Option<(usize, usize)> = None;
     for page in 0..=table.pages {
         let taken = page < table.pages && !region.is_edge(page) && {
@@ -127,7 +132,8 @@ impl Engine {
         // A used store (a restarted job's): continue after its checkpoints, and keep them as
         // the older ones, collected once newer ones are complete.
         let adopted = crate::restore::chains(&*store)?;
-        let tracker = config.mode.tracks().then(|| Tracker::start(config.tracker));
+        // Fork counts duplicated pages from faults, so it needs faults it can see.
+        let tracker = config.mode.tracks().then(|| Tracker::start(config.tracker, config.mode.incremental()));
         let shared = Shared {
             interval: adopted.last().map_or(1, |c| c.interval + 1),
             queue: VecDeque::new(),
@@ -200,7 +206,8 @@ impl Engine {
                 // Fork mode counts duplicated pages from faults, so it tracks page by page.
                 let around =
                     if self.inner.config.mode == Mode::Fork { 1 } else { self.inner.config.fault_around_pages };
-                let table = PageTable::new(start, geometry.pages(), tracker.uffd(), DIRTY, around);
+                let fds = (tracker.uffd(), tracker.pagemap());
+                let table = PageTable::new(start, geometry.pages(), fds, DIRTY, around);
                 match pages::publish(table) {
                     Some(t) => Some(t),
                     None => {
@@ -227,13 +234,15 @@ impl Engine {
             return Err(IncrError::UnknownRegion(index));
         }
         if let (Some(table), Some(tracker)) = (region.table, &self.tracker) {
-            pages::withdraw(table);
+            // Writable and unregistered first, so a write held meanwhile goes on and none
+            // faults after the table is gone.
+            tracker.unregister(region.span_start(), region.span_len());
             for page in 0..table.pages {
                 for state in [CLEAN, PROBATION, PENDING] {
                     table.transition(page, state, DIRTY);
                 }
             }
-            tracker.unregister(region.span_start(), region.span_len());
+            pages::withdraw(table);
         }
         self.inner.shared.lock().need_full = true;
         Ok(())
@@ -388,7 +397,9 @@ impl Engine {
         let metadata: usize = if self.inner.config.mode.incremental() {
             // Line hashes and page states, plus at most two batches (the early one and the
             // late one), each a record and a segment buffer (which grows only as filled).
-            let buffers = self.inner.config.record_bytes + self.inner.config.segment_bytes.min(region_bytes);
+            // Plus a run of pages being read (and the early sweep's bitmap of written pages).
+            let run = crate::copy::RUN_PAGES * PAGE_BYTES + region_bytes / PAGE_BYTES;
+            let buffers = self.inner.config.record_bytes + self.inner.config.segment_bytes.min(region_bytes) + run;
             regions.iter().map(|r| r.metadata_bytes()).sum::<usize>() + 2 * buffers
         } else if self.inner.config.mode == Mode::Fork {
             regions.iter().map(|r| r.geometry.pages() * 6).sum()

@@ -10,6 +10,14 @@
 //! - `PENDING`*: its content belongs to interval `tags[page]`, which is not persisted yet. A
 //!   write waits (and marks the page urgent, so the writer takes it next: queue jumping).
 //! - `COPYING`*: the writer is reading it right now.
+//!
+//! With the asynchronous userfaultfd tracker (`pagemap >= 0`) "protected" above means two
+//! things: every tracked page carries the kernel's write-protect bit, which a write clears
+//! without stopping (a minor fault), and which [`PageTable::absorb_writes`] reads and re-arms
+//! in one PAGEMAP_SCAN call, turning written pages `DIRTY`; only `PENDING` and `COPYING` pages
+//! are also mprotect'ed read-only, so that a write to them stops in the SIGSEGV handler until
+//! the writer has their previous version. `PROBATION` is not used: the scans tell which
+//! dirty pages stayed cold without protecting them.
 
 use crate::uffd;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -47,6 +55,10 @@ pub struct PageTable {
     pub urgent_count: AtomicUsize,
     /// userfaultfd descriptor, or -1 for mprotect tracking.
     pub uffd: i32,
+    /// `/proc/self/pagemap` of the asynchronous userfaultfd tracker, or -1.
+    pub pagemap: i32,
+    /// Serializes reading the written bits with closing an interval and with early copies.
+    pub scan_lock: parking_lot::Mutex<()>,
     /// Write faults taken.
     pub faults: AtomicU64,
     /// Nanoseconds writes spent waiting for `PENDING` pages.
@@ -58,8 +70,9 @@ pub struct PageTable {
 }
 
 impl PageTable {
-    /// A table for `pages` pages from `base`, every page `state`.
-    pub fn new(base: usize, pages: usize, uffd: i32, state: u8, fault_around: usize) -> PageTable {
+    /// A table for `pages` pages from `base`, every page `state`; `pagemap` is the
+    /// asynchronous tracker's (-1 for the others).
+    pub fn new(base: usize, pages: usize, (uffd, pagemap): (i32, i32), state: u8, fault_around: usize) -> PageTable {
         assert!(fault_around.is_power_of_two());
         PageTable {
             base,
@@ -69,13 +82,67 @@ impl PageTable {
             urgent: (0..pages).map(|_| AtomicBool::new(false)).collect(),
             urgent_count: AtomicUsize::new(0),
             uffd,
+            pagemap,
+            scan_lock: parking_lot::Mutex::new(()),
             faults: AtomicU64::new(0),
             stall_ns: AtomicU64::new(0),
             broken: AtomicBool::new(false),
-            fault_around,
+            fault_around: if pagemap >= 0 { 1 } else { fault_around },
         }
     }
 
+    /// Whether the kernel resolves tracking faults (the asynchronous userfaultfd tracker).
+    pub fn is_async(&self) -> bool {
+        self.pagemap >= 0
+    }
+
+    /// Whether writes to held pages stop in the SIGSEGV handler (mprotect), not userfaultfd.
+    pub fn holds_by_mprotect(&self) -> bool {
+        self.uffd < 0 || self.is_async()
+    }
+
+    /// Asynchronous tracker: reads which pages were written since the last call, re-arming
+    /// their write-protect bits, and makes them `DIRTY`. Appends the written page ranges
+    /// (`first..end` page indices) to `written`. A written page still held for the previous
+    /// interval (a write of another thread slipped in while it was being held) is waited for,
+    /// so its new content lands in this interval. Call with `scan_lock` held.
+    pub fn absorb_writes(&self, written: &mut Vec<(usize, usize)>) -> std::io::Result<()> {
+        let mut ranges = Vec::new();
+        uffd::pagemap_scan(self.pagemap, self.base, self.base + self.pages * PAGE, &mut ranges)?;
+        for (start, end) in ranges {
+            let (first, last) = ((start - self.base) / PAGE, (end - self.base) / PAGE);
+            self.faults.fetch_add((last - first) as u64, Ordering::Relaxed);
+            for page in first..last {
+                self.mark_written(page);
+            }
+            written.push((first, last));
+        }
+        Ok(())
+    }
+
+    fn mark_written(&self, page: usize) {
+        let started = monotonic_ns();
+        loop {
+            match self.states[page].load(Ordering::Acquire) {
+                DIRTY => return,
+                state @ (CLEAN | PROBATION) => {
+                    if self.transition(page, state, DIRTY) {
+                        return;
+                    }
+                }
+                _ if monotonic_ns() - started > FAULT_WAIT_MAX.as_nanos() as u64 => {
+                    self.broken.store(true, Ordering::Release);
+                    return;
+                }
+                _ => {
+                    if !self.urgent[page].swap(true, Ordering::AcqRel) {
+                        self.urgent_count.fetch_add(1, Ordering::AcqRel);
+                    }
+                    pause_briefly();
+                }
+            }
+        }
+    }
     /// Protects pages `[first, first + count)` against writes.
     pub fn protect(&self, first: usize, count: usize) -> std::io::Result<()> {
         self.set_protection(first, count, true)
@@ -89,7 +156,7 @@ impl PageTable {
     fn set_protection(&self, first: usize, count: usize, protect: bool) -> std::io::Result<()> {
         debug_assert!(first + count <= self.pages);
         let start = self.base + first * PAGE;
-        if self.uffd >= 0 {
+        if !self.holds_by_mprotect() {
             return uffd::write_protect(self.uffd, start, count * PAGE, protect);
         }
         let prot = if protect { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
@@ -132,6 +199,9 @@ fn pause_briefly() {
 /// first if its previous content is not persisted yet. Async-signal-safe.
 pub fn on_write_fault(table: &PageTable, addr: usize) {
     let page = (addr - table.base) / PAGE;
+    if table.is_async() {
+        return on_held_write(table, page);
+    }
     table.faults.fetch_add(1, Ordering::Relaxed);
     let started = monotonic_ns();
     let mut waited = false;
@@ -165,6 +235,36 @@ pub fn on_write_fault(table: &PageTable, addr: usize) {
     // A failure here leaves the page protected; the write faults again and retries.
     let _ = table.unprotect(page, 1);
     fault_around(table, page);
+}
+
+/// Asynchronous tracker: a write to a page held read-only (its previous version is not
+/// persisted yet) waits until the writer has copied it; the writer releases the page before
+/// marking it `CLEAN`, so the write goes on when the handler returns. Async-signal-safe.
+fn on_held_write(table: &PageTable, page: usize) {
+    let started = monotonic_ns();
+    let mut waited = false;
+    loop {
+        match table.states[page].load(Ordering::Acquire) {
+            PENDING | COPYING => {
+                if !waited && !table.urgent[page].swap(true, Ordering::AcqRel) {
+                    table.urgent_count.fetch_add(1, Ordering::AcqRel);
+                }
+                waited = true;
+                if monotonic_ns() - started > FAULT_WAIT_MAX.as_nanos() as u64 && table.transition(page, PENDING, DIRTY)
+                {
+                    table.broken.store(true, Ordering::Release);
+                    let _ = table.unprotect(page, 1);
+                    break;
+                }
+                pause_briefly();
+            }
+            // Released already (or being released: the write faults again and waits).
+            _ => break,
+        }
+    }
+    if waited {
+        table.stall_ns.fetch_add(monotonic_ns() - started, Ordering::Relaxed);
+    }
 }
 
 /// Releases the clean neighbours of `page` in its fault-around group too: a sweep or a stream

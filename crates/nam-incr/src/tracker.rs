@@ -1,5 +1,7 @@
-//! Choosing and running the write tracker: userfaultfd write-protection when the kernel lets
-//! us, else mprotect + SIGSEGV. Soft-dirty bits are not a fallback here: they only tell which
+//! Choosing and running the write tracker: asynchronous userfaultfd write-protection with
+//! PAGEMAP_SCAN when the kernel has it (6.7+; the incremental modes), synchronous userfaultfd
+//! write-protect faults served by a thread otherwise (and for fork, which counts faults), else
+//! mprotect + SIGSEGV. See docs/checkpoint.md, "Write tracking", for why. Soft-dirty bits are not a fallback here: they only tell which
 //! pages were written, they cannot hold a write back until its page is persisted, which the
 //! non-blocking modes need (and kernels built without CONFIG_MEM_SOFT_DIRTY, like this
 //! project's CI kernel, do not have them at all).
@@ -16,6 +18,10 @@ use std::thread::JoinHandle;
 pub enum TrackerKind {
     /// userfaultfd write-protect faults, served by a handler thread.
     Userfaultfd,
+    /// userfaultfd write-protection resolved by the kernel (`UFFD_FEATURE_WP_ASYNC`): a first
+    /// write is a minor fault, PAGEMAP_SCAN reads and re-arms the written bits in batches; pages
+    /// whose previous version is not persisted yet are held with mprotect + SIGSEGV.
+    UserfaultfdAsync,
     /// mprotect(PROT_READ) and a SIGSEGV handler.
     Mprotect,
 }
@@ -24,6 +30,7 @@ impl std::fmt::Display for TrackerKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             TrackerKind::Userfaultfd => "userfaultfd write-protect",
+            TrackerKind::UserfaultfdAsync => "userfaultfd async wp + PAGEMAP_SCAN",
             TrackerKind::Mprotect => "mprotect + SIGSEGV",
         })
     }
@@ -44,23 +51,44 @@ pub struct Tracker {
     kind: TrackerKind,
     fallback_reason: Option<String>,
     uffd: Option<OwnedFd>,
+    /// `/proc/self/pagemap`, for the asynchronous tracker.
+    pagemap: Option<OwnedFd>,
     stop: Arc<AtomicBool>,
     handler: Option<JoinHandle<()>>,
 }
 
 impl Tracker {
-    /// Starts the tracker `choice` asks for, falling back with a logged reason.
-    pub fn start(choice: TrackerChoice) -> Tracker {
-        let forced = std::env::var("NAM_INCR_TRACKER").map(|v| v == "mprotect").unwrap_or(false);
-        if choice == TrackerChoice::Mprotect || forced {
+    /// Starts the tracker `choice` asks for, falling back with a logged reason. With
+    /// `asynchronous` (the incremental modes) the kernel-resolved userfaultfd tracker is tried
+    /// first; `NAM_INCR_TRACKER=sync` skips it, `NAM_INCR_TRACKER=mprotect` forces mprotect.
+    pub fn start(choice: TrackerChoice, asynchronous: bool) -> Tracker {
+        let forced = std::env::var("NAM_INCR_TRACKER").unwrap_or_default();
+        if choice == TrackerChoice::Mprotect || forced == "mprotect" {
             install_segv_handler();
             return Tracker::mprotect(Some("mprotect requested".into()));
+        }
+        if asynchronous && forced != "sync" {
+            match uffd::open_wp_async().and_then(|fd| Ok((fd, uffd::open_pagemap()?))) {
+                Ok((fd, pagemap)) => {
+                    install_segv_handler();
+                    return Tracker {
+                        kind: TrackerKind::UserfaultfdAsync,
+                        fallback_reason: None,
+                        uffd: Some(fd),
+                        pagemap: Some(pagemap),
+                        stop: Arc::new(AtomicBool::new(false)),
+                        handler: None,
+                    };
+                }
+                Err(e) => log::info!("asynchronous userfaultfd write-protect unavailable ({e}); using faults"),
+            }
         }
         match uffd::open_wp() {
             Ok(fd) => {
                 let stop = Arc::new(AtomicBool::new(false));
                 let handler = spawn_handler(fd.as_raw_fd(), stop.clone());
-                Tracker { kind: TrackerKind::Userfaultfd, fallback_reason: None, uffd: Some(fd), stop, handler }
+                let kind = TrackerKind::Userfaultfd;
+                Tracker { kind, fallback_reason: None, uffd: Some(fd), pagemap: None, stop, handler }
             }
             Err(e) => {
                 let reason = if e.raw_os_error() == Some(libc::EPERM) {
@@ -83,6 +111,7 @@ impl Tracker {
             kind: TrackerKind::Mprotect,
             fallback_reason: reason,
             uffd: None,
+            pagemap: None,
             stop: Arc::new(AtomicBool::new(false)),
             handler: None,
         }
@@ -103,18 +132,30 @@ impl Tracker {
         self.uffd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }
 
+    /// `/proc/self/pagemap` of the asynchronous tracker, or -1.
+    pub fn pagemap(&self) -> i32 {
+        self.pagemap.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
     /// Registers a page-aligned span for tracking.
     pub fn register(&self, start: usize, len: usize) -> std::io::Result<()> {
         match self.kind {
-            TrackerKind::Userfaultfd => uffd::register(self.uffd(), start, len),
+            TrackerKind::Userfaultfd | TrackerKind::UserfaultfdAsync => uffd::register(self.uffd(), start, len),
             TrackerKind::Mprotect => Ok(()),
         }
     }
 
-    /// Stops tracking a span and leaves it writable.
+    /// Stops tracking a span and leaves it writable (a write held meanwhile goes on).
     pub fn unregister(&self, start: usize, len: usize) {
         match self.kind {
             TrackerKind::Userfaultfd => {
+                let _ = uffd::write_protect(self.uffd(), start, len, false);
+                let _ = uffd::unregister(self.uffd(), start, len);
+            }
+            TrackerKind::UserfaultfdAsync => {
+                // Writable first, so no write held by mprotect faults once the span is gone.
+                // SAFETY: the span was vouched for at `Engine::protect`; restores write access.
+                unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) };
                 let _ = uffd::write_protect(self.uffd(), start, len, false);
                 let _ = uffd::unregister(self.uffd(), start, len);
             }
@@ -168,7 +209,7 @@ static SEGV_ONCE: Once = Once::new();
 extern "C" fn segv_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SIGSEGV.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(table) = pages::lookup(addr).filter(|t| t.uffd < 0) {
+    if let Some(table) = pages::lookup(addr).filter(|t| t.holds_by_mprotect()) {
         pages::on_write_fault(table, addr);
         return;
     }

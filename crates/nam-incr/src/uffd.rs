@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const UFFD_API: u64 = 0xAA;
 const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
 const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
 // _IOWR(0xAA, 0x3F, struct uffdio_api), _IOWR(0xAA, 0x00, struct uffdio_register), ...
 const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
 const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
@@ -80,6 +81,18 @@ fn ioctl<T>(fd: i32, request: libc::c_ulong, arg: &mut T) -> io::Result<()> {
 /// `/dev/userfaultfd` (which is governed by file permissions instead of
 /// `vm.unprivileged_userfaultfd`). Returns the error of the system call when both fail.
 pub fn open_wp() -> io::Result<OwnedFd> {
+    open_with(UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_UNPOPULATED)
+}
+
+/// Opens a userfaultfd whose write-protect faults the kernel resolves itself
+/// (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7+): a write to a protected page costs a minor fault
+/// that clears the page's protection bit, no message and no thread; [`pagemap_scan`] then
+/// reads (and re-arms) those bits in one call.
+pub fn open_wp_async() -> io::Result<OwnedFd> {
+    open_with(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)
+}
+
+fn open_with(features: u64) -> io::Result<OwnedFd> {
     // SAFETY: the system call takes flags only and returns a new descriptor or -1.
     let raw = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) } as i32;
     let fd = if raw >= 0 {
@@ -89,8 +102,7 @@ pub fn open_wp() -> io::Result<OwnedFd> {
         let syscall_error = io::Error::last_os_error();
         open_dev().map_err(|_| syscall_error)?
     };
-    let mut api =
-        UffdioApi { api: UFFD_API, features: UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_UNPOPULATED, ioctls: 0 };
+    let mut api = UffdioApi { api: UFFD_API, features, ioctls: 0 };
     ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api)?;
     Ok(fd)
 }
@@ -144,4 +156,73 @@ pub fn read_msg(fd: i32) -> io::Result<Option<UffdMsg>> {
         return Ok(None);
     }
     Err(err)
+}
+
+// linux/fs.h: PAGEMAP_SCAN = _IOWR('f', 16, struct pm_scan_arg).
+const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// Opens `/proc/self/pagemap` for [`pagemap_scan`].
+pub fn open_pagemap() -> io::Result<OwnedFd> {
+    Ok(OwnedFd::from(std::fs::File::open("/proc/self/pagemap")?))
+}
+
+/// The pages of `[start, end)` written since they were last protected, as byte ranges,
+/// write-protecting them again in the same call (atomically with reading their bits, so no
+/// write falls between the two). Needs a range registered with an [`open_wp_async`] descriptor.
+pub fn pagemap_scan(pagemap: i32, start: usize, end: usize, out: &mut Vec<(usize, usize)>) -> io::Result<()> {
+    let mut vec = [PageRegion::default(); 256];
+    let mut from = start as u64;
+    while from < end as u64 {
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+            start: from,
+            end: end as u64,
+            vec: vec.as_mut_ptr() as u64,
+            vec_len: vec.len() as u64,
+            category_mask: PAGE_IS_WRITTEN,
+            return_mask: PAGE_IS_WRITTEN,
+            ..PmScanArg::default()
+        };
+        // SAFETY: `arg` is a live #[repr(C)] struct of the size encoded in the request, and
+        // `vec` holds `vec_len` entries the kernel may fill.
+        let n = unsafe { libc::ioctl(pagemap, PAGEMAP_SCAN as _, &mut arg as *mut PmScanArg) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        out.extend(vec[..n as usize].iter().map(|r| (r.start as usize, r.end as usize)));
+        if arg.walk_end <= from {
+            break;
+        }
+        from = arg.walk_end;
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! in early/late mode, copies pages that turned cold while the interval is still open.
 
 use crate::commit::{self, Chain};
-use crate::copy::{add_page, copy_page, Batch, CopyParams};
+use crate::copy::{add_page, add_run, copy_run, read_run, Batch, CopyParams, RUN_PAGES};
 use crate::engine::{Inner, Work};
 use crate::error::IncrError;
 use crate::mode::Mode;
@@ -85,18 +85,27 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         }
         while next < pages.len() {
             jump_queue(&regions, &mut pages, next);
-            let (index, page) = pages[next];
-            next += 1;
+            let (index, first) = pages[next];
             let region = &regions[index];
             let table = region.table.expect("incremental modes track writes");
-            debug_assert_eq!(table.tags[page].load(Ordering::Acquire), work.interval);
-            if !table.transition(page, PENDING, COPYING) {
+            // A run: the pages that follow `first` in the list and in the region.
+            let mut count = 0;
+            while count < RUN_PAGES && next + count < pages.len() && pages[next + count] == (index, first + count) {
+                let page = first + count;
+                debug_assert_eq!(table.tags[page].load(Ordering::Acquire), work.interval);
+                if !table.transition(page, PENDING, COPYING) {
+                    break;
+                }
+                count += 1;
+            }
+            if count == 0 {
                 if region.is_removed() {
                     return Err(IncrError::RegionRemoved(index, work.interval));
                 }
                 return Err(IncrError::WaitExpired(work.interval));
             }
-            copy_page(&params, index, region, page, &mut batch)?;
+            next += count;
+            copy_run(&params, (index, region), (first, count), true, &mut batch)?;
         }
         batch.flush(&*inner.store, &inner.written)?;
         let (previous, mut retention) = {
@@ -115,7 +124,8 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         Ok(())
     })();
     if result.is_err() {
-        release(&regions, &pages[next.saturating_sub(1)..]);
+        // Pages of a run that failed went back to DIRTY already; the rest still wait.
+        release(&regions, &pages[next.saturating_sub(RUN_PAGES)..]);
         for name in batch.objects {
             let _ = inner.store.remove(&name);
         }
@@ -141,8 +151,12 @@ fn jump_queue(regions: &[Arc<Region>], pages: &mut [(usize, usize)], next: usize
 fn release(regions: &[Arc<Region>], pages: &[(usize, usize)]) {
     for &(index, page) in pages {
         if let Some(table) = regions[index].table {
-            if table.transition(page, PENDING, DIRTY) || table.transition(page, COPYING, DIRTY) {
+            let state = table.states[page].load(Ordering::Acquire);
+            if state == PENDING || state == COPYING {
+                // Writable before DIRTY: a write held by mprotect must not find the page
+                // released while it is still read-only.
                 let _ = table.unprotect(page, 1);
+                table.transition(page, state, DIRTY);
             }
             table.clear_urgent(page);
         }
@@ -171,8 +185,8 @@ pub fn finish(inner: &Inner, interval: u32, result: Result<(), IncrError>) -> Re
     Err(error)
 }
 
-/// One early-copy pass over the open interval `open`: untouched pages on probation are cold
-/// and copied now; dirty pages go on probation (write-protected).
+/// One early-copy pass over the open interval `open`: dirty pages that turned cold are
+/// copied now.
 fn early_sweep(inner: &Inner, open: u32, batch: Option<Batch>) -> Option<Batch> {
     let regions = inner.regions.read().clone();
     let mut batch = batch
@@ -186,31 +200,111 @@ fn early_sweep(inner: &Inner, open: u32, batch: Option<Batch>) -> Option<Batch> 
     };
     for (index, region) in regions.iter().enumerate().filter(|(_, r)| !r.is_removed()) {
         let Some(table) = region.table else { continue };
-        let mut run: Option<(usize, usize)> = None;
-        for page in (0..table.pages).filter(|&p| !region.is_edge(p)) {
-            if inner.shared.lock().interval != open {
-                break;
-            }
-            if table.transition(page, PROBATION, COPYING) {
-                if let Err(e) = copy_page(&params, index, region, page, &mut batch) {
-                    log::warn!("early copy of region {index} page {page} failed: {e}");
-                    inner.shared.lock().need_full = true;
-                    return None;
-                }
-            } else if table.transition(page, DIRTY, PROBATION) {
-                run = Some(match run {
-                    Some((first, n)) if first + n == page => (first, n + 1),
-                    Some((first, n)) => {
-                        let _ = table.protect(first, n);
-                        (page, 1)
-                    }
-                    None => (page, 1),
-                });
-            }
-        }
-        if let Some((first, n)) = run {
-            let _ = table.protect(first, n);
+        let swept = if table.is_async() {
+            sweep_async(inner, &params, (index, region), open, &mut batch)
+        } else {
+            sweep_faults(inner, &params, (index, region), open, &mut batch)
+        };
+        if let Err(e) = swept {
+            log::warn!("early copy of region {index} failed: {e}");
+            inner.shared.lock().need_full = true;
+            return None;
         }
     }
     Some(batch)
+}
+
+/// Early copies with the fault-based trackers: pages still on probation (protected at the
+/// previous sweep and not written since) are copied; dirty pages go on probation.
+fn sweep_faults(
+    inner: &Inner,
+    params: &CopyParams<'_>,
+    (index, region): (usize, &Region),
+    open: u32,
+    batch: &mut Batch,
+) -> Result<(), IncrError> {
+    let table = region.table.expect("incremental modes track writes");
+    let mut run: Option<(usize, usize)> = None;
+    for page in (0..table.pages).filter(|&p| !region.is_edge(p)) {
+        if inner.shared.lock().interval != open {
+            break;
+        }
+        if table.transition(page, PROBATION, COPYING) {
+            copy_run(params, (index, region), (page, 1), false, batch)?;
+        } else if table.transition(page, DIRTY, PROBATION) {
+            run = Some(match run {
+                Some((first, n)) if first + n == page => (first, n + 1),
+                Some((first, n)) => {
+                    let _ = table.protect(first, n);
+                    (page, 1)
+                }
+                None => (page, 1),
+            });
+        }
+    }
+    if let Some((first, n)) = run {
+        let _ = table.protect(first, n);
+    }
+    Ok(())
+}
+
+/// Early copies with the asynchronous tracker: one PAGEMAP_SCAN tells which pages were
+/// written since the last scan; dirty pages that were not are cold and copied now, without
+/// protecting anything (a write during the copy clears the page's bit again, so the page is
+/// copied again later). The pages are read under the scan lock, so an interval closed
+/// meanwhile cannot take a write of the next interval into this one.
+fn sweep_async(
+    inner: &Inner,
+    params: &CopyParams<'_>,
+    (index, region): (usize, &Region),
+    open: u32,
+    batch: &mut Batch,
+) -> Result<(), IncrError> {
+    let table = region.table.expect("incremental modes track writes");
+    let mut written = Vec::new();
+    {
+        let _scan = table.scan_lock.lock();
+        if inner.shared.lock().interval != open {
+            return Ok(());
+        }
+        table.absorb_writes(&mut written).map_err(|source| IncrError::Track {
+            start: region.addr,
+            len: region.geometry.len,
+            tracker: crate::tracker::TrackerKind::UserfaultfdAsync,
+            source,
+        })?;
+    }
+    let mut hot = vec![false; table.pages];
+    for &(first, end) in &written {
+        hot[first..end].iter_mut().for_each(|h| *h = true);
+    }
+    let is_cold =
+        |p: usize| !hot[p] && !region.is_edge(p) && table.states[p].load(Ordering::Acquire) == DIRTY;
+    let mut page = 0;
+    while page < table.pages {
+        if !is_cold(page) {
+            page += 1;
+            continue;
+        }
+        let mut count = 1;
+        while count < RUN_PAGES && page + count < table.pages && is_cold(page + count) {
+            count += 1;
+        }
+        let taken = {
+            let _scan = table.scan_lock.lock();
+            if inner.shared.lock().interval != open {
+                return Ok(());
+            }
+            let taken = (page..page + count).take_while(|&p| table.transition(p, DIRTY, COPYING)).count();
+            if taken > 0 {
+                read_run((index, region), (page, taken), false, batch)?;
+            }
+            taken
+        };
+        if taken > 0 {
+            add_run(params, (index, region), (page, taken), batch)?;
+        }
+        page += taken.max(1);
+    }
+    Ok(())
 }
