@@ -73,7 +73,13 @@ struct Row {
     bytes_written: u64,
     peak_extra_bytes: u64,
     stall_ms: f64,
+    /// Pages the tracker saw written (first writes per interval, or per early sweep).
+    faults: u64,
     seconds: f64,
+    /// CPU time of the whole process (application, writer, fault handler) during the run.
+    cpu_seconds: f64,
+    /// The same for the paired baseline runs.
+    baseline_cpu_seconds: f64,
     baseline_seconds: f64,
     region_bytes: u64,
     tracker: String,
@@ -175,9 +181,15 @@ fn slice_writes(workload: &str, words: &mut [u64], interval: usize, intervals: u
 
 /// Runs `workload`; with an engine, checkpoints close every interval but the last, and the
 /// time includes waiting for the last background copy.
-fn run_workload(args: &CkptIncrBenchArgs, workload: &str, engine: Option<&Engine>, region: &mut Region) -> Result<f64> {
+fn run_workload(
+    args: &CkptIncrBenchArgs,
+    workload: &str,
+    engine: Option<&Engine>,
+    region: &mut Region,
+) -> Result<(f64, f64)> {
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let spin_per_slice = args.compute * 1_000_000 / SLICES as u64;
+    let cpu = process_cpu_seconds();
     let started = Instant::now();
     for interval in 0..args.intervals {
         for slice in 0..SLICES {
@@ -191,7 +203,19 @@ fn run_workload(args: &CkptIncrBenchArgs, workload: &str, engine: Option<&Engine
     if let Some(engine) = engine {
         engine.wait().context("waiting for the last checkpoint")?;
     }
-    Ok(started.elapsed().as_secs_f64())
+    Ok((started.elapsed().as_secs_f64(), process_cpu_seconds() - cpu))
+}
+
+/// User and system CPU seconds of this process so far (every thread).
+fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 fn store(args: &CkptIncrBenchArgs) -> Result<Arc<dyn Store>> {
@@ -233,12 +257,12 @@ fn measure_once(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
         let engine = Engine::new(config, store(args)?)?;
         // SAFETY: the mapping outlives the engine, which is dropped first below.
         unsafe { engine.protect(region.ptr as *mut u8, bytes)? };
-        let seconds = run_workload(args, workload, Some(&engine), &mut region)?;
+        let (seconds, cpu_seconds) = run_workload(args, workload, Some(&engine), &mut region)?;
         let stats = engine.stats();
         let tracker = engine.tracker().map_or("none".to_string(), |t| t.to_string());
         drop(engine);
         let after = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
-        let paired = (baseline + after) / 2.0;
+        let (paired, paired_cpu) = ((baseline.0 + after.0) / 2.0, (baseline.1 + after.1) / 2.0);
         baseline = after;
         rows.push(Row {
             workload: workload.into(),
@@ -249,7 +273,10 @@ fn measure_once(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
             bytes_written: stats.bytes_written,
             peak_extra_bytes: stats.peak_extra_bytes,
             stall_ms: stats.stall_ns as f64 / 1e6,
+            faults: stats.faults,
             seconds,
+            cpu_seconds,
+            baseline_cpu_seconds: paired_cpu,
             baseline_seconds: paired,
             region_bytes: bytes as u64,
             tracker,
@@ -297,12 +324,12 @@ pub fn run(args: CkptIncrBenchArgs) -> Result<()> {
 
 fn table(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:<14} {:<16} {:>9} {:>15} {:>12} {:>12} {:>10} {:>8}  tracker\n",
-        "workload", "mode", "overhead", "spread", "written MiB", "extra MiB", "stall ms", "run s"
+        "{:<14} {:<16} {:>9} {:>15} {:>12} {:>10} {:>9} {:>8} {:>7} {:>7}  tracker\n",
+        "workload", "mode", "overhead", "spread", "written MiB", "extra MiB", "stall ms", "tracked", "run s", "cpu s"
     );
     for r in rows {
         out += &format!(
-            "{:<14} {:<16} {:>8.1}% {:>15} {:>12.1} {:>12.2} {:>10.1} {:>8.2}  {}\n",
+            "{:<14} {:<16} {:>8.1}% {:>15} {:>12.1} {:>10.2} {:>9.1} {:>8} {:>7.2} {:>7.2}  {}\n",
             r.workload,
             r.mode,
             r.overhead * 100.0,
@@ -310,7 +337,9 @@ fn table(rows: &[Row]) -> String {
             r.bytes_written as f64 / 1048576.0,
             r.peak_extra_bytes as f64 / 1048576.0,
             r.stall_ms,
+            r.faults,
             r.seconds,
+            r.cpu_seconds,
             r.tracker
         );
     }
@@ -322,7 +351,7 @@ fn table(rows: &[Row]) -> String {
             .iter()
             .map(|w| {
                 let r = rows.iter().find(|r| &&r.workload == w).unwrap();
-                format!("{w} {:.2}", r.baseline_seconds)
+                format!("{w} {:.2} (cpu {:.2})", r.baseline_seconds, r.baseline_cpu_seconds)
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -423,7 +452,13 @@ fn report(args: &CkptIncrBenchArgs, text: &str) -> String {
          `spread` the lowest and highest paired overhead (small negative overheads are noise). Load average at the start: {}. \
          A checkpoint closes every interval but the last; the time includes waiting for the last background copy. \
          `written` counts every byte stored (objects, headers, checksums); `extra` is memory held beyond the region \
-         (line hashes, page states, record buffers; for fork, the pages the kernel duplicated).\n\n```\n{}```\n\n![overheads](img/ckpt-incr.png)\n",
+         (line hashes, page states, record buffers; for fork, the pages the kernel duplicated). \
+         `tracked` counts the pages the tracker saw written (write faults for the fault-based trackers, pages reported by \
+         PAGEMAP_SCAN for the asynchronous one), `cpu s` the CPU time of the whole process over the run (every thread), \
+         against the baseline's in the last line. Threads: the application runs on one thread in every mode; stop-and-copy \
+         and consolidate copy in the application's thread and add none (the asynchronous tracker needs no thread); \
+         non-blocking and early-late add one writer thread; fork adds a child process and a userfaultfd fault-handler \
+         thread (it counts the pages the kernel duplicates from faults).\n\n```\n{}```\n\n![overheads](img/ckpt-incr.png)\n",
         args.mib,
         args.intervals,
         args.repeat,

@@ -42,6 +42,9 @@ pub enum TrackerChoice {
     /// userfaultfd, falling back to mprotect (the default; `NAM_INCR_TRACKER` overrides).
     #[default]
     Auto,
+    /// userfaultfd faults served by a thread (no asynchronous tracking), falling back to
+    /// mprotect.
+    UserfaultfdSync,
     /// mprotect + SIGSEGV only.
     Mprotect,
 }
@@ -67,7 +70,7 @@ impl Tracker {
             install_segv_handler();
             return Tracker::mprotect(Some("mprotect requested".into()));
         }
-        if asynchronous && forced != "sync" {
+        if asynchronous && forced != "sync" && choice != TrackerChoice::UserfaultfdSync {
             match uffd::open_wp_async().and_then(|fd| Ok((fd, uffd::open_pagemap()?))) {
                 Ok((fd, pagemap)) => {
                     install_segv_handler();

@@ -1,6 +1,6 @@
 //! Byte-exact restart in every mode, on the RAM and SSD levels, with unaligned regions.
 
-use nam_incr::{restore, Config, DirStore, Engine, Mode, Store, TrackerChoice};
+use nam_incr::{restore, Config, DirStore, Engine, Mode, Store, TrackerChoice, TrackerKind};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
@@ -107,6 +107,35 @@ fn every_mode_restarts_byte_exact_from_ram_and_ssd() {
             std::fs::remove_dir_all(dir).unwrap();
         }
     }
+}
+
+#[test]
+fn every_incremental_mode_works_with_synchronous_userfaultfd_faults() {
+    for mode in [Mode::Incremental, Mode::PartiallyNonBlocking, Mode::EarlyLate] {
+        let dir = temp(&format!("sync-{}", mode.name()));
+        run(mode, true, Arc::new(DirStore::ram(&dir).unwrap()), TrackerChoice::UserfaultfdSync);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn incremental_modes_use_the_asynchronous_tracker_where_the_kernel_has_it() {
+    // UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN are Linux 6.7+; older kernels fall back.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let dir = temp("async-kind");
+    for mode in Mode::ALL {
+        let engine = Engine::new(Config::new(mode), Arc::new(DirStore::ram(&dir).unwrap())).unwrap();
+        let kind = engine.tracker();
+        match mode {
+            Mode::StopAndCopy => assert_eq!(kind, None),
+            Mode::Fork => assert_eq!(kind, Some(TrackerKind::Userfaultfd)),
+            _ if (major, minor) >= (6, 7) => assert_eq!(kind, Some(TrackerKind::UserfaultfdAsync), "{mode:?}"),
+            _ => assert!(kind.is_some()),
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
