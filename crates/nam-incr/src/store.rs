@@ -4,6 +4,7 @@
 
 use crate::error::StoreError;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// A flat namespace of immutable objects.
@@ -22,9 +23,10 @@ pub trait Store: Send + Sync {
     fn get(&self, name: &str) -> Result<Vec<u8>, StoreError>;
     /// Deletes `name` (no error when absent).
     fn remove(&self, name: &str) -> Result<(), StoreError>;
-    /// Makes the names of every object stored so far durable (a directory fsync on the SSD
+    /// Makes every object stored so far durable, names included (a directory fsync on the SSD
     /// level). Called before a commit is written, so a durable commit never names an object
-    /// whose name could be lost; object data is durable when `put` returns.
+    /// that could be lost. Object data is durable when `put` returns, except for data
+    /// segments on the SSD level, whose fsync is deferred to this call (see [`DirStore`]).
     fn sync_names(&self) -> Result<(), StoreError> {
         Ok(())
     }
@@ -39,10 +41,19 @@ pub trait Store: Send + Sync {
 }
 
 /// A directory of files: on tmpfs it is the RAM level, on a disk with `sync` the SSD level.
+///
+/// With `sync`, data segments (`seg-*`, `mrg-*`) are not fsync'ed one by one: `put` returns
+/// once they are in the page cache and [`Store::sync_names`], which runs before every commit,
+/// fsyncs them all. A checkpoint is complete only when its commit is durable, so this keeps the
+/// guarantee while the background writer releases the pages it holds without waiting for the
+/// disk, and the disk writes segments copied early while the application computes. Commits,
+/// the head and full images are still fsync'ed before `put` returns.
 pub struct DirStore {
     dir: PathBuf,
     sync: bool,
     level: String,
+    /// Data segments written but not fsync'ed yet.
+    unsynced: parking_lot::Mutex<Vec<std::fs::File>>,
 }
 
 impl DirStore {
@@ -64,7 +75,7 @@ impl DirStore {
 
     fn open(dir: &Path, sync: bool, level: &str) -> Result<DirStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e))?;
-        Ok(DirStore { dir: dir.to_path_buf(), sync, level: level.into() })
+        Ok(DirStore { dir: dir.to_path_buf(), sync, level: level.into(), unsynced: Default::default() })
     }
 
     /// The directory.
@@ -89,14 +100,21 @@ impl Store for DirStore {
         for data in parts {
             file.write_all(data).map_err(|e| io_error("write", &tmp, e))?;
         }
-        if self.sync {
+        let segment = name.starts_with("seg") || name.starts_with("mrg");
+        if self.sync && !segment {
             file.sync_data().map_err(|e| io_error("fsync", &tmp, e))?;
         }
-        drop(file);
         std::fs::rename(&tmp, &path).map_err(|e| io_error("rename", &path, e))?;
-        // Data segments leave the directory fsync to `sync_names`, once per commit; commits,
-        // the head and images are durable by name at once.
-        if self.sync && !name.starts_with("seg") && !name.starts_with("mrg") {
+        // Data segments leave their fsync and the directory's to `sync_names`, once per
+        // commit; commits, the head and images are durable by name at once.
+        if self.sync && segment {
+            // Start the disk write now without waiting for it, so the fsync before the commit
+            // finds little left to do.
+            // SAFETY: sync_file_range on our open file; flags only ask to start writeback.
+            unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+            self.unsynced.lock().push(file);
+        } else if self.sync {
+            drop(file);
             self.sync_names()?;
         }
         Ok(())
@@ -104,6 +122,10 @@ impl Store for DirStore {
 
     fn sync_names(&self) -> Result<(), StoreError> {
         if self.sync {
+            let files = std::mem::take(&mut *self.unsynced.lock());
+            for file in files {
+                file.sync_data().map_err(|e| io_error("fsync a segment in", &self.dir, e))?;
+            }
             let dir = std::fs::File::open(&self.dir).map_err(|e| io_error("open", &self.dir, e))?;
             dir.sync_all().map_err(|e| io_error("fsync", &self.dir, e))?;
         }
