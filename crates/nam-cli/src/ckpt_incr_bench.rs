@@ -36,6 +36,9 @@ pub struct CkptIncrBenchArgs {
     /// Workloads to run (default all).
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
+    /// Modes to run (default all; the verdicts need stop-and-copy and early-late+cons).
+    #[arg(long, value_delimiter = ',')]
+    modes: Vec<String>,
     /// One JSON object per workload and mode instead of the table.
     #[arg(long)]
     json: bool,
@@ -231,7 +234,7 @@ fn measure(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
         reps.push(measure_once(args, workload)?);
     }
     let mut rows = Vec::new();
-    for i in 0..VARIANTS.len() {
+    for i in 0..reps[0].len() {
         let mut runs: Vec<Row> = reps.iter().map(|r| r[i].clone()).collect();
         runs.sort_by(|a, b| a.overhead.total_cmp(&b.overhead));
         let spread = (runs[0].overhead, runs[runs.len() - 1].overhead);
@@ -250,7 +253,8 @@ fn measure_once(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
     let bytes = args.mib << 20;
     let mut baseline = run_workload(args, workload, None, &mut Region::new(bytes)?)?;
     let mut rows = Vec::new();
-    for (label, mode, consolidate) in VARIANTS {
+    let picked = VARIANTS.iter().filter(|v| args.modes.is_empty() || args.modes.iter().any(|m| m == v.0));
+    for &(label, mode, consolidate) in picked {
         let mut region = Region::new(bytes)?;
         let mut config = Config::new(mode);
         config.consolidate = consolidate;
@@ -295,6 +299,10 @@ pub fn run(args: CkptIncrBenchArgs) -> Result<()> {
     };
     if let Some(bad) = workloads.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
         bail!("unknown workload {bad}; choose from {}", WORKLOADS.join(", "));
+    }
+    if let Some(bad) = args.modes.iter().find(|m| !VARIANTS.iter().any(|v| v.0 == m.as_str())) {
+        let names: Vec<&str> = VARIANTS.iter().map(|v| v.0).collect();
+        bail!("unknown mode {bad}; choose from {}", names.join(", "));
     }
     if args.intervals < 2 || args.mib == 0 {
         bail!("need --intervals >= 2 and --mib >= 1");

@@ -53,6 +53,9 @@ pub struct PageTable {
     pub urgent: Box<[AtomicBool]>,
     /// Number of set `urgent` flags not yet served.
     pub urgent_count: AtomicUsize,
+    /// Bumped (and futex-woken) whenever an urgent page is served, so a waiting write sleeps
+    /// until then instead of polling.
+    pub served: AtomicU32,
     /// userfaultfd descriptor, or -1 for mprotect tracking.
     pub uffd: i32,
     /// `/proc/self/pagemap` of the asynchronous userfaultfd tracker, or -1.
@@ -81,6 +84,7 @@ impl PageTable {
             tags: (0..pages).map(|_| AtomicU32::new(0)).collect(),
             urgent: (0..pages).map(|_| AtomicBool::new(false)).collect(),
             urgent_count: AtomicUsize::new(0),
+            served: AtomicU32::new(0),
             uffd,
             pagemap,
             scan_lock: parking_lot::Mutex::new(()),
@@ -174,11 +178,24 @@ impl PageTable {
         self.states[page].compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
-    /// Clears the urgent mark of `page` once served.
+    /// Clears the urgent mark of `page` once served (its state changed), waking the writes
+    /// waiting for it.
     pub fn clear_urgent(&self, page: usize) {
         if self.urgent[page].swap(false, Ordering::AcqRel) {
             self.urgent_count.fetch_sub(1, Ordering::AcqRel);
+            self.served.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: FUTEX_WAKE on a live AtomicU32 of ours; wakes every waiter.
+            unsafe { libc::syscall(libc::SYS_futex, self.served.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
         }
+    }
+
+    /// Sleeps until an urgent page is served after `seen` was read from `served` (at most
+    /// 1 ms, so deadlines are checked). Async-signal-safe.
+    fn wait_served(&self, seen: u32) {
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        // SAFETY: FUTEX_WAIT on a live AtomicU32 of ours with a relative timeout we own; it
+        // returns at once when the value is no longer `seen`.
+        unsafe { libc::syscall(libc::SYS_futex, self.served.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, &ts) };
     }
 }
 
@@ -206,6 +223,7 @@ pub fn on_write_fault(table: &PageTable, addr: usize) {
     let started = monotonic_ns();
     let mut waited = false;
     loop {
+        let seen = table.served.load(Ordering::Acquire);
         let state = table.states[page].load(Ordering::Acquire);
         match state {
             CLEAN | PROBATION => {
@@ -225,7 +243,7 @@ pub fn on_write_fault(table: &PageTable, addr: usize) {
                     table.broken.store(true, Ordering::Release);
                     break;
                 }
-                pause_briefly();
+                table.wait_served(seen);
             }
         }
     }
@@ -244,6 +262,7 @@ fn on_held_write(table: &PageTable, page: usize) {
     let started = monotonic_ns();
     let mut waited = false;
     loop {
+        let seen = table.served.load(Ordering::Acquire);
         match table.states[page].load(Ordering::Acquire) {
             PENDING | COPYING => {
                 if !waited && !table.urgent[page].swap(true, Ordering::AcqRel) {
@@ -256,7 +275,7 @@ fn on_held_write(table: &PageTable, page: usize) {
                     let _ = table.unprotect(page, 1);
                     break;
                 }
-                pause_briefly();
+                table.wait_served(seen);
             }
             // Released already (or being released: the write faults again and waits).
             _ => break,
