@@ -50,8 +50,7 @@ impl Batch {
     /// Closes the record being filled; stores the segment once it is full.
     pub fn next_record(&mut self, store: &dyn Store, written: &AtomicU64) -> Result<(), StoreError> {
         if !self.builder.is_empty() {
-            let record = self.builder.finish(self.interval, self.seq);
-            self.segment.extend_from_slice(&record);
+            self.builder.finish_into(self.interval, self.seq, &mut self.segment);
         }
         if self.segment.len() + self.builder.capacity() > self.segment_bytes {
             self.store_segment(store, written)?;
@@ -62,8 +61,7 @@ impl Batch {
     /// Stores everything gathered so far.
     pub fn flush(&mut self, store: &dyn Store, written: &AtomicU64) -> Result<(), StoreError> {
         if !self.builder.is_empty() {
-            let record = self.builder.finish(self.interval, self.seq);
-            self.segment.extend_from_slice(&record);
+            self.builder.finish_into(self.interval, self.seq, &mut self.segment);
         }
         self.store_segment(store, written)
     }

@@ -185,7 +185,14 @@ impl PageTable {
             self.urgent_count.fetch_sub(1, Ordering::AcqRel);
             self.served.fetch_add(1, Ordering::AcqRel);
             // SAFETY: FUTEX_WAKE on a live AtomicU32 of ours; wakes every waiter.
-            unsafe { libc::syscall(libc::SYS_futex, self.served.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.served.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                )
+            };
         }
     }
 
@@ -195,7 +202,9 @@ impl PageTable {
         let ts = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
         // SAFETY: FUTEX_WAIT on a live AtomicU32 of ours with a relative timeout we own; it
         // returns at once when the value is no longer `seen`.
-        unsafe { libc::syscall(libc::SYS_futex, self.served.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, &ts) };
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.served.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, &ts)
+        };
     }
 }
 

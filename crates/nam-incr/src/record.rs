@@ -102,9 +102,16 @@ impl RecordBuilder {
     pub fn add(&mut self, region: u32, geometry: &Geometry, page: u32, bitmap: u64, page_bytes: &[u8]) {
         let start = self.data.len();
         let base = geometry.page_range(page as usize).start;
-        for line in (0..LINES_PER_PAGE).filter(|l| bitmap & (1 << l) != 0) {
-            let r = geometry.line_range(page as usize, line);
-            self.data.extend_from_slice(&page_bytes[r.start - base..r.end - base]);
+        // Runs of adjacent lines are adjacent bytes: one copy per run (one per page when
+        // every line changed).
+        let mut rest = bitmap;
+        while rest != 0 {
+            let first = rest.trailing_zeros() as usize;
+            let count = (!(rest >> first)).trailing_zeros() as usize;
+            let (from, to) =
+                (geometry.line_range(page as usize, first), geometry.line_range(page as usize, first + count - 1));
+            self.data.extend_from_slice(&page_bytes[from.start - base..to.end - base]);
+            rest &= !(u64::MAX >> (64 - count) << first);
         }
         let len = (self.data.len() - start) as u32;
         self.entries.push(Entry { region, page, bitmap, offset: start as u32, len });
@@ -113,20 +120,31 @@ impl RecordBuilder {
     /// Encodes the record and empties the builder.
     pub fn finish(&mut self, interval: u32, seq: u32) -> Vec<u8> {
         let mut b = Vec::with_capacity(self.size());
-        b.extend_from_slice(RECORD_MAGIC);
+        self.finish_into(interval, seq, &mut b);
+        b
+    }
+
+    /// [`RecordBuilder::finish`], appending the record to `out` (a segment being filled)
+    /// instead of a buffer of its own: one copy of the lines less.
+    pub fn finish_into(&mut self, interval: u32, seq: u32, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.reserve(self.size());
+        out.extend_from_slice(RECORD_MAGIC);
         for v in [interval, seq, self.entries.len() as u32] {
-            b.extend_from_slice(&v.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
         }
         for e in self.entries.drain(..) {
             for v in [e.region, e.page] {
-                b.extend_from_slice(&v.to_le_bytes());
+                out.extend_from_slice(&v.to_le_bytes());
             }
-            b.extend_from_slice(&e.bitmap.to_le_bytes());
-            b.extend_from_slice(&e.offset.to_le_bytes());
-            b.extend_from_slice(&e.len.to_le_bytes());
+            out.extend_from_slice(&e.bitmap.to_le_bytes());
+            out.extend_from_slice(&e.offset.to_le_bytes());
+            out.extend_from_slice(&e.len.to_le_bytes());
         }
-        b.append(&mut self.data);
-        format::seal(b)
+        out.extend_from_slice(&self.data);
+        self.data.clear();
+        let crc = crate::crc32c::crc32c(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
     }
 }
 

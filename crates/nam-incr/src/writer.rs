@@ -13,6 +13,14 @@ use std::sync::Arc;
 
 /// The writer thread's loop.
 pub fn run(inner: &Arc<Inner>) {
+    if inner.config.writer_nice != 0 {
+        // SAFETY: setpriority on this thread's own id changes only this thread's nice value.
+        let rc =
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, inner.config.writer_nice) };
+        if rc != 0 {
+            log::debug!("writer nice {}: {}", inner.config.writer_nice, std::io::Error::last_os_error());
+        }
+    }
     let mut early: Option<Batch> = None;
     loop {
         let mut shared = inner.shared.lock();
@@ -278,8 +286,7 @@ fn sweep_async(
     for &(first, end) in &written {
         hot[first..end].iter_mut().for_each(|h| *h = true);
     }
-    let is_cold =
-        |p: usize| !hot[p] && !region.is_edge(p) && table.states[p].load(Ordering::Acquire) == DIRTY;
+    let is_cold = |p: usize| !hot[p] && !region.is_edge(p) && table.states[p].load(Ordering::Acquire) == DIRTY;
     let mut page = 0;
     while page < table.pages {
         if !is_cold(page) {
