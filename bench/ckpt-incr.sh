@@ -2,7 +2,7 @@
 # Benchmark of nam-incr (issue 5); regenerates docs/benchmarks-ckpt-incr.md and
 # docs/img/ckpt-incr.png. Never edit that file by hand.
 #
-#   bench/ckpt-incr.sh                       # 16 MiB regions, 5 intervals, 3 repetitions, SSD level (fsync)
+#   bench/ckpt-incr.sh                       # 16 MiB regions, 10 intervals, 3 repetitions, SSD level (fsync)
 #   MIB=8 REPEAT=1 bench/ckpt-incr.sh        # quicker
 #
 # Measures, in one run on this machine, every mode (stop-and-copy, fork, consolidate,
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MIB="${MIB:-16}"
-INTERVALS="${INTERVALS:-5}"
+INTERVALS="${INTERVALS:-10}"
 REPEAT="${REPEAT:-3}"
 COMPUTE="${COMPUTE:-20}"
 DIR="${DIR:-/var/tmp/nam-ckpt-incr-bench}"
