@@ -7,9 +7,12 @@
 //!   a background writer persists the dirty pages, a write to a page not persisted yet waits
 //!   for that page only and jumps the queue), and early/late (cold pages copied before the
 //!   checkpoint, copying continuing into later intervals).
-//! - Write tracking ([`TrackerKind`]): userfaultfd write-protect faults at page granularity,
-//!   or mprotect + SIGSEGV when userfaultfd is not permitted ([`Engine::tracker_fallback`]
-//!   says why). Inside a dirty page, 64-byte lines are compared by hash with their last copy.
+//! - Write tracking ([`TrackerKind`]) at page granularity: asynchronous userfaultfd
+//!   write-protection read back with PAGEMAP_SCAN (Linux 6.7+; a first write is a minor fault
+//!   the kernel resolves, and only pages whose previous version is not persisted yet are held
+//!   read-only with mprotect), else userfaultfd write-protect faults served by a thread, else
+//!   mprotect + SIGSEGV when userfaultfd is not permitted ([`Engine::tracker_fallback`] says
+//!   why). Inside a dirty page, 64-byte lines are compared by hash with their last copy.
 //! - Consolidation: changed lines of many pages packed into 16 KiB records with a header per
 //!   page (page, 64-bit line bitmap, location); chains of increments are merged backwards in
 //!   time during garbage collection.
