@@ -216,7 +216,7 @@ impl PagedRegion {
         let worker = shared.clone();
         let handler = std::thread::Builder::new()
             .name("nam-farmem-pager".into())
-            .spawn(move || worker.serve())
+            .spawn(move || serving(|| worker.serve()))
             .map_err(|e| Error::System { what: "spawning the pager thread", source: Arc::new(e) })?;
         Ok(PagedRegion { shared, len, handler: Some(handler) })
     }
@@ -308,6 +308,28 @@ fn eventfd() -> Result<std::os::fd::OwnedFd> {
     }
     // SAFETY: a fresh descriptor this process owns.
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+thread_local! {
+    static SERVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is serving page faults now (a pager's handler thread, or a thread
+/// inside a signal-mode fault). Memory it allocates must not come from a paged region: a
+/// fault it took there would wait for itself. The `LD_PRELOAD` library asks this before it
+/// places an allocation (UCX's own buffers, say) in far memory.
+pub fn serving_faults() -> bool {
+    SERVING.with(|s| s.get())
+}
+
+/// Runs `f` marked as serving faults (see [`serving_faults`]).
+fn serving<T>(f: impl FnOnce() -> T) -> T {
+    SERVING.with(|s| {
+        let was = s.replace(true);
+        let out = f();
+        s.set(was);
+        out
+    })
 }
 
 /// A page fault that cannot be served: say why and stop the process.

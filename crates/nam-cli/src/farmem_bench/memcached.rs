@@ -79,6 +79,15 @@ impl Memcached {
     }
 }
 
+impl Drop for Memcached {
+    /// A run that fails midway does not leave memcached behind (a no-op after `stop`,
+    /// whose exit status the child keeps).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 struct Connection {
     reader: BufReader<TcpStream>,
     writer: TcpStream,

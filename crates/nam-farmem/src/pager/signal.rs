@@ -100,7 +100,7 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
         // SAFETY: registered regions stay alive until they unregister.
         let shared = unsafe { &*p };
         if addr >= shared.base && addr < shared.base + shared.pages * PAGE_BYTES {
-            if let Err(e) = shared.serve_signal(addr, is_write(context)) {
+            if let Err(e) = super::serving(|| shared.serve_signal(addr, is_write(context))) {
                 fatal(&format!("cannot serve the page fault at {addr:#x} of a far-memory region: {e}"));
             }
             return;
