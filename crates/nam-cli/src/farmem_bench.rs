@@ -333,7 +333,13 @@ fn run_workload(
     if kind == WorkloadKind::FaultLatency {
         for &n in counts {
             for &mode in &args.fault_mode {
-                let run = fault::measure(connect(&addrs[..n], transport)?, (transport, n), args.scale, mode.into(), args.spin_us)?;
+                let run = fault::measure(
+                    connect(&addrs[..n], transport)?,
+                    (transport, n),
+                    args.scale,
+                    mode.into(),
+                    args.spin_us,
+                )?;
                 report::progress(args, &run);
                 runs.push(run);
             }
@@ -362,7 +368,7 @@ fn run_workload(
                         preload: &preload,
                         spin_us: args.spin_us,
                     };
-                    let run = memcached::measure(&far, args.scale)?;
+                    let run = memcached::measure(&far, args.scale, args.repeat)?;
                     report::progress(args, &run);
                     runs.push(run);
                 }
@@ -390,7 +396,8 @@ fn run_workload(
     for &n in counts {
         for &fraction in &args.local_fraction {
             for (&p, &mode) in args.prefetch.iter().flat_map(|p| args.fault_mode.iter().map(move |m| (p, m))) {
-                let setting = FarSetting { fraction, prefetch: p == OnOff::On, mode: mode.into(), spin_us: args.spin_us };
+                let setting =
+                    FarSetting { fraction, prefetch: p == OnOff::On, mode: mode.into(), spin_us: args.spin_us };
                 let m = paired::measure(w.as_ref(), connect(&addrs[..n], transport)?, &setting, rounds)
                     .with_context(|| format!("{kind:?}"))?;
                 let items = (w.items() * m.iterations as u64) as f64;

@@ -133,12 +133,17 @@ impl Connection {
     }
 }
 
-/// Loads `keys` keys, then runs the timed mix; returns (requests per second, hits, gets).
-fn load(addr: SocketAddr, keys: u64, requests: usize) -> Result<(f64, u64, u64)> {
+/// Stores keys `0..keys`.
+fn fill(addr: SocketAddr, keys: u64) -> Result<()> {
     let mut c = Connection::open(addr)?;
     for k in 0..keys {
         c.set(k)?;
     }
+    Ok(())
+}
+
+/// Runs the timed mix over keys `0..keys`; returns (requests per second, hits, gets).
+fn mix(addr: SocketAddr, keys: u64, requests: usize) -> Result<(f64, u64, u64)> {
     let t = Instant::now();
     let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..CONNECTIONS)
@@ -199,14 +204,13 @@ pub struct FarSide<'a> {
 }
 
 /// Measures memcached locally and through far memory.
-pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
+pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
     let keys = (((DATA_MIB << 20) as f64 * scale.min(1.0)) as u64 / ITEM_BYTES).max(1000);
     let data_bytes = keys * ITEM_BYTES;
     let memory_mib = (2 * data_bytes).div_ceil(1 << 20).max(16);
     let requests = ((40_000.0 * scale) as usize).max(2_000);
     let local = Memcached::start(memory_mib, &[])?;
-    let (local_rps, _, _) = load(local.addr, keys, requests)?;
-    local.stop();
+    fill(local.addr, keys)?;
     let list: Vec<String> = far.servers.iter().map(|a| a.to_string()).collect();
     let budget = ((data_bytes as f64 * far.fraction) as u64).max(1 << 20);
     let mut env = vec![
@@ -222,7 +226,22 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         env.push(("NAM_FARMEM_SPIN_US", us.to_string()));
     }
     let remote = Memcached::start(memory_mib, &env)?;
-    let (far_rps, hits, gets) = load(remote.addr, keys, requests)?;
+    fill(remote.addr, keys)?;
+    // Paired rounds: the same mix on local and on far memcached right after each other.
+    let (mut local_rates, mut far_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hits, mut gets) = (0, 0);
+    for _ in 0..repeat.max(1) {
+        let (local_rps, _, _) = mix(local.addr, keys, requests)?;
+        let (far_rps, h, g) = mix(remote.addr, keys, requests)?;
+        local_rates.push(local_rps);
+        far_rates.push(far_rps);
+        ratios.push(far_rps / local_rps);
+        hits += h;
+        gets += g;
+    }
+    local.stop();
+    let (local_rps, far_rps) = (super::paired::median(local_rates), super::paired::median(far_rates));
+    let throughput_ratio = super::paired::median(ratios);
     let rss = remote.rss_bytes();
     let stderr = remote.stop();
     // "nam-farmem-preload: B bytes allocated in far memory, R resident pages, misses M,
@@ -242,8 +261,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         prefetch: far.prefetch,
         servers: far.servers.len(),
         transport: far.transport,
-        slowdown: local_rps / far_rps,
-        throughput_ratio: far_rps / local_rps,
+        slowdown: 1.0 / throughput_ratio,
+        throughput_ratio,
         local_ms: 1e3 * requests as f64 / local_rps,
         far_ms: 1e3 * requests as f64 / far_rps,
         far_ns_per_item: 1e9 / far_rps,
