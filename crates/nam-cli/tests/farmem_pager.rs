@@ -279,3 +279,23 @@ fn userfaultfd_denied_gives_a_clear_error() {
     assert!(stdout.contains("userfaultfd is not permitted"), "{stdout}");
     assert!(stdout.contains("explicit api works"), "{stdout}");
 }
+
+#[test]
+fn the_prefetcher_issues_no_work_when_nothing_misses() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 1 << 20;
+    let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), PagerConfig::new(bytes, bytes)).unwrap();
+    // SAFETY: the only view of the region in this test.
+    let mem = unsafe { region.as_slice_mut() };
+    mem.fill(3); // every page resident: the budget is the whole region
+    std::thread::sleep(Duration::from_millis(50)); // let queued prefetch windows drain
+    let before = region.stats();
+    let mut sum = 0u64;
+    for _ in 0..4 {
+        sum += mem.iter().map(|&b| b as u64).sum::<u64>();
+    }
+    assert_eq!(sum, 4 * 3 * bytes);
+    let after = region.stats();
+    assert_eq!((after.misses, after.prefetches), (before.misses, before.prefetches), "{before:?} -> {after:?}");
+}
