@@ -55,6 +55,10 @@ pub struct AppArgs {
     /// the inode of each reserved file.
     #[arg(long)]
     reserve: bool,
+    /// Wait for this rank's L3 flush after every checkpoint (so flushes of consecutive
+    /// versions never overlap across ranks).
+    #[arg(long)]
+    wait_flush: bool,
 }
 
 fn step(state: &mut [u8], rank: usize, step: u64) {
@@ -125,6 +129,9 @@ pub fn run(args: AppArgs) -> Result<()> {
             if rank == 0 {
                 let level = out.level.map(LevelKind::name).unwrap_or("skipped");
                 println!("checkpoint version={s} level={level} seconds={:.4}", out.seconds);
+            }
+            if args.wait_flush {
+                ckpt.wait_flush(std::time::Duration::from_secs(60))?;
             }
         }
         if args.die_rank == Some(rank) && s == args.die_after {
