@@ -151,7 +151,11 @@ pub unsafe extern "C" fn nam_ckpt_checkpoint(
 /// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `bytes_out` is NULL
 /// or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn nam_ckpt_reserve(ckpt: *mut nam_ckpt_t, name: *const c_char, bytes_out: *mut u64) -> nam_status_t {
+pub unsafe extern "C" fn nam_ckpt_reserve(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    bytes_out: *mut u64,
+) -> nam_status_t {
     guard("nam_ckpt_reserve", || {
         let ckpt = deref_mut(ckpt, "ckpt")?;
         let bytes = ckpt.inner.reserve(optional_str(name, "name")?)?;

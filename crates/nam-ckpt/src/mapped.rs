@@ -307,7 +307,8 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &Wri
     let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&tmp);
     let file = file.map_err(|e| io("open", e))?;
     file.set_len(body as u64).map_err(|e| io("resize", e))?;
-    let (crcs, parity_crcs) = with_mapping(&file, body, |bytes| fill(bytes, parts, total, opts)).map_err(|e| io("mmap", e))?;
+    let (crcs, parity_crcs) =
+        with_mapping(&file, body, |bytes| fill(bytes, parts, total, opts)).map_err(|e| io("mmap", e))?;
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;

@@ -16,8 +16,8 @@ use crate::policy::PolicyKind;
 
 impl Checkpointer {
     /// Reserves the RAM level's files for checkpoints of `name` (the configured name when
-    /// `None`) of the regions (and routed files) protected now: every rank gets `ram.keep`
-    /// + 1 files, less those it already has, each allocated and mapped. Not collective.
+    /// `None`) of the regions (and routed files) protected now: every rank gets one file more
+    /// than `ram.keep`, less those it already has, each allocated and mapped. Not collective.
     /// Returns the bytes reserved by this rank. Does nothing for policies that never write
     /// to RAM (`always-ssd`) and for incremental checkpoints (their own stores).
     ///

@@ -10,11 +10,11 @@
 
 use crate::plot::{line_chart, Scales, Series};
 use anyhow::{Context, Result};
+use mpi::traits::CommunicatorCollectives;
 use nam_ckpt::{Checkpointer, Comm, Config, LevelKind};
 use nam_proto::size::{format_size, parse_size};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use mpi::traits::CommunicatorCollectives;
 use std::time::Instant;
 
 /// Arguments of `nam ckpt-policy-bench`.

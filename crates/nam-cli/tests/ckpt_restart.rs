@@ -132,8 +132,14 @@ fn reserved_ram_files_take_every_checkpoint_and_restart_matches() {
     for rank in 0..RANKS {
         // keep = 2: the two versions kept and the one being written, all reserved up front.
         let line = out.lines().find(|l| l.starts_with(&format!("reserved rank={rank} "))).expect("reserve line");
-        let reserved: Vec<u64> = line.split("inodes=[").nth(1).unwrap().trim_end_matches(']').split(", ")
-            .map(|n| n.parse().unwrap()).collect();
+        let reserved: Vec<u64> = line
+            .split("inodes=[")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(']')
+            .split(", ")
+            .map(|n| n.parse().unwrap())
+            .collect();
         assert_eq!(reserved.len(), 3, "{line}");
         // After five checkpoints, the files of this rank (versions 8 and 10 and the spare)
         // are the reserved ones: no checkpoint allocated a file of its own.

@@ -184,7 +184,12 @@ pub(crate) fn agree<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>,
 
 /// [`agree`] when whether every rank succeeded (`all_ok`) is already known from another
 /// collective: a further collective (gathering the causes) runs only when a rank failed.
-pub(crate) fn agreed<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>, all_ok: bool, what: &str) -> Result<T> {
+pub(crate) fn agreed<T, C: mpi::traits::Communicator>(
+    comm: &C,
+    local: Result<T>,
+    all_ok: bool,
+    what: &str,
+) -> Result<T> {
     if all_ok {
         return local;
     }
