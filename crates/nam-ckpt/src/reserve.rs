@@ -2,7 +2,7 @@
 //!
 //! The RAM level overwrites the files of retired versions in place (`mapped.rs`), so after
 //! the first `keep` + 1 checkpoints of a name no checkpoint allocates tmpfs pages. Those first
-//! ones do: on this project's machines a fresh 64 MiB tmpfs file costs several times the
+//! ones do: on this project's machines a fresh 64 MiB tmpfs file costs two to four times the
 //! copy itself (page allocation, zeroing, page tables). [`Checkpointer::reserve`] moves that
 //! cost to setup, where an application allocates its own arrays, and checks there that the
 //! level has room for the versions it keeps (tmpfs full fails the reservation, not a
