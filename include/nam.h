@@ -1278,6 +1278,20 @@ nam_status_t nam_ckpt_checkpoint(nam_ckpt_t *ckpt,
                                  int *level_out);
 
 /**
+ * Reserves the RAM level's files for checkpoints of `name` (NULL: the configured name) of
+ * the regions protected now, so that no checkpoint allocates tmpfs pages; call it after
+ * protecting the regions. Not collective. `*bytes_out` (may be NULL) = bytes reserved by
+ * this rank (0 for `always-ssd` and incremental checkpoints).
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `bytes_out` is NULL
+ * or valid for a write.
+ */
+nam_status_t nam_ckpt_reserve(nam_ckpt_t *ckpt,
+                              const char *name,
+                              uint64_t *bytes_out);
+
+/**
  * Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
  * the configured name) a restart can start from, or `*found_out` = 0.
  *

@@ -98,6 +98,8 @@ int main(int argc, char **argv) {
     check(nam_ckpt_init(MPI_COMM_WORLD, NULL, &ckpt), "nam_ckpt_init", rank);
     check(nam_ckpt_protect(ckpt, 1, grid, cells * sizeof *grid), "nam_ckpt_protect(grid)", rank);
     check(nam_ckpt_protect(ckpt, 2, &done, sizeof done), "nam_ckpt_protect(step)", rank);
+    /* The RAM level's files for the versions kept are allocated now, not during checkpoints. */
+    check(nam_ckpt_reserve(ckpt, "heat", NULL), "nam_ckpt_reserve", rank);
 
     uint64_t version = 0;
     int found = 0;

@@ -142,6 +142,28 @@ pub unsafe extern "C" fn nam_ckpt_checkpoint(
     })
 }
 
+/// Reserves the RAM level's files for checkpoints of `name` (NULL: the configured name) of
+/// the regions protected now, so that no checkpoint allocates tmpfs pages; call it after
+/// protecting the regions. Not collective. `*bytes_out` (may be NULL) = bytes reserved by
+/// this rank (0 for `always-ssd` and incremental checkpoints).
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `bytes_out` is NULL
+/// or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_reserve(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    bytes_out: *mut u64,
+) -> nam_status_t {
+    guard("nam_ckpt_reserve", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let bytes = ckpt.inner.reserve(optional_str(name, "name")?)?;
+        write_optional(bytes_out, bytes);
+        Ok(NAM_OK)
+    })
+}
+
 /// Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
 /// the configured name) a restart can start from, or `*found_out` = 0.
 ///

@@ -178,11 +178,13 @@ impl Checkpointer {
             return self.incr_checkpoint(&name, version);
         }
         let file_data = self.read_routed_files();
-        let file_data = redundancy::agree(self.comm.raw(), file_data, "reading routed files")?;
-        let parts = self.parts(&file_data);
-        let bytes: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let bytes = self.regions.values().map(|r| r.len as u64).sum::<u64>()
+            + file_data.as_ref().map_or(0, |f| f.iter().map(|(_, d)| d.len() as u64).sum());
         let ram_limit = self.ram_share();
-        let decision = self.clc.decide(&self.comm, bytes, ram_limit);
+        // One allreduce decides the placement and tells whether every rank read its files.
+        let (decision, all_ready) = self.clc.decide(&self.comm, bytes, ram_limit, file_data.is_ok());
+        let file_data = redundancy::agreed(self.comm.raw(), file_data, all_ready, "reading routed files")?;
+        let parts = self.parts(&file_data);
         self.count += 1;
         let level = match decision.placement {
             Placement::Skip => {
@@ -209,11 +211,11 @@ impl Checkpointer {
         // level can reuse their file for this one.
         let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
         level.retain(&name, self.comm.rank(), &pinned)?;
-        let (file_bytes, write_seconds, protect) = self.store(&level, &name, version, &parts, &file_data)?;
-        let seconds = clock.wall_seconds();
-        self.clc.record(&self.comm, decision.placement, seconds, file_bytes)?;
+        let (file_bytes, write_seconds, protect, seconds) =
+            self.store(&level, &name, version, &parts, &file_data, &clock)?;
         let flushed = self.after_commit(&level, &name, version)?;
-        let seconds = self.comm.max_f64(seconds);
+        // T_chk of Eq. 4.3 is this rank's whole call, retention included.
+        self.clc.record(decision.placement, clock.wall_seconds(), file_bytes)?;
         Ok(CheckpointOutcome {
             version,
             level: Some(level.kind),
@@ -247,7 +249,9 @@ impl Checkpointer {
         regions.chain(files.iter().map(|(_, d)| d.as_slice())).collect()
     }
 
-    /// Writes the file, protects it with L2 and commits (collective).
+    /// Writes the file, protects it with L2 and commits (collective). Returns the file's
+    /// bytes, the seconds to write it, the L2 statistics and the slowest rank's seconds from
+    /// `clock` to its commit (the commit's agreement carries them).
     fn store(
         &mut self,
         level: &Level,
@@ -255,7 +259,8 @@ impl Checkpointer {
         version: u64,
         parts: &[&[u8]],
         files: &[(String, Vec<u8>)],
-    ) -> Result<(u64, f64, ProtectStats)> {
+        clock: &crate::cpu::Stopwatch,
+    ) -> Result<(u64, f64, ProtectStats, f64)> {
         let rank = self.comm.rank();
         let dir = level.version_dir(name, version);
         let footer = Footer {
@@ -273,7 +278,7 @@ impl Checkpointer {
         };
         let mut opts = self.write_options(level.kind);
         if level.kind == LevelKind::Ram {
-            opts.recycle = Some(level.spare(name, rank));
+            opts.recycle = level.spares(name, rank).into_iter().next();
         }
         let write_clock = std::time::Instant::now();
         let written = std::fs::create_dir_all(&dir)
@@ -295,8 +300,17 @@ impl Checkpointer {
         inject_fault("die-before-commit", version, rank);
         let committed = std::fs::write(level.marker(name, version, rank), b"")
             .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e));
-        redundancy::agree(self.comm.raw(), committed, "committing the checkpoint")?;
-        Ok((file_bytes, write_seconds, protect))
+        // One allreduce agrees on the commit and finds the slowest rank's time.
+        let local = [if committed.is_ok() { 0.0 } else { 1.0 }, clock.wall_seconds()];
+        let mut max = [0f64; 2];
+        mpi::traits::CommunicatorCollectives::all_reduce_into(
+            self.comm.raw(),
+            &local[..],
+            &mut max[..],
+            mpi::collective::SystemOperation::max(),
+        );
+        redundancy::agreed(self.comm.raw(), committed, max[0] == 0.0, "committing the checkpoint")?;
+        Ok((file_bytes, write_seconds, protect, max[1]))
     }
 
     pub(crate) fn write_options(&self, kind: LevelKind) -> WriteOptions {

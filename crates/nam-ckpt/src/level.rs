@@ -81,9 +81,26 @@ impl Level {
         self.version_dir(name, version).join(format!("rank-{rank}.done"))
     }
 
-    /// A retired checkpoint file of the rank, kept for reuse by the RAM level's writer.
-    pub fn spare(&self, name: &str, rank: usize) -> PathBuf {
-        self.dir.join(name).join(format!("spare-rank-{rank}.ckpt"))
+    /// Slot `slot` for a spare file of the rank: a retired (or reserved) checkpoint file
+    /// kept for reuse by the RAM level's writer, whose tmpfs pages already exist.
+    pub fn spare(&self, name: &str, rank: usize, slot: usize) -> PathBuf {
+        self.dir.join(name).join(format!("spare-rank-{rank}.{slot}.ckpt"))
+    }
+
+    /// Spare slots per rank and name: a rank never holds more than `keep` committed versions
+    /// and the one being written, so more spares than that would never be used.
+    pub fn spare_slots(&self) -> usize {
+        self.keep + 1
+    }
+
+    /// The rank's spare files that exist now.
+    pub fn spares(&self, name: &str, rank: usize) -> Vec<PathBuf> {
+        (0..self.spare_slots()).map(|i| self.spare(name, rank, i)).filter(|p| p.exists()).collect()
+    }
+
+    /// The first free spare slot of the rank, if any.
+    pub fn free_spare(&self, name: &str, rank: usize) -> Option<PathBuf> {
+        (0..self.spare_slots()).map(|i| self.spare(name, rank, i)).find(|p| !p.exists())
     }
 
     /// Versions of `name` this rank has committed at this level, ascending.
@@ -112,7 +129,9 @@ impl Level {
             remove_file(&self.marker(name, v, rank))?;
             if self.kind == LevelKind::Ram {
                 // The RAM level reuses the file (and its tmpfs pages) for a later version.
-                let _ = std::fs::rename(self.file(name, v, rank), self.spare(name, rank));
+                if let Some(spare) = self.free_spare(name, rank) {
+                    let _ = std::fs::rename(self.file(name, v, rank), spare);
+                }
             }
             remove_rank_files(&dir, rank)?;
             let _ = std::fs::remove_dir(&dir);

@@ -14,7 +14,8 @@
 //!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and
 //!   memory-server levels, overlapping the copy with the application.
 //! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
-//!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`).
+//!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`), over the
+//!   files of retired versions, or files reserved up front ([`Checkpointer::reserve`]).
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
@@ -78,6 +79,7 @@ pub mod policy;
 pub mod pq;
 pub mod redfile;
 pub mod redundancy;
+mod reserve;
 mod restart;
 mod stream_copy;
 pub mod wear;

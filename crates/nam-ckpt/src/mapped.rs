@@ -250,6 +250,51 @@ impl Columns {
     }
 }
 
+/// Runs `f` on a shared mapping of the first `len` bytes of `file`: the cached one of this
+/// file when there is one of that size, else a new one, which is then cached.
+fn with_mapping<R>(file: &std::fs::File, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> std::io::Result<R> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata()?;
+    let key = (meta.dev(), meta.ino());
+    let mut cache = CACHE.lock().expect("mapping cache");
+    // A mapping of another size is of no use, and one of a deleted file pins its pages.
+    cache.retain(|c| (c.key != key || c.map.len == len) && c.file.metadata().is_ok_and(|m| m.nlink() > 0));
+    let mut cached = match cache.iter().position(|c| c.key == key) {
+        Some(at) => cache.remove(at),
+        None => {
+            if cache.len() == CACHED_MAX {
+                cache.remove(0);
+            }
+            Cached { key, map: Mapping::new(file, len)?, file: file.try_clone()? }
+        }
+    };
+    let result = f(cached.map.bytes());
+    cache.push(cached);
+    Ok(result)
+}
+
+/// Reserves a file of `len` bytes at `path` for a later [`write`] to recycle: tmpfs
+/// allocates (and zeroes) its pages now (or fails with ENOSPC now, not during a
+/// checkpoint), and its mapping is set up and cached, so the checkpoint that reuses it
+/// neither allocates pages nor builds page tables.
+pub(crate) fn reserve(path: &Path, len: usize) -> Result<()> {
+    let io = |op, e| CkptError::io(op, path, e);
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path);
+    let file = file.map_err(|e| io("create", e))?;
+    if len > 0 {
+        // SAFETY: fallocate on a file descriptor we own, within i64 range (a file's size).
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(io("reserve", err));
+        }
+    }
+    file.set_len(len as u64).map_err(|e| io("resize", e))?;
+    with_mapping(&file, len, |_| ()).map_err(|e| io("mmap", e))
+}
+
 /// Writes a checkpoint file through a mapping (see the module doc).
 pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<u64> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
@@ -262,34 +307,8 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &Wri
     let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&tmp);
     let file = file.map_err(|e| io("open", e))?;
     file.set_len(body as u64).map_err(|e| io("resize", e))?;
-    let (crcs, parity_crcs) = {
-        use std::os::unix::fs::MetadataExt;
-        let meta = file.metadata().map_err(|e| io("stat", e))?;
-        let key = (meta.dev(), meta.ino());
-        let mut cache = CACHE.lock().expect("mapping cache");
-        // A mapping of another size is of no use, and one of a deleted file pins its pages.
-        cache.retain(|c| (c.key != key || c.map.len == body) && c.file.metadata().is_ok_and(|m| m.nlink() > 0));
-        let at = match cache.iter().position(|c| c.key == key) {
-            Some(at) => at,
-            None => {
-                if cache.len() == CACHED_MAX {
-                    cache.remove(0);
-                }
-                let map = Mapping::new(&file, body).map_err(|e| io("mmap", e))?;
-                let file = file.try_clone().map_err(|e| io("dup", e))?;
-                cache.push(Cached { key, map, file });
-                cache.len() - 1
-            }
-        };
-        let cached = cache.remove(at);
-        let result = {
-            let mut cached = cached;
-            let r = fill(cached.map.bytes(), parts, total, opts);
-            cache.push(cached);
-            r
-        };
-        result
-    };
+    let (crcs, parity_crcs) =
+        with_mapping(&file, body, |bytes| fill(bytes, parts, total, opts)).map_err(|e| io("mmap", e))?;
     footer.chunk = opts.chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;

@@ -66,8 +66,9 @@ impl Wear {
         self.run_bytes
     }
 
-    /// Collective: adds this rank's SSD bytes; the node's first rank persists the total.
-    pub fn add(&mut self, _comm: &Comm, bytes: u64) -> Result<()> {
+    /// Collective over the node: adds this rank's SSD bytes; the node's first rank persists
+    /// the total.
+    pub fn add(&mut self, bytes: u64) -> Result<()> {
         let mut node_total = 0u64;
         self.node_comm.all_reduce_into(&bytes, &mut node_total, SystemOperation::sum());
         if node_total == 0 {

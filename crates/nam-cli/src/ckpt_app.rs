@@ -51,6 +51,14 @@ pub struct AppArgs {
     /// a restart.
     #[arg(long)]
     routed_file: bool,
+    /// Reserve the RAM level's files after protecting (`Checkpointer::reserve`) and print
+    /// the inode of each reserved file.
+    #[arg(long)]
+    reserve: bool,
+    /// Wait for this rank's L3 flush after every checkpoint (so flushes of consecutive
+    /// versions never overlap across ranks).
+    #[arg(long)]
+    wait_flush: bool,
 }
 
 fn step(state: &mut [u8], rank: usize, step: u64) {
@@ -87,6 +95,9 @@ pub fn run(args: AppArgs) -> Result<()> {
     }
     // SAFETY: as above; the library reads these only inside its calls.
     let state = unsafe { std::slice::from_raw_parts_mut(state_ptr, state_len) };
+    if args.reserve {
+        reserve(&mut ckpt)?;
+    }
     if args.region_errors {
         return region_errors(&mut ckpt, state);
     }
@@ -119,6 +130,9 @@ pub fn run(args: AppArgs) -> Result<()> {
                 let level = out.level.map(LevelKind::name).unwrap_or("skipped");
                 println!("checkpoint version={s} level={level} seconds={:.4}", out.seconds);
             }
+            if args.wait_flush {
+                ckpt.wait_flush(std::time::Duration::from_secs(60))?;
+            }
         }
         if args.die_rank == Some(rank) && s == args.die_after {
             // SAFETY: the rank ends here, as a crashed rank does.
@@ -133,6 +147,26 @@ pub fn run(args: AppArgs) -> Result<()> {
         println!("final steps={} digest={}", args.steps, all.join(","));
     }
     flush.context("flush")?;
+    Ok(())
+}
+
+/// Reserves the RAM level's files and prints, rank by rank, the bytes and the inodes.
+fn reserve(ckpt: &mut Checkpointer) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let bytes = ckpt.reserve(None)?;
+    let dir = ckpt.config().ram.dir.join(&ckpt.config().name);
+    let prefix = format!("spare-rank-{}.", ckpt.comm().rank());
+    let mut inodes: Vec<u64> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| e.metadata().ok().map(|m| m.ino()))
+        .collect();
+    inodes.sort_unstable();
+    let line = format!("reserved rank={} bytes={bytes} inodes={inodes:?}", ckpt.comm().rank());
+    let lines = ckpt.comm().all_gather_bytes(line.as_bytes());
+    if ckpt.comm().rank() == 0 {
+        lines.iter().for_each(|l| println!("{}", String::from_utf8_lossy(l)));
+    }
     Ok(())
 }
 

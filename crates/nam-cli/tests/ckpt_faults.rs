@@ -118,7 +118,9 @@ fn flush_target_filling_up_is_reported_and_keeps_older_flushes() {
     }
     let flush = format!("[flush]\ndir = \"{}\"\nevery = 1\nkeep = 4\n", target.display());
     let cfg = write_config(&dir, &flush);
-    let (ok, out) = app(3, &cfg, &["--size-per-rank", "256KiB"]);
+    // Each rank waits for its flush after each checkpoint: otherwise a fast rank's flush of
+    // v4 can fill the target before a slow rank's flush of v2 lands.
+    let (ok, out) = app(3, &cfg, &["--size-per-rank", "256KiB", "--wait-flush"]);
     let kept: Vec<bool> = (0..3).map(|r| target.join(format!("app/v2/rank-{r}.done")).exists()).collect();
     let partial = std::fs::read_dir(target.join("app/v4")).map(|d| d.count()).unwrap_or(0);
     if mounted {

@@ -119,6 +119,45 @@ fn lost_rank_is_rebuilt_by_l2_and_selected_regions_restore() {
     }
 }
 
+#[test]
+fn reserved_ram_files_take_every_checkpoint_and_restart_matches() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir("reserve");
+    let cfg = config(&dir, "none", "always-ram", 0);
+    let (ok, clean) = app(&cfg, &[]);
+    assert!(ok, "{clean}");
+    std::fs::remove_dir_all(dir.join("ram")).unwrap();
+    let (ok, out) = app(&cfg, &["--reserve"]);
+    assert!(ok, "{out}");
+    for rank in 0..RANKS {
+        // keep = 2: the two versions kept and the one being written, all reserved up front.
+        let line = out.lines().find(|l| l.starts_with(&format!("reserved rank={rank} "))).expect("reserve line");
+        let reserved: Vec<u64> = line
+            .split("inodes=[")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(']')
+            .split(", ")
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(reserved.len(), 3, "{line}");
+        // After five checkpoints, the files of this rank (versions 8 and 10 and the spare)
+        // are the reserved ones: no checkpoint allocated a file of its own.
+        let mut now: Vec<u64> = [rank_file(&dir, "ram", 8, rank), rank_file(&dir, "ram", 10, rank)]
+            .iter()
+            .chain(&(0..3).map(|i| dir.join(format!("ram/app/spare-rank-{rank}.{i}.ckpt"))).collect::<Vec<_>>())
+            .filter_map(|p| std::fs::metadata(p).ok().map(|m| m.ino()))
+            .collect();
+        now.sort_unstable();
+        assert_eq!(now, reserved, "rank {rank}:\n{out}");
+    }
+    assert_eq!(digest(&out), digest(&clean));
+    let (ok, restarted) = app(&cfg, &["--restart", "--expect-level", "ram"]);
+    assert!(ok && restarted.contains("restart version=10 level=ram"), "{restarted}");
+    assert_eq!(digest(&restarted), digest(&clean));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn flip(path: &Path, offsets: &[usize]) {
     let mut bytes = std::fs::read(path).unwrap();
     for &o in offsets {

@@ -225,6 +225,7 @@ impl Checkpointer {
             lifetime_estimated_years: f64::INFINITY,
             lifetime_expected_years: f64::INFINITY,
             slowdown: 0.0,
+            slowdown_after_ssd: 0.0,
             fits_ram: true,
         };
         let seconds = self.comm.max_f64(clock.wall_seconds());

@@ -178,7 +178,19 @@ pub(crate) fn lost_ranks<C: mpi::traits::Communicator>(comm: &C, have: bool) -> 
 /// Collective error agreement: if any rank failed, every rank returns an error (its own, or
 /// one naming that another rank failed).
 pub(crate) fn agree<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>, what: &str) -> Result<T> {
-    if crate::comm::all_agree(comm, local.is_ok()) {
+    let all_ok = crate::comm::all_agree(comm, local.is_ok());
+    agreed(comm, local, all_ok, what)
+}
+
+/// [`agree`] when whether every rank succeeded (`all_ok`) is already known from another
+/// collective: a further collective (gathering the causes) runs only when a rank failed.
+pub(crate) fn agreed<T, C: mpi::traits::Communicator>(
+    comm: &C,
+    local: Result<T>,
+    all_ok: bool,
+    what: &str,
+) -> Result<T> {
+    if all_ok {
         return local;
     }
     let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
