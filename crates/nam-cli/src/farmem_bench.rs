@@ -7,7 +7,9 @@
 
 mod cache_sweep;
 mod fault;
+mod fof_explicit;
 mod memcached;
+mod paired;
 mod report;
 mod saxpy_explicit;
 mod workloads;
@@ -30,10 +32,12 @@ pub enum WorkloadKind {
     PointerChase,
     /// y = a*x + y (bandwidth).
     Saxpy,
-    /// SAXPY through the explicit API's streaming bulk reads and writes.
+    /// SAXPY through the explicit API, computed in place on cache lines.
     SaxpyExplicit,
     /// Friends-of-friends on a power-law graph (seed 004 Fig. 8.7).
     Fof,
+    /// Friends-of-friends through the explicit API with batched misses.
+    FofExplicit,
     /// A 4 KiB remote page fault, one page at a time.
     FaultLatency,
     /// memcached through the LD_PRELOAD library under a load generator.
@@ -98,6 +102,12 @@ pub struct FarmemBenchArgs {
     /// Scale of the workloads' footprints (1 = ~32 MiB each).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Paired repetitions (local baseline, then far) of the explicit rows; rows report medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Cache line sizes of the explicit rows, comma-separated (default: the cache's default).
+    #[arg(long, value_delimiter = ',')]
+    line_bytes: Vec<u64>,
     /// Print one JSON object per run instead of the table.
     #[arg(long)]
     json: bool,
@@ -151,6 +161,14 @@ pub struct Run {
     line_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata_cache: Option<usize>,
+    /// Which way into far memory the row uses: "paged" or "explicit".
+    way_in: &'static str,
+    /// Explicit rows: paired repetitions whose medians the row reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repeats: Option<usize>,
+    /// Explicit rows: streaming reads served without allocating a line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bypassed: Option<u64>,
 }
 
 impl Run {
@@ -189,7 +207,29 @@ impl Run {
             values_checked: None,
             line_bytes: None,
             metadata_cache: None,
+            way_in: match workload {
+                WorkloadKind::SaxpyExplicit
+                | WorkloadKind::FofExplicit
+                | WorkloadKind::CacheSweep
+                | WorkloadKind::ExplicitSeq
+                | WorkloadKind::ExplicitChase => "explicit",
+                _ => "paged",
+            },
+            repeats: None,
+            bypassed: None,
         }
+    }
+
+    /// Fills an explicit row from its paired medians.
+    fn explicit(&mut self, m: &paired::Paired, s: &saxpy_explicit::Setting) {
+        self.slowdown = m.slowdown;
+        self.throughput_ratio = 1.0 / m.slowdown;
+        self.misses = m.stats.misses;
+        self.prefetches = m.stats.prefetches;
+        self.evictions = m.stats.evictions;
+        self.bypassed = Some(m.stats.bypassed);
+        self.repeats = Some(s.repeats);
+        self.line_bytes = s.line_bytes;
     }
 }
 
@@ -221,16 +261,53 @@ fn saxpy(scale: f64) -> workloads::Saxpy {
     workloads::Saxpy { n: ((4.0 * 1048576.0 * scale) as usize).max(1024), passes: 4 }
 }
 
+fn fof(scale: f64) -> workloads::FriendsOfFriends {
+    let s = |n: f64| ((n * scale) as usize).max(1024);
+    workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) }
+}
+
 fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
     let s = |n: f64| ((n * scale) as usize).max(1024);
     match kind {
         WorkloadKind::PointerChase => Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: 1 << 20 }),
         WorkloadKind::Saxpy => Box::new(saxpy(scale)),
-        WorkloadKind::Fof => {
-            Box::new(workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) })
-        }
+        WorkloadKind::Fof => Box::new(fof(scale)),
         _ => unreachable!("measured by their own modules"),
     }
+}
+
+/// The explicit rows: every server count, fraction, prefetch setting and line size.
+fn run_explicit(
+    args: &FarmemBenchArgs,
+    kind: WorkloadKind,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let lines: Vec<Option<u64>> =
+        if args.line_bytes.is_empty() { vec![None] } else { args.line_bytes.iter().map(|&l| Some(l)).collect() };
+    let saxpy_w = saxpy(args.scale);
+    let fof_w = fof(args.scale);
+    let mut runs = Vec::new();
+    for &n in counts {
+        for &fraction in &args.local_fraction {
+            for &p in &args.prefetch {
+                for &line_bytes in &lines {
+                    let s =
+                        saxpy_explicit::Setting { fraction, prefetch: p == OnOff::On, repeats: args.repeat, line_bytes };
+                    let client = connect(&addrs[..n], transport)?;
+                    let run = if kind == WorkloadKind::SaxpyExplicit {
+                        saxpy_explicit::measure(client, (transport, n), &saxpy_w, &s)?
+                    } else {
+                        fof_explicit::measure(client, (transport, n), &fof_w, &s)?
+                    };
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
+            }
+        }
+    }
+    Ok(runs)
 }
 
 /// Runs `w` on local memory: (milliseconds, checksum).
@@ -342,20 +419,8 @@ fn run_workload(
         }
         return Ok(runs);
     }
-    if kind == WorkloadKind::SaxpyExplicit {
-        let w = saxpy(args.scale);
-        let local = run_local(&w);
-        for &n in counts {
-            for &fraction in &args.local_fraction {
-                for &p in &args.prefetch {
-                    let client = connect(&addrs[..n], transport)?;
-                    let run = saxpy_explicit::measure(client, (transport, n), &w, local, (fraction, p == OnOff::On))?;
-                    report::progress(args, &run);
-                    runs.push(run);
-                }
-            }
-        }
-        return Ok(runs);
+    if matches!(kind, WorkloadKind::SaxpyExplicit | WorkloadKind::FofExplicit) {
+        return run_explicit(args, kind, transport, addrs, counts);
     }
     let w = workload(kind, args.scale);
     let (local_ms, local_sum) = run_local(w.as_ref());

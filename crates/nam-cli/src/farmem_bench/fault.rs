@@ -54,6 +54,9 @@ pub fn measure(client: Arc<Client>, transport: Transport, servers: usize, scale:
     let (p50, p99, local_p50) = (percentile(&faults, 0.5), percentile(&faults, 0.99), percentile(&local, 0.5));
     Ok(Run {
         workload: WorkloadKind::FaultLatency,
+        way_in: "paged",
+        repeats: None,
+        bypassed: None,
         local_fraction: 1.0,
         prefetch: false,
         servers,

@@ -213,6 +213,9 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
     ensure!(hits > 0, "memcached under far memory served no hits out of {gets} gets");
     Ok(Run {
         workload: WorkloadKind::Memcached,
+        way_in: "paged",
+        repeats: None,
+        bypassed: None,
         local_fraction: far.fraction,
         prefetch: far.prefetch,
         servers: far.servers.len(),
