@@ -293,8 +293,12 @@ fn run_explicit(
         for &fraction in &args.local_fraction {
             for &p in &args.prefetch {
                 for &line_bytes in &lines {
-                    let s =
-                        saxpy_explicit::Setting { fraction, prefetch: p == OnOff::On, repeats: args.repeat, line_bytes };
+                    let s = saxpy_explicit::Setting {
+                        fraction,
+                        prefetch: p == OnOff::On,
+                        repeats: args.repeat,
+                        line_bytes,
+                    };
                     let client = connect(&addrs[..n], transport)?;
                     let run = if kind == WorkloadKind::SaxpyExplicit {
                         saxpy_explicit::measure(client, (transport, n), &saxpy_w, &s)?

@@ -99,12 +99,13 @@ fn in_place_op(far: &mut FarMemory, model: &mut [u8], rng: &mut rand::rngs::StdR
             })
             .unwrap();
             let source = model[src..src + len].to_vec();
-            for i in 0..len {
-                model[a + i] = if mode == DestMode::Update { before[i].wrapping_add(source[i]) } else { source[i] };
+            for ((m, b), x) in model[a..a + len].iter_mut().zip(&before).zip(&source) {
+                *m = if mode == DestMode::Update { b.wrapping_add(*x) } else { *x };
             }
         }
         _ => {
-            let ranges: Vec<(u64, usize)> = (0..8).map(|k| ((addr + k * 4099) % (model.len() - len) as u64, len)).collect();
+            let ranges: Vec<(u64, usize)> =
+                (0..8).map(|k| ((addr + k * 4099) % (model.len() - len) as u64, len)).collect();
             far.fetch_ranges(&ranges).unwrap();
         }
     }
@@ -278,4 +279,3 @@ fn a_full_server_keeps_dirty_lines_local_and_reports_it() {
     assert!(back == model, "dirty data was lost");
     assert!(far.stats().writebacks == 0);
 }
-

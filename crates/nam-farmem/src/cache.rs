@@ -124,7 +124,9 @@ impl LineStore {
         let start = self.rng.gen_range(0..self.ways);
         let ways = self.ways;
         let candidates = || {
-            (0..ways).map(move |k| first + (start + k) % ways).filter(move |&s| (s != mru || ways == 1) && !exclude.contains(&s))
+            (0..ways)
+                .map(move |k| first + (start + k) % ways)
+                .filter(move |&s| (s != mru || ways == 1) && !exclude.contains(&s))
         };
         if let Some(slot) = candidates().find(|&s| self.state[s] & DIRTY == 0) {
             return Some(slot);
@@ -232,5 +234,22 @@ mod tests {
         store.set_state(1, VALID | DIRTY);
         store.set_state(3, VALID | DIRTY);
         assert_eq!(store.victim(99, &[], true), None, "only the MRU way is clean");
+    }
+
+    #[test]
+    fn clean_ways_are_replaced_before_dirty_ones() {
+        let mut store = LineStore::new(1, 4, 64, 0, 11);
+        for way in 0..4 {
+            store.install(way, 20 + way as u64, VALID | DIRTY);
+        }
+        store.set_state(2, VALID);
+        store.touch(0);
+        for _ in 0..100 {
+            assert_eq!(store.victim(99, &[], false), Some(2), "the only clean way goes first");
+        }
+        assert_eq!(store.victim(99, &[2], true), None, "no clean way left for a streaming read");
+        let v = store.victim(99, &[2], false).unwrap();
+        assert!(v == 1 || v == 3, "a dirty way other than the MRU and the excluded one: {v}");
+        assert!(store.data_ptr(3).cast::<u128>().is_aligned(), "lines are aligned for typed views");
     }
 }

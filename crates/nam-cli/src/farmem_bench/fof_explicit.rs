@@ -94,8 +94,7 @@ fn far_once(client: &Arc<Client>, w: &FriendsOfFriends, image: &[u8], s: &Settin
     let group_bytes = (far.config().budget_bytes / 8) as usize;
     let before = far.stats();
     let t = Instant::now();
-    let mut graph =
-        FarGraph { far: &mut far, offsets, neighbors, group_bytes, ranges: Vec::new(), bounds: Vec::new() };
+    let mut graph = FarGraph { far: &mut far, offsets, neighbors, group_bytes, ranges: Vec::new(), bounds: Vec::new() };
     let sum = w.query_all(&mut graph)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let after = far.stats();
@@ -118,8 +117,16 @@ pub fn measure(
         (t.elapsed().as_secs_f64() * 1e3, sum)
     };
     let m = paired("explicit friends-of-friends", s.repeats, local, || far_once(&client, w, &image, s))?;
-    let mut r =
-        Run::basic(WorkloadKind::FofExplicit, s.fraction, s.prefetch, servers, transport, m.local_ms, m.far_ms, w.queries as f64);
+    let mut r = Run::basic(
+        WorkloadKind::FofExplicit,
+        s.fraction,
+        s.prefetch,
+        servers,
+        transport,
+        m.local_ms,
+        m.far_ms,
+        w.queries as f64,
+    );
     r.explicit(&m, s);
     Ok(r)
 }

@@ -93,9 +93,16 @@ fn far_once(client: &Arc<Client>, w: &Saxpy, setting: &Setting) -> Result<(f64, 
 pub fn measure(client: Arc<Client>, (transport, servers): (Transport, usize), w: &Saxpy, s: &Setting) -> Result<Run> {
     let m = paired("explicit SAXPY", s.repeats, || super::run_local(w), || far_once(&client, w, s))?;
     let items = (w.n * w.passes) as f64;
-    let mut r =
-        Run::basic(WorkloadKind::SaxpyExplicit, s.fraction, s.prefetch, servers, transport, m.local_ms, m.far_ms, items);
+    let mut r = Run::basic(
+        WorkloadKind::SaxpyExplicit,
+        s.fraction,
+        s.prefetch,
+        servers,
+        transport,
+        m.local_ms,
+        m.far_ms,
+        items,
+    );
     r.explicit(&m, s);
     Ok(r)
 }
-
