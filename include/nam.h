@@ -979,6 +979,35 @@ nam_status_t nam_ckpt_group_restore(nam_ckpt_group_t *group,
                                     nam_alloc_t **out);
 
 /**
+ * The replacement rank rebuilds its own checkpoint of `epoch` (0: the newest complete)
+ * straight into its buffer: the buffer is first resized to `len` bytes (the lost rank's
+ * size, `nam_ckpt_group_recorded_len`) when it has another size, then the server rebuilds
+ * it from the survivors' buffers and the parity. On the same host the server writes the
+ * mapped buffer itself (one pass, no copy); elsewhere it goes through a server allocation.
+ * Survivors call `nam_ckpt_group_wait_restore`; this rank `nam_ckpt_group_finish_restore`.
+ * Blocking (one control round trip).
+ *
+ * # Safety
+ * `group` is a live group.
+ */
+nam_status_t nam_ckpt_group_restore_own(nam_ckpt_group_t *group,
+                                        uint64_t epoch,
+                                        uint64_t len);
+
+/**
+ * Finishes `nam_ckpt_group_restore_own`: waits for the rebuilt checkpoint (checksums
+ * verified), at most `timeout_ms`, copies it into the buffer if the server could not write
+ * the buffer itself, and stores the epoch restored in `*epoch_out` (may be NULL).
+ * `NAM_ERR_INVALID_ARGUMENT` when no restore was started.
+ *
+ * # Safety
+ * `group` is a live group; `epoch_out` NULL or writable.
+ */
+nam_status_t nam_ckpt_group_finish_restore(nam_ckpt_group_t *group,
+                                           uint64_t timeout_ms,
+                                           uint64_t *epoch_out);
+
+/**
  * Waits until the group's running restore has finished (checksums verified), at most
  * `timeout_ms`. Every rank of the group calls it; survivors keep their buffers unchanged
  * until it returns.

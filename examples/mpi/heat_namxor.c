@@ -126,18 +126,21 @@ int main(int argc, char **argv) {
         MPI_Allgather(&have, 1, MPI_INT, haves, 1, MPI_INT, MPI_COMM_WORLD);
         for (int lost = 0; lost < size; lost++) {
             if (haves[lost]) continue;
-            nam_alloc_t *restored = NULL;
+            /* The replacement asks for its own checkpoint to be rebuilt straight into its
+             * buffer; the survivors keep theirs unchanged until the restore is done. */
             nam_status_t s = NAM_OK;
-            if (rank == lost) s = nam_ckpt_group_restore(group, (uint32_t)lost, 0, &restored);
+            if (rank == lost) s = nam_ckpt_group_restore_own(group, 0, len);
             MPI_Bcast(&s, 1, MPI_INT, lost, MPI_COMM_WORLD);
             check(s, "restore request", rank);
-            check(nam_ckpt_group_wait_restore(group, WAIT_MS), "wait for the restore", rank);
             if (rank == lost) {
-                check(nam_ckpt_group_fetch_restored(group, restored, len), "fetch the restored checkpoint", rank);
-                nam_alloc_release(restored);
+                uint64_t epoch = 0;
+                check(nam_ckpt_group_finish_restore(group, WAIT_MS, &epoch), "finish the restore", rank);
                 check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
                 if (write_local(path, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "rewrite local", rank);
-                printf("rank %d: checkpoint rebuilt by the memory server (%zu bytes)\n", rank, len);
+                printf("rank %d: checkpoint of epoch %llu rebuilt by the memory server (%zu bytes)\n", rank,
+                       (unsigned long long)epoch, len);
+            } else {
+                check(nam_ckpt_group_wait_restore(group, WAIT_MS), "wait for the restore", rank);
             }
             MPI_Barrier(MPI_COMM_WORLD);
         }

@@ -4,9 +4,9 @@
 
 use crate::alloc::nam_alloc_t;
 use crate::client::nam_t;
-use crate::ffi::{deref, deref_mut, guard, required_str, write_optional};
+use crate::ffi::{deref, deref_mut, guard, required_str, write_optional, Failure};
 use crate::status::nam_status_t::{self, NAM_IN_PROGRESS, NAM_OK};
-use nam_client::{CkptMember, GroupSpec};
+use nam_client::{CkptMember, GroupSpec, Restoring};
 use std::ffi::c_char;
 use std::time::Duration;
 
@@ -15,6 +15,8 @@ use std::time::Duration;
 pub struct nam_ckpt_group_t {
     member: CkptMember<'static>,
     nam: &'static nam_t,
+    /// The restore `nam_ckpt_group_restore_own` started, until `nam_ckpt_group_finish_restore`.
+    restoring: Option<Restoring>,
 }
 
 /// How `nam_ckpt_group_join` joins. Zero fields take the defaults.
@@ -65,7 +67,7 @@ pub unsafe extern "C" fn nam_ckpt_group_join(
             spec.node = node.into();
         }
         let member = nam.client.ckpt_join(&spec, rank, buffer_len as usize)?;
-        *out = Box::into_raw(Box::new(nam_ckpt_group_t { member, nam }));
+        *out = Box::into_raw(Box::new(nam_ckpt_group_t { member, nam, restoring: None }));
         Ok(NAM_OK)
     })
 }
@@ -161,6 +163,56 @@ pub unsafe extern "C" fn nam_ckpt_group_restore(
         let out = deref_mut(out, "out")?;
         let allocation = g.member.restore(lost_rank, epoch)?;
         crate::alloc::hand_out(g.nam, allocation, out);
+        Ok(NAM_OK)
+    })
+}
+
+/// The replacement rank rebuilds its own checkpoint of `epoch` (0: the newest complete)
+/// straight into its buffer: the buffer is first resized to `len` bytes (the lost rank's
+/// size, `nam_ckpt_group_recorded_len`) when it has another size, then the server rebuilds
+/// it from the survivors' buffers and the parity. On the same host the server writes the
+/// mapped buffer itself (one pass, no copy); elsewhere it goes through a server allocation.
+/// Survivors call `nam_ckpt_group_wait_restore`; this rank `nam_ckpt_group_finish_restore`.
+/// Blocking (one control round trip).
+///
+/// # Safety
+/// `group` is a live group.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_group_restore_own(
+    group: *mut nam_ckpt_group_t,
+    epoch: u64,
+    len: u64,
+) -> nam_status_t {
+    guard("nam_ckpt_group_restore_own", || {
+        let g = deref_mut(group, "group")?;
+        if g.member.buffer().len() as u64 != len {
+            g.member.resize(len as usize)?;
+        }
+        g.restoring = Some(g.member.restore_own(epoch)?);
+        Ok(NAM_OK)
+    })
+}
+
+/// Finishes `nam_ckpt_group_restore_own`: waits for the rebuilt checkpoint (checksums
+/// verified), at most `timeout_ms`, copies it into the buffer if the server could not write
+/// the buffer itself, and stores the epoch restored in `*epoch_out` (may be NULL).
+/// `NAM_ERR_INVALID_ARGUMENT` when no restore was started.
+///
+/// # Safety
+/// `group` is a live group; `epoch_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_group_finish_restore(
+    group: *mut nam_ckpt_group_t,
+    timeout_ms: u64,
+    epoch_out: *mut u64,
+) -> nam_status_t {
+    guard("nam_ckpt_group_finish_restore", || {
+        let g = deref_mut(group, "group")?;
+        let Some(restoring) = g.restoring.take() else {
+            return Err(Failure::Invalid("no restore was started: call nam_ckpt_group_restore_own first".into()));
+        };
+        let epoch = g.member.finish_restore(restoring, Duration::from_millis(timeout_ms))?;
+        write_optional(epoch_out, epoch);
         Ok(NAM_OK)
     })
 }

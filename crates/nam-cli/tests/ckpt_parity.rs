@@ -397,7 +397,10 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     std::fs::remove_file(dir.join("failed/rank-2.ckpt")).unwrap();
     let (ok, restarted) = heat("restart", &dir.join("failed"), &[]);
     assert!(ok, "{restarted}");
-    assert!(restarted.contains("rank 2: checkpoint rebuilt by the memory server"), "{restarted}");
+    assert!(
+        restarted.contains("rank 2: checkpoint of epoch ") && restarted.contains("rebuilt by the memory server"),
+        "{restarted}"
+    );
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
     assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
 

@@ -148,3 +148,44 @@ fn rounds_reduced_by_a_rank_and_by_the_server_agree_and_mismatches_fail_everywhe
         }
     });
 }
+
+/// A group whose ranks left has its memory freed and handed to other allocations; the
+/// server must stop writing the group's words there (its "asleep" flag, set every time it
+/// goes idle, once corrupted the next group's deposits: allreduce results differed from
+/// MPI's). Fill every byte the server can give out, let it sleep and wake a few times, and
+/// check that no byte moved.
+#[test]
+fn a_left_groups_memory_handed_to_others_is_not_written_by_the_server() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "4MiB"]);
+    {
+        let (a, b) = (server.client(), server.client());
+        std::thread::scope(|s| {
+            for (rank, client) in [&a, &b].into_iter().enumerate() {
+                s.spawn(move || {
+                    let mut group = ReduceGroup::attach(client, "left", 2, rank as u32, 256 << 10, 0).unwrap();
+                    let mut recv = [0u8; 4];
+                    group.allreduce(client, ReduceOp::Sum, DataType::I32, &i32s([1].into_iter()), &mut recv).unwrap();
+                    assert_eq!(recv, i32s([2].into_iter())[..]);
+                });
+            }
+        });
+    } // both ranks leave: the group's allocation goes back to the pool
+    let owner = server.client();
+    let block = 64u64 << 10;
+    let pattern: Vec<u8> = (0..block).map(|i| (i % 251) as u8 ^ 0x5A).collect();
+    let mut blocks = Vec::new();
+    while let Ok(allocation) = owner.alloc(block, &Default::default()) {
+        owner.put_sync(&allocation, 0, &pattern).unwrap();
+        blocks.push(allocation);
+    }
+    assert!(blocks.len() as u64 * block >= 2 << 20, "the pool gave out only {} blocks", blocks.len());
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(50)); // well past the server's idle spin: it sleeps
+        owner.status(0).unwrap(); // and wakes
+    }
+    let mut back = vec![0u8; block as usize];
+    for (k, allocation) in blocks.iter().enumerate() {
+        owner.get(allocation, 0, &mut back).unwrap();
+        assert!(back == pattern, "block {k} of the reused pool changed while the server slept");
+    }
+}

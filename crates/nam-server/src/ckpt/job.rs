@@ -4,6 +4,7 @@
 //! arrives. When UCX maps a rank's buffer into the server (same host, shared memory) the
 //! engine reads it in place instead of copying it first.
 
+use super::fold::{crc32c, fold_segment, xor_into};
 use super::slot::{Slot, SlotHeader};
 use crate::pool::Pool;
 use nam_proto::Status;
@@ -216,7 +217,7 @@ impl Job {
         let bad =
             parity.par_chunks(seg).zip(rebuilt.par_chunks_mut(seg)).zip(stored.par_iter()).enumerate().find_map_any(
                 |(s, ((parity, rebuilt), &stored))| {
-                    let corrupt = crc32c::crc32c(parity) != stored;
+                    let corrupt = crc32c(parity) != stored;
                     rebuilt.copy_from_slice(&parity[..rebuilt.len()]);
                     corrupt.then_some(s)
                 },
@@ -350,15 +351,13 @@ impl Job {
                     .enumerate()
                     .map(|(i, (parity, (&count, &expected)))| {
                         let s = first as usize + i;
-                        let (mut count, mut crcs, mut parity_crc) = (count, Vec::new(), None);
-                        for (r, base) in &cohort {
-                            let Some(data) = rank_segment(*r, base.0, s) else { continue };
-                            let (crc, done) = fold_into_parity(parity, data, count, expected);
-                            crcs.push((*r, crc));
-                            parity_crc = done;
-                            count += 1;
-                        }
-                        (crcs, parity_crc)
+                        let present: Vec<(usize, &[u8])> =
+                            cohort.iter().filter_map(|(r, base)| Some((*r, rank_segment(*r, base.0, s)?))).collect();
+                        let data: Vec<&[u8]> = present.iter().map(|&(_, d)| d).collect();
+                        let complete = count + data.len() as u32 == expected;
+                        // The first contribution to a segment overwrites it (zero-padded).
+                        let sums = fold_segment(parity, count > 0, &data, true, complete);
+                        (present.iter().map(|&(r, _)| r).zip(sums.sources).collect(), sums.output)
                     })
                     .collect();
                 for (s, (crcs, parity_crc)) in (first..end).zip(folded) {
@@ -448,33 +447,25 @@ impl Job {
             .map(|(i, ((rebuilt, parity), &(parity_crc, rank_crc)))| {
                 let s = first as usize + i;
                 let n = rebuilt.len();
-                // Survivors covering the whole segment are XORed with the parity in one pass;
-                // shorter ones (implicitly zero-padded) after it.
-                let (mut whole, mut short) = (vec![&parity[..n]], Vec::new());
+                // The parity and every survivor (zero-padded, cut to the lost rank's length)
+                // in one pass, checksummed while in cache.
+                let mut sources = vec![&parity[..n]];
                 for &(r, segments, ref base) in &survivors {
                     if s as u64 >= segments {
                         continue;
                     }
                     // SAFETY: rank r's mapped buffer holds sizes[r] bytes; it does not change
                     // until the restore word says so.
-                    let Some(data) = (unsafe { mapped_segment(base.0, sizes[r] as usize, seg as usize, s) }) else {
-                        continue;
-                    };
-                    if data.len() >= n {
-                        whole.push(&data[..n]);
-                    } else {
-                        short.push(data);
+                    if let Some(data) = unsafe { mapped_segment(base.0, sizes[r] as usize, seg as usize, s) } {
+                        sources.push(&data[..data.len().min(n)]);
                     }
                 }
-                xor_many(rebuilt, &whole);
-                for data in &short {
-                    xor_into(&mut rebuilt[..data.len()], data);
-                }
-                let added = (whole.len() - 1 + short.len()) as u32;
+                let added = sources.len() as u32 - 1;
+                let sums = fold_segment(rebuilt, false, &sources, false, true);
                 // The rebuilt segment's checksum covers the parity and every survivor at once:
                 // the parity's own checksum is computed only to name the cause of a mismatch.
-                if crc32c::crc32c(rebuilt) != rank_crc {
-                    if crc32c::crc32c(parity) != parity_crc {
+                if sums.output != Some(rank_crc) {
+                    if crc32c(parity) != parity_crc {
                         return Err(format!("parity segment {s} fails its checksum"));
                     }
                     return Err(format!("rebuilt segment {s} of rank {lost} fails its checksum"));
@@ -605,9 +596,10 @@ impl Job {
         match self.purpose {
             Purpose::Epoch => {
                 let (count, expected) = (self.counts[s as usize], self.expected[s as usize]);
-                let (crc, parity_crc) = fold_into_parity(self.parity_segment(pool, s), data, count, expected);
-                self.slot.store_crc(pool, self.header.rank_crc_at(r), s, crc);
-                if let Some(crc) = parity_crc {
+                let complete = count + 1 == expected;
+                let sums = fold_segment(self.parity_segment(pool, s), count > 0, &[data], true, complete);
+                self.slot.store_crc(pool, self.header.rank_crc_at(r), s, sums.sources[0]);
+                if let Some(crc) = sums.output {
                     self.slot.store_crc(pool, self.header.parity_crc_at(), s, crc);
                 }
                 self.counts[s as usize] += 1;
@@ -640,7 +632,7 @@ impl Job {
             .par_chunks(seg)
             .zip(stored.par_iter())
             .enumerate()
-            .find_map_any(|(s, (rebuilt, &stored))| (crc32c::crc32c(rebuilt) != stored).then_some(s));
+            .find_map_any(|(s, (rebuilt, &stored))| (crc32c(rebuilt) != stored).then_some(s));
         match bad {
             Some(s) => Err(failure(
                 Status::CkptCorrupted,
@@ -659,20 +651,6 @@ impl Job {
 /// segment is complete.
 type FoldedSegment = (Vec<(usize, u32)>, Option<u32>);
 
-/// Folds one rank's segment into its parity segment: copies it (zero-padded) when it is the
-/// first contribution, XORs it otherwise. Returns the segment's checksum and, when this was
-/// the last contribution, the finished parity segment's checksum.
-fn fold_into_parity(parity: &mut [u8], data: &[u8], count: u32, expected: u32) -> (u32, Option<u32>) {
-    let crc = crc32c::crc32c(data);
-    if count == 0 {
-        parity[..data.len()].copy_from_slice(data);
-        parity[data.len()..].fill(0);
-    } else {
-        xor_into(&mut parity[..data.len()], data);
-    }
-    (crc, (count + 1 == expected).then(|| crc32c::crc32c(parity)))
-}
-
 /// A rank's buffer mapped into the server, shared by the threads that fold it.
 struct MappedBase(*mut u8);
 // SAFETY: the mapped buffers are only read, from any thread, while the job runs.
@@ -687,74 +665,4 @@ unsafe fn mapped_segment<'a>(base: *const u8, size: usize, seg: usize, s: usize)
     let at = s * seg;
     let len = size.saturating_sub(at).min(seg);
     (len > 0).then(|| std::slice::from_raw_parts(base.add(at), len))
-}
-
-/// `dst = srcs[0] ^ srcs[1] ^ ...` (each source as long as `dst`), 64 bytes at a time in
-/// registers: each source is read once and `dst` written once, instead of one
-/// read-modify-write pass over `dst` per source.
-pub fn xor_many(dst: &mut [u8], srcs: &[&[u8]]) {
-    assert!(!srcs.is_empty() && srcs.iter().all(|s| s.len() == dst.len()), "xor_many needs equal lengths");
-    const BLOCK: usize = 64;
-    let blocks = dst.len() / BLOCK;
-    for (b, out) in dst.chunks_exact_mut(BLOCK).enumerate() {
-        let at = b * BLOCK;
-        let mut acc = [0u64; BLOCK / 8];
-        for src in srcs {
-            let block: &[u8; BLOCK] = src[at..at + BLOCK].try_into().expect("a whole block");
-            for (k, word) in acc.iter_mut().enumerate() {
-                *word ^= u64::from_ne_bytes(block[8 * k..8 * k + 8].try_into().expect("8 bytes"));
-            }
-        }
-        for (k, word) in acc.iter().enumerate() {
-            out[8 * k..8 * k + 8].copy_from_slice(&word.to_ne_bytes());
-        }
-    }
-    let tail = blocks * BLOCK;
-    dst[tail..].copy_from_slice(&srcs[0][tail..]);
-    for src in &srcs[1..] {
-        xor_into(&mut dst[tail..], &src[tail..]);
-    }
-}
-
-/// `dst ^= src`, a word at a time (the compiler vectorises the loop).
-pub fn xor_into(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len());
-    let (d_words, d_tail) = dst.split_at_mut(dst.len() / 8 * 8);
-    let (s_words, s_tail) = src.split_at(d_words.len());
-    for (d, s) in d_words.chunks_exact_mut(8).zip(s_words.chunks_exact(8)) {
-        let x = u64::from_ne_bytes(d.try_into().unwrap()) ^ u64::from_ne_bytes(s.try_into().unwrap());
-        d.copy_from_slice(&x.to_ne_bytes());
-    }
-    for (d, s) in d_tail.iter_mut().zip(s_tail) {
-        *d ^= s;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{xor_into, xor_many};
-
-    #[test]
-    fn xor_many_matches_pairwise_xor_with_tails() {
-        for len in [0usize, 7, 64, 200, 4096 + 9] {
-            let srcs: Vec<Vec<u8>> =
-                (0..5u8).map(|k| (0..len).map(|i| (i as u8).wrapping_mul(31) ^ k.wrapping_mul(77)).collect()).collect();
-            let mut expect = srcs[0].clone();
-            for s in &srcs[1..] {
-                xor_into(&mut expect, s);
-            }
-            let mut out = vec![0xAAu8; len];
-            xor_many(&mut out, &srcs.iter().map(|s| &s[..]).collect::<Vec<_>>());
-            assert_eq!(out, expect, "length {len}");
-        }
-    }
-
-    #[test]
-    fn xor_handles_tails() {
-        let mut a: Vec<u8> = (0..19).collect();
-        let b: Vec<u8> = (100..119).collect();
-        let expect: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
-        xor_into(&mut a, &b);
-        assert_eq!(a, expect);
-    }
 }

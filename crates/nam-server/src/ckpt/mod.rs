@@ -8,6 +8,7 @@
 //! previous epoch restorable. A restore pulls the survivors, XORs them with the stored parity
 //! and leaves the lost rank's buffer in a pool allocation its replacement reads.
 
+pub mod fold;
 pub mod job;
 pub mod slot;
 
