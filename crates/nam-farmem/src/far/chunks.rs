@@ -174,7 +174,9 @@ impl FarMemory {
             self.staged = (line, count);
             return Ok(self.staging.as_mut_ptr());
         }
-        self.want(line, Want::Stream)?;
+        // A streaming read does not train the prefetcher: its lines go in without priority,
+        // and fetching more of them ahead would only push out lines that are being reused.
+        self.want_trained(line, Want::Stream, false)?;
         self.issue()?;
         let slot = self.slot_of(line)?;
         self.pinned.push(slot);
