@@ -138,14 +138,14 @@ impl<T: Plain> FarArray<T> {
 }
 
 fn view<T: Plain>(bytes: &[u8]) -> &[T] {
-    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len() % std::mem::size_of::<T>() == 0);
+    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len().is_multiple_of(std::mem::size_of::<T>()));
     // SAFETY: aligned (asserted; lines are 64-byte aligned and pieces start at multiples of
     // the element size), whole elements, and Plain accepts any bits.
     unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / std::mem::size_of::<T>()) }
 }
 
 fn view_mut<T: Plain>(bytes: &mut [u8]) -> &mut [T] {
-    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len() % std::mem::size_of::<T>() == 0);
+    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len().is_multiple_of(std::mem::size_of::<T>()));
     // SAFETY: as in `view`, and exclusive through `bytes`.
     unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len() / std::mem::size_of::<T>()) }
 }

@@ -121,9 +121,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 && o.line_bytes == on.line_bytes
         });
         if let Some(off) = off {
-            // Ratio of slowdowns: the same as of far times when both share the local run, and
-            // normalized by each run's own paired baseline when they do not (explicit rows).
-            let ratio = on.slowdown / off.slowdown;
+            let ratio = on.far_ms / off.far_ms;
             lines.push(format!(
                 "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
                 on.workload,
