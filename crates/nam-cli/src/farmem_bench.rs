@@ -6,6 +6,7 @@
 //! measures the latency of a 4 KiB remote page fault.
 
 mod cache_sweep;
+mod explicit_paired;
 mod fault;
 mod fof_explicit;
 mod memcached;
@@ -17,7 +18,7 @@ mod workloads;
 use crate::bench::server::LocalServer;
 use anyhow::{bail, Context, Result};
 use nam_client::{Client, ClientConfig};
-use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::FaultMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,9 +103,20 @@ pub struct FarmemBenchArgs {
     /// Scale of the workloads' footprints (1 = ~32 MiB each).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Paired repetitions (local baseline, then far) of the explicit rows; rows report medians.
+    /// Timed rounds of each paged run (pointer chase, SAXPY, FoF) and paired repetitions of
+    /// the explicit rows; each times the local baseline and the far run right after each
+    /// other, and the medians are reported.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Least milliseconds the local side of a round runs (the workload is iterated).
+    #[arg(long, default_value_t = 0.0)]
+    min_ms: f64,
+    /// Who serves the page faults of paged runs, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "thread")]
+    fault_mode: Vec<FaultModeArg>,
+    /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
+    #[arg(long)]
+    spin_us: Option<u64>,
     /// Cache line sizes of the explicit rows, comma-separated (default: the cache's default).
     #[arg(long, value_delimiter = ',')]
     line_bytes: Vec<u64>,
@@ -169,6 +181,9 @@ pub struct Run {
     /// Explicit rows: streaming reads served without allocating a line.
     #[serde(skip_serializing_if = "Option::is_none")]
     bypassed: Option<u64>,
+    /// Paged rows: who served the faults ("thread" or "signal").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fault_mode: Option<&'static str>,
 }
 
 impl Run {
@@ -217,11 +232,12 @@ impl Run {
             },
             repeats: None,
             bypassed: None,
+            fault_mode: None,
         }
     }
 
     /// Fills an explicit row from its paired medians.
-    fn explicit(&mut self, m: &paired::Paired, s: &saxpy_explicit::Setting) {
+    fn explicit(&mut self, m: &explicit_paired::Paired, s: &saxpy_explicit::Setting) {
         self.slowdown = m.slowdown;
         self.throughput_ratio = 1.0 / m.slowdown;
         self.misses = m.stats.misses;
@@ -230,6 +246,31 @@ impl Run {
         self.bypassed = Some(m.stats.bypassed);
         self.repeats = Some(s.repeats);
         self.line_bytes = s.line_bytes;
+    }
+}
+
+/// Who serves page faults (`--fault-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultModeArg {
+    /// The pager's handler thread (the default; system calls may touch missing pages).
+    Thread,
+    /// The faulting thread, in a SIGBUS handler.
+    Signal,
+}
+
+impl From<FaultModeArg> for FaultMode {
+    fn from(m: FaultModeArg) -> FaultMode {
+        match m {
+            FaultModeArg::Thread => FaultMode::Thread,
+            FaultModeArg::Signal => FaultMode::Signal,
+        }
+    }
+}
+
+fn mode_name(mode: FaultMode) -> &'static str {
+    match mode {
+        FaultMode::Thread => "thread",
+        FaultMode::Signal => "signal",
     }
 }
 
@@ -269,7 +310,10 @@ fn fof(scale: f64) -> workloads::FriendsOfFriends {
 fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
     let s = |n: f64| ((n * scale) as usize).max(1024);
     match kind {
-        WorkloadKind::PointerChase => Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: 1 << 20 }),
+        // Steps scale too, so a sweep over small budgets (a miss per step) stays minutes long.
+        WorkloadKind::PointerChase => {
+            Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: s(1048576.0) as u64 })
+        }
         WorkloadKind::Saxpy => Box::new(saxpy(scale)),
         WorkloadKind::Fof => Box::new(fof(scale)),
         _ => unreachable!("measured by their own modules"),
@@ -328,29 +372,8 @@ fn run_local(w: &dyn Workload) -> (f64, u64) {
 struct FarSetting {
     fraction: f64,
     prefetch: bool,
-}
-
-/// Runs `w` in a paged region: (milliseconds, checksum, stats).
-fn run_far(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<(f64, u64, nam_farmem::Stats)> {
-    let footprint = w.footprint() as u64;
-    let mut config = PagerConfig::new(footprint, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
-    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
-    let region = PagedRegion::new(client, config)?;
-    // SAFETY: the only view of the region, dropped before it.
-    let mem = unsafe { region.as_slice_mut() };
-    w.init(&mut mem[..footprint as usize]);
-    let before = region.stats();
-    let t = Instant::now();
-    let sum = w.run(&mut mem[..footprint as usize]);
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    let after = region.stats();
-    let stats = nam_farmem::Stats {
-        misses: after.misses - before.misses,
-        prefetches: after.prefetches - before.prefetches,
-        evictions: after.evictions - before.evictions,
-        ..after
-    };
-    Ok((ms, sum, stats))
+    mode: FaultMode,
+    spin_us: Option<u64>,
 }
 
 /// Entry point.
@@ -388,9 +411,17 @@ fn run_workload(
     let mut runs = Vec::new();
     if kind == WorkloadKind::FaultLatency {
         for &n in counts {
-            let run = fault::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)?;
-            report::progress(args, &run);
-            runs.push(run);
+            for &mode in &args.fault_mode {
+                let run = fault::measure(
+                    connect(&addrs[..n], transport)?,
+                    (transport, n),
+                    args.scale,
+                    mode.into(),
+                    args.spin_us,
+                )?;
+                report::progress(args, &run);
+                runs.push(run);
+            }
         }
         return Ok(runs);
     }
@@ -414,8 +445,9 @@ fn run_workload(
                         fraction,
                         prefetch: p == OnOff::On,
                         preload: &preload,
+                        spin_us: args.spin_us,
                     };
-                    let run = memcached::measure(&far, args.scale)?;
+                    let run = memcached::measure(&far, args.scale, args.repeat)?;
                     report::progress(args, &run);
                     runs.push(run);
                 }
@@ -427,20 +459,22 @@ fn run_workload(
         return run_explicit(args, kind, transport, addrs, counts);
     }
     let w = workload(kind, args.scale);
-    let (local_ms, local_sum) = run_local(w.as_ref());
+    let rounds = paired::Rounds { repeat: args.repeat, min_ms: args.min_ms };
     for &n in counts {
         for &fraction in &args.local_fraction {
-            for &p in &args.prefetch {
-                let setting = FarSetting { fraction, prefetch: p == OnOff::On };
-                let (far_ms, far_sum, stats) = run_far(w.as_ref(), connect(&addrs[..n], transport)?, &setting)?;
-                if far_sum != local_sum {
-                    bail!("{kind:?} computed {far_sum:#x} in far memory but {local_sum:#x} locally: data corrupted");
-                }
-                let mut run =
-                    Run::basic(kind, fraction, setting.prefetch, n, transport, local_ms, far_ms, w.items() as f64);
-                run.misses = stats.misses;
-                run.prefetches = stats.prefetches;
-                run.evictions = stats.evictions;
+            for (&p, &mode) in args.prefetch.iter().flat_map(|p| args.fault_mode.iter().map(move |m| (p, m))) {
+                let setting =
+                    FarSetting { fraction, prefetch: p == OnOff::On, mode: mode.into(), spin_us: args.spin_us };
+                let m = paired::measure(w.as_ref(), connect(&addrs[..n], transport)?, &setting, rounds)
+                    .with_context(|| format!("{kind:?}"))?;
+                let items = (w.items() * m.iterations as u64) as f64;
+                let mut run = Run::basic(kind, fraction, setting.prefetch, n, transport, m.local_ms, m.far_ms, items);
+                run.slowdown = m.slowdown;
+                run.throughput_ratio = 1.0 / m.slowdown;
+                run.misses = m.stats.misses;
+                run.prefetches = m.stats.prefetches;
+                run.evictions = m.stats.evictions;
+                run.fault_mode = Some(mode_name(setting.mode));
                 report::progress(args, &run);
                 runs.push(run);
             }

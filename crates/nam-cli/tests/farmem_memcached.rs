@@ -1,6 +1,7 @@
 //! An unmodified program on far memory: Debian's memcached under the `LD_PRELOAD` library,
 //! driven by `nam farmem-bench --workload memcached`, whose load generator checks every
-//! value it gets back. Most of memcached's slab memory must be remote.
+//! value it gets back (every get must hit: memcached's own limit is above the data set).
+//! The local budget is 10% of the data set, so most of memcached's slab memory is remote.
 
 use std::process::Command;
 
@@ -20,6 +21,7 @@ fn memcached_serves_checked_values_with_most_of_its_memory_remote() {
     assert!(run["values_checked"].as_u64().unwrap() > 1000, "{run}");
     let far = run["far_bytes"].as_u64().unwrap();
     let resident = run["far_resident_bytes"].as_u64().unwrap();
-    assert!(far > 2 * resident, "most of memcached's memory should be remote: {far} in far memory, {resident} local");
+    assert!(far >= 16 << 20, "memcached put only {far} bytes in far memory");
+    assert!(4 * resident <= far, "most of memcached's memory should be remote: {far} in far memory, {resident} local");
     assert!(run["throughput_ratio"].as_f64().unwrap() > 0.0);
 }

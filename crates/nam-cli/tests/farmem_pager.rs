@@ -1,7 +1,10 @@
 //! Far memory through transparent paging (userfaultfd) against real `nam serve` processes:
-//! data integrity against a local model under random access with evictions, one and three
-//! servers; a server that dies under a paged region (the program gets a clear fatal
-//! message, the other server's data is intact); userfaultfd denied (clear error).
+//! data integrity against a local model under random access with evictions, one to three
+//! servers, both fault modes (handler thread, SIGBUS in the faulting thread, also with two
+//! threads faulting at once); a server that dies under a paged region in either mode (the
+//! program gets a clear fatal message, the other server's data is intact); a SIGBUS outside
+//! a signal-mode region still reaches the program's own handler; userfaultfd denied
+//! (clear error).
 //!
 //! The fault cases run in a child process (this test binary re-executed with
 //! `NAM_FARMEM_CHILD` set) because a fatal page fault ends the process.
@@ -10,7 +13,7 @@ mod common;
 
 use common::ServerProcess;
 use nam_client::{Client, ClientConfig};
-use nam_farmem::{Error, FarConfig, FarMemory, PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::{Error, FarConfig, FarMemory, FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -33,47 +36,94 @@ fn client(addrs: &[std::net::SocketAddr], transports: &str) -> Arc<Client> {
     Arc::new(Client::connect(config).expect("connect"))
 }
 
+/// Random reads and writes of `mem` checked against `model`; `stride` spreads the
+/// sequential accesses of different threads apart.
+fn random_access(region: &PagedRegion, mem: &mut [u8], model: &mut [u8], seed: u64, what: &str) {
+    let bytes = mem.len();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for i in 0..1200 {
+        let len = rng.gen_range(1..6000);
+        let addr = if i % 3 == 0 { (i * 4096) % (bytes - len) } else { rng.gen_range(0..bytes - len) };
+        if rng.gen_bool(0.5) {
+            let v: u8 = rng.gen();
+            mem[addr..addr + len].fill(v);
+            model[addr..addr + len].fill(v);
+        } else {
+            assert!(mem[addr..addr + len] == model[addr..addr + len], "{what}: bytes at {addr:#x} differ");
+        }
+        assert!(region.resident_pages() <= (bytes / 4 / 4096) * 2, "{what}: resident set above the budget");
+    }
+}
+
 #[test]
 fn paged_region_keeps_data_under_random_access_with_evictions() {
     let _serial = serial();
-    for (transports, servers, prefetch) in [("sm,self,tcp", 1, true), ("sm,self,tcp", 3, false), ("tcp", 3, true)] {
+    let thread = FaultMode::Thread;
+    let signal = FaultMode::Signal;
+    for (transports, servers, prefetch, mode) in [
+        ("sm,self,tcp", 1, true, thread),
+        ("sm,self,tcp", 3, false, thread),
+        ("tcp", 3, true, thread),
+        ("sm,self,tcp", 2, true, signal),
+        ("tcp", 1, false, signal),
+    ] {
+        let what = format!("{transports}, {servers} server(s), {mode:?} faults");
         let procs: Vec<ServerProcess> = (0..servers).map(|_| ServerProcess::start(transports, &[])).collect();
         let addrs: Vec<_> = procs.iter().map(|p| p.addr).collect();
         let bytes = 1 << 20;
         let mut config = PagerConfig::new(bytes, bytes / 4);
         config.prefetch = PrefetchConfig { enabled: prefetch, depth: 8, ..Default::default() };
+        config.fault_mode = mode;
         let region = PagedRegion::new(client(&addrs, transports), config).unwrap();
         // SAFETY: the only view of the region in this test.
         let mem = unsafe { region.as_slice_mut() };
         let mut model = vec![0u8; bytes as usize];
-        let mut rng = rand::rngs::StdRng::seed_from_u64(servers as u64);
-        for i in 0..1200 {
-            let len = rng.gen_range(1..6000);
-            let addr =
-                if i % 3 == 0 { (i * 4096) % (bytes as usize - len) } else { rng.gen_range(0..bytes as usize - len) };
-            if rng.gen_bool(0.5) {
-                let v: u8 = rng.gen();
-                mem[addr..addr + len].fill(v);
-                model[addr..addr + len].fill(v);
-            } else {
-                assert!(mem[addr..addr + len] == model[addr..addr + len], "{transports}: bytes at {addr:#x} differ");
-            }
-            assert!(region.resident_pages() <= (bytes / 4 / 4096) as usize);
-        }
+        random_access(&region, mem, &mut model, servers as u64, &what);
+        assert!(region.resident_pages() <= (bytes / 4 / 4096) as usize, "{what}");
         region.flush().unwrap();
-        assert!(mem[..] == model[..], "{transports}: region differs from the model");
+        assert!(mem[..] == model[..], "{what}: region differs from the model");
         let s = region.stats();
-        assert!(s.evictions > 0 && s.writebacks > 0 && s.write_faults > 0, "{s:?}");
-        assert_eq!(s.prefetches > 0, prefetch, "{s:?}");
+        assert!(s.evictions > 0 && s.writebacks > 0 && s.write_faults > 0, "{what}: {s:?}");
+        assert_eq!(s.prefetches > 0, prefetch, "{what}: {s:?}");
     }
+}
+
+#[test]
+fn signal_mode_serves_two_threads_faulting_at_once() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 2 << 20;
+    let mut config = PagerConfig::new(bytes, bytes / 4);
+    config.fault_mode = FaultMode::Signal;
+    let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+    // SAFETY: the two halves are disjoint views of the region, dropped before it.
+    let (a, b) = unsafe { region.as_slice_mut() }.split_at_mut(bytes as usize / 2);
+    let mut models = [vec![0u8; a.len()], vec![0u8; b.len()]];
+    let [ma, mb] = &mut models;
+    std::thread::scope(|s| {
+        s.spawn(|| random_access(&region, a, ma, 1, "signal mode, thread 1"));
+        s.spawn(|| random_access(&region, b, mb, 2, "signal mode, thread 2"));
+    });
+    region.evict_all().unwrap();
+    // SAFETY: as above, after the threads ended.
+    let mem = unsafe { region.as_slice_mut() };
+    assert!(mem[..a_len(bytes)] == models[0][..] && mem[a_len(bytes)..] == models[1][..], "data lost");
+    assert!(region.stats().evictions > 0);
+}
+
+fn a_len(bytes: u64) -> usize {
+    bytes as usize / 2
 }
 
 fn child_main(scenario: &str) {
     match scenario {
-        "server-dies" => {
+        "server-dies" | "server-dies-signal" => {
             let addrs = nam_client::config::parse_servers(&std::env::var("NAM_SERVERS").unwrap()).unwrap();
             let mut config = PagerConfig::new(256 << 10, 16 << 10);
             config.prefetch.enabled = false;
+            if scenario == "server-dies-signal" {
+                config.fault_mode = FaultMode::Signal;
+            }
             let region = PagedRegion::new(client(&addrs, "tcp"), config).unwrap();
             let mem = unsafe { region.as_slice_mut() };
             for (i, b) in mem.iter_mut().enumerate() {
@@ -108,6 +158,25 @@ fn child_main(scenario: &str) {
             let mut far = FarMemory::new(client(&addrs, "sm,self,tcp"), FarConfig::new(1 << 20, 1 << 16)).unwrap();
             far.write(0, b"explicit").unwrap();
             println!("explicit api works");
+        }
+        "foreign-sigbus" => {
+            static CAUGHT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            extern "C" fn mine(_: libc::c_int) {
+                CAUGHT.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            // SAFETY: installs a plain handler that only stores to an atomic.
+            unsafe { libc::signal(libc::SIGBUS, mine as *const () as libc::sighandler_t) };
+            let addrs = nam_client::config::parse_servers(&std::env::var("NAM_SERVERS").unwrap()).unwrap();
+            let mut config = PagerConfig::new(1 << 20, 1 << 16);
+            config.fault_mode = FaultMode::Signal;
+            let region = PagedRegion::new(client(&addrs, "sm,self,tcp"), config).unwrap();
+            let mem = unsafe { region.as_slice_mut() };
+            mem[5000] = 7;
+            // SAFETY: raise(3) of a signal with a handler installed.
+            unsafe { libc::raise(libc::SIGBUS) };
+            assert!(CAUGHT.load(std::sync::atomic::Ordering::SeqCst), "the program's SIGBUS handler was not called");
+            assert_eq!(mem[5000], 7);
+            println!("own handler called");
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -159,26 +228,42 @@ fn a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang() {
         return child_main(&s);
     }
     let _serial = serial();
-    let mut procs = [ServerProcess::start("tcp", &[]), ServerProcess::start("tcp", &[])];
-    let list = format!("{},{}", procs[0].addr, procs[1].addr);
-    let mut child =
-        spawn_child("a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang", "server-dies", &list);
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("ready") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "child ended before it was ready");
+    for scenario in ["server-dies", "server-dies-signal"] {
+        let mut procs = [ServerProcess::start("tcp", &[]), ServerProcess::start("tcp", &[])];
+        let list = format!("{},{}", procs[0].addr, procs[1].addr);
+        let mut child =
+            spawn_child("a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang", scenario, &list);
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("ready") {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "{scenario}: child ended before it was ready");
+        }
+        let dead = procs[1].addr;
+        procs[1].kill();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+        let (status, _, stderr) = wait_output(child, Duration::from_secs(60));
+        assert!(rest.contains("live server intact"), "{scenario}: stdout: {rest}\nstderr: {stderr}");
+        assert!(!rest.contains("without an error"), "{scenario}: a dead server's page was read: {rest}");
+        assert!(!status.success());
+        let fatal = stderr.contains("nam-farmem: fatal") && stderr.contains(&dead.to_string());
+        assert!(fatal, "{scenario}: stderr: {stderr}");
     }
-    let dead = procs[1].addr;
-    procs[1].kill();
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
-    let (status, _, stderr) = wait_output(child, Duration::from_secs(60));
-    assert!(rest.contains("live server intact"), "stdout: {rest}\nstderr: {stderr}");
-    assert!(!rest.contains("without an error"), "a dead server's page was read: {rest}");
-    assert!(!status.success());
-    assert!(stderr.contains("nam-farmem: fatal") && stderr.contains(&dead.to_string()), "stderr: {stderr}");
+}
+
+#[test]
+fn a_sigbus_outside_signal_mode_regions_reaches_the_programs_handler() {
+    if let Ok(s) = std::env::var("NAM_FARMEM_CHILD") {
+        return child_main(&s);
+    }
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let test = "a_sigbus_outside_signal_mode_regions_reaches_the_programs_handler";
+    let child = spawn_child(test, "foreign-sigbus", &procs[0].addr.to_string());
+    let (status, stdout, stderr) = wait_output(child, Duration::from_secs(60));
+    assert!(status.success() && stdout.contains("own handler called"), "stdout: {stdout}\nstderr: {stderr}");
 }
 
 #[test]
@@ -193,4 +278,24 @@ fn userfaultfd_denied_gives_a_clear_error() {
     assert!(status.success(), "stdout: {stdout}\nstderr: {stderr}");
     assert!(stdout.contains("userfaultfd is not permitted"), "{stdout}");
     assert!(stdout.contains("explicit api works"), "{stdout}");
+}
+
+#[test]
+fn the_prefetcher_issues_no_work_when_nothing_misses() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 1 << 20;
+    let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), PagerConfig::new(bytes, bytes)).unwrap();
+    // SAFETY: the only view of the region in this test.
+    let mem = unsafe { region.as_slice_mut() };
+    mem.fill(3); // every page resident: the budget is the whole region
+    std::thread::sleep(Duration::from_millis(50)); // let queued prefetch windows drain
+    let before = region.stats();
+    let mut sum = 0u64;
+    for _ in 0..4 {
+        sum += mem.iter().map(|&b| b as u64).sum::<u64>();
+    }
+    assert_eq!(sum, 4 * 3 * bytes);
+    let after = region.stats();
+    assert_eq!((after.misses, after.prefetches), (before.misses, before.prefetches), "{before:?} -> {after:?}");
 }

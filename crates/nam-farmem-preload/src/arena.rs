@@ -98,6 +98,9 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let mut config = PagerConfig::new(bytes, local);
     let prefetch = std::env::var("NAM_FARMEM_PREFETCH").map(|v| v != "off").unwrap_or(true);
     config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
+    if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
+        config.spin_us = us;
+    }
     Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
 }
 

@@ -1,6 +1,8 @@
 //! The interposed C allocation functions. Large requests go to the far arena unless this
 //! thread is already inside the library (making the region allocates through these very
-//! functions); all others go to glibc.
+//! functions) or is serving the region's page faults (the pager's handler thread, whose
+//! UCX calls allocate buffers too: a page of those would fault on the only thread that
+//! serves faults); all others go to glibc.
 
 use crate::arena;
 use crate::libc_alloc::{__libc_calloc, __libc_free, __libc_malloc, __libc_memalign, __libc_realloc};
@@ -25,7 +27,7 @@ fn guarded(f: impl FnOnce() -> *mut u8) -> *mut u8 {
 }
 
 fn far(size: usize, align: usize) -> *mut c_void {
-    if size < arena::threshold() {
+    if size < arena::threshold() || nam_farmem::serving_faults() {
         return std::ptr::null_mut();
     }
     guarded(|| arena::allocate(size, align)).cast()

@@ -17,7 +17,9 @@
 //!
 //! The region is made on the first large allocation. If it cannot be made (no server,
 //! userfaultfd not permitted) the library says why once on stderr and the program runs
-//! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit.
+//! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
+//! `NAM_FARMEM_PREFETCH=off` turns the prefetcher off; `NAM_FARMEM_SPIN_US` sets how long the
+//! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`).
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:

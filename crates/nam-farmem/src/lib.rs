@@ -54,7 +54,7 @@ pub use config::{FarConfig, PrefetchConfig};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
 pub use far::{DestMode, FarMemory};
-pub use pager::{PagedRegion, PagerConfig};
+pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, SIGNAL_REGIONS_MAX};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;

@@ -10,9 +10,13 @@
 //!   pages starting at random ones (other than the most recently faulted) are evicted in
 //!   batches: write-protected, dirty pages written back, then dropped with one
 //!   `MADV_DONTNEED` (their next access faults again);
-//! - the handler **busy-polls** the descriptor for `spin_us` after its last work, so a fault
-//!   in a busy phase is served without a wake-up of the handler; between faults it installs
-//!   the prefetcher's pages in the background, ahead of the faulting streams.
+//! - the handler **busy-polls** the descriptor after its last work while faults come close
+//!   together (adaptive, at most `spin_us`), so a fault in a busy phase is served without a
+//!   wake-up of the handler, and sleeps when they come far apart, leaving the cores to the
+//!   program; between faults it installs the prefetcher's pages in the background, ahead of
+//!   the faulting streams;
+//! - in [`FaultMode::Signal`] the faulting thread serves its own fault in a SIGBUS handler
+//!   (no thread switch per fault; see `signal.rs` for what it costs).
 //!
 //! A fault that cannot be served (its server died) cannot be returned to the program as an
 //! error: the handler prints what failed, naming the server, and aborts the process rather
@@ -45,6 +49,22 @@ pub const PAGER_SPIN_US: u64 = 1000;
 
 mod evict;
 mod handler;
+mod signal;
+
+pub use signal::SIGNAL_REGIONS_MAX;
+
+/// Who serves a page fault of a [`PagedRegion`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultMode {
+    /// The region's handler thread, woken by the kernel; the faulting thread sleeps until
+    /// the page is installed. System calls that touch missing pages wait like the program.
+    #[default]
+    Thread,
+    /// The faulting thread itself, in a SIGBUS handler (`UFFD_FEATURE_SIGBUS`): no thread
+    /// switch per fault, but a system call that touches a missing page fails with
+    /// `EFAULT` (see the `signal` module for the other conditions).
+    Signal,
+}
 
 /// Configuration of a [`PagedRegion`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,17 +77,27 @@ pub struct PagerConfig {
     pub prefetch: PrefetchConfig,
     /// Interleaving granule across servers.
     pub interleave_bytes: u64,
-    /// Microseconds the handler busy-polls for faults after its last work before it sleeps
-    /// in `poll(2)` (0: always sleep). Spinning saves the handler's wake-up on every fault
-    /// of a busy phase, at the price of a core while faults keep coming.
+    /// Most microseconds the handler busy-polls for faults after its last work before it
+    /// sleeps in `poll(2)` (0: always sleep). Spinning saves the handler's wake-up on every
+    /// fault of a busy phase, at the price of a core: the handler spins only while the
+    /// recent gaps between faults are short (a few gaps' worth, capped by this).
     pub spin_us: u64,
+    /// Who serves faults.
+    pub fault_mode: FaultMode,
 }
 
 impl PagerConfig {
     /// A region of `bytes` with `budget_bytes` resident at most, and the default prefetcher.
     pub fn new(bytes: u64, budget_bytes: u64) -> PagerConfig {
         let prefetch = PrefetchConfig { depth: PAGER_PREFETCH_DEPTH, ..PrefetchConfig::default() };
-        PagerConfig { bytes, budget_bytes, prefetch, interleave_bytes: PAGE_BYTES, spin_us: PAGER_SPIN_US }
+        PagerConfig {
+            bytes,
+            budget_bytes,
+            prefetch,
+            interleave_bytes: PAGE_BYTES,
+            spin_us: PAGER_SPIN_US,
+            fault_mode: FaultMode::Thread,
+        }
     }
 }
 
@@ -107,6 +137,8 @@ struct Shared {
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
+    /// Signal mode: an eventfd the faulting threads ring when they queue a prefetch.
+    ring: Option<std::os::fd::OwnedFd>,
 }
 
 /// A far-memory region reached with plain loads and stores. See the module documentation.
@@ -126,7 +158,8 @@ impl PagedRegion {
         if len == 0 || len > FAR_BYTES_MAX {
             return Err(Error::Config(format!("region of {} bytes must be in 1..={FAR_BYTES_MAX}", config.bytes)));
         }
-        let uffd = Uffd::open()?;
+        let signal_mode = config.fault_mode == FaultMode::Signal;
+        let uffd = Uffd::open(signal_mode)?;
         if uffd.user_mode_only {
             log::warn!("userfaultfd is user-mode only here: system calls that write into missing pages fail");
         }
@@ -170,14 +203,20 @@ impl PagedRegion {
             base,
             pages,
             budget_pages,
-            spin: std::time::Duration::from_micros(config.spin_us),
+            // Signal-mode faults never show up on the descriptor: nothing to spin for.
+            spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
+            ring: if signal_mode { Some(eventfd()?) } else { None },
         });
+        if signal_mode {
+            // Unregistered in Drop before `shared` can go away.
+            signal::register(Arc::as_ptr(&shared))?;
+        }
         let worker = shared.clone();
         let handler = std::thread::Builder::new()
             .name("nam-farmem-pager".into())
-            .spawn(move || worker.serve())
+            .spawn(move || serving(|| worker.serve()))
             .map_err(|e| Error::System { what: "spawning the pager thread", source: Arc::new(e) })?;
         Ok(PagedRegion { shared, len, handler: Some(handler) })
     }
@@ -246,6 +285,7 @@ impl PagedRegion {
 
 impl Drop for PagedRegion {
     fn drop(&mut self) {
+        signal::unregister(Arc::as_ptr(&self.shared));
         self.shared.stop.store(true, Ordering::Release);
         if let Some(h) = self.handler.take() {
             let _ = h.join();
@@ -257,6 +297,39 @@ impl Drop for PagedRegion {
             log::warn!("releasing a paged region's far memory: {e}");
         }
     }
+}
+
+fn eventfd() -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd(2) returns a fresh descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(Error::last_os("eventfd for the signal-mode pager"));
+    }
+    // SAFETY: a fresh descriptor this process owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+thread_local! {
+    static SERVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is serving page faults now (a pager's handler thread, or a thread
+/// inside a signal-mode fault). Memory it allocates must not come from a paged region: a
+/// fault it took there would wait for itself. The `LD_PRELOAD` library asks this before it
+/// places an allocation (UCX's own buffers, say) in far memory.
+pub fn serving_faults() -> bool {
+    SERVING.with(|s| s.get())
+}
+
+/// Runs `f` marked as serving faults (see [`serving_faults`]).
+fn serving<T>(f: impl FnOnce() -> T) -> T {
+    SERVING.with(|s| {
+        let was = s.replace(true);
+        let out = f();
+        s.set(was);
+        out
+    })
 }
 
 /// A page fault that cannot be served: say why and stop the process.

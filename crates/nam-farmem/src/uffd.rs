@@ -23,6 +23,8 @@ const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1;
 const UFFDIO_COPY_MODE_WP: u64 = 2;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
+/// Faults raise SIGBUS in the faulting thread instead of waiting for a handler thread.
+const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
 /// The fault was a write.
 pub const FAULT_WRITE: u64 = 1;
 /// The fault was a write to a write-protected page.
@@ -101,8 +103,9 @@ fn sys(what: &'static str, e: std::io::Error) -> Error {
 
 impl Uffd {
     /// Opens a non-blocking descriptor: with kernel faults if permitted, else user-mode
-    /// only; `UserfaultfdNotPermitted` when neither is.
-    pub fn open() -> Result<Uffd> {
+    /// only; `UserfaultfdNotPermitted` when neither is. With `sigbus`, faults raise SIGBUS
+    /// in the faulting thread instead of being queued on the descriptor.
+    pub fn open(sigbus: bool) -> Result<Uffd> {
         let base = libc::O_CLOEXEC | libc::O_NONBLOCK;
         let mut reasons = Vec::new();
         for (flags, user_mode_only) in [(base, false), (base | UFFD_USER_MODE_ONLY, true)] {
@@ -111,7 +114,8 @@ impl Uffd {
             if fd >= 0 {
                 // SAFETY: a fresh descriptor this process owns.
                 let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-                let mut api = ApiArg { api: UFFD_API, features: 0, ioctls: 0 };
+                let features = if sigbus { UFFD_FEATURE_SIGBUS } else { 0 };
+                let mut api = ApiArg { api: UFFD_API, features, ioctls: 0 };
                 ioctl(&fd, UFFDIO_API, &mut api).map_err(|e| sys("UFFDIO_API", e))?;
                 return Ok(Uffd { fd, user_mode_only });
             }
@@ -179,11 +183,13 @@ impl Uffd {
         let _ = ioctl(&self.fd, UFFDIO_WAKE, &mut arg);
     }
 
-    /// Waits up to `timeout_ms` for events; true when some are ready.
-    pub fn poll(&self, timeout_ms: i32) -> bool {
-        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
+    /// Waits up to `timeout_ms` for events on the descriptor or on `also` (an eventfd
+    /// that signal-mode faults ring); true when some are ready.
+    pub fn poll(&self, also: Option<&OwnedFd>, timeout_ms: i32) -> bool {
+        let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut fds = [pfd(self.fd.as_raw_fd()), pfd(also.map_or(-1, |f| f.as_raw_fd()))];
+        // SAFETY: two valid pollfds (a negative descriptor is ignored by poll).
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) > 0 }
     }
 
     /// Reads the pending page faults into `out` (appending); other events are ignored.

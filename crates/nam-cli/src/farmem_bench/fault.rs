@@ -1,11 +1,15 @@
 //! The latency of a 4 KiB remote page fault: every page written (so it lives on the
-//! servers), then all evicted, then touched once each in random order with each touch
-//! timed, the prefetcher off. The baseline is the same touch once the pages are resident.
+//! servers), then all evicted (written back and dropped), then read once each in random
+//! order with each read timed, the prefetcher off. Each timed read is a real first touch of
+//! a page whose data is only on the servers: the run checks that the pager counted exactly
+//! one miss per page and that every page read back its own value. The baseline is the same
+//! read once the pages are resident. Both fault modes (handler thread, SIGBUS in the
+//! faulting thread) are measured the same way.
 
 use super::{Run, Transport, WorkloadKind};
 use anyhow::Result;
 use nam_client::Client;
-use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::sync::Arc;
@@ -17,26 +21,36 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Touches each page in `order`, timing each touch in microseconds; returns them sorted.
-fn touch_all(mem: &[u8], order: &[usize]) -> (Vec<f64>, u64) {
+/// Reads each page in `order`, timing each read in microseconds; returns the times sorted
+/// and the number of pages that did not hold their own value.
+fn touch_all(mem: &[u8], order: &[usize]) -> (Vec<f64>, usize) {
     let mut times = Vec::with_capacity(order.len());
-    let mut sum = 0u64;
+    let mut wrong = 0;
     for &p in order {
         let t = Instant::now();
         // SAFETY: in bounds; volatile so the load is not hoisted out of the timing.
-        sum += unsafe { std::ptr::read_volatile(mem.as_ptr().add(p * PAGE + 8)) } as u64;
+        let v = unsafe { std::ptr::read_volatile(mem.as_ptr().add(p * PAGE + 8)) };
         times.push(t.elapsed().as_secs_f64() * 1e6);
+        wrong += (v != p as u8) as usize;
     }
     times.sort_by(f64::total_cmp);
-    (times, sum)
+    (times, wrong)
 }
 
-/// Measures remote page faults over `client`.
-pub fn measure(client: Arc<Client>, transport: Transport, servers: usize, scale: f64) -> Result<Run> {
+/// Measures remote page faults over `client`, served as `mode` says.
+pub fn measure(
+    client: Arc<Client>,
+    (transport, servers): (Transport, usize),
+    scale: f64,
+    mode: FaultMode,
+    spin_us: Option<u64>,
+) -> Result<Run> {
     let pages = ((4096.0 * scale) as usize).max(256);
     let bytes = (pages * PAGE) as u64;
     let mut config = PagerConfig::new(bytes, bytes);
     config.prefetch = PrefetchConfig { enabled: false, ..Default::default() };
+    config.fault_mode = mode;
+    config.spin_us = spin_us.unwrap_or(config.spin_us);
     let region = PagedRegion::new(client, config)?;
     // SAFETY: the only view of the region, dropped before it.
     let mem = unsafe { region.as_slice_mut() };
@@ -44,39 +58,37 @@ pub fn measure(client: Arc<Client>, transport: Transport, servers: usize, scale:
         mem[p * PAGE + 8] = p as u8;
     }
     region.evict_all()?;
+    anyhow::ensure!(region.resident_pages() == 0, "fault-latency: pages still resident after evict_all");
+    let before = region.stats();
     let mut order: Vec<usize> = (0..pages).collect();
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(4096));
-    let (faults, far_sum) = touch_all(mem, &order);
+    let (faults, wrong) = touch_all(mem, &order);
+    let misses = region.stats().misses - before.misses;
+    anyhow::ensure!(wrong == 0, "fault-latency: {wrong} pages read back wrong after their fault");
+    anyhow::ensure!(misses == pages as u64, "fault-latency: {misses} misses for {pages} first touches");
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(4097));
-    let (local, local_sum) = touch_all(mem, &order);
-    anyhow::ensure!(far_sum == local_sum, "fault-latency: pages read back wrong after the faults");
+    let (local, _) = touch_all(mem, &order);
     let stats = region.stats();
     let (p50, p99, local_p50) = (percentile(&faults, 0.5), percentile(&faults, 0.99), percentile(&local, 0.5));
-    Ok(Run {
-        workload: WorkloadKind::FaultLatency,
-        way_in: "paged",
-        repeats: None,
-        bypassed: None,
-        local_fraction: 1.0,
-        prefetch: false,
+    let mut run = Run::basic(
+        WorkloadKind::FaultLatency,
+        1.0,
+        false,
         servers,
         transport,
-        slowdown: p50 / local_p50,
-        throughput_ratio: local_p50 / p50,
-        local_ms: local.iter().sum::<f64>() / 1e3,
-        far_ms: faults.iter().sum::<f64>() / 1e3,
-        far_ns_per_item: p50 * 1e3,
-        local_ns_per_item: local_p50 * 1e3,
-        misses: stats.misses,
-        prefetches: stats.prefetches,
-        evictions: stats.evictions,
-        p50_us: Some(p50),
-        p99_us: Some(p99),
-        far_bytes: None,
-        far_resident_bytes: None,
-        rss_bytes: None,
-        values_checked: None,
-        line_bytes: None,
-        metadata_cache: None,
-    })
+        local.iter().sum::<f64>() / 1e3,
+        faults.iter().sum::<f64>() / 1e3,
+        pages as f64,
+    );
+    run.slowdown = p50 / local_p50;
+    run.throughput_ratio = local_p50 / p50;
+    run.far_ns_per_item = p50 * 1e3;
+    run.local_ns_per_item = local_p50 * 1e3;
+    run.misses = misses;
+    run.prefetches = stats.prefetches;
+    run.evictions = stats.evictions;
+    run.p50_us = Some(p50);
+    run.p99_us = Some(p99);
+    run.fault_mode = Some(super::mode_name(mode));
+    Ok(run)
 }

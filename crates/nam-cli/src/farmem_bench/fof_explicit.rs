@@ -7,7 +7,7 @@
 //! the local baseline's slices, so both compute the same checksum by construction of the
 //! data path only.
 
-use super::paired::paired;
+use super::explicit_paired::paired;
 use super::saxpy_explicit::Setting;
 use super::workloads::{FriendsOfFriends, Graph, Workload};
 use super::{Run, Transport, WorkloadKind};

@@ -2,6 +2,12 @@
 //! library, under the same load: a small load generator speaking memcached's text
 //! protocol from several connections, a mix of 90% gets and 10% sets on uniformly random
 //! keys, every value checked (each key's value is a function of the key).
+//!
+//! The local-memory budget is a fraction of the data set the load generator stores (keys
+//! times the size of one item in memcached's slab class), so at `--local-fraction 0.25` the
+//! data set is four times what may stay resident: most of memcached's memory is remote.
+//! memcached's own limit (`-m`) is twice the data set, so its LRU evicts nothing and every
+//! get is a hit whose value is checked.
 
 use super::{Run, Transport, WorkloadKind};
 use anyhow::{bail, ensure, Context, Result};
@@ -12,9 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// memcached's memory limit in MiB (`-m`).
-const MEMORY_MIB: u64 = 64;
+/// Data set at scale 1, MiB.
+const DATA_MIB: u64 = 40;
 const VALUE_BYTES: usize = 1000;
+/// Bytes one item takes in memcached: its 1184-byte slab class holds the 1000-byte value,
+/// the key and the item header.
+const ITEM_BYTES: u64 = 1184;
 const CONNECTIONS: usize = 4;
 
 fn value_of(key: u64) -> Vec<u8> {
@@ -28,10 +37,10 @@ struct Memcached {
 }
 
 impl Memcached {
-    fn start(env: &[(&str, String)]) -> Result<Memcached> {
+    fn start(memory_mib: u64, env: &[(&str, String)]) -> Result<Memcached> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut cmd = Command::new("memcached");
-        cmd.args(["-m", &MEMORY_MIB.to_string(), "-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
+        cmd.args(["-m", &memory_mib.to_string(), "-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             cmd.args(["-u", "root"]);
@@ -67,6 +76,15 @@ impl Memcached {
         }
         let _ = self.child.wait();
         err
+    }
+}
+
+impl Drop for Memcached {
+    /// A run that fails midway does not leave memcached behind (a no-op after `stop`,
+    /// whose exit status the child keeps).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -115,12 +133,17 @@ impl Connection {
     }
 }
 
-/// Loads `keys` keys, then runs the timed mix; returns (requests per second, hits, gets).
-fn load(addr: SocketAddr, keys: u64, requests: usize) -> Result<(f64, u64, u64)> {
+/// Stores keys `0..keys`.
+fn fill(addr: SocketAddr, keys: u64) -> Result<()> {
     let mut c = Connection::open(addr)?;
     for k in 0..keys {
         c.set(k)?;
     }
+    Ok(())
+}
+
+/// Runs the timed mix over keys `0..keys`; returns (requests per second, hits, gets).
+fn mix(addr: SocketAddr, keys: u64, requests: usize) -> Result<(f64, u64, u64)> {
     let t = Instant::now();
     let results: Vec<Result<(u64, u64)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..CONNECTIONS)
@@ -176,29 +199,49 @@ pub struct FarSide<'a> {
     pub prefetch: bool,
     /// The preload library.
     pub preload: &'a Path,
+    /// The pager's busy-poll, if not its default.
+    pub spin_us: Option<u64>,
 }
 
 /// Measures memcached locally and through far memory.
-pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
-    // Enough keys to fill most of memcached's memory.
-    let keys = ((MEMORY_MIB << 20) as f64 * 0.6 / (VALUE_BYTES as f64 + 100.0) * scale.min(1.0)) as u64;
+pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
+    let keys = (((DATA_MIB << 20) as f64 * scale.min(1.0)) as u64 / ITEM_BYTES).max(1000);
+    let data_bytes = keys * ITEM_BYTES;
+    let memory_mib = (2 * data_bytes).div_ceil(1 << 20).max(16);
     let requests = ((40_000.0 * scale) as usize).max(2_000);
-    let local = Memcached::start(&[])?;
-    let (local_rps, _, _) = load(local.addr, keys, requests)?;
-    local.stop();
+    let local = Memcached::start(memory_mib, &[])?;
+    fill(local.addr, keys)?;
     let list: Vec<String> = far.servers.iter().map(|a| a.to_string()).collect();
-    let budget = ((MEMORY_MIB << 20) as f64 * far.fraction) as u64;
-    let env = [
+    let budget = ((data_bytes as f64 * far.fraction) as u64).max(1 << 20);
+    let mut env = vec![
         ("LD_PRELOAD", far.preload.display().to_string()),
         ("NAM_SERVERS", list.join(",")),
         ("NAM_TRANSPORTS", far.transport.ucx_tls().to_string()),
-        ("NAM_FARMEM_BYTES", format!("{}", 4 * (MEMORY_MIB << 20))),
+        ("NAM_FARMEM_BYTES", format!("{}", 8 * (memory_mib << 20))),
         ("NAM_FARMEM_LOCAL_BYTES", budget.to_string()),
         ("NAM_FARMEM_PREFETCH", if far.prefetch { "on" } else { "off" }.to_string()),
         ("NAM_FARMEM_STATS", "1".to_string()),
     ];
-    let remote = Memcached::start(&env)?;
-    let (far_rps, hits, gets) = load(remote.addr, keys, requests)?;
+    if let Some(us) = far.spin_us {
+        env.push(("NAM_FARMEM_SPIN_US", us.to_string()));
+    }
+    let remote = Memcached::start(memory_mib, &env)?;
+    fill(remote.addr, keys)?;
+    // Paired rounds: the same mix on local and on far memcached right after each other.
+    let (mut local_rates, mut far_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hits, mut gets) = (0, 0);
+    for _ in 0..repeat.max(1) {
+        let (local_rps, _, _) = mix(local.addr, keys, requests)?;
+        let (far_rps, h, g) = mix(remote.addr, keys, requests)?;
+        local_rates.push(local_rps);
+        far_rates.push(far_rps);
+        ratios.push(far_rps / local_rps);
+        hits += h;
+        gets += g;
+    }
+    local.stop();
+    let (local_rps, far_rps) = (super::paired::median(local_rates), super::paired::median(far_rates));
+    let throughput_ratio = super::paired::median(ratios);
     let rss = remote.rss_bytes();
     let stderr = remote.stop();
     // "nam-farmem-preload: B bytes allocated in far memory, R resident pages, misses M,
@@ -210,7 +253,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         .with_context(|| format!("memcached did not put memory in far memory: {stderr}"))?;
     ensure!(numbers.len() >= 6, "unexpected preload statistics: {stderr}");
     let (far_bytes, resident_pages) = (numbers[0], numbers[1]);
-    ensure!(hits > 0, "memcached under far memory served no hits out of {gets} gets");
+    // memcached's limit is twice the data set: a miss would mean a lost item.
+    ensure!(hits == gets, "memcached under far memory lost items: {hits} hits out of {gets} gets");
     Ok(Run {
         workload: WorkloadKind::Memcached,
         way_in: "paged",
@@ -220,8 +264,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         prefetch: far.prefetch,
         servers: far.servers.len(),
         transport: far.transport,
-        slowdown: local_rps / far_rps,
-        throughput_ratio: far_rps / local_rps,
+        slowdown: 1.0 / throughput_ratio,
+        throughput_ratio,
         local_ms: 1e3 * requests as f64 / local_rps,
         far_ms: 1e3 * requests as f64 / far_rps,
         far_ns_per_item: 1e9 / far_rps,
@@ -234,8 +278,9 @@ pub fn measure(far: &FarSide<'_>, scale: f64) -> Result<Run> {
         far_bytes: Some(far_bytes),
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),
-        values_checked: Some(gets),
+        values_checked: Some(hits),
         line_bytes: None,
         metadata_cache: None,
+        fault_mode: Some("thread"), // the LD_PRELOAD library's memory meets system calls
     })
 }

@@ -1,23 +1,48 @@
-//! Paired, repeated measurements for the explicit-API rows: every repetition runs the local
-//! baseline and then the far-memory run back to back (so both see the same machine load),
-//! checks that they computed the same checksum, and the row reports the medians.
+//! Paired, repeated runs of a workload on local memory and in a paged far-memory region.
+//!
+//! One run of a few milliseconds says little on a shared 2-core machine: a compiler
+//! starting elsewhere changes it by tens of percent. So both sides are set up once, a
+//! warm-up round brings the region to its steady state (the pages a pass leaves resident,
+//! no prefetches left over from the initialisation), and then every round times the local
+//! side and the far side right after each other, each iterating the workload enough times
+//! that the local side takes at least `min_ms`. The slowdown is the median of the rounds'
+//! ratios; a load spike that hits one round moves one ratio, not the result. Every round
+//! checks that both sides computed the same checksum.
 
-use anyhow::{ensure, Result};
-use nam_farmem::Stats;
+use super::workloads::Workload;
+use super::FarSetting;
+use anyhow::{bail, Result};
+use nam_client::Client;
+use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig, Stats};
+use std::sync::Arc;
+use std::time::Instant;
 
-/// Medians over the repetitions.
+/// How many rounds, and how long each side of a round runs at least.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Timed rounds (the median is taken over them).
+    pub repeat: usize,
+    /// Least local milliseconds per round (the workload is iterated to reach it).
+    pub min_ms: f64,
+}
+
+/// The medians of a paired measurement.
+#[derive(Debug, Clone)]
 pub struct Paired {
-    /// Median local time, ms.
+    /// Median local milliseconds per round.
     pub local_ms: f64,
-    /// Median far time, ms.
+    /// Median far milliseconds per round.
     pub far_ms: f64,
-    /// Median of the per-repetition ratios far / local.
+    /// Median of the rounds' far / local ratios.
     pub slowdown: f64,
-    /// Counters of the last far run.
+    /// Workload iterations per round.
+    pub iterations: usize,
+    /// Pager counters per round (averaged over the timed rounds).
     pub stats: Stats,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the mean of the middle two for an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 {
@@ -27,32 +52,68 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Runs `local` then `far` `repeats` times; each returns (ms, checksum[, stats]).
-pub fn paired(
-    what: &str,
-    repeats: usize,
-    mut local: impl FnMut() -> (f64, u64),
-    mut far: impl FnMut() -> Result<(f64, u64, Stats)>,
-) -> Result<Paired> {
-    let (mut locals, mut fars, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let mut stats = Stats::default();
-    for _ in 0..repeats.max(1) {
-        let (l_ms, l_sum) = local();
-        let (f_ms, f_sum, s) = far()?;
-        ensure!(f_sum == l_sum, "{what} computed {f_sum:#x} in far memory but {l_sum:#x} locally: data corrupted");
-        locals.push(l_ms);
-        fars.push(f_ms);
-        ratios.push(f_ms / l_ms);
-        stats = s;
+fn timed(w: &dyn Workload, mem: &mut [u8], iterations: usize) -> (f64, u64) {
+    let t = Instant::now();
+    let mut sum = 0;
+    for _ in 0..iterations {
+        sum = w.run(mem);
     }
-    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), stats })
+    (t.elapsed().as_secs_f64() * 1e3, sum)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(super::median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+/// Measures `w` locally and in a region over `client` with setting `s`.
+pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Rounds) -> Result<Paired> {
+    let footprint = w.footprint();
+    let mut local = vec![0u64; footprint.div_ceil(8)];
+    // SAFETY: viewing the u64 buffer as bytes.
+    let local = unsafe { std::slice::from_raw_parts_mut(local.as_mut_ptr().cast::<u8>(), footprint) };
+    w.init(local);
+    let mut config = PagerConfig::new(footprint as u64, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
+    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
+    config.fault_mode = s.mode;
+    config.spin_us = s.spin_us.unwrap_or(config.spin_us);
+    let region = PagedRegion::new(client, config)?;
+    // SAFETY: the only view of the region, dropped before it.
+    let far = unsafe { &mut region.as_slice_mut()[..footprint] };
+    w.init(far);
+    let check = |what: &str, l: u64, f: u64| -> Result<()> {
+        if l != f {
+            bail!("{what}: computed {f:#x} in far memory but {l:#x} locally: data corrupted");
+        }
+        Ok(())
+    };
+    // Warm-up round: reaches the steady state and calibrates the iterations. A short
+    // workload gets two more paired runs, and the fastest local run sets the count, so one
+    // slow first run does not leave the rounds shorter than `min_ms`.
+    let (mut warm_ms, l) = timed(w, local, 1);
+    let (_, f) = timed(w, far, 1);
+    check("warm-up", l, f)?;
+    if warm_ms < rounds.min_ms {
+        for _ in 0..2 {
+            let (ms, l) = timed(w, local, 1);
+            let (_, f) = timed(w, far, 1);
+            check("calibration", l, f)?;
+            warm_ms = warm_ms.min(ms);
+        }
     }
+    let iterations = ((rounds.min_ms / warm_ms.max(1e-3)).ceil() as usize).clamp(1, 1000);
+    let before = region.stats();
+    let (mut locals, mut fars, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds.repeat.max(1) {
+        let (lms, l) = timed(w, local, iterations);
+        let (fms, f) = timed(w, far, iterations);
+        check(&format!("round {round}"), l, f)?;
+        locals.push(lms);
+        fars.push(fms);
+        ratios.push(fms / lms);
+    }
+    let after = region.stats();
+    let n = rounds.repeat.max(1) as u64;
+    let stats = Stats {
+        misses: (after.misses - before.misses) / n,
+        prefetches: (after.prefetches - before.prefetches) / n,
+        evictions: (after.evictions - before.evictions) / n,
+        ..after
+    };
+    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), iterations, stats })
 }

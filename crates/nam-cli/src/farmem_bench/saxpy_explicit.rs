@@ -6,7 +6,7 @@
 //! loop over a `Vec`, run before each repetition; the timed part ends with a flush, so y
 //! is on the servers when the clock stops.
 
-use super::paired::paired;
+use super::explicit_paired::paired;
 use super::{workloads::Saxpy, Run, Transport, WorkloadKind};
 use anyhow::Result;
 use nam_client::Client;

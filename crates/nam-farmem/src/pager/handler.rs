@@ -1,23 +1,61 @@
 //! The fault handler thread: serves faults first, installs prefetched pages between them,
 //! and busy-polls the descriptor for a while after its last work before it sleeps.
+//!
+//! The busy-poll is adaptive. Spinning spares the handler's wake-up (a few microseconds)
+//! when the next fault comes soon, but on a machine with few cores the spinning thread takes
+//! the core the program (or its other threads) would run on. So the handler keeps an average
+//! of the gaps between the end of its work and the next fault, and spins only while that
+//! average is short ([`SPIN_GAP_MAX`]): then for a few gaps' worth, at most `spin_us`. A
+//! program faulting page after page (a stream, a fault-latency loop) gets the spinning
+//! handler; one faulting every hundred microseconds from several threads (memcached) gets a
+//! sleeping one and keeps its cores.
 
 use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX};
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Most prefetch windows waiting at once (one per stream is the usual case).
 const PENDING_MAX: usize = 16;
+/// Longest average gap between faults for which the handler still busy-polls, µs.
+pub const SPIN_GAP_MAX: f64 = 50.0;
+
+/// The adaptive busy-poll window (see the module documentation).
+struct Spin {
+    cap: Duration,
+    /// Average gap from the end of the handler's work to the next fault, µs.
+    gap_us: f64,
+}
+
+impl Spin {
+    fn fault_after(&mut self, idle: Duration) {
+        // A long sleep counts as a long gap, not as one that outweighs many short ones.
+        let idle_us = (idle.as_secs_f64() * 1e6).min(4.0 * SPIN_GAP_MAX);
+        self.gap_us = 0.75 * self.gap_us + 0.25 * idle_us;
+    }
+
+    fn window(&self) -> Duration {
+        if self.gap_us > SPIN_GAP_MAX {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64((4.0 * self.gap_us + 10.0) * 1e-6).min(self.cap)
+    }
+}
 
 impl Shared {
     pub(super) fn serve(&self) {
         let mut faults: Vec<Fault> = Vec::with_capacity(64);
         let mut last_work = Instant::now();
+        let mut spin = Spin { cap: self.spin, gap_us: 0.0 };
+        let mut idle = false;
         while !self.stop.load(Ordering::Acquire) {
             faults.clear();
             if let Err(e) = self.uffd.read_faults(&mut faults) {
                 fatal(&format!("reading page faults: {e}"));
+            }
+            if !faults.is_empty() && idle {
+                spin.fault_after(last_work.elapsed());
             }
             for f in &faults {
                 if let Err(e) = self.handle(f) {
@@ -30,12 +68,26 @@ impl Shared {
             };
             if !faults.is_empty() || prefetched {
                 last_work = Instant::now();
-            } else if last_work.elapsed() < self.spin {
+                idle = false;
+            } else if last_work.elapsed() < spin.window() {
+                idle = true;
                 std::hint::spin_loop();
             } else {
-                self.uffd.poll(100);
-                last_work = Instant::now() - self.spin; // one wake-up is not a busy phase
+                idle = true;
+                if self.uffd.poll(self.ring.as_ref(), 100) {
+                    self.drain_ring();
+                }
             }
+        }
+    }
+
+    /// Empties the eventfd signal-mode faults ring to ask for a prefetch.
+    fn drain_ring(&self) {
+        if let Some(fd) = &self.ring {
+            let mut count = 0u64;
+            use std::os::fd::AsRawFd;
+            // SAFETY: an 8-byte read from our non-blocking eventfd.
+            unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
         }
     }
 
@@ -51,19 +103,25 @@ impl Shared {
             self.uffd.wake(addr, PAGE_BYTES); // installed by a prefetch meanwhile
             return Ok(());
         }
+        self.serve_missing(&mut pages, page, fault.flags & FAULT_WRITE != 0)
+    }
+
+    /// Fetches and installs the missing `page` (thread and signal mode) and trains the
+    /// prefetcher on the miss.
+    pub(super) fn serve_missing(&self, pages: &mut Pages, page: u64, write: bool) -> Result<()> {
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
         // A page after a dirty one belongs to a writing stream: install it writable.
-        let dirty = fault.flags & FAULT_WRITE != 0 || (page > 0 && pages.state[page as usize - 1] == DIRTY);
-        self.fetch_install(&mut pages, page, 1, dirty)?;
+        let dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
+        self.fetch_install(pages, page, 1, dirty)?;
         let ahead = pages.prefetcher.on_miss(page, self.pages);
         if !ahead.is_empty() {
-            queue(&mut pages, Pending { next: ahead.start, end: ahead.end, dirty });
+            queue(pages, Pending { next: ahead.start, end: ahead.end, dirty });
         }
         Ok(())
     }
 
-    fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
+    pub(super) fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
         let addr = self.base + page * PAGE_BYTES;
         if state != CLEAN {
             self.uffd.wake(addr, PAGE_BYTES); // evicted or already dirty: retry the access

@@ -1,0 +1,167 @@
+//! Signal fault mode: the faulting thread serves its own fault.
+//!
+//! In the default thread mode a fault costs two thread switches: the kernel queues it and
+//! puts the faulting thread to sleep, the handler thread reads it, installs the page and
+//! wakes the faulting thread, which must then be scheduled again. With
+//! `UFFD_FEATURE_SIGBUS` the kernel instead raises SIGBUS in the faulting thread, whose
+//! handler here fetches the page and installs it with `UFFDIO_COPY`; returning from the
+//! handler retries the access. Measured on the benchmark machine, that takes about a third
+//! off a remote fault (docs/benchmarks-farmem.md).
+//!
+//! The price, and why it is not the default:
+//! - a system call that reads or writes a missing page (`read(fd, region, n)`) fails with
+//!   `EFAULT` instead of waiting: the kernel cannot run a signal handler in the middle of
+//!   its own access. The `LD_PRELOAD` library, whose memory goes to arbitrary system calls,
+//!   uses thread mode;
+//! - the handler takes the region's lock and calls the client: a thread must not touch a
+//!   missing page of the region while it is inside a nam call itself (for example by
+//!   passing region memory to `Client::put`), or it would wait on itself;
+//! - SIGBUS is process-wide: a SIGBUS outside every signal-mode region goes to the
+//!   disposition that was installed before (the default one ends the process as usual).
+
+use super::{fatal, Shared, PAGE_BYTES};
+use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Mutex, Once};
+
+/// Most signal-mode regions alive at once in a process.
+pub const SIGNAL_REGIONS_MAX: usize = 64;
+
+static REGIONS: [AtomicPtr<Shared>; SIGNAL_REGIONS_MAX] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SIGNAL_REGIONS_MAX];
+static INSTALL: Once = Once::new();
+/// The disposition SIGBUS had before ours (read in the handler after `INSTALL`).
+static mut PREVIOUS: Option<libc::sigaction> = None;
+static INSTALL_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Makes `shared` reachable from the SIGBUS handler (installed on first use). The caller
+/// keeps `shared` alive until [`unregister`].
+pub(super) fn register(shared: *const Shared) -> Result<()> {
+    INSTALL.call_once(install);
+    if let Some(e) = INSTALL_ERROR.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return Err(Error::Config(format!("cannot install the SIGBUS handler of signal fault mode: {e}")));
+    }
+    for slot in &REGIONS {
+        let free = std::ptr::null_mut();
+        if slot.compare_exchange(free, shared as *mut Shared, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Ok(());
+        }
+    }
+    Err(Error::Config(format!("more than {SIGNAL_REGIONS_MAX} signal-mode regions at once")))
+}
+
+/// Removes `shared` from the handler's regions.
+pub(super) fn unregister(shared: *const Shared) {
+    for slot in &REGIONS {
+        let _ = slot.compare_exchange(shared as *mut Shared, std::ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+fn install() {
+    // SAFETY: a zeroed sigaction is valid; the handler has the SA_SIGINFO signature.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigbus as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
+            *INSTALL_ERROR.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(std::io::Error::last_os_error().to_string());
+            return;
+        }
+        PREVIOUS = Some(previous);
+    }
+}
+
+/// Whether the faulting access was a write (the page-fault error code's write bit).
+fn is_write(context: *mut libc::c_void) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the kernel passes a ucontext_t to SA_SIGINFO handlers.
+        let uc = unsafe { &*(context as *const libc::ucontext_t) };
+        uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = context;
+        false // installed read-only; a write then faults once more and marks it dirty
+    }
+}
+
+extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t.
+    let addr = unsafe { (*info).si_addr() } as u64;
+    for slot in &REGIONS {
+        let p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            continue;
+        }
+        // SAFETY: registered regions stay alive until they unregister.
+        let shared = unsafe { &*p };
+        if addr >= shared.base && addr < shared.base + shared.pages * PAGE_BYTES {
+            if let Err(e) = super::serving(|| shared.serve_signal(addr, is_write(context))) {
+                fatal(&format!("cannot serve the page fault at {addr:#x} of a far-memory region: {e}"));
+            }
+            return;
+        }
+    }
+    chain(signal, info, context);
+}
+
+/// A SIGBUS that is not ours: hand it to the disposition installed before.
+fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: PREVIOUS was written before the handler was installed.
+    let previous = unsafe { (*std::ptr::addr_of!(PREVIOUS)).as_ref().copied() };
+    match previous {
+        Some(p) if p.sa_flags & libc::SA_SIGINFO != 0 && p.sa_sigaction > libc::SIG_IGN => {
+            // SAFETY: an SA_SIGINFO handler someone installed before us.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(p.sa_sigaction) };
+            f(signal, info, context)
+        }
+        Some(p) if p.sa_sigaction > libc::SIG_IGN => {
+            // SAFETY: a plain handler someone installed before us.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(p.sa_sigaction) };
+            f(signal)
+        }
+        _ => {
+            // Default disposition: restore it; returning retries the access, which raises
+            // SIGBUS again and ends the process as it would have without us.
+            // SAFETY: a zeroed sigaction with SIG_DFL.
+            unsafe {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Serves a fault of this thread at `addr` (signal mode).
+    fn serve_signal(&self, addr: u64, write: bool) -> Result<()> {
+        let page = (addr - self.base) / PAGE_BYTES;
+        let mut pages = self.state.lock();
+        let queued = pages.pending.len();
+        match pages.state[page as usize] {
+            super::MISSING => self.serve_missing(&mut pages, page, write)?,
+            super::CLEAN => self.handle_write_protect(&mut pages, page, super::CLEAN)?,
+            _ => {} // installed by another thread meanwhile: retry the access
+        }
+        if pages.pending.len() > queued {
+            self.ring(); // the handler thread installs the prefetch window
+        }
+        Ok(())
+    }
+
+    /// Wakes the handler thread (signal mode has no fault events to wake it).
+    fn ring(&self) {
+        if let Some(fd) = &self.ring {
+            let one = 1u64;
+            use std::os::fd::AsRawFd;
+            // SAFETY: an 8-byte write to our eventfd; write(2) is async-signal-safe.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+}
