@@ -321,7 +321,8 @@ pub fn status_of_far_error(error: &nam_farmem::Error) -> nam_status_t {
         E::Config(_) => NAM_ERR_CONFIG,
         E::BudgetTooSmall { .. } => NAM_ERR_BUDGET_TOO_SMALL,
         E::OutOfRange { .. } => NAM_ERR_OUT_OF_BOUNDS,
-        E::Unaligned { .. } => NAM_ERR_UNALIGNED,
+        // NotViewable: the in-place views (not in the C API) need aligned whole elements.
+        E::Unaligned { .. } | E::NotViewable { .. } => NAM_ERR_UNALIGNED,
         E::Server { source, .. } | E::OutOfCapacity { source, .. } => status_of_error(source),
         E::UserfaultfdNotPermitted { .. } => NAM_ERR_USERFAULTFD_DENIED,
         E::System { .. } => NAM_ERR_SYSTEM,

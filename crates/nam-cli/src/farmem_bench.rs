@@ -6,7 +6,9 @@
 //! measures the latency of a 4 KiB remote page fault.
 
 mod cache_sweep;
+mod explicit_paired;
 mod fault;
+mod fof_explicit;
 mod memcached;
 mod paired;
 mod report;
@@ -31,10 +33,12 @@ pub enum WorkloadKind {
     PointerChase,
     /// y = a*x + y (bandwidth).
     Saxpy,
-    /// SAXPY through the explicit API's streaming bulk reads and writes.
+    /// SAXPY through the explicit API, computed in place on cache lines.
     SaxpyExplicit,
     /// Friends-of-friends on a power-law graph (seed 004 Fig. 8.7).
     Fof,
+    /// Friends-of-friends through the explicit API with batched misses.
+    FofExplicit,
     /// A 4 KiB remote page fault, one page at a time.
     FaultLatency,
     /// memcached through the LD_PRELOAD library under a load generator.
@@ -99,8 +103,9 @@ pub struct FarmemBenchArgs {
     /// Scale of the workloads' footprints (1 = ~32 MiB each).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Timed rounds of each paged run (pointer chase, SAXPY, FoF); each round times the
-    /// local baseline and the far run right after each other, and the median is reported.
+    /// Timed rounds of each paged run (pointer chase, SAXPY, FoF) and paired repetitions of
+    /// the explicit rows; each times the local baseline and the far run right after each
+    /// other, and the medians are reported.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     /// Least milliseconds the local side of a round runs (the workload is iterated).
@@ -112,6 +117,9 @@ pub struct FarmemBenchArgs {
     /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
     #[arg(long)]
     spin_us: Option<u64>,
+    /// Cache line sizes of the explicit rows, comma-separated (default: the cache's default).
+    #[arg(long, value_delimiter = ',')]
+    line_bytes: Vec<u64>,
     /// Print one JSON object per run instead of the table.
     #[arg(long)]
     json: bool,
@@ -165,6 +173,14 @@ pub struct Run {
     line_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata_cache: Option<usize>,
+    /// Which way into far memory the row uses: "paged" or "explicit".
+    way_in: &'static str,
+    /// Explicit rows: paired repetitions whose medians the row reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repeats: Option<usize>,
+    /// Explicit rows: streaming reads served without allocating a line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bypassed: Option<u64>,
     /// Paged rows: who served the faults ("thread" or "signal").
     #[serde(skip_serializing_if = "Option::is_none")]
     fault_mode: Option<&'static str>,
@@ -206,8 +222,30 @@ impl Run {
             values_checked: None,
             line_bytes: None,
             metadata_cache: None,
+            way_in: match workload {
+                WorkloadKind::SaxpyExplicit
+                | WorkloadKind::FofExplicit
+                | WorkloadKind::CacheSweep
+                | WorkloadKind::ExplicitSeq
+                | WorkloadKind::ExplicitChase => "explicit",
+                _ => "paged",
+            },
+            repeats: None,
+            bypassed: None,
             fault_mode: None,
         }
+    }
+
+    /// Fills an explicit row from its paired medians.
+    fn explicit(&mut self, m: &explicit_paired::Paired, s: &saxpy_explicit::Setting) {
+        self.slowdown = m.slowdown;
+        self.throughput_ratio = 1.0 / m.slowdown;
+        self.misses = m.stats.misses;
+        self.prefetches = m.stats.prefetches;
+        self.evictions = m.stats.evictions;
+        self.bypassed = Some(m.stats.bypassed);
+        self.repeats = Some(s.repeats);
+        self.line_bytes = s.line_bytes;
     }
 }
 
@@ -264,6 +302,11 @@ fn saxpy(scale: f64) -> workloads::Saxpy {
     workloads::Saxpy { n: ((4.0 * 1048576.0 * scale) as usize).max(1024), passes: 4 }
 }
 
+fn fof(scale: f64) -> workloads::FriendsOfFriends {
+    let s = |n: f64| ((n * scale) as usize).max(1024);
+    workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) }
+}
+
 fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
     let s = |n: f64| ((n * scale) as usize).max(1024);
     match kind {
@@ -272,11 +315,47 @@ fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
             Box::new(workloads::PointerChase { slots: s(4.0 * 1048576.0), steps: s(1048576.0) as u64 })
         }
         WorkloadKind::Saxpy => Box::new(saxpy(scale)),
-        WorkloadKind::Fof => {
-            Box::new(workloads::FriendsOfFriends { vertices: s(200_000.0), edges: s(3_000_000.0), queries: s(2_000.0) })
-        }
+        WorkloadKind::Fof => Box::new(fof(scale)),
         _ => unreachable!("measured by their own modules"),
     }
+}
+
+/// The explicit rows: every server count, fraction, prefetch setting and line size.
+fn run_explicit(
+    args: &FarmemBenchArgs,
+    kind: WorkloadKind,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let lines: Vec<Option<u64>> =
+        if args.line_bytes.is_empty() { vec![None] } else { args.line_bytes.iter().map(|&l| Some(l)).collect() };
+    let saxpy_w = saxpy(args.scale);
+    let fof_w = fof(args.scale);
+    let mut runs = Vec::new();
+    for &n in counts {
+        for &fraction in &args.local_fraction {
+            for &p in &args.prefetch {
+                for &line_bytes in &lines {
+                    let s = saxpy_explicit::Setting {
+                        fraction,
+                        prefetch: p == OnOff::On,
+                        repeats: args.repeat,
+                        line_bytes,
+                    };
+                    let client = connect(&addrs[..n], transport)?;
+                    let run = if kind == WorkloadKind::SaxpyExplicit {
+                        saxpy_explicit::measure(client, (transport, n), &saxpy_w, &s)?
+                    } else {
+                        fof_explicit::measure(client, (transport, n), &fof_w, &s)?
+                    };
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
+            }
+        }
+    }
+    Ok(runs)
 }
 
 /// Runs `w` on local memory: (milliseconds, checksum).
@@ -376,20 +455,8 @@ fn run_workload(
         }
         return Ok(runs);
     }
-    if kind == WorkloadKind::SaxpyExplicit {
-        let w = saxpy(args.scale);
-        let local = run_local(&w);
-        for &n in counts {
-            for &fraction in &args.local_fraction {
-                for &p in &args.prefetch {
-                    let client = connect(&addrs[..n], transport)?;
-                    let run = saxpy_explicit::measure(client, (transport, n), &w, local, (fraction, p == OnOff::On))?;
-                    report::progress(args, &run);
-                    runs.push(run);
-                }
-            }
-        }
-        return Ok(runs);
+    if matches!(kind, WorkloadKind::SaxpyExplicit | WorkloadKind::FofExplicit) {
+        return run_explicit(args, kind, transport, addrs, counts);
     }
     let w = workload(kind, args.scale);
     let rounds = paired::Rounds { repeat: args.repeat, min_ms: args.min_ms };

@@ -7,7 +7,7 @@ mod common;
 
 use common::ServerProcess;
 use nam_client::{Client, ClientConfig};
-use nam_farmem::{Error, FarConfig, FarMemory, PrefetchConfig};
+use nam_farmem::{DestMode, Error, FarConfig, FarMemory, PrefetchConfig};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +50,9 @@ fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed:
             if i % 2 == 0 { rng.gen_range(0..size - len as u64) } else { (i as u64 * line) % (size - len as u64) };
         let (a, b) = (addr as usize, addr as usize + len);
         let bulk = rng.gen_bool(0.25);
-        if rng.gen_bool(0.5) {
+        if rng.gen_bool(0.3) {
+            in_place_op(far, model, &mut rng, (addr, len));
+        } else if rng.gen_bool(0.5) {
             let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
             if bulk {
                 far.write_bulk(addr, &data).unwrap();
@@ -66,6 +68,45 @@ fn random_against_model(far: &mut FarMemory, model: &mut [u8], ops: usize, seed:
                 far.read(addr, &mut got).unwrap();
             }
             assert_eq!(got, model[a..b], "read of {len} bytes at {addr:#x} differs from the model (op {i})");
+        }
+    }
+}
+
+/// One access through the in-place calls: pieces read in place (checked), a zip that
+/// updates or overwrites a destination range from a source range, or a batched fetch.
+fn in_place_op(far: &mut FarMemory, model: &mut [u8], rng: &mut rand::rngs::StdRng, (addr, len): (u64, usize)) {
+    let a = addr as usize;
+    match rng.gen_range(0..3) {
+        0 => {
+            let mut got = Vec::with_capacity(len);
+            far.for_each_piece(addr, len, |at, piece| {
+                assert_eq!(at, got.len());
+                got.extend_from_slice(piece);
+            })
+            .unwrap();
+            assert_eq!(got, model[a..a + len], "pieces of {len} bytes at {addr:#x} differ from the model");
+        }
+        1 => {
+            let src = rng.gen_range(0..model.len() - len);
+            if src.abs_diff(a) < len {
+                return; // overlapping ranges: pieces would see their own earlier updates
+            }
+            let mode = if rng.gen_bool(0.5) { DestMode::Update } else { DestMode::Overwrite };
+            let before = model[a..a + len].to_vec();
+            far.zip_pieces_mut((src as u64, addr), len, mode, |x, y| match mode {
+                DestMode::Update => y.iter_mut().zip(x).for_each(|(y, x)| *y = y.wrapping_add(*x)),
+                DestMode::Overwrite => y.copy_from_slice(x),
+            })
+            .unwrap();
+            let source = model[src..src + len].to_vec();
+            for ((m, b), x) in model[a..a + len].iter_mut().zip(&before).zip(&source) {
+                *m = if mode == DestMode::Update { b.wrapping_add(*x) } else { *x };
+            }
+        }
+        _ => {
+            let ranges: Vec<(u64, usize)> =
+                (0..8).map(|k| ((addr + k * 4099) % (model.len() - len) as u64, len)).collect();
+            far.fetch_ranges(&ranges).unwrap();
         }
     }
 }
@@ -103,6 +144,53 @@ fn explicit_api_keeps_data_under_random_access_with_evictions() {
             }
         }
     }
+}
+
+#[test]
+fn in_place_chunks_bypass_full_dirty_sets_and_keep_data() {
+    let _serial = serial();
+    let procs = start(2, "sm,self,tcp", &[]);
+    let n = 64 * 1024;
+    let mut config = FarConfig::new(1 << 20, 64 << 10);
+    config.line_bytes = 1024;
+    config.ways = 4;
+    let mut far = FarMemory::new(client(&procs), config).unwrap();
+    let x = far.alloc_array::<u32>(n).unwrap();
+    let y = far.alloc_array::<u32>(n).unwrap();
+    let xs: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    x.write(&mut far, 0, &xs).unwrap();
+    far.invalidate().unwrap();
+    let mut model = vec![7u32; n];
+    y.zip_chunks_mut(&mut far, &x, 0..n, DestMode::Overwrite, |_, _, ys| ys.fill(7)).unwrap();
+    for pass in 0..3u32 {
+        // y (256 KiB) is four times the budget: every set fills with dirty y lines, so x's
+        // misses must be read without evicting them.
+        y.zip_chunks_mut(&mut far, &x, 0..n, DestMode::Update, |at, xs, ys| {
+            for (i, (y, x)) in ys.iter_mut().zip(xs).enumerate() {
+                *y = y.wrapping_add(x ^ pass ^ (at + i) as u32);
+            }
+        })
+        .unwrap();
+        for (i, m) in model.iter_mut().enumerate() {
+            *m = m.wrapping_add(xs[i] ^ pass ^ i as u32);
+        }
+    }
+    let mut got = Vec::with_capacity(n);
+    y.for_each_chunk(&mut far, 0..n, |at, chunk| {
+        assert_eq!(at, got.len());
+        got.extend_from_slice(chunk);
+    })
+    .unwrap();
+    assert!(got == model, "in-place SAXPY-like passes differ from the model");
+    far.flush().unwrap();
+    far.invalidate().unwrap();
+    let mut back = vec![0u32; n];
+    y.read(&mut far, 0, &mut back).unwrap();
+    assert!(back == model, "written-back data differs from the model");
+    let s = far.stats();
+    assert!(s.bypassed > 0 && s.writebacks > 0, "no streaming bypass under full dirty sets: {s:?}");
+    let odd = nam_farmem::FarArray::<u32>::at(x.addr() + 2, 4);
+    assert!(matches!(odd.for_each_chunk(&mut far, 0..4, |_, _| ()), Err(Error::NotViewable { .. })));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! plain type, read and written element by element or in slices through a [`FarMemory`].
 
 use crate::error::{Error, Result};
-use crate::far::FarMemory;
+use crate::far::{DestMode, FarMemory};
 use std::marker::PhantomData;
 
 /// Types that are plain bytes: any bit pattern is a valid value, no padding, no pointers.
@@ -90,6 +90,64 @@ impl<T: Plain> FarArray<T> {
     pub fn write(&self, far: &mut FarMemory, index: usize, values: &[T]) -> Result<()> {
         far.write(self.check(index, values.len())?, bytes_of(values))
     }
+
+    /// Calls `f(first index, elements)` for consecutive chunks of `range`, each a slice of
+    /// one resident cache line viewed in place (see [`FarMemory::for_each_piece`]).
+    pub fn for_each_chunk(
+        &self,
+        far: &mut FarMemory,
+        range: std::ops::Range<usize>,
+        mut f: impl FnMut(usize, &[T]),
+    ) -> Result<()> {
+        let addr = self.viewable(far, range.start, range.len())?;
+        let size = std::mem::size_of::<T>();
+        far.for_each_piece(addr, range.len() * size, |at, bytes| f(range.start + at / size, view(bytes)))
+    }
+
+    /// Calls `f(first index, src elements, self's elements)` for consecutive chunks of
+    /// `range` of `src` and of this array, both in place in resident lines; this array's
+    /// lines are marked dirty (`mode`: whether `f` reads them first or overwrites them).
+    pub fn zip_chunks_mut(
+        &self,
+        far: &mut FarMemory,
+        src: &FarArray<T>,
+        range: std::ops::Range<usize>,
+        mode: DestMode,
+        mut f: impl FnMut(usize, &[T], &mut [T]),
+    ) -> Result<()> {
+        let s = src.viewable(far, range.start, range.len())?;
+        let d = self.viewable(far, range.start, range.len())?;
+        let size = std::mem::size_of::<T>();
+        let mut at = range.start;
+        far.zip_pieces_mut((s, d), range.len() * size, mode, |x, y| {
+            let ys = view_mut(y);
+            f(at, view(x), ys);
+            at += ys.len();
+        })
+    }
+
+    /// The far address of `index`, checking that views in place can hold whole elements.
+    fn viewable(&self, far: &FarMemory, index: usize, count: usize) -> Result<u64> {
+        let size = std::mem::size_of::<T>();
+        let line = far.config().line_bytes;
+        if size == 0 || !line.is_multiple_of(size as u64) || !self.addr.is_multiple_of(size as u64) {
+            return Err(Error::NotViewable { addr: self.addr, elem_bytes: size, line_bytes: line });
+        }
+        self.check(index, count)
+    }
+}
+
+fn view<T: Plain>(bytes: &[u8]) -> &[T] {
+    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len().is_multiple_of(std::mem::size_of::<T>()));
+    // SAFETY: aligned (asserted; lines are 64-byte aligned and pieces start at multiples of
+    // the element size), whole elements, and Plain accepts any bits.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / std::mem::size_of::<T>()) }
+}
+
+fn view_mut<T: Plain>(bytes: &mut [u8]) -> &mut [T] {
+    assert!(bytes.as_ptr().cast::<T>().is_aligned() && bytes.len().is_multiple_of(std::mem::size_of::<T>()));
+    // SAFETY: as in `view`, and exclusive through `bytes`.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len() / std::mem::size_of::<T>()) }
 }
 
 impl FarMemory {

@@ -1,7 +1,8 @@
 //! The cache's storage: a set-associative array of lines whose tags and states live in
 //! their own arrays, apart from the data (seed 004 §7.1 keeps metadata apart in DRAM), an
 //! optional small direct-mapped metadata cache that answers "which slot holds line L"
-//! without scanning the set, and random-except-most-recent replacement.
+//! without scanning the set, and random-except-most-recent replacement that prefers clean
+//! victims (a clean line leaves for free, a dirty one costs a write-back).
 
 use rand::{Rng, SeedableRng};
 
@@ -22,11 +23,18 @@ pub struct LineStore {
     state: Vec<u8>,
     /// Most recently used way of each set: never the victim.
     mru: Vec<u8>,
-    data: Vec<u8>,
+    /// Line data; 64-byte blocks so every line (a multiple of 64 B) is 64-byte aligned and
+    /// typed views of it (`FarArray` chunks) are aligned for any plain type.
+    data: Vec<Block>,
     /// Direct-mapped (line -> slot + 1) hints; 0 is empty. Checked against `tags`.
     meta_cache: Vec<(u64, u32)>,
     rng: rand::rngs::SmallRng,
 }
+
+/// 64 aligned bytes of line data.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Block([u8; 64]);
 
 /// Where a lookup was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +51,13 @@ impl LineStore {
     /// Storage for `sets` sets of `ways` lines of `line_bytes`.
     pub fn new(sets: usize, ways: usize, line_bytes: usize, meta_cache_entries: usize, seed: u64) -> LineStore {
         let slots = sets * ways;
+        let mut data = vec![Block([0; 64]); slots * line_bytes / 64];
+        // The budget is committed up front (every page touched now), so the first use of a
+        // slot does not pay the kernel's page fault inside the caller's timed work.
+        for b in data.iter_mut().step_by(4096 / 64) {
+            // SAFETY: a valid, exclusive reference; volatile so the store is not elided.
+            unsafe { std::ptr::write_volatile(&mut b.0[0], 0) };
+        }
         LineStore {
             line_bytes,
             sets,
@@ -50,7 +65,7 @@ impl LineStore {
             tags: vec![0; slots],
             state: vec![0; slots],
             mru: vec![0; sets],
-            data: vec![0; slots * line_bytes],
+            data,
             meta_cache: vec![(0, 0); meta_cache_entries],
             rng: rand::rngs::SmallRng::seed_from_u64(seed),
         }
@@ -94,21 +109,32 @@ impl LineStore {
     }
 
     /// Chooses a victim slot for `line` among the set's ways: an invalid one if any, else a
-    /// random way other than the most recently used and other than `exclude`. With
-    /// `clean_only`, dirty ways are not chosen (prefetches never force a write-back).
+    /// random clean way other than the most recently used and other than `exclude`, else
+    /// (unless `clean_only`: prefetches and streaming reads never force a write-back) such
+    /// a dirty way. Clean first because evicting a dirty line costs a write-back now and
+    /// usually a fetch later, while a clean one leaves for free.
     pub fn victim(&mut self, line: u64, exclude: &[usize], clean_only: bool) -> Option<usize> {
         let set = self.set_of(line);
         let first = set * self.ways;
-        let usable =
-            |s: &LineStore, slot: usize| !exclude.contains(&slot) && (!clean_only || s.state[slot] & DIRTY == 0);
-        if let Some(slot) = (first..first + self.ways).find(|&s| self.state[s] & VALID == 0 && usable(self, s)) {
+        let free = |s: &LineStore, slot: usize| !exclude.contains(&slot) && s.state[slot] & VALID == 0;
+        if let Some(slot) = (first..first + self.ways).find(|&s| free(self, s)) {
             return Some(slot);
         }
         let mru = first + self.mru[set] as usize;
         let start = self.rng.gen_range(0..self.ways);
-        (0..self.ways)
-            .map(|k| first + (start + k) % self.ways)
-            .find(|&s| (s != mru || self.ways == 1) && usable(self, s))
+        let ways = self.ways;
+        let candidates = || {
+            (0..ways)
+                .map(move |k| first + (start + k) % ways)
+                .filter(move |&s| (s != mru || ways == 1) && !exclude.contains(&s))
+        };
+        if let Some(slot) = candidates().find(|&s| self.state[s] & DIRTY == 0) {
+            return Some(slot);
+        }
+        if clean_only {
+            return None;
+        }
+        candidates().next()
     }
 
     /// The set `line` maps to.
@@ -144,13 +170,29 @@ impl LineStore {
     /// The data of `slot`.
     #[inline]
     pub fn data(&self, slot: usize) -> &[u8] {
-        &self.data[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+        &self.bytes()[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Block` is 64 plain bytes; the view covers exactly `data`.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast(), self.data.len() * 64) }
+    }
+
+    /// Raw pointer to the data of `slot`, for handing out disjoint views of several slots
+    /// at once (`far/chunks.rs`); valid until `data` is reallocated (never).
+    #[inline]
+    pub fn data_ptr(&mut self, slot: usize) -> *mut u8 {
+        debug_assert!(slot < self.slots());
+        // SAFETY: in bounds: slot < slots and data holds slots * line_bytes bytes.
+        unsafe { self.data.as_mut_ptr().cast::<u8>().add(slot * self.line_bytes) }
     }
 
     /// The data of `slot`, writable.
     #[inline]
     pub fn data_mut(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.data[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+        let n = self.line_bytes;
+        // SAFETY: `data_ptr` is in bounds for a whole line; `&mut self` makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(slot), n) }
     }
 
     /// Writable data of several distinct slots at once.
@@ -158,7 +200,7 @@ impl LineStore {
         let mut sorted: Vec<usize> = slots.to_vec();
         sorted.sort_unstable();
         assert!(sorted.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
-        let base = self.data.as_mut_ptr();
+        let base = self.data.as_mut_ptr().cast::<u8>();
         let n = self.line_bytes;
         // SAFETY: the slots are distinct (asserted) and inside `data`, so the slices are
         // disjoint; they borrow `self` mutably for their lifetime.
@@ -192,5 +234,22 @@ mod tests {
         store.set_state(1, VALID | DIRTY);
         store.set_state(3, VALID | DIRTY);
         assert_eq!(store.victim(99, &[], true), None, "only the MRU way is clean");
+    }
+
+    #[test]
+    fn clean_ways_are_replaced_before_dirty_ones() {
+        let mut store = LineStore::new(1, 4, 64, 0, 11);
+        for way in 0..4 {
+            store.install(way, 20 + way as u64, VALID | DIRTY);
+        }
+        store.set_state(2, VALID);
+        store.touch(0);
+        for _ in 0..100 {
+            assert_eq!(store.victim(99, &[], false), Some(2), "the only clean way goes first");
+        }
+        assert_eq!(store.victim(99, &[2], true), None, "no clean way left for a streaming read");
+        let v = store.victim(99, &[2], false).unwrap();
+        assert!(v == 1 || v == 3, "a dirty way other than the MRU and the excluded one: {v}");
+        assert!(store.data_ptr(3).cast::<u128>().is_aligned(), "lines are aligned for typed views");
     }
 }

@@ -37,6 +37,16 @@ pub enum Error {
         /// The span size.
         span_bytes: u64,
     },
+    /// A typed view in place needs whole, aligned elements inside each cache line.
+    #[error("far array of {elem_bytes}-byte elements at {addr:#x} cannot be viewed in place: the element size must divide the {line_bytes}-byte line and the address be a multiple of it")]
+    NotViewable {
+        /// Far address of the array.
+        addr: u64,
+        /// Size of one element.
+        elem_bytes: usize,
+        /// The cache's line size.
+        line_bytes: u64,
+    },
     /// A memory server failed (died, timed out, or refused) while serving an extent.
     #[error("memory server {server} ({addr}) failed during {what}: {source}")]
     Server {

@@ -14,6 +14,9 @@ use nam_client::Client;
 use std::sync::Arc;
 
 mod bulk;
+mod chunks;
+
+pub use chunks::DestMode;
 
 /// Why a line is in a fetch batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +27,10 @@ enum Want {
     Overwrite,
     /// The prefetcher's.
     Prefetch,
+    /// A streaming read (`far/chunks.rs`): fetched like a demand miss but inserted without
+    /// becoming its set's most recently used way, so the next miss of the set may replace it
+    /// rather than a line that is being reused (scan-resistant insertion).
+    Stream,
 }
 
 /// Far memory reached through a client-side cache. See the crate documentation.
@@ -39,6 +46,12 @@ pub struct FarMemory {
     /// Next free far address for [`FarMemory::alloc_array`].
     next_free: u64,
     batch: Vec<(u64, usize, Want)>,
+    /// Slots handed to a caller as views in place (`far/chunks.rs`): never victims.
+    pinned: Vec<usize>,
+    /// Copies of lines read without allocating (streaming reads of full sets), and which
+    /// lines they are (first, count); valid during one in-place call only.
+    staging: Vec<u8>,
+    staged: (u64, u64),
 }
 
 impl FarMemory {
@@ -56,6 +69,9 @@ impl FarMemory {
             group_lines: sets.min(config.outstanding_max),
             next_free: 0,
             batch: Vec::with_capacity(config.outstanding_max),
+            pinned: Vec::with_capacity(2),
+            staging: vec![0; (line as usize).max(chunks::STAGING_BYTES)],
+            staged: (0, 0),
             store,
             config,
         })
@@ -254,6 +270,12 @@ impl FarMemory {
 
     /// Adds a demand miss of `line` to the batch, with the prefetches it triggers.
     fn want(&mut self, line: u64, want: Want) -> Result<()> {
+        self.want_trained(line, want, true)
+    }
+
+    /// [`FarMemory::want`]; `train`: whether the miss trains the prefetcher (not for the
+    /// lines after the first of one requested range: they are the request, not a stream).
+    fn want_trained(&mut self, line: u64, want: Want, train: bool) -> Result<()> {
         if let Some(entry) = self.batch.iter_mut().find(|b| b.0 == line) {
             self.stats.merged += 1;
             if entry.2 == Want::Prefetch {
@@ -277,8 +299,10 @@ impl FarMemory {
         if self.batch.len() >= self.config.outstanding_max {
             self.issue()?;
         }
-        let ahead = self.prefetcher.on_miss(line, self.lines);
-        self.add_prefetches(ahead);
+        if train {
+            let ahead = self.prefetcher.on_miss(line, self.lines);
+            self.add_prefetches(ahead);
+        }
         Ok(())
     }
 
@@ -309,7 +333,7 @@ impl FarMemory {
     }
 
     fn pick_victim(&mut self, line: u64, clean_only: bool) -> Option<usize> {
-        let exclude: Vec<usize> = self.batch.iter().map(|b| b.1).collect();
+        let exclude: Vec<usize> = self.batch.iter().map(|b| b.1).chain(self.pinned.iter().copied()).collect();
         self.store.victim(line, &exclude, clean_only)
     }
 
@@ -363,7 +387,7 @@ impl FarMemory {
             let state = if want == Want::Prefetch { VALID | PREFETCHED } else { VALID };
             self.stats.prefetches += (want == Want::Prefetch) as u64;
             self.store.install(slot, line, state);
-            if want != Want::Prefetch {
+            if want == Want::Fetch || want == Want::Overwrite {
                 self.store.touch(slot);
             }
         }

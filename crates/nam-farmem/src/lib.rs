@@ -12,6 +12,9 @@
 //!   misses) with random-not-MRU replacement, write-back, write-allocate, full-line writes
 //!   without a fetch, and the [`StreamPrefetcher`]; [`FarArray`] gives typed arrays, and
 //!   `read_bulk`/`write_bulk` stream whole lines past the cache for sweeps over large arrays.
+//!   [`FarArray::for_each_chunk`] and [`FarArray::zip_chunks_mut`] hand the caller's
+//!   computation slices of resident lines in place, and [`FarMemory::fetch_ranges`] fetches
+//!   the misses of many ranges as one batch (a graph frontier's neighbour lists).
 //! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
 //!   missing pages are fetched from the servers by a busy-polling handler thread that also
 //!   installs prefetched pages in the background, with write-protection to find dirty pages
@@ -26,6 +29,9 @@
 //! let xs = far.alloc_array::<f64>(1_000_000)?;
 //! xs.set(&mut far, 42, 2.5)?;
 //! assert_eq!(xs.get(&mut far, 42)?, 2.5);
+//! let mut sum = 0.0;
+//! xs.for_each_chunk(&mut far, 0..xs.len(), |_, chunk| sum += chunk.iter().sum::<f64>())?;
+//! assert_eq!(sum, 2.5);
 //! far.flush()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -47,7 +53,7 @@ pub use array::{FarArray, Plain};
 pub use config::{FarConfig, PrefetchConfig};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
-pub use far::FarMemory;
+pub use far::{DestMode, FarMemory};
 pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, SIGNAL_REGIONS_MAX};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;

@@ -17,6 +17,9 @@ pub struct Stats {
     pub evictions: u64,
     /// Dirty lines or pages written back to the servers.
     pub writebacks: u64,
+    /// Streaming reads of missing lines served from a staging copy without allocating a
+    /// line, because every way of the set that could be replaced was dirty.
+    pub bypassed: u64,
     /// Full-line writes that skipped the fetch.
     pub full_line_writes: u64,
     /// Lookups answered by the metadata cache.

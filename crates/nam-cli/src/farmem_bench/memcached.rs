@@ -257,6 +257,9 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
     ensure!(hits == gets, "memcached under far memory lost items: {hits} hits out of {gets} gets");
     Ok(Run {
         workload: WorkloadKind::Memcached,
+        way_in: "paged",
+        repeats: None,
+        bypassed: None,
         local_fraction: far.fraction,
         prefetch: far.prefetch,
         servers: far.servers.len(),

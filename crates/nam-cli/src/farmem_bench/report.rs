@@ -12,7 +12,7 @@ fn row(r: &Run) -> String {
     format!(
         "| {:?}{}{} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
         r.workload,
-        r.line_bytes.map_or(String::new(), |l| format!(" line {l} B, meta cache {}", r.metadata_cache.unwrap_or(0))),
+        label(r),
         r.fault_mode.filter(|m| *m != "thread").map_or(String::new(), |m| format!(" ({m} faults)")),
         r.local_fraction,
         if r.prefetch { "on" } else { "off" },
@@ -28,6 +28,24 @@ fn row(r: &Run) -> String {
         opt(r.p50_us),
         opt(r.p99_us)
     )
+}
+
+/// What follows the workload's name: line size, metadata cache, medians, bypassed reads.
+fn label(r: &Run) -> String {
+    let mut out = String::new();
+    if let Some(l) = r.line_bytes {
+        out += &format!(" line {l} B");
+    }
+    if let Some(m) = r.metadata_cache {
+        out += &format!(", meta cache {m}");
+    }
+    if let Some(n) = r.repeats {
+        out += &format!(", median of {n}");
+    }
+    if let Some(b) = r.bypassed {
+        out += &format!(", {b} bypassed");
+    }
+    out
 }
 
 /// Prints one run as it finishes.
@@ -51,10 +69,18 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     let at_half =
         |w: WorkloadKind| runs.iter().filter(move |r| r.workload == w && r.prefetch && r.local_fraction == 0.5);
-    for (w, limit) in [(WorkloadKind::Saxpy, 1.25), (WorkloadKind::SaxpyExplicit, 1.25), (WorkloadKind::Fof, 1.6)] {
+    let targets = [
+        (WorkloadKind::Saxpy, 1.25),
+        (WorkloadKind::SaxpyExplicit, 1.25),
+        (WorkloadKind::Fof, 1.6),
+        (WorkloadKind::FofExplicit, 1.6),
+    ];
+    for (w, limit) in targets {
         for r in at_half(w) {
             lines.push(format!(
-                "{w:?} at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time (target <= {limit}x: {})",
+                "{w:?} ({} way in{}) at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time (target <= {limit}x: {})",
+                r.way_in,
+                label(r),
                 r.servers,
                 r.transport,
                 r.slowdown,
@@ -101,6 +127,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 && o.local_fraction == on.local_fraction
                 && o.servers == on.servers
                 && o.transport == on.transport
+                && o.line_bytes == on.line_bytes
                 && o.fault_mode == on.fault_mode
         });
         if let Some(off) = off {
@@ -108,8 +135,10 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             // and went between the two runs cancels.
             let ratio = on.slowdown / off.slowdown;
             lines.push(format!(
-                "prefetch on/off, {:?} at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
+                "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
                 on.workload,
+                on.way_in,
+                label(on),
                 on.local_fraction * 100.0,
                 on.servers,
                 on.transport,

@@ -140,6 +140,85 @@ impl FriendsOfFriends {
     }
 }
 
+/// Where friends-of-friends reads its graph: local slices, or far memory (`fof_explicit.rs`).
+pub trait Graph {
+    /// Why reading the graph failed.
+    type Error;
+    /// Copies the neighbour list of `v` into `out`.
+    fn friends(&mut self, v: u32, out: &mut Vec<u32>) -> Result<(), Self::Error>;
+    /// Calls `f` with the neighbour lists of every vertex of `vs`, in pieces, in any order.
+    fn for_each_friend_list(&mut self, vs: &[u32], f: impl FnMut(&[u32])) -> Result<(), Self::Error>;
+}
+
+/// The graph in local (or paged) memory.
+pub struct SliceGraph<'a> {
+    /// `offsets[V + 1]`.
+    pub offsets: &'a [u32],
+    /// `neighbors[2E]`.
+    pub neighbors: &'a [u32],
+}
+
+impl Graph for SliceGraph<'_> {
+    type Error = std::convert::Infallible;
+    fn friends(&mut self, v: u32, out: &mut Vec<u32>) -> Result<(), Self::Error> {
+        let v = v as usize;
+        out.clear();
+        out.extend_from_slice(&self.neighbors[self.offsets[v] as usize..self.offsets[v + 1] as usize]);
+        Ok(())
+    }
+    fn for_each_friend_list(&mut self, vs: &[u32], mut f: impl FnMut(&[u32])) -> Result<(), Self::Error> {
+        for &v in vs {
+            let v = v as usize;
+            f(&self.neighbors[self.offsets[v] as usize..self.offsets[v + 1] as usize]);
+        }
+        Ok(())
+    }
+}
+
+impl FriendsOfFriends {
+    /// The graph's initial memory image (`offsets` then `neighbors`, u32 each).
+    pub fn image(&self) -> Vec<u8> {
+        let mut mem = vec![0u8; self.footprint().next_multiple_of(8)];
+        self.init(&mut mem);
+        mem
+    }
+
+    /// Runs every query over `graph` (seed 004 Fig. 8.7) and returns the checksum of the
+    /// top-ten suggestions of each: the same code for local memory and far memory.
+    pub fn query_all<G: Graph>(&self, graph: &mut G) -> Result<u64, G::Error> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1187);
+        let mut is_friend = vec![false; self.vertices];
+        let mut mutual: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut friends = Vec::new();
+        let mut checksum = 0u64;
+        for _ in 0..self.queries {
+            let user = rng.gen_range(0..self.vertices);
+            graph.friends(user as u32, &mut friends)?;
+            for &f in &friends {
+                is_friend[f as usize] = true;
+            }
+            mutual.clear();
+            graph.for_each_friend_list(&friends, |list| {
+                for &fof in list {
+                    if fof as usize != user && !is_friend[fof as usize] {
+                        *mutual.entry(fof).or_insert(0) += 1;
+                    }
+                }
+            })?;
+            let mut ranked: Vec<(u32, u32)> = mutual.iter().map(|(&v, &n)| (n, v)).collect();
+            ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            for (rank, (n, v)) in ranked.iter().take(10).enumerate() {
+                checksum =
+                    checksum.wrapping_mul(1_000_003).wrapping_add((rank as u64) << 40 | (*n as u64) << 24 | *v as u64);
+            }
+            for &f in &friends {
+                is_friend[f as usize] = false;
+            }
+        }
+        Ok(checksum)
+    }
+}
+
 impl Workload for FriendsOfFriends {
     fn footprint(&self) -> usize {
         (self.vertices + 1 + 2 * self.edges) * 4
@@ -159,36 +238,8 @@ impl Workload for FriendsOfFriends {
     fn run(&self, mem: &mut [u8]) -> u64 {
         let words = as_u32(mem);
         let (offsets, neighbors) = words.split_at(self.vertices + 1);
-        let friends_of = |v: usize| &neighbors[offsets[v] as usize..offsets[v + 1] as usize];
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1187);
-        let mut is_friend = vec![false; self.vertices];
-        let mut mutual: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-        let mut checksum = 0u64;
-        for _ in 0..self.queries {
-            let user = rng.gen_range(0..self.vertices);
-            let friends = friends_of(user);
-            for &f in friends {
-                is_friend[f as usize] = true;
-            }
-            mutual.clear();
-            for &f in friends {
-                for &fof in friends_of(f as usize) {
-                    if fof as usize != user && !is_friend[fof as usize] {
-                        *mutual.entry(fof).or_insert(0) += 1;
-                    }
-                }
-            }
-            let mut ranked: Vec<(u32, u32)> = mutual.iter().map(|(&v, &n)| (n, v)).collect();
-            ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            for (rank, (n, v)) in ranked.iter().take(10).enumerate() {
-                checksum =
-                    checksum.wrapping_mul(1_000_003).wrapping_add((rank as u64) << 40 | (*n as u64) << 24 | *v as u64);
-            }
-            for &f in friends {
-                is_friend[f as usize] = false;
-            }
-        }
-        checksum
+        let never = |_: std::convert::Infallible| unreachable!();
+        self.query_all(&mut SliceGraph { offsets, neighbors }).unwrap_or_else(never)
     }
     fn items(&self) -> u64 {
         self.queries as u64

@@ -1,0 +1,195 @@
+//! Work on far data in place: the caller's computation gets views of resident cache lines
+//! (no per-element lookup, no copy out of the cache), and many misses are fetched as one
+//! batch before the work that needs them.
+//!
+//! - [`FarMemory::fetch_ranges`] makes the lines of many ranges resident with their misses
+//!   in flight together (seed 004's MSHRs: a graph query issues every neighbour list of a
+//!   frontier, then waits once).
+//! - [`FarMemory::for_each_piece`] walks a range line by line, handing out each line's
+//!   bytes in place. A miss whose set has no clean way to replace is **not allocated**: the
+//!   line is read into a staging copy instead (a streaming read never forces a write-back,
+//!   as prefetches never do), together with the missing lines after it in the range, up to
+//!   [`STAGING_BYTES`] (one request instead of one per line), and a line it does allocate is not made its set's most
+//!   recently used way, so the next miss of the set replaces it first: a sweep larger than
+//!   the budget keeps the dirty lines it found resident instead of cycling everything
+//!   through the cache.
+//! - [`FarMemory::zip_pieces_mut`] walks a source and a destination range together (SAXPY's
+//!   `y += a * x`): the source as above, the destination allocated (write-allocate, fetched
+//!   unless the piece covers the whole line and the caller overwrites it) and marked dirty.
+
+use super::{FarMemory, Want};
+use crate::cache::{Lookup, DIRTY, VALID};
+use crate::error::Result;
+
+/// Most bytes of missing lines one bypassing read fetches into the staging buffer: 16 KiB,
+/// inside L1/L2 while the computation reads it, four 4 KiB lines per request.
+pub const STAGING_BYTES: usize = 16 << 10;
+
+/// How [`FarMemory::zip_pieces_mut`] treats the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DestMode {
+    /// The computation reads the destination before writing it (`y += a * x`).
+    Update,
+    /// The computation overwrites every byte of the destination: whole lines are not fetched.
+    Overwrite,
+}
+
+impl FarMemory {
+    /// Makes the lines of every `(addr, len)` range resident, fetching all their misses as
+    /// batches of at most `outstanding_max` reads in flight. Lines fetched early in a long
+    /// list may be evicted by later ones when the ranges exceed the budget; later accesses
+    /// then miss again (correct, only slower). Only the first line of each range trains the
+    /// prefetcher: the lines after it are part of the request, not evidence of a stream.
+    pub fn fetch_ranges(&mut self, ranges: &[(u64, usize)]) -> Result<()> {
+        let lb = self.config.line_bytes;
+        for &(addr, len) in ranges {
+            self.check(addr, len)?;
+            if len == 0 {
+                continue;
+            }
+            let first = addr / lb;
+            for line in first..=(addr + len as u64 - 1) / lb {
+                if self.store.lookup(line) == Lookup::Missing {
+                    self.want_trained(line, Want::Fetch, line == first)?;
+                }
+            }
+        }
+        self.issue()
+    }
+
+    /// Calls `f(offset in range, bytes)` for consecutive pieces of `[addr, addr + len)`,
+    /// each inside one line and viewed in place in the cache (or in the staging copy of a
+    /// line that was not allocated; see the module docs).
+    pub fn for_each_piece(&mut self, addr: u64, len: usize, mut f: impl FnMut(usize, &[u8])) -> Result<()> {
+        self.check(addr, len)?;
+        let lb = self.config.line_bytes;
+        let last = (addr + len.max(1) as u64 - 1) / lb;
+        self.staged = (0, 0);
+        let mut at = 0usize;
+        while at < len {
+            let a = addr + at as u64;
+            let off = (a % lb) as usize;
+            let n = (lb as usize - off).min(len - at);
+            let view = self.read_view(a / lb, last);
+            self.pinned.clear();
+            // SAFETY: `view` points at a whole line (a slot or the staging copy) that nothing
+            // changes until the next call on `self`.
+            f(at, unsafe { std::slice::from_raw_parts(view?.add(off), n) });
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(source piece, destination piece)` for consecutive equal-length pieces of
+    /// `[src, src + len)` and `[dst, dst + len)`, each inside one line of either range; the
+    /// destination lines are marked dirty. Pieces are cut at line boundaries of both ranges,
+    /// so callers that view them as elements keep both ranges aligned to the element size.
+    pub fn zip_pieces_mut(
+        &mut self,
+        (src, dst): (u64, u64),
+        len: usize,
+        mode: DestMode,
+        mut f: impl FnMut(&[u8], &mut [u8]),
+    ) -> Result<()> {
+        self.check(src, len)?;
+        self.check(dst, len)?;
+        let lb = self.config.line_bytes;
+        let last = (src + len.max(1) as u64 - 1) / lb;
+        self.staged = (0, 0);
+        let mut at = 0usize;
+        while at < len {
+            let (s, d) = (src + at as u64, dst + at as u64);
+            let (s_off, d_off) = ((s % lb) as usize, (d % lb) as usize);
+            let n = (lb as usize - s_off).min(lb as usize - d_off).min(len - at);
+            // The destination first, so the source's fill cannot push out a dirty line the
+            // loop is about to update (the source is read-only: it may be bypassed instead).
+            let same = s / lb == d / lb;
+            let whole = mode == DestMode::Overwrite && d_off == 0 && n == lb as usize && !same;
+            self.pinned.clear();
+            let slot = self.write_slot(d / lb, whole)?;
+            self.pinned.push(slot);
+            let view = match self.read_view(s / lb, last) {
+                Ok(_) if same => {
+                    // The source line is the destination line (overlapping ranges): read a copy.
+                    self.staged = (0, 0);
+                    let (store, staging) = (&self.store, &mut self.staging);
+                    staging[..lb as usize].copy_from_slice(store.data(slot));
+                    self.staging.as_mut_ptr()
+                }
+                Ok(view) => view,
+                Err(e) => {
+                    self.pinned.clear();
+                    if whole {
+                        // Allocated without a fetch and never written: it must not stay valid.
+                        self.store.set_state(slot, 0);
+                    }
+                    return Err(e);
+                }
+            };
+            self.pinned.clear();
+            let out = self.store.data_ptr(slot);
+            // SAFETY: the source view is a whole line (staging or a slot other than `slot`,
+            // which was pinned while the source was found), the destination a whole line;
+            // they are disjoint and nothing moves them during `f`.
+            unsafe {
+                f(std::slice::from_raw_parts(view.add(s_off), n), std::slice::from_raw_parts_mut(out.add(d_off), n))
+            };
+            self.store.set_state(slot, VALID | DIRTY);
+            if (self.staged.0..self.staged.0 + self.staged.1).contains(&(d / lb)) {
+                self.staged = (0, 0); // a staged copy of this line is stale now
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// A pointer to the bytes of `line` for reading: its slot (pinned in `self.pinned`
+    /// until the caller clears it) or its staging copy when the set had no clean victim;
+    /// `last` is the range's last line (staging reads ahead up to it). Slots already in
+    /// `self.pinned` are not replaced.
+    fn read_view(&mut self, line: u64, last: u64) -> Result<*mut u8> {
+        let lb = self.config.line_bytes;
+        let (first, count) = self.staged;
+        if (first..first + count).contains(&line) {
+            // SAFETY: inside the staging buffer, which holds `count` lines from `first`.
+            return Ok(unsafe { self.staging.as_mut_ptr().add(((line - first) * lb) as usize) });
+        }
+        if let Some(slot) = self.hit(line)? {
+            self.pinned.push(slot);
+            return Ok(self.store.data_ptr(slot));
+        }
+        if self.store.victim(line, &self.pinned, true).is_none() {
+            let room = self.staging.len() as u64 / lb;
+            let mut count = 1;
+            while count < room && line + count <= last && self.store.lookup(line + count) == Lookup::Missing {
+                count += 1;
+            }
+            self.stats.misses += count;
+            self.stats.bypassed += count;
+            self.staged = (0, 0);
+            let mut staging = std::mem::take(&mut self.staging);
+            let result = self.span.read(line * lb, &mut staging[..(count * lb) as usize]);
+            self.staging = staging;
+            result?;
+            self.staged = (line, count);
+            return Ok(self.staging.as_mut_ptr());
+        }
+        // A streaming read does not train the prefetcher: its lines go in without priority,
+        // and fetching more of them ahead would only push out lines that are being reused.
+        self.want_trained(line, Want::Stream, false)?;
+        self.issue()?;
+        let slot = self.slot_of(line)?;
+        self.pinned.push(slot);
+        Ok(self.store.data_ptr(slot))
+    }
+
+    /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
+    fn write_slot(&mut self, line: u64, whole: bool) -> Result<usize> {
+        if let Some(slot) = self.hit(line)? {
+            return Ok(slot);
+        }
+        self.want(line, if whole { Want::Overwrite } else { Want::Fetch })?;
+        self.issue()?;
+        self.slot_of(line)
+    }
+}
