@@ -50,7 +50,10 @@ $nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp
     echo "  policies of the checkpoint library, SSD wear, async flush (issue 4)."
     echo "- [benchmarks-ckpt-incr.md](benchmarks-ckpt-incr.md) (bench/ckpt-incr.sh): incremental"
     echo "  checkpointing modes (issue 5)."
-    echo "- [benchmarks-farmem.md](benchmarks-farmem.md) (bench/farmem.sh): far memory (issue 8)."
+    echo "- [benchmarks-farmem.md](benchmarks-farmem.md) (\`bench/farmem.sh explicit\`): far memory"
+    echo "  through the explicit API (issue 8)."
+    echo "- [benchmarks-farmem-paging.md](benchmarks-farmem-paging.md) (\`bench/farmem.sh paging\`):"
+    echo "  far memory through transparent paging, fault latency, memcached (issue 8)."
     echo "- [benchmarks-gas.md](benchmarks-gas.md) (bench/gas.sh): transfer paths, mailboxes and"
     echo "  allreduce at the server beside MPI_Allreduce (issue 9)."
     echo
