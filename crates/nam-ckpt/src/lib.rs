@@ -67,6 +67,7 @@ mod checkpointer;
 pub mod comm;
 pub mod config;
 pub mod cpu;
+mod crc;
 mod error;
 pub mod flush;
 pub mod format;

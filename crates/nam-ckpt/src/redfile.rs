@@ -39,7 +39,7 @@ pub struct RedWriter {
     file: File,
     tmp: PathBuf,
     path: PathBuf,
-    crc: u32,
+    crc: crate::crc::RunningCrc,
     written: u64,
     expected: u64,
 }
@@ -55,12 +55,19 @@ impl RedWriter {
         head.extend_from_slice(&(json.len() as u32).to_le_bytes());
         head.extend_from_slice(&json);
         file.write_all(&head).map_err(|e| CkptError::io("write", &tmp, e))?;
-        Ok(RedWriter { file, tmp, path: path.to_path_buf(), crc: 0, written: 0, expected: header.payload })
+        Ok(RedWriter {
+            file,
+            tmp,
+            path: path.to_path_buf(),
+            crc: Default::default(),
+            written: 0,
+            expected: header.payload,
+        })
     }
 
     /// Appends payload bytes.
     pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.crc.update(bytes);
         self.written += bytes.len() as u64;
         self.file.write_all(bytes).map_err(|e| CkptError::io("write", &self.tmp, e))
     }
@@ -69,7 +76,7 @@ impl RedWriter {
     pub fn finish(mut self, fsync: bool) -> Result<()> {
         assert_eq!(self.written, self.expected, "redundancy payload length");
         let mut tail = Vec::with_capacity(12);
-        tail.extend_from_slice(&self.crc.to_le_bytes());
+        tail.extend_from_slice(&self.crc.value().to_le_bytes());
         tail.extend_from_slice(TRAILER);
         self.file.write_all(&tail).map_err(|e| CkptError::io("write", &self.tmp, e))?;
         if fsync {
@@ -111,7 +118,7 @@ pub fn read(path: &Path) -> Result<(RedHeader, Vec<u8>)> {
         return Err(corrupt("missing trailer"));
     }
     let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&bytes[start..end]) != crc {
+    if crate::crc::crc32c(&bytes[start..end]) != crc {
         return Err(corrupt("CRC32C mismatch"));
     }
     bytes.truncate(end);
