@@ -173,6 +173,8 @@ impl Checkpointer {
     /// L2 scheme protects it, every rank commits, and older versions beyond `keep` go.
     pub fn checkpoint(&mut self, name: Option<&str>, version: u64) -> Result<CheckpointOutcome> {
         let clock = crate::cpu::Stopwatch::start();
+        // The background flush yields memory bandwidth and cores to the checkpoint.
+        let _flush_paused = self.flusher.as_ref().map(Flusher::pause);
         let name = name.unwrap_or(&self.config.name).to_string();
         if self.incr.is_some() {
             return self.incr_checkpoint(&name, version);

@@ -6,11 +6,18 @@
 //! [`Flusher::wait`] (called by finalize) waits with a deadline. A failed flush (e.g. the
 //! target filled up) removes its partial file, keeps older flushed versions, and is reported
 //! by [`Flusher::take_errors`]; the L1 copy stays until a later flush or retention.
+//!
+//! The thread runs at the lowest CPU and I/O priority and copies in chunks, pausing while the
+//! application writes a checkpoint ([`Flusher::pause`]): on a node whose cores the ranks
+//! fill, a flush copying at the same time as a checkpoint took memory bandwidth and CPU from
+//! it (whole-file `std::fs::copy` could not be paused).
 
 use crate::error::{CkptError, Result};
 use crate::level::{Level, LevelKind};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +45,8 @@ struct State {
 /// The flush thread and what it shares with the application thread.
 pub struct Flusher {
     tx: Option<Sender<FlushJob>>,
+    /// Checkpoints being written now (the thread pauses while this is not zero).
+    writing: Arc<AtomicUsize>,
     state: Arc<(Mutex<State>, Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -49,12 +58,14 @@ impl Flusher {
         let (tx, rx) = channel::<FlushJob>();
         let state: Arc<(Mutex<State>, Condvar)> = Arc::default();
         let shared = state.clone();
+        let writing = Arc::new(AtomicUsize::new(0));
+        let paused = writing.clone();
         let thread = std::thread::Builder::new()
             .name("nam-ckpt-flush".into())
             .spawn(move || {
                 lower_priority();
                 for job in rx {
-                    let result = copy(&target, &job);
+                    let result = copy(&target, &job, &paused);
                     let (lock, cv) = &*shared;
                     let mut s = lock.lock().expect("flush state");
                     match result {
@@ -66,13 +77,20 @@ impl Flusher {
                 }
             })
             .expect("spawn flush thread");
-        Flusher { tx: Some(tx), state, thread: Some(thread) }
+        Flusher { tx: Some(tx), writing, state, thread: Some(thread) }
     }
 
     /// Queues a job (returns at once).
     pub fn submit(&self, job: FlushJob) {
         self.state.0.lock().expect("flush state").pending.insert((job.name.clone(), job.version));
         self.tx.as_ref().expect("running").send(job).expect("flush thread alive");
+    }
+
+    /// Pauses the flush while the returned guard lives (a checkpoint is being written): the
+    /// thread finishes its current chunk and waits, at most [`PAUSE_LIMIT`] per chunk.
+    pub fn pause(&self) -> FlushPause {
+        self.writing.fetch_add(1, Ordering::SeqCst);
+        FlushPause(self.writing.clone())
     }
 
     /// Versions of `name` queued or being flushed (L1 retention keeps them).
@@ -107,6 +125,50 @@ impl Flusher {
     }
 }
 
+/// While it lives the flush thread pauses between chunks ([`Flusher::pause`]).
+#[derive(Debug)]
+pub struct FlushPause(Arc<AtomicUsize>);
+
+impl Drop for FlushPause {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Bytes the flush copies between looks at whether a checkpoint is being written.
+const CHUNK: usize = 4 << 20;
+
+/// Longest the flush waits for checkpoints before its next chunk: it must make progress
+/// even when the application checkpoints back to back.
+pub const PAUSE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Waits while `writing` is non-zero, at most [`PAUSE_LIMIT`].
+fn wait_for_checkpoints(writing: &AtomicUsize) {
+    let start = Instant::now();
+    while writing.load(Ordering::SeqCst) > 0 && start.elapsed() < PAUSE_LIMIT {
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// Copies `source` to `dest` a chunk at a time, pausing for checkpoints, and syncs it.
+fn copy_pausing(source: &Path, dest: &Path, writing: &AtomicUsize) -> std::io::Result<u64> {
+    let mut from = std::fs::File::open(source)?;
+    let mut to = std::fs::File::create(dest)?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut total = 0u64;
+    loop {
+        wait_for_checkpoints(writing);
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+    to.sync_all()?;
+    Ok(total)
+}
+
 impl Drop for Flusher {
     fn drop(&mut self) {
         drop(self.tx.take());
@@ -129,15 +191,13 @@ fn lower_priority() {
     }
 }
 
-fn copy(target: &Level, job: &FlushJob) -> Result<u64> {
+fn copy(target: &Level, job: &FlushJob, writing: &AtomicUsize) -> Result<u64> {
     let dir = target.version_dir(&job.name, job.version);
     let dest = target.file(&job.name, job.version, job.rank);
     let tmp = dest.with_extension("tmp");
     let fail = |reason: String| CkptError::Flush { path: dest.clone(), reason };
     std::fs::create_dir_all(&dir).map_err(|e| fail(format!("create {}: {e}", dir.display())))?;
-    let copied = std::fs::copy(&job.source, &tmp)
-        .and_then(|n| std::fs::File::open(&tmp)?.sync_all().map(|_| n))
-        .and_then(|n| std::fs::rename(&tmp, &dest).map(|_| n));
+    let copied = copy_pausing(&job.source, &tmp, writing).and_then(|n| std::fs::rename(&tmp, &dest).map(|_| n));
     let bytes = match copied {
         Ok(n) => n,
         Err(e) => {
@@ -149,4 +209,33 @@ fn copy(target: &Level, job: &FlushJob) -> Result<u64> {
     std::fs::write(&marker, b"").map_err(|e| fail(format!("marker: {e}")))?;
     target.retain(&job.name, job.rank, &[])?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FlushJob, Flusher};
+    use crate::level::{Level, LevelKind};
+    use std::time::Duration;
+
+    #[test]
+    fn a_paused_flush_waits_for_the_checkpoint_then_copies_every_byte() {
+        let root = std::env::temp_dir().join(format!("nam-flush-pause-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let source = root.join("l1.ckpt");
+        let data: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&source, &data).unwrap();
+        let target = Level { kind: LevelKind::Pfs, dir: root.join("pfs"), keep: 2 };
+        let flusher = Flusher::start(target.clone());
+        let pause = flusher.pause();
+        flusher.submit(FlushJob { name: "job".into(), version: 1, rank: 0, source });
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(flusher.pinned("job"), vec![1], "nothing flushed while a checkpoint is written");
+        assert!(!target.file("job", 1, 0).exists());
+        drop(pause);
+        flusher.wait(Duration::from_secs(20)).unwrap();
+        assert!(flusher.take_errors().is_empty());
+        assert_eq!(std::fs::read(target.file("job", 1, 0)).unwrap(), data);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
