@@ -146,7 +146,7 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
     let nchunks = stream.total.div_ceil(chunk);
     let mut scratch = Vec::with_capacity(chunk);
     let crcs: Vec<u32> =
-        (0..nchunks).map(|c| crate::crc::crc32c(stream.range(c * chunk, chunk, &mut scratch))).collect();
+        (0..nchunks).map(|c| nam_proto::checksum::crc32c(stream.range(c * chunk, chunk, &mut scratch))).collect();
     let Some(par) = opts.parity else {
         return Ok((crcs, Vec::new(), Vec::new()));
     };
@@ -163,7 +163,7 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
             ParityCode::ReedSolomon => rs_encode(par, chunk, &views, &mut parity)?,
         }
     }
-    let parity_crcs = parity.chunks(chunk).map(crate::crc::crc32c).collect();
+    let parity_crcs = parity.chunks(chunk).map(nam_proto::checksum::crc32c).collect();
     Ok((crcs, parity, parity_crcs))
 }
 
@@ -271,7 +271,7 @@ pub fn read(path: &Path) -> Result<Loaded> {
     data.truncate(fstart);
     let parity = data.split_off(total);
     let bad: Vec<usize> = (0..footer.crcs.len())
-        .filter(|&c| crate::crc::crc32c(&data[c * chunk..((c + 1) * chunk).min(total)]) != footer.crcs[c])
+        .filter(|&c| nam_proto::checksum::crc32c(&data[c * chunk..((c + 1) * chunk).min(total)]) != footer.crcs[c])
         .collect();
     let repaired_chunks = bad.len();
     if !bad.is_empty() {
@@ -298,7 +298,7 @@ fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Res
         let first = stripe * par.data;
         let good_parity: Vec<(usize, &[u8])> = (0..par.parity)
             .map(|i| (i, &parity[(stripe * par.parity + i) * chunk..][..chunk]))
-            .filter(|(i, p)| crate::crc::crc32c(p) == footer.parity_crcs[stripe * par.parity + i])
+            .filter(|(i, p)| nam_proto::checksum::crc32c(p) == footer.parity_crcs[stripe * par.parity + i])
             .collect();
         let lost: Vec<usize> = bad.iter().copied().filter(|c| c / par.data == stripe).collect();
         if lost.len() > good_parity.len() {
@@ -328,7 +328,7 @@ fn repair(footer: &Footer, data: &mut [u8], parity: &[u8], bad: &[usize]) -> Res
             let shard = &restored[&(c - first)];
             let end = ((c + 1) * chunk).min(total);
             data[c * chunk..end].copy_from_slice(&shard[..end - c * chunk]);
-            if crate::crc::crc32c(&data[c * chunk..end]) != footer.crcs[c] {
+            if nam_proto::checksum::crc32c(&data[c * chunk..end]) != footer.crcs[c] {
                 return Err(format!("chunk {c}: rebuilt bytes fail CRC32C"));
             }
         }

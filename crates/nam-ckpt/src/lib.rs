@@ -67,7 +67,6 @@ mod checkpointer;
 pub mod comm;
 pub mod config;
 pub mod cpu;
-mod crc;
 mod error;
 pub mod flush;
 pub mod format;

@@ -15,11 +15,11 @@
 //!   when the recycled file is that same file (same inode and size): it survives the renames
 //!   between versions.
 
-use crate::crc::RunningCrc;
 use crate::error::{CkptError, Result};
 use crate::format::{footer_bytes, parity_len, ChunkParity, Footer, ParityCode, WriteOptions};
 use crate::pq;
 use crate::stream_copy;
+use nam_proto::checksum::RunningCrc;
 use std::borrow::Cow;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
@@ -198,7 +198,7 @@ fn finish_pq(acc: &mut pq::Accumulator, par: ChunkParity, sources: &[Cow<[u8]>],
         acc.zeros(sources.get(i).map_or(0, |s| s.len()));
     }
     for (dst, p) in out.chunks_mut(out.len() / par.parity).zip(acc.chunks(par.parity)) {
-        crcs.push(crate::crc::crc32c(p));
+        crcs.push(nam_proto::checksum::crc32c(p));
         stream_copy::copy(dst, p);
     }
     acc.reset();

@@ -39,7 +39,7 @@ pub struct RedWriter {
     file: File,
     tmp: PathBuf,
     path: PathBuf,
-    crc: crate::crc::RunningCrc,
+    crc: nam_proto::checksum::RunningCrc,
     written: u64,
     expected: u64,
 }
@@ -118,7 +118,7 @@ pub fn read(path: &Path) -> Result<(RedHeader, Vec<u8>)> {
         return Err(corrupt("missing trailer"));
     }
     let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().expect("4 bytes"));
-    if crate::crc::crc32c(&bytes[start..end]) != crc {
+    if nam_proto::checksum::crc32c(&bytes[start..end]) != crc {
         return Err(corrupt("CRC32C mismatch"));
     }
     bytes.truncate(end);

@@ -38,6 +38,7 @@ mod put_tests {
 }
 
 pub mod address;
+pub mod checksum;
 pub mod ckpt;
 pub mod codec;
 pub mod gas;

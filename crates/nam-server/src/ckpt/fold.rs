@@ -6,35 +6,15 @@
 //! the core's L2 cache, and the output sub-block is checksummed before it leaves. Doing the
 //! checksums as separate passes over whole segments read every source twice from memory and
 //! made the checksums, not the XOR, the server's bottleneck (CRC-32C through the scalar
-//! `crc32` instruction runs at about the speed of memory; here it is computed with carry-less
-//! multiplication, `crc-fast`, about twice as fast).
+//! `crc32` instruction runs at about the speed of memory; `nam_proto::checksum` computes it
+//! with carry-less multiplication, about twice as fast).
+
+use nam_proto::checksum::RunningCrc;
 
 /// Bytes of a sub-block: eight sources and the output (576 KiB) stay in a 1 MiB L2 cache,
 /// and each checksum call is long enough for the carry-less-multiply kernel to pay off
 /// (measured: 4 KiB sub-blocks ran at 0.6 of a plain XOR loop per CPU second, 64 KiB at 1.0).
 pub const SUB_BLOCK: usize = 64 << 10;
-
-/// CRC-32C (Castagnoli) of `data`, the checksum of every segment the engine stores.
-pub fn crc32c(data: &[u8]) -> u32 {
-    crc_fast::crc32_iscsi(data)
-}
-
-/// A CRC-32C computed over pieces given in order.
-struct RunningCrc(crc_fast::Digest);
-
-impl RunningCrc {
-    fn new() -> Self {
-        RunningCrc(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
-    }
-
-    fn update(&mut self, data: &[u8]) {
-        self.0.update(data);
-    }
-
-    fn finish(&self) -> u32 {
-        self.0.finalize() as u32
-    }
-}
 
 /// The checksums one [`fold_segment`] call computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +58,7 @@ pub fn fold_segment(
             crc.update(block);
         }
     }
-    FoldSums { sources: source_crcs.iter().map(RunningCrc::finish).collect(), output: output_crc.map(|c| c.finish()) }
+    FoldSums { sources: source_crcs.iter().map(RunningCrc::value).collect(), output: output_crc.map(|c| c.value()) }
 }
 
 /// `dst (^)= srcs[0] ^ srcs[1] ^ ...` over equal lengths, 64 bytes at a time in registers:
@@ -130,7 +110,8 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{crc32c, fold_segment, xor_into, SUB_BLOCK};
+    use super::{fold_segment, xor_into, SUB_BLOCK};
+    use nam_proto::checksum::crc32c;
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
         (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed.wrapping_mul(77) ^ (i >> 9) as u8).collect()
@@ -143,11 +124,6 @@ mod tests {
             xor_into(&mut out[..s.len()], s);
         }
         out
-    }
-
-    #[test]
-    fn crc32c_is_castagnoli() {
-        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! arrives. When UCX maps a rank's buffer into the server (same host, shared memory) the
 //! engine reads it in place instead of copying it first.
 
-use super::fold::{crc32c, fold_segment, xor_into};
+use super::fold::{fold_segment, xor_into};
 use super::slot::{Slot, SlotHeader};
 use crate::pool::Pool;
+use nam_proto::checksum::crc32c;
 use nam_proto::Status;
 use nam_ucx::{Endpoint, Posted, RemoteKey};
 use rayon::prelude::*;
