@@ -67,7 +67,7 @@ fn main() {
         }
         pause();
         let t = Instant::now();
-        std::hint::black_box(crc_fast::crc32_iscsi(&src));
+        std::hint::black_box(nam_proto::checksum::crc32c(&src));
         crc.push(t.elapsed().as_secs_f64());
     }
     let gbps = |s: Vec<f64>| size as f64 / median(s) / 1e9;
