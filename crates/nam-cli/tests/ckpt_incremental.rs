@@ -79,7 +79,7 @@ fn rank_killed_while_its_late_copy_runs_restarts_from_the_previous_version() {
     let cfg = config(&dir, "early-late", "[\"ssd\"]", "");
     let size = ["--size-per-rank", "4MiB"];
     let (ok, killed) = app(&cfg, &size, &[("NAM_FAULT_CKPT", "die-during-copy:6:1")]);
-    assert!(!ok && !killed.contains("already complete"), "{killed}");
+    assert!(!ok && killed.contains("rank 1 dies during the copy of version 6"), "{killed}");
     let (ok, out) = app(&cfg, &[&size[..], &["--restart"]].concat(), &[]);
     assert!(ok && out.contains("restart version=4 level=ssd"), "{out}");
     assert_eq!(digest(&out), clean);

@@ -11,7 +11,7 @@ use crate::store::Store;
 use crate::tracker::{Tracker, TrackerKind};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     pub written: AtomicU64,
     pub stall_ns: AtomicU64,
     pub extra_peak: AtomicU64,
+    /// Fault injection: the writer commits no interval from this one on ([`Engine::hold_next_commit`]).
+    pub held_from: AtomicU32,
 }
 
 /// Incremental checkpointing of protected memory regions.
@@ -154,6 +156,7 @@ impl Engine {
             written: AtomicU64::new(0),
             stall_ns: AtomicU64::new(0),
             extra_peak: AtomicU64::new(0),
+            held_from: AtomicU32::new(u32::MAX),
         });
         let background = matches!(inner.config.mode, Mode::PartiallyNonBlocking | Mode::EarlyLate);
         let writer = background.then(|| {
@@ -382,6 +385,20 @@ impl Engine {
         self.inner.shared.lock().retention.pin = Some(interval);
     }
 
+    /// Fault injection for tests of a crash in the middle of a background copy: the background
+    /// writer never commits the interval the next [`Engine::checkpoint`] closes, nor any later
+    /// one; it parks before the commit until the engine is dropped, and the interval stays uncommitted. Without it, a test that kills
+    /// the process right after `checkpoint` returns races the writer, which may commit first.
+    /// Returns false (and holds nothing) in the modes that copy inside `checkpoint`.
+    pub fn hold_next_commit(&self) -> bool {
+        if !matches!(self.inner.config.mode, Mode::PartiallyNonBlocking | Mode::EarlyLate) {
+            return false;
+        }
+        let shared = self.inner.shared.lock();
+        self.inner.held_from.store(shared.interval, Ordering::Release);
+        true
+    }
+
     /// The newest complete checkpoint.
     pub fn committed(&self) -> Option<u32> {
         self.inner.shared.lock().chain.committed()
@@ -418,7 +435,9 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        drop(self.wait_idle());
+        if self.inner.held_from.load(Ordering::Acquire) == u32::MAX {
+            drop(self.wait_idle());
+        }
         self.inner.shared.lock().stop = true;
         self.inner.cv.notify_all();
         if let Some(w) = self.writer.take() {

@@ -101,6 +101,10 @@ pub enum IncrError {
     /// A write gave up waiting for its page, so the interval in flight was abandoned.
     #[error("checkpoint {0} abandoned: a write waited longer than the page wait limit")]
     WaitExpired(u32),
+    /// The commit was held by fault injection ([`crate::Engine::hold_next_commit`]) and the
+    /// engine stopped first: the checkpoint is incomplete, as after a crash.
+    #[error("checkpoint {0} not committed: commits were held for fault injection")]
+    CommitHeld(u32),
     /// The background work did not finish in time.
     #[error("checkpoint {interval} still in flight after {timeout_ms} ms")]
     Timeout {

@@ -125,6 +125,7 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         objects.append(&mut batch.objects);
         let meta = work.meta.clone();
         let chain = Chain { interval: work.interval, generation: 0, objects, bytes: before + batch.bytes, meta };
+        park_if_held(inner, work.interval)?;
         commit::publish(&*inner.store, &chain, &regions, (&previous, false), &mut retention, &inner.written)?;
         let chain = crate::merge::maybe_merge(inner, chain, &regions, &mut retention)?;
         let mut shared = inner.shared.lock();
@@ -139,6 +140,19 @@ pub fn write_interval(inner: &Inner, work: Work, early: Option<Batch>) -> Result
         }
     }
     result
+}
+
+/// Fault injection ([`crate::Engine::hold_next_commit`]): parks the writer before it commits
+/// `interval` until the engine stops, then gives the interval up uncommitted.
+fn park_if_held(inner: &Inner, interval: u32) -> Result<(), IncrError> {
+    let mut shared = inner.shared.lock();
+    if interval < inner.held_from.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    while !shared.stop {
+        inner.cv.wait(&mut shared);
+    }
+    Err(IncrError::CommitHeld(interval))
 }
 
 /// Moves the first urgent page (a write waits for it) of `pages[next..]` to `next`.

@@ -125,6 +125,30 @@ fn restart_from_an_interval_whose_late_copy_was_running() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The fault injection a crash test relies on: with the next commit held, the interval the
+/// checkpoint closed never becomes complete, and dropping the engine does not wait for it.
+#[test]
+fn held_commit_leaves_the_interval_incomplete_and_the_previous_one_restorable() {
+    let dir = temp("held");
+    let store = SlowStore::new(&dir, 0);
+    let mut map = Mapping::new(PAGES * 4096);
+    let engine = engine(Mode::EarlyLate, store.clone(), &map);
+    fill(map.bytes(), 1);
+    let expected = map.bytes().to_vec();
+    assert_eq!(engine.checkpoint().unwrap(), 1);
+    engine.wait().unwrap();
+    assert!(engine.hold_next_commit());
+    fill(map.bytes(), 2);
+    assert_eq!(engine.checkpoint().unwrap(), 2);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(engine.committed(), Some(1), "a held commit happened");
+    let started = std::time::Instant::now();
+    drop(engine);
+    assert!(started.elapsed() < Duration::from_secs(5), "drop waited for the held commit");
+    assert_eq!(restore(&*store).unwrap().regions[0], expected);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn target_failing_mid_copy_keeps_the_previous_checkpoint_and_reports_at_the_next_call() {
     for mode in [Mode::PartiallyNonBlocking, Mode::EarlyLate, Mode::Incremental] {
@@ -213,6 +237,8 @@ fn kill_child_body() {
     engine.checkpoint().unwrap();
     engine.wait().unwrap();
     fill(map.bytes(), 2);
+    // Interval 2's copy runs but never commits, however fast it is: the kill lands during it.
+    assert!(engine.hold_next_commit());
     engine.checkpoint().unwrap();
     println!("COPYING");
     std::thread::sleep(Duration::from_secs(30));
@@ -230,7 +256,12 @@ fn kill_during_background_copy_restarts_from_the_last_complete_version() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert!(lines.any(|l| l.unwrap().contains("COPYING")), "child did not start copying");
-    std::thread::sleep(Duration::from_millis(60));
+    // Kill once the copy has stored something (a crash in the middle, not before it started).
+    let first_segment = dir.join("seg-0000000002-000000");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !first_segment.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let store = DirStore::ssd(&dir).unwrap();
