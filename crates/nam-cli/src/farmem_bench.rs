@@ -158,6 +158,12 @@ pub struct Run {
     p50_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     p99_us: Option<f64>,
+    /// Fault-latency only: a bare 4 KiB get through the same client in the same run (the
+    /// floor of a remote fault), median and p99, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    get_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    get_p99_us: Option<f64>,
     /// memcached only: bytes it allocated in far memory, its resident set, values checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     far_bytes: Option<u64>,
@@ -216,6 +222,8 @@ impl Run {
             evictions: 0,
             p50_us: None,
             p99_us: None,
+            get_p50_us: None,
+            get_p99_us: None,
             far_bytes: None,
             far_resident_bytes: None,
             rss_bytes: None,

@@ -66,6 +66,31 @@ impl Client {
         self.count(&self.direct.gets, &self.direct.bytes_got, buffer.len());
     }
 
+    /// Reads `len` bytes at `offset` of `allocation` where they lie, when a get of that size
+    /// would take the direct path: calls `read` with this process's address of the first
+    /// byte (valid for `len` bytes during the call), counts a get of `len` bytes, and returns
+    /// `Some` of what `read` returned. Returns `Ok(None)` without calling `read` when the
+    /// allocation is reached through UCX; use [`Client::get`] then.
+    ///
+    /// For a consumer that copies the bytes once more anyway (a page-fault handler that
+    /// installs them with `UFFDIO_COPY`, a checksum): it saves the copy into a buffer that a
+    /// get would make. The server's memory may change under a concurrent writer exactly as
+    /// it may during a get; `read` must copy what it needs before it returns.
+    #[inline]
+    pub fn read_in_place<R>(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        len: usize,
+        read: impl FnOnce(*const u8) -> R,
+    ) -> Result<Option<R>> {
+        allocation.target(offset, len)?;
+        let Some(base) = self.direct_base_sized(allocation, len, "get")? else { return Ok(None) };
+        let out = read((base + offset as usize) as *const u8);
+        self.count(&self.direct.gets, &self.direct.bytes_got, len);
+        Ok(Some(out))
+    }
+
     /// The 64-bit word at `base + offset` (8-byte aligned, range checked by the caller).
     #[inline]
     pub(crate) fn direct_word(&self, base: usize, offset: u64) -> &AtomicU64 {

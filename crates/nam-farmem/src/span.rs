@@ -17,6 +17,8 @@ pub struct SpanService {
     client: Arc<Client>,
     table: Mutex<ExtentTable>,
     span_bytes: u64,
+    /// The far address space size (fixed; read on every span without the table lock).
+    far_bytes: u64,
     /// A put was issued since the last fence: a get must not overtake it.
     unfenced: AtomicBool,
 }
@@ -25,7 +27,8 @@ impl SpanService {
     /// A service for `far_bytes` of far memory striped over every server of `client`.
     pub fn new(client: Arc<Client>, far_bytes: u64, span_bytes: u64, interleave_bytes: u64) -> SpanService {
         let table = ExtentTable::new(far_bytes, client.server_count(), interleave_bytes);
-        SpanService { client, table: Mutex::new(table), span_bytes, unfenced: AtomicBool::new(false) }
+        let far_bytes = table.far_bytes();
+        SpanService { client, table: Mutex::new(table), span_bytes, far_bytes, unfenced: AtomicBool::new(false) }
     }
 
     /// The span size.
@@ -35,7 +38,7 @@ impl SpanService {
 
     /// The far address space size.
     pub fn far_bytes(&self) -> u64 {
-        self.table.lock().far_bytes()
+        self.far_bytes
     }
 
     /// The client underneath.
@@ -92,6 +95,21 @@ impl SpanService {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Reads the spans `[addr, addr + len)` where they lie when they are one stretch of one
+    /// server's pool mapped into this process (shared memory, `Client::read_in_place`):
+    /// calls `read` with the address of their first byte and returns `Some` of its result.
+    /// `Ok(None)` (and `read` not called) when they are not: spread over several servers,
+    /// never written (no chunk yet), or reached through UCX; then use [`SpanService::read`].
+    /// Saves the copy into a buffer for a caller that copies them once more anyway.
+    pub fn read_in_place<R>(&self, addr: u64, len: usize, read: impl FnOnce(*const u8) -> R) -> Result<Option<R>> {
+        self.check_span(addr, len as u64)?;
+        self.order_after_puts()?;
+        let table = self.table.lock();
+        let Some(piece) = one_piece(&table, addr, len) else { return Ok(None) };
+        let Some(alloc) = table.chunk(piece.extent, piece.server) else { return Ok(None) };
+        self.client.read_in_place(alloc, piece.offset, len, read).map_err(|e| self.server_error(piece.server, "span read", e))
     }
 
     /// Writes whole spans at `addr`, allocating the chunks they fall in on first write.
@@ -175,6 +193,23 @@ struct Piece {
     server: usize,
     offset: u64,
     len: usize,
+}
+
+/// `[addr, addr + len)` as one piece if it is contiguous in one chunk of one server.
+fn one_piece(table: &ExtentTable, addr: u64, len: usize) -> Option<Piece> {
+    let first = table.locate(addr);
+    let mut piece = Piece { extent: first.extent, server: first.server, offset: first.offset, len: 0 };
+    let (mut at, end) = (addr, addr + len as u64);
+    while at < end {
+        let p = table.locate(at);
+        if p.extent != piece.extent || p.server != piece.server || p.offset != piece.offset + piece.len as u64 {
+            return None;
+        }
+        let n = p.granule_left.min(end - at);
+        piece.len += n as usize;
+        at += n;
+    }
+    Some(piece)
 }
 
 /// Cuts `[addr, addr + len)` into the stretches each contiguous in one chunk: consecutive

@@ -5,10 +5,16 @@
 //! one miss per page and that every page read back its own value. The baseline is the same
 //! read once the pages are resident. Both fault modes (handler thread, SIGBUS in the
 //! faulting thread) are measured the same way.
+//!
+//! The floor is measured in the same run, before the faults: as many bare 4 KiB blocking
+//! `Client::get`s through the same client, at random pages of allocations on the same
+//! servers (round robin over them, as the pages are interleaved). A fault cannot cost less
+//! than that transfer; the report gives both medians and their difference, what the fault
+//! itself (kernel delivery, install, wake-up) adds.
 
 use super::{Run, Transport, WorkloadKind};
 use anyhow::Result;
-use nam_client::Client;
+use nam_client::{AllocOptions, Client};
 use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -37,6 +43,36 @@ fn touch_all(mem: &[u8], order: &[usize]) -> (Vec<f64>, usize) {
     (times, wrong)
 }
 
+/// Times `count` blocking 4 KiB gets at random pages of `pages` pages spread over every
+/// server of `client`; returns the times in microseconds, sorted.
+fn bare_gets(client: &Client, pages: usize, count: usize) -> Result<Vec<f64>> {
+    let servers = client.server_count();
+    let per_server = pages.div_ceil(servers);
+    let allocs = (0..servers)
+        .map(|s| client.alloc((per_server * PAGE) as u64, &AllocOptions { align: 4096, server: Some(s), ..Default::default() }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut buffer = vec![1u8; PAGE];
+    for a in &allocs {
+        for p in 0..per_server {
+            client.put(a, (p * PAGE) as u64, &buffer)?;
+        }
+    }
+    client.flush()?;
+    let mut order: Vec<usize> = (0..per_server * servers).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(4095));
+    let mut times = Vec::with_capacity(count);
+    for &p in order.iter().cycle().take(count) {
+        let t = Instant::now();
+        client.get(&allocs[p % servers], ((p / servers) * PAGE) as u64, &mut buffer)?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    for a in &allocs {
+        client.free(a)?;
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
 /// Measures remote page faults over `client`, served as `mode` says.
 pub fn measure(
     client: Arc<Client>,
@@ -51,6 +87,7 @@ pub fn measure(
     config.prefetch = PrefetchConfig { enabled: false, ..Default::default() };
     config.fault_mode = mode;
     config.spin_us = spin_us.unwrap_or(config.spin_us);
+    let gets = bare_gets(&client, pages, pages)?;
     let region = PagedRegion::new(client, config)?;
     // SAFETY: the only view of the region, dropped before it.
     let mem = unsafe { region.as_slice_mut() };
@@ -89,6 +126,8 @@ pub fn measure(
     run.evictions = stats.evictions;
     run.p50_us = Some(p50);
     run.p99_us = Some(p99);
+    run.get_p50_us = Some(percentile(&gets, 0.5));
+    run.get_p99_us = Some(percentile(&gets, 0.99));
     run.fault_mode = Some(super::mode_name(mode));
     Ok(run)
 }

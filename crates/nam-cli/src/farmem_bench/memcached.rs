@@ -275,6 +275,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         evictions: numbers[4],
         p50_us: None,
         p99_us: None,
+        get_p50_us: None,
+        get_p99_us: None,
         far_bytes: Some(far_bytes),
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),

@@ -192,17 +192,31 @@ impl Shared {
         dirty: bool,
         bounce: &mut [u8],
     ) -> Result<()> {
-        self.span.read(first * PAGE_BYTES, bounce)?;
+        // Over shared memory the pages are installed straight from the server's pool mapping
+        // (one copy, by UFFDIO_COPY); otherwise fetched into the bounce buffer first.
+        let far = first * PAGE_BYTES;
+        if let Some(installed) = self.span.read_in_place(far, bounce.len(), |src| self.install(pages, first, count, dirty, src))? {
+            return installed;
+        }
+        self.span.read(far, bounce)?;
+        self.install(pages, first, count, dirty, bounce.as_ptr())
+    }
+
+    /// Installs the missing pages `first..first + count` from `src` (their contents, one
+    /// after the other) with one `UFFDIO_COPY`, or page by page if some were there already.
+    fn install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool, src: *const u8) -> Result<()> {
         let state = if dirty { DIRTY } else { CLEAN };
         let dst = self.base + first * PAGE_BYTES;
-        let all = self.uffd.copy(dst, bounce.as_ptr(), bounce.len() as u64, !dirty, true)?;
+        // In signal mode no thread ever sleeps on a fault: nothing to wake.
+        let wake = self.ring.is_none();
+        let all = self.uffd.copy(dst, src, count as u64 * PAGE_BYTES, !dirty, wake)?;
         for (i, p) in (first..first + count as u64).enumerate() {
             if pages.state[p as usize] != MISSING {
                 continue;
             }
             // Some page of the run was already there: install the others one by one.
-            let src = bounce[i * PAGE_BYTES as usize..].as_ptr();
-            if all || self.uffd.copy(self.base + p * PAGE_BYTES, src, PAGE_BYTES, !dirty, true)? {
+            let page_src = src.wrapping_add(i * PAGE_BYTES as usize);
+            if all || self.uffd.copy(self.base + p * PAGE_BYTES, page_src, PAGE_BYTES, !dirty, wake)? {
                 pages.state[p as usize] = state;
                 pages.position[p as usize] = pages.resident.len() as u32;
                 pages.resident.push(p as u32);
