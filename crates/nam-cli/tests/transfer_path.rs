@@ -50,3 +50,27 @@ fn the_crossover_is_measured_on_connecting_and_absent_over_tcp() {
     let tcp = ServerProcess::start("tcp", &["--capacity", "8MiB"]);
     assert!(tcp.client().transfer_path(0).is_none());
 }
+
+#[test]
+fn read_in_place_hands_out_the_mapped_bytes_on_the_direct_path_only() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "8MiB"]);
+    let mut config = server.config();
+    config.direct_max_bytes = Some(1024);
+    let client = Client::connect(config).unwrap();
+    let a = client.alloc(8192, &AllocOptions::default()).unwrap();
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 3) as u8).collect();
+    client.put_sync(&a, 4096, &data).unwrap();
+    // SAFETY: read_in_place promises `len` readable bytes at the address during the call.
+    let copy = |src: *const u8| unsafe { std::slice::from_raw_parts(src, 1024) }.to_vec();
+    let got = client.read_in_place(&a, 4096, 1024, copy).unwrap();
+    assert_eq!(got.as_deref(), Some(&data[..]), "the bytes where they lie");
+    assert_eq!(client.direct_traffic().gets, 1, "counted as a direct get");
+    let rma = client.read_in_place(&a, 0, 1025, |_| unreachable!("above the crossover: RMA")).unwrap();
+    assert!(rma.is_none());
+    let out = client.read_in_place(&a, 8000, 1024, |_| unreachable!("out of bounds"));
+    assert!(matches!(out, Err(nam_client::Error::OutOfBounds { .. })), "{out:?}");
+    let tcp = ServerProcess::start("tcp", &["--capacity", "8MiB"]);
+    let remote = tcp.client();
+    let b = remote.alloc(4096, &AllocOptions::default()).unwrap();
+    assert!(remote.read_in_place(&b, 0, 4096, |_| unreachable!("over TCP: no mapping")).unwrap().is_none());
+}

@@ -109,7 +109,9 @@ impl SpanService {
         let table = self.table.lock();
         let Some(piece) = one_piece(&table, addr, len) else { return Ok(None) };
         let Some(alloc) = table.chunk(piece.extent, piece.server) else { return Ok(None) };
-        self.client.read_in_place(alloc, piece.offset, len, read).map_err(|e| self.server_error(piece.server, "span read", e))
+        self.client
+            .read_in_place(alloc, piece.offset, len, read)
+            .map_err(|e| self.server_error(piece.server, "span read", e))
     }
 
     /// Writes whole spans at `addr`, allocating the chunks they fall in on first write.

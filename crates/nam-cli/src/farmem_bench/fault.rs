@@ -49,7 +49,10 @@ fn bare_gets(client: &Client, pages: usize, count: usize) -> Result<Vec<f64>> {
     let servers = client.server_count();
     let per_server = pages.div_ceil(servers);
     let allocs = (0..servers)
-        .map(|s| client.alloc((per_server * PAGE) as u64, &AllocOptions { align: 4096, server: Some(s), ..Default::default() }))
+        .map(|s| {
+            client
+                .alloc((per_server * PAGE) as u64, &AllocOptions { align: 4096, server: Some(s), ..Default::default() })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut buffer = vec![1u8; PAGE];
     for a in &allocs {

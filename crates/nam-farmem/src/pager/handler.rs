@@ -195,7 +195,9 @@ impl Shared {
         // Over shared memory the pages are installed straight from the server's pool mapping
         // (one copy, by UFFDIO_COPY); otherwise fetched into the bounce buffer first.
         let far = first * PAGE_BYTES;
-        if let Some(installed) = self.span.read_in_place(far, bounce.len(), |src| self.install(pages, first, count, dirty, src))? {
+        if let Some(installed) =
+            self.span.read_in_place(far, bounce.len(), |src| self.install(pages, first, count, dirty, src))?
+        {
             return installed;
         }
         self.span.read(far, bounce)?;
