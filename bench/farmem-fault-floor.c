@@ -110,9 +110,14 @@ static void run(int signal_mode, int how) {
     unsigned long features = (signal_mode ? UFFD_FEATURE_SIGBUS : 0) | (how == CONTINUE ? UFFD_FEATURE_MINOR_SHMEM : 0) |
                              (how == MOVE ? UFFD_FEATURE_MOVE : 0);
     struct uffdio_api api = {.api = UFFD_API, .features = features};
-    if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api)) {
+    if (uffd < 0) {
         perror("userfaultfd");
         exit(1);
+    }
+    if (ioctl(uffd, UFFDIO_API, &api)) { // a feature this kernel lacks (UFFDIO_MOVE before 6.8)
+        printf("%-6s %-8s not supported by this kernel\n", signal_mode ? "signal" : "thread", method_name[how]);
+        close(uffd);
+        return;
     }
     int memfd = -1;
     if (how == CONTINUE) {

@@ -53,6 +53,16 @@ paging() {
     echo -e "\n## 4 KiB remote page faults (handler thread and SIGBUS fault modes)" >> "$out"
     "$nam" farmem-bench --workload fault-latency --fault-mode thread,signal --server-count 1,3 \
         --transport shm,tcp --out "$out"
+    {
+        echo
+        echo "The kernel's part of a fault without nam (\`bench/farmem-fault-floor.c\`: the \"fetch\" is a"
+        echo "copy from a hot local buffer; see docs/farmem.md, \"Where a remote fault's time goes\"),"
+        echo "load average $(cut -d' ' -f1-3 /proc/loadavg):"
+        echo
+        echo '```'
+        gcc -O2 -o "$target/farmem-fault-floor" bench/farmem-fault-floor.c -lpthread && "$target/farmem-fault-floor"
+        echo '```'
+    } >> "$out"
     echo -e "\n## Local-memory sweep: one server, UCX shared memory" >> "$out"
     "$nam" farmem-bench --workload saxpy,fof,memcached --local-fraction 0.1,0.25,0.5,0.75,1 \
         --prefetch on,off --transport shm --scale 0.5 "${rounds[@]}" --out "$out" --plot-dir docs/img
