@@ -50,6 +50,7 @@ pub const PAGER_SPIN_US: u64 = 1000;
 mod evict;
 mod handler;
 mod signal;
+mod writes;
 
 pub use signal::SIGNAL_REGIONS_MAX;
 
@@ -84,6 +85,13 @@ pub struct PagerConfig {
     pub spin_us: u64,
     /// Who serves faults.
     pub fault_mode: FaultMode,
+    /// Install a read miss writable (and dirty) when reads in its 1 MiB zone have mostly
+    /// been followed by writes (`pager/writes.rs`): spares the write-protect fault that
+    /// would follow, at the price of writing the page back at eviction even if unchanged.
+    pub predict_writes: bool,
+    /// Between faults, the handler evicts ahead so that an eighth of the budget (at most
+    /// one run of [`EVICT_RUN_MAX`] pages) stays free and the next misses need not evict.
+    pub evict_ahead: bool,
 }
 
 impl PagerConfig {
@@ -97,6 +105,8 @@ impl PagerConfig {
             interleave_bytes: PAGE_BYTES,
             spin_us: PAGER_SPIN_US,
             fault_mode: FaultMode::Thread,
+            predict_writes: true,
+            evict_ahead: true,
         }
     }
 }
@@ -113,6 +123,8 @@ struct Pages {
     position: Vec<u32>,
     last_fault: u32,
     prefetcher: StreamPrefetcher,
+    /// Which zones' read misses are installed writable.
+    writes: writes::WritePredictor,
     /// Prefetch windows not installed yet, served between faults.
     pending: VecDeque<Pending>,
     stats: Stats,
@@ -134,6 +146,7 @@ struct Shared {
     base: u64,
     pages: u64,
     budget_pages: usize,
+    evict_ahead: bool,
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
@@ -191,6 +204,7 @@ impl PagedRegion {
             position: vec![u32::MAX; pages as usize],
             last_fault: u32::MAX,
             prefetcher: StreamPrefetcher::new(config.prefetch),
+            writes: writes::WritePredictor::new(pages, config.predict_writes),
             pending: VecDeque::new(),
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
@@ -203,6 +217,7 @@ impl PagedRegion {
             base,
             pages,
             budget_pages,
+            evict_ahead: config.evict_ahead,
             // Signal-mode faults never show up on the descriptor: nothing to spin for.
             spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),
