@@ -348,7 +348,8 @@ fn read_misses_in_zones_written_after_reads_are_installed_writable() {
                 "predict on: {misses} misses, {predicted} predicted, {wp} write faults"
             );
         } else {
-            assert!(predicted == 0 && wp + 100 > misses, "predict off: {misses} misses, {wp} write faults");
+            // Only misses right after a dirty page (a writing stream) are installed writable.
+            assert!(predicted == 0 && wp > misses / 2, "predict off: {misses} misses, {wp} write faults");
         }
         region.evict_all().unwrap();
         assert!(mem[..] == model[..], "predict {predict}: region differs from the model");

@@ -38,13 +38,18 @@ impl Shared {
     /// Between faults (the handler thread when it has nothing else to do): evicts one run if
     /// less than the slack of the budget is free, so that the next misses install without
     /// evicting first and the faulting thread does not wait for the write-back and the
-    /// `madvise`. Budgets under two runs are left to [`Shared::make_room`]. Returns whether
+    /// `madvise`. Only once the region has had to evict (its pages do not all fit), and not
+    /// for budgets under two runs, which are left to [`Shared::make_room`]. Returns whether
     /// it evicted.
     pub(super) fn evict_ahead(&self) -> Result<bool> {
-        if !self.evict_ahead || self.budget_pages < 2 * EVICT_RUN_MAX as usize {
+        let small = self.budget_pages < 2 * EVICT_RUN_MAX as usize || self.budget_pages as u64 >= self.pages;
+        if !self.evict_ahead || small {
             return Ok(false);
         }
         let mut pages = self.state.lock();
+        if pages.stats.evictions == 0 {
+            return Ok(false);
+        }
         let free = self.budget_pages.saturating_sub(pages.resident.len());
         let slack = self.slack();
         if free >= slack {
