@@ -5,11 +5,13 @@
 //!   with `UFFDIO_COPY`, read-only unless the fault was a write, and the stream prefetcher
 //!   installs the pages ahead of a detected stream;
 //! - a **write to a read-only** page marks it dirty and lifts the protection (so only pages
-//!   written since they were fetched are written back);
+//!   written since they were fetched are written back); in 1 MiB zones where reads are
+//!   usually followed by writes, read misses are installed writable at once (`writes.rs`);
 //! - the **resident set** stays within the budget: before installing, runs of resident
 //!   pages starting at random ones (other than the most recently faulted) are evicted in
 //!   batches: write-protected, dirty pages written back, then dropped with one
-//!   `MADV_DONTNEED` (their next access faults again);
+//!   `MADV_DONTNEED` (their next access faults again); between faults the handler evicts
+//!   ahead, so that the next misses find room;
 //! - the handler **busy-polls** the descriptor after its last work while faults come close
 //!   together (adaptive, at most `spin_us`), so a fault in a busy phase is served without a
 //!   wake-up of the handler, and sleeps when they come far apart, leaving the cores to the
