@@ -174,6 +174,12 @@ pub struct Run {
     rss_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     values_checked: Option<u64>,
+    /// memcached only: write-protect faults, and read misses the pager installed writable
+    /// because their zone is written after reads (whole run, fill included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    write_faults: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    predicted_writes: Option<u64>,
     /// Explicit-API rows: cache line size and metadata-cache entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     line_bytes: Option<u64>,
@@ -228,6 +234,8 @@ impl Run {
             far_resident_bytes: None,
             rss_bytes: None,
             values_checked: None,
+            write_faults: None,
+            predicted_writes: None,
             line_bytes: None,
             metadata_cache: None,
             way_in: match workload {

@@ -299,3 +299,79 @@ fn the_prefetcher_issues_no_work_when_nothing_misses() {
     let after = region.stats();
     assert_eq!((after.misses, after.prefetches), (before.misses, before.prefetches), "{before:?} -> {after:?}");
 }
+
+/// Reads a word of each of `count` random pages of `mem[zone]`, then (if `write`) writes it
+/// back incremented, as memcached does with an item's reference count; mirrors it in `model`.
+fn touch_pages(mem: &mut [u8], model: &mut [u8], zone: std::ops::Range<usize>, count: usize, write: bool, seed: u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for _ in 0..count {
+        let at = rng.gen_range(zone.clone()) / 4096 * 4096 + 64;
+        let v = std::hint::black_box(mem[at]);
+        assert_eq!(v, model[at], "byte at {at:#x} differs from the model");
+        if write {
+            mem[at] = v.wrapping_add(1);
+            model[at] = v.wrapping_add(1);
+        }
+    }
+}
+
+#[test]
+fn read_misses_in_zones_written_after_reads_are_installed_writable() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 4u64 << 20; // four 1 MiB zones of the write predictor
+    let (half, all) = (bytes as usize / 2, bytes as usize);
+    for predict in [true, false] {
+        let mut config = PagerConfig::new(bytes, bytes / 4);
+        config.prefetch.enabled = false; // demand misses only: every miss is a read
+        config.predict_writes = predict;
+        let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        mem.fill(7);
+        let mut model = vec![7u8; all];
+        region.evict_all().unwrap();
+        // Read-only pages in the first half: never predicted writable.
+        let before = region.stats();
+        touch_pages(mem, &mut model, 0..half, 2000, false, 1);
+        let reads = region.stats();
+        assert_eq!(reads.predicted_writes, before.predicted_writes, "predict {predict}: {reads:?}");
+        // Read-then-write pages in the second half: predicted after the first few.
+        touch_pages(mem, &mut model, half..all, 2000, true, 2);
+        let writes = region.stats();
+        let (misses, wp) = (writes.misses - reads.misses, writes.write_faults - reads.write_faults);
+        let predicted = writes.predicted_writes - reads.predicted_writes;
+        assert!(misses > 1000, "predict {predict}: most accesses miss at a quarter of the region local");
+        if predict {
+            assert!(
+                predicted > misses / 2 && wp < misses / 4,
+                "predict on: {misses} misses, {predicted} predicted, {wp} write faults"
+            );
+        } else {
+            // Only misses right after a dirty page (a writing stream) are installed writable.
+            assert!(predicted == 0 && wp > misses / 2, "predict off: {misses} misses, {wp} write faults");
+        }
+        region.evict_all().unwrap();
+        assert!(mem[..] == model[..], "predict {predict}: region differs from the model");
+    }
+}
+
+#[test]
+fn the_handler_frees_room_for_the_next_misses_between_faults() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 4u64 << 20;
+    let budget_pages = (bytes / 4 / 4096) as usize; // 256 pages: a reserve of one 16-page run
+    let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), PagerConfig::new(bytes, bytes / 4)).unwrap();
+    // SAFETY: the only view of the region in this test.
+    let mem = unsafe { region.as_slice_mut() };
+    let mut model = vec![0u8; bytes as usize];
+    touch_pages(mem, &mut model, 0..bytes as usize, 3000, true, 3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while region.resident_pages() > budget_pages - 16 {
+        assert!(std::time::Instant::now() < deadline, "resident {} of {budget_pages}", region.resident_pages());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    region.evict_all().unwrap();
+    assert!(mem[..] == model[..], "region differs from the model");
+}

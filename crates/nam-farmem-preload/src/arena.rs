@@ -96,25 +96,34 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(4 << 30);
     let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(256 << 20);
     let mut config = PagerConfig::new(bytes, local);
-    let prefetch = std::env::var("NAM_FARMEM_PREFETCH").map(|v| v != "off").unwrap_or(true);
+    let prefetch = env_on("NAM_FARMEM_PREFETCH");
     config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
+    config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
+    config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
     if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
         config.spin_us = us;
     }
     Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
 }
 
+/// An on/off switch that is on unless set to `off`.
+fn env_on(name: &str) -> bool {
+    std::env::var(name).map(|v| v.trim() != "off").unwrap_or(true)
+}
+
 extern "C" fn print_stats() {
     if let Some(region) = region() {
         let s = region.stats();
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
             s.prefetches,
             s.evictions,
-            s.writebacks
+            s.writebacks,
+            s.write_faults,
+            s.predicted_writes
         );
     }
 }

@@ -19,7 +19,9 @@
 //! userfaultfd not permitted) the library says why once on stderr and the program runs
 //! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
 //! `NAM_FARMEM_PREFETCH=off` turns the prefetcher off; `NAM_FARMEM_SPIN_US` sets how long the
-//! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`).
+//! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`);
+//! `NAM_FARMEM_PREDICT_WRITES=off` and `NAM_FARMEM_EVICT_AHEAD=off` turn off the pager's write
+//! prediction and eviction ahead (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`).
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:

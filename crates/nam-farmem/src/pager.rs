@@ -5,11 +5,13 @@
 //!   with `UFFDIO_COPY`, read-only unless the fault was a write, and the stream prefetcher
 //!   installs the pages ahead of a detected stream;
 //! - a **write to a read-only** page marks it dirty and lifts the protection (so only pages
-//!   written since they were fetched are written back);
+//!   written since they were fetched are written back); in 1 MiB zones where reads are
+//!   usually followed by writes, read misses are installed writable at once (`writes.rs`);
 //! - the **resident set** stays within the budget: before installing, runs of resident
 //!   pages starting at random ones (other than the most recently faulted) are evicted in
 //!   batches: write-protected, dirty pages written back, then dropped with one
-//!   `MADV_DONTNEED` (their next access faults again);
+//!   `MADV_DONTNEED` (their next access faults again); between faults the handler evicts
+//!   ahead, so that the next misses find room;
 //! - the handler **busy-polls** the descriptor after its last work while faults come close
 //!   together (adaptive, at most `spin_us`), so a fault in a busy phase is served without a
 //!   wake-up of the handler, and sleeps when they come far apart, leaving the cores to the
@@ -50,6 +52,7 @@ pub const PAGER_SPIN_US: u64 = 1000;
 mod evict;
 mod handler;
 mod signal;
+mod writes;
 
 pub use signal::SIGNAL_REGIONS_MAX;
 
@@ -84,6 +87,13 @@ pub struct PagerConfig {
     pub spin_us: u64,
     /// Who serves faults.
     pub fault_mode: FaultMode,
+    /// Install a read miss writable (and dirty) when reads in its 1 MiB zone have mostly
+    /// been followed by writes (`pager/writes.rs`): spares the write-protect fault that
+    /// would follow, at the price of writing the page back at eviction even if unchanged.
+    pub predict_writes: bool,
+    /// Between faults, the handler evicts ahead so that an eighth of the budget (at most
+    /// one run of `EVICT_RUN_MAX`, 16 pages) stays free and the next misses need not evict.
+    pub evict_ahead: bool,
 }
 
 impl PagerConfig {
@@ -97,6 +107,8 @@ impl PagerConfig {
             interleave_bytes: PAGE_BYTES,
             spin_us: PAGER_SPIN_US,
             fault_mode: FaultMode::Thread,
+            predict_writes: true,
+            evict_ahead: true,
         }
     }
 }
@@ -113,6 +125,8 @@ struct Pages {
     position: Vec<u32>,
     last_fault: u32,
     prefetcher: StreamPrefetcher,
+    /// Which zones' read misses are installed writable.
+    writes: writes::WritePredictor,
     /// Prefetch windows not installed yet, served between faults.
     pending: VecDeque<Pending>,
     stats: Stats,
@@ -134,6 +148,7 @@ struct Shared {
     base: u64,
     pages: u64,
     budget_pages: usize,
+    evict_ahead: bool,
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
@@ -191,6 +206,7 @@ impl PagedRegion {
             position: vec![u32::MAX; pages as usize],
             last_fault: u32::MAX,
             prefetcher: StreamPrefetcher::new(config.prefetch),
+            writes: writes::WritePredictor::new(pages, config.predict_writes),
             pending: VecDeque::new(),
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
@@ -203,6 +219,7 @@ impl PagedRegion {
             base,
             pages,
             budget_pages,
+            evict_ahead: config.evict_ahead,
             // Signal-mode faults never show up on the descriptor: nothing to spin for.
             spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),

@@ -28,6 +28,9 @@ pub struct Stats {
     pub metadata_misses: u64,
     /// Write faults on write-protected pages (pager: first write to a clean page).
     pub write_faults: u64,
+    /// Read misses installed writable because their zone is usually written after a read
+    /// (pager; `PagerConfig::predict_writes`).
+    pub predicted_writes: u64,
     /// Misses in flight now.
     pub inflight: u64,
     /// Most misses that were ever in flight at once.

@@ -210,7 +210,7 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
     let memory_mib = (2 * data_bytes).div_ceil(1 << 20).max(16);
     let requests = ((40_000.0 * scale) as usize).max(2_000);
     let local = Memcached::start(memory_mib, &[])?;
-    fill(local.addr, keys)?;
+    fill(local.addr, keys).context("memcached on local memory")?;
     let list: Vec<String> = far.servers.iter().map(|a| a.to_string()).collect();
     let budget = ((data_bytes as f64 * far.fraction) as u64).max(1 << 20);
     let mut env = vec![
@@ -226,32 +226,17 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         env.push(("NAM_FARMEM_SPIN_US", us.to_string()));
     }
     let remote = Memcached::start(memory_mib, &env)?;
-    fill(remote.addr, keys)?;
     // Paired rounds: the same mix on local and on far memcached right after each other.
-    let (mut local_rates, mut far_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut hits, mut gets) = (0, 0);
-    for _ in 0..repeat.max(1) {
-        let (local_rps, _, _) = mix(local.addr, keys, requests)?;
-        let (far_rps, h, g) = mix(remote.addr, keys, requests)?;
-        local_rates.push(local_rps);
-        far_rates.push(far_rps);
-        ratios.push(far_rps / local_rps);
-        hits += h;
-        gets += g;
-    }
+    let rounds = fill(remote.addr, keys).and_then(|()| paired_rounds(local.addr, remote.addr, keys, requests, repeat));
     local.stop();
-    let (local_rps, far_rps) = (super::paired::median(local_rates), super::paired::median(far_rates));
-    let throughput_ratio = super::paired::median(ratios);
     let rss = remote.rss_bytes();
     let stderr = remote.stop();
-    // "nam-farmem-preload: B bytes allocated in far memory, R resident pages, misses M,
-    // prefetches P, evictions E, write-backs W"
-    let numbers: Vec<u64> = stderr
-        .lines()
-        .find(|l| l.starts_with("nam-farmem-preload: ") && l.contains("bytes allocated"))
-        .map(|l| l.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect())
-        .with_context(|| format!("memcached did not put memory in far memory: {stderr}"))?;
-    ensure!(numbers.len() >= 6, "unexpected preload statistics: {stderr}");
+    // A far memcached that died (a fatal page fault) says why on its stderr.
+    let rounds = rounds.with_context(|| format!("memcached under the LD_PRELOAD library, its stderr: {stderr}"))?;
+    let (local_rps, far_rps) = (super::paired::median(rounds.local), super::paired::median(rounds.far));
+    let throughput_ratio = super::paired::median(rounds.ratios);
+    let (hits, gets) = (rounds.hits, rounds.gets);
+    let numbers = preload_stats(&stderr)?;
     let (far_bytes, resident_pages) = (numbers[0], numbers[1]);
     // memcached's limit is twice the data set: a miss would mean a lost item.
     ensure!(hits == gets, "memcached under far memory lost items: {hits} hits out of {gets} gets");
@@ -281,8 +266,47 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),
         values_checked: Some(hits),
+        write_faults: Some(numbers[6]),
+        predicted_writes: Some(numbers[7]),
         line_bytes: None,
         metadata_cache: None,
         fault_mode: Some("thread"), // the LD_PRELOAD library's memory meets system calls
     })
+}
+
+/// Requests per second of each side in each round, their ratios, and the far side's hits
+/// and gets.
+struct Rounds {
+    local: Vec<f64>,
+    far: Vec<f64>,
+    ratios: Vec<f64>,
+    hits: u64,
+    gets: u64,
+}
+
+fn paired_rounds(local: SocketAddr, far: SocketAddr, keys: u64, requests: usize, repeat: usize) -> Result<Rounds> {
+    let mut r = Rounds { local: Vec::new(), far: Vec::new(), ratios: Vec::new(), hits: 0, gets: 0 };
+    for _ in 0..repeat.max(1) {
+        let (local_rps, _, _) = mix(local, keys, requests).context("memcached on local memory")?;
+        let (far_rps, h, g) = mix(far, keys, requests)?;
+        r.local.push(local_rps);
+        r.far.push(far_rps);
+        r.ratios.push(far_rps / local_rps);
+        r.hits += h;
+        r.gets += g;
+    }
+    Ok(r)
+}
+
+/// The numbers of the preload library's statistics line on memcached's stderr:
+/// "nam-farmem-preload: B bytes allocated in far memory, R resident pages, misses M,
+/// prefetches P, evictions E, write-backs W, write faults F, predicted writes D".
+fn preload_stats(stderr: &str) -> Result<Vec<u64>> {
+    let numbers: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.starts_with("nam-farmem-preload: ") && l.contains("bytes allocated"))
+        .map(|l| l.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect())
+        .with_context(|| format!("memcached did not put memory in far memory: {stderr}"))?;
+    ensure!(numbers.len() >= 8, "unexpected preload statistics: {stderr}");
+    Ok(numbers)
 }

@@ -96,7 +96,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             String::new()
         };
         lines.push(format!(
-            "memcached at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end{target}",
+            "memcached at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
             r.local_fraction * 100.0,
             r.servers,
             r.transport,
@@ -105,6 +105,9 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             far as f64 / 1048576.0,
             resident as f64 / 1048576.0,
             100.0 * resident as f64 / far.max(1) as f64,
+            r.misses,
+            r.write_faults.unwrap_or(0),
+            r.predicted_writes.unwrap_or(0),
         ));
     }
     for r in runs.iter().filter(|r| r.workload == WorkloadKind::FaultLatency) {

@@ -17,37 +17,79 @@ impl Shared {
         if pages.resident.len() + room <= self.budget_pages {
             return Ok(());
         }
-        let slack = (self.budget_pages / 8).min(EVICT_RUN_MAX as usize);
-        let target = self.budget_pages.saturating_sub(slack).max(room.min(self.budget_pages));
+        let target = self.budget_pages.saturating_sub(self.slack()).max(room.min(self.budget_pages));
         while pages.resident.len() + room > target {
-            let len = pages.resident.len();
-            if len == 0 || (len == 1 && pages.resident[0] == pages.last_fault) {
+            let need = pages.resident.len() + room - target;
+            if !self.evict_victim(pages, need)? {
                 if pages.resident.len() + room <= self.budget_pages {
                     return Ok(());
                 }
                 return Err(Error::BudgetTooSmall { budget_bytes: PAGE_BYTES, unit_bytes: 2 * PAGE_BYTES });
             }
-            let mut k = pages.rng.gen_range(0..len);
-            if pages.resident[k] == pages.last_fault {
-                k = (k + 1) % len;
-            }
-            let first = pages.resident[k] as u64;
-            let need = (pages.resident.len() + room - target).min(EVICT_RUN_MAX as usize) as u64;
-            let mut end = first + 1;
-            while end < self.pages
-                && end - first < need
-                && pages.state[end as usize] != MISSING
-                && end != pages.last_fault as u64
-            {
-                end += 1;
-            }
-            self.evict_run(pages, first, end)?;
         }
         Ok(())
     }
 
+    /// The free budget eviction leaves behind it: an eighth of the budget, at most a run.
+    fn slack(&self) -> usize {
+        (self.budget_pages / 8).min(EVICT_RUN_MAX as usize)
+    }
+
+    /// Between faults (the handler thread when it has nothing else to do): evicts one run if
+    /// less than the slack of the budget is free, so that the next misses install without
+    /// evicting first and the faulting thread does not wait for the write-back and the
+    /// `madvise`. Only once the region has had to evict (its pages do not all fit), and not
+    /// for budgets under two runs, which are left to [`Shared::make_room`]. Returns whether
+    /// it evicted.
+    pub(super) fn evict_ahead(&self) -> Result<bool> {
+        let small = self.budget_pages < 2 * EVICT_RUN_MAX as usize || self.budget_pages as u64 >= self.pages;
+        if !self.evict_ahead || small {
+            return Ok(false);
+        }
+        let mut pages = self.state.lock();
+        if pages.stats.evictions == 0 {
+            return Ok(false);
+        }
+        let free = self.budget_pages.saturating_sub(pages.resident.len());
+        let slack = self.slack();
+        if free >= slack {
+            return Ok(false);
+        }
+        self.evict_victim(&mut pages, slack - free)
+    }
+
+    /// Evicts a run of up to `need` (at most [`EVICT_RUN_MAX`]) resident pages starting at a
+    /// random one other than the most recently faulted; false if there is none.
+    fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
+        let len = pages.resident.len();
+        if len == 0 || (len == 1 && pages.resident[0] == pages.last_fault) {
+            return Ok(false);
+        }
+        let mut k = pages.rng.gen_range(0..len);
+        if pages.resident[k] == pages.last_fault {
+            k = (k + 1) % len;
+        }
+        let first = pages.resident[k] as u64;
+        let need = need.clamp(1, EVICT_RUN_MAX as usize) as u64;
+        let mut end = first + 1;
+        while end < self.pages
+            && end - first < need
+            && pages.state[end as usize] != MISSING
+            && end != pages.last_fault as u64
+        {
+            end += 1;
+        }
+        self.evict_run(pages, first, end)?;
+        Ok(true)
+    }
+
     /// Writes back the dirty pages of the resident run `first..end` and drops the run.
     pub(super) fn evict_run(&self, pages: &mut Pages, first: u64, end: u64) -> Result<()> {
+        for page in first..end {
+            if pages.state[page as usize] == CLEAN {
+                pages.writes.unwritten(page);
+            }
+        }
         self.write_back_run(pages, first, end)?;
         let addr = self.base + first * PAGE_BYTES;
         let len = ((end - first) * PAGE_BYTES) as usize;

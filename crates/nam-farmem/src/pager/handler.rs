@@ -66,7 +66,13 @@ impl Shared {
                 Ok(any) => any,
                 Err(e) => fatal(&format!("cannot prefetch pages of a far-memory region: {e}")),
             };
-            if !faults.is_empty() || prefetched {
+            // Then room for the next misses, so that they need not evict first.
+            let evicted = !prefetched
+                && match self.evict_ahead() {
+                    Ok(any) => any,
+                    Err(e) => fatal(&format!("cannot evict pages of a far-memory region: {e}")),
+                };
+            if !faults.is_empty() || prefetched || evicted {
                 last_work = Instant::now();
                 idle = false;
             } else if last_work.elapsed() < spin.window() {
@@ -112,7 +118,11 @@ impl Shared {
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
         // A page after a dirty one belongs to a writing stream: install it writable.
-        let dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
+        let mut dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
+        if !dirty && pages.writes.install_writable(page) {
+            dirty = true;
+            pages.stats.predicted_writes += 1;
+        }
         self.fetch_install(pages, page, 1, dirty)?;
         let ahead = pages.prefetcher.on_miss(page, self.pages);
         if !ahead.is_empty() {
@@ -139,6 +149,7 @@ impl Shared {
         for p in page..end {
             pages.state[p as usize] = DIRTY;
         }
+        pages.writes.written(page);
         pages.stats.write_faults += 1;
         self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false)
     }
