@@ -47,6 +47,19 @@ impl Client {
         Ok(Some(allocation.local))
     }
 
+    /// Where bytes `[offset, offset + len)` of `allocation` lie in this process, for reading
+    /// them in place without a copy, when its server's pool is mapped here (a same-host
+    /// server on the shared-memory data path); `None` otherwise (network, messages). Counted
+    /// as a direct get of `len` bytes. The pointer stays valid while the client lives and the
+    /// allocation is not freed; what it reads are plain loads of the server's memory, as
+    /// racy against other writers as a get (readers that need a consistent snapshot copy).
+    pub fn mapped(&self, allocation: &Allocation, offset: u64, len: usize) -> Result<Option<*const u8>> {
+        allocation.target(offset, len)?;
+        let Some(base) = self.direct_base(allocation, "get")? else { return Ok(None) };
+        self.count(&self.direct.gets, &self.direct.bytes_got, len);
+        Ok(Some((base + offset as usize) as *const u8))
+    }
+
     /// Copies `data` to `base + offset` (range checked by the caller).
     #[inline]
     pub(crate) fn direct_put(&self, base: usize, offset: u64, data: &[u8]) {

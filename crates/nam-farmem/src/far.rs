@@ -18,6 +18,10 @@ mod chunks;
 
 pub use chunks::DestMode;
 
+/// Most bytes [`FarMemory::flush`] writes back with one span write: a 64 KiB span costs one
+/// copy (shared memory) or one PUT, the per-request work spread over 16 lines of 4 KiB.
+pub const WRITE_BACK_RUN_BYTES: u64 = 64 << 10;
+
 /// Why a line is in a fetch batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
@@ -52,6 +56,8 @@ pub struct FarMemory {
     /// lines they are (first, count); valid during one in-place call only.
     staging: Vec<u8>,
     staged: (u64, u64),
+    /// Scratch: slots a victim must not be chosen from.
+    exclude: Vec<usize>,
 }
 
 impl FarMemory {
@@ -72,6 +78,7 @@ impl FarMemory {
             pinned: Vec::with_capacity(2),
             staging: vec![0; (line as usize).max(chunks::STAGING_BYTES)],
             staged: (0, 0),
+            exclude: Vec::with_capacity(config.outstanding_max + 2),
             store,
             config,
         })
@@ -153,10 +160,27 @@ impl FarMemory {
         self.access_write(addr, data)
     }
 
-    /// Writes every dirty line back and waits until the servers have it.
+    /// Writes every dirty line back and waits until the servers have it. Dirty lines of
+    /// consecutive far addresses that also lie one after the other in the cache (the same
+    /// way of consecutive sets: a stream's lines) go back together, one span write of up to
+    /// [`WRITE_BACK_RUN_BYTES`] instead of one per line.
     pub fn flush(&mut self) -> Result<()> {
-        for slot in self.store.dirty_slots() {
-            self.write_back(slot)?;
+        let mut dirty = self.store.dirty_slots();
+        dirty.sort_unstable_by_key(|&slot| self.store.tag(slot));
+        let most = (WRITE_BACK_RUN_BYTES / self.config.line_bytes).max(1) as usize;
+        let mut at = 0;
+        while at < dirty.len() {
+            let first = self.store.tag(dirty[at]);
+            let mut n = 1;
+            while at + n < dirty.len()
+                && n < most
+                && self.store.tag(dirty[at + n]) == first + n as u64
+                && self.store.data_run(&dirty[at + n - 1..=at + n]).is_some()
+            {
+                n += 1;
+            }
+            self.write_back_run(&dirty[at..at + n])?;
+            at += n;
         }
         self.span.flush()
     }
@@ -333,8 +357,13 @@ impl FarMemory {
     }
 
     fn pick_victim(&mut self, line: u64, clean_only: bool) -> Option<usize> {
-        let exclude: Vec<usize> = self.batch.iter().map(|b| b.1).chain(self.pinned.iter().copied()).collect();
-        self.store.victim(line, &exclude, clean_only)
+        // A scratch list reused across misses: no allocation per miss.
+        let mut exclude = std::mem::take(&mut self.exclude);
+        exclude.clear();
+        exclude.extend(self.batch.iter().map(|b| b.1).chain(self.pinned.iter().copied()));
+        let victim = self.store.victim(line, &exclude, clean_only);
+        self.exclude = exclude;
+        victim
     }
 
     /// Empties `slot`, writing it back first if dirty. On error the line stays, dirty.
@@ -352,11 +381,20 @@ impl FarMemory {
     }
 
     fn write_back(&mut self, slot: usize) -> Result<()> {
-        let addr = self.store.tag(slot) * self.config.line_bytes;
-        self.span.write(addr, self.store.data(slot))?;
-        self.stats.writebacks += 1;
-        let state = self.store.state(slot);
-        self.store.set_state(slot, state & !DIRTY);
+        self.write_back_run(&[slot])
+    }
+
+    /// Writes back the dirty lines of `slots`: consecutive far lines whose data lies one
+    /// after the other in the cache (checked), as one span write. On error they stay dirty.
+    fn write_back_run(&mut self, slots: &[usize]) -> Result<()> {
+        let addr = self.store.tag(slots[0]) * self.config.line_bytes;
+        let data = self.store.data_run(slots).expect("the caller passes adjacent slots");
+        self.span.write(addr, data)?;
+        self.stats.writebacks += slots.len() as u64;
+        for &slot in slots {
+            let state = self.store.state(slot);
+            self.store.set_state(slot, state & !DIRTY);
+        }
         Ok(())
     }
 

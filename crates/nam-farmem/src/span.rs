@@ -19,13 +19,22 @@ pub struct SpanService {
     span_bytes: u64,
     /// A put was issued since the last fence: a get must not overtake it.
     unfenced: AtomicBool,
+    /// A put took UCX RMA (not the direct path) since the last flush: memory read in place
+    /// ([`SpanService::mapped`]) may not show it yet.
+    unflushed_rma: AtomicBool,
 }
 
 impl SpanService {
     /// A service for `far_bytes` of far memory striped over every server of `client`.
     pub fn new(client: Arc<Client>, far_bytes: u64, span_bytes: u64, interleave_bytes: u64) -> SpanService {
         let table = ExtentTable::new(far_bytes, client.server_count(), interleave_bytes);
-        SpanService { client, table: Mutex::new(table), span_bytes, unfenced: AtomicBool::new(false) }
+        SpanService {
+            client,
+            table: Mutex::new(table),
+            span_bytes,
+            unfenced: AtomicBool::new(false),
+            unflushed_rma: AtomicBool::new(false),
+        }
     }
 
     /// The span size.
@@ -106,6 +115,9 @@ impl SpanService {
             }
             let alloc = table.chunk(piece.extent, piece.server).expect("allocated above");
             self.unfenced.store(true, Ordering::Release);
+            if !self.client.takes_direct_path(alloc, piece.len) {
+                self.unflushed_rma.store(true, Ordering::Release);
+            }
             self.client
                 .put(alloc, piece.offset, &data[done..done + piece.len])
                 .map_err(|e| self.server_error(piece.server, "span write", e))?;
@@ -120,7 +132,28 @@ impl SpanService {
             self.client.flush_server(server).map_err(|e| self.server_error(server, "flush", e))?;
         }
         self.unfenced.store(false, Ordering::Release);
+        self.unflushed_rma.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Where the bytes of `[addr, addr + len)` lie in this process when they can be read in
+    /// place, without a copy: one stretch of one chunk that has been written, on a server
+    /// whose pool is mapped here (UCX shared memory's direct path). `None` otherwise (the
+    /// caller reads a copy: network transports, never-written chunks, a range that crosses
+    /// servers). The bytes stay there while this service lives; the caller must not hold
+    /// the pointer across its own span writes of the range.
+    pub fn mapped(&self, addr: u64, len: usize) -> Result<Option<*const u8>> {
+        self.check_span(addr, len as u64)?;
+        if self.unflushed_rma.load(Ordering::Acquire) {
+            self.flush()?; // loads see puts that went through UCX only once they completed
+        }
+        let table = self.table.lock();
+        let piece = table.locate(addr);
+        if piece.granule_left < len as u64 && pieces(&table, addr, len).len() > 1 {
+            return Ok(None);
+        }
+        let Some(alloc) = table.chunk(piece.extent, piece.server) else { return Ok(None) };
+        self.client.mapped(alloc, piece.offset, len).map_err(|e| self.server_error(piece.server, "span read", e))
     }
 
     /// Frees every chunk on the servers.

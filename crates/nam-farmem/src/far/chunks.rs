@@ -114,7 +114,7 @@ impl FarMemory {
                     self.staged = (0, 0);
                     let (store, staging) = (&self.store, &mut self.staging);
                     staging[..lb as usize].copy_from_slice(store.data(slot));
-                    self.staging.as_mut_ptr()
+                    self.staging.as_ptr()
                 }
                 Ok(view) => view,
                 Err(e) => {
@@ -147,16 +147,23 @@ impl FarMemory {
     /// until the caller clears it) or its staging copy when the set had no clean victim;
     /// `last` is the range's last line (staging reads ahead up to it). Slots already in
     /// `self.pinned` are not replaced.
-    fn read_view(&mut self, line: u64, last: u64) -> Result<*mut u8> {
+    fn read_view(&mut self, line: u64, last: u64) -> Result<*const u8> {
         let lb = self.config.line_bytes;
         let (first, count) = self.staged;
         if (first..first + count).contains(&line) {
             // SAFETY: inside the staging buffer, which holds `count` lines from `first`.
-            return Ok(unsafe { self.staging.as_mut_ptr().add(((line - first) * lb) as usize) });
+            return Ok(unsafe { self.staging.as_ptr().add(((line - first) * lb) as usize) });
         }
         if let Some(slot) = self.hit(line)? {
             self.pinned.push(slot);
-            return Ok(self.store.data_ptr(slot));
+            return Ok(self.store.data_ptr(slot).cast_const());
+        }
+        if let Some(view) = self.span.mapped(line * lb, lb as usize)? {
+            // The line lies in this process already (the server's mapped pool): read it
+            // there. No copy, no line taken from the budget, nothing evicted.
+            self.stats.misses += 1;
+            self.stats.in_place += 1;
+            return Ok(view);
         }
         if self.store.victim(line, &self.pinned, true).is_none() {
             let room = self.staging.len() as u64 / lb;
@@ -172,7 +179,7 @@ impl FarMemory {
             self.staging = staging;
             result?;
             self.staged = (line, count);
-            return Ok(self.staging.as_mut_ptr());
+            return Ok(self.staging.as_ptr());
         }
         // A streaming read does not train the prefetcher: its lines go in without priority,
         // and fetching more of them ahead would only push out lines that are being reused.
@@ -180,7 +187,7 @@ impl FarMemory {
         self.issue()?;
         let slot = self.slot_of(line)?;
         self.pinned.push(slot);
-        Ok(self.store.data_ptr(slot))
+        Ok(self.store.data_ptr(slot).cast_const())
     }
 
     /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
