@@ -207,25 +207,19 @@ impl LineStore {
         unsafe { std::slice::from_raw_parts_mut(self.data_ptr(slot), n) }
     }
 
-    /// Writable data of several distinct slots at once.
-    pub fn data_many(&mut self, slots: &[usize]) -> Vec<&mut [u8]> {
-        let mut sorted: Vec<usize> = slots.to_vec();
-        sorted.sort_unstable();
-        assert!(sorted.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
+    /// Writable data of several runs of distinct slots at once, each run's lines one after
+    /// the other in memory (as [`LineStore::data_run`] checks; panics otherwise).
+    pub fn data_runs_mut(&mut self, runs: &[&[usize]]) -> Vec<&mut [u8]> {
+        let mut all: Vec<usize> = runs.iter().flat_map(|r| r.iter().copied()).collect();
+        all.sort_unstable();
+        assert!(all.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
+        assert!(runs.iter().all(|r| self.data_run(r).is_some()), "each run must be adjacent lines");
         let n = self.line_bytes;
-        let offsets: Vec<usize> = slots.iter().map(|&s| self.data_offset(s)).collect();
+        let starts: Vec<(usize, usize)> = runs.iter().map(|r| (self.data_offset(r[0]), r.len() * n)).collect();
         let base = self.data.as_mut_ptr().cast::<u8>();
-        // SAFETY: the slots are distinct (asserted), so their lines are disjoint and inside
-        // `data`; the slices borrow `self` mutably for their lifetime.
-        offsets.iter().map(|&at| unsafe { std::slice::from_raw_parts_mut(base.add(at), n) }).collect()
-    }
-
-    /// The data of `count` slots from `first` when they lie one after the other in memory
-    /// (each slot's line right after the previous one's), else `None`.
-    pub fn data_run(&self, slots: &[usize]) -> Option<&[u8]> {
-        let first = self.data_offset(*slots.first()?);
-        let adjacent = slots.iter().enumerate().all(|(k, &s)| self.data_offset(s) == first + k * self.line_bytes);
-        adjacent.then(|| &self.bytes()[first..first + slots.len() * self.line_bytes])
+        // SAFETY: every run is adjacent lines inside `data` (asserted) and no slot is in two
+        // runs (asserted), so the slices are disjoint; they borrow `self` mutably.
+        starts.iter().map(|&(at, len)| unsafe { std::slice::from_raw_parts_mut(base.add(at), len) }).collect()
     }
 
     /// Slots whose line is dirty.
@@ -292,7 +286,8 @@ mod tests {
         }
         assert_eq!(store.data_run(&[1, 5, 9]).map(|d| d.len()), Some(3 * line), "way 1 of sets 0-2");
         assert!(store.data_run(&[1, 2]).is_none(), "two ways of one set are not neighbours");
-        let many = store.data_many(&[5, 30, 17]);
-        assert!(many[1].iter().all(|&b| b == 30) && many[2].iter().all(|&b| b == 17));
+        let runs = store.data_runs_mut(&[&[1, 5, 9], &[2]]);
+        assert_eq!((runs[0].len(), runs[1].len()), (3 * line, line));
+        assert!(runs[0][line..2 * line].iter().all(|&b| b == 5) && runs[1].iter().all(|&b| b == 2));
     }
 }

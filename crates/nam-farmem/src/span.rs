@@ -136,24 +136,38 @@ impl SpanService {
         Ok(())
     }
 
-    /// Where the bytes of `[addr, addr + len)` lie in this process when they can be read in
-    /// place, without a copy: one stretch of one chunk that has been written, on a server
-    /// whose pool is mapped here (UCX shared memory's direct path). `None` otherwise (the
-    /// caller reads a copy: network transports, never-written chunks, a range that crosses
-    /// servers). The bytes stay there while this service lives; the caller must not hold
-    /// the pointer across its own span writes of the range.
-    pub fn mapped(&self, addr: u64, len: usize) -> Result<Option<*const u8>> {
-        self.check_span(addr, len as u64)?;
-        if self.unflushed_rma.load(Ordering::Acquire) {
+    /// Where the bytes from `addr` lie in this process when they can be read in place,
+    /// without a copy, and how many of them (at least `min_len`, at most `max_len`, whole
+    /// spans): one stretch of one chunk that has been written, on a server whose pool is
+    /// mapped here (UCX shared memory's direct path). `None` otherwise (the caller reads a
+    /// copy: network transports, never-written chunks, a stretch shorter than `min_len`).
+    /// The bytes stay there while this service lives; puts made since through UCX RMA are
+    /// only visible there after a flush ([`SpanService::loads_need_flush`]).
+    pub fn mapped(&self, addr: u64, min_len: usize, max_len: usize) -> Result<Option<(*const u8, usize)>> {
+        self.check_span(addr, min_len as u64)?;
+        if self.loads_need_flush() {
             self.flush()?; // loads see puts that went through UCX only once they completed
         }
         let table = self.table.lock();
-        let piece = table.locate(addr);
-        if piece.granule_left < len as u64 && pieces(&table, addr, len).len() > 1 {
+        let max_len = (max_len as u64).min(table.far_bytes() - addr) as usize;
+        let first = first_piece(&table, addr, max_len.max(min_len));
+        let len = first.len / self.span_bytes as usize * self.span_bytes as usize;
+        if len < min_len {
             return Ok(None);
         }
-        let Some(alloc) = table.chunk(piece.extent, piece.server) else { return Ok(None) };
-        self.client.mapped(alloc, piece.offset, len).map_err(|e| self.server_error(piece.server, "span read", e))
+        let Some(alloc) = table.chunk(first.extent, first.server) else { return Ok(None) };
+        let at = self
+            .client
+            .mapped(alloc, first.offset, len)
+            .map_err(|e| self.server_error(first.server, "span read", e))?;
+        Ok(at.map(|p| (p, len)))
+    }
+
+    /// Whether a put went through UCX RMA since the last flush, so that memory read in place
+    /// may not show it yet.
+    #[inline]
+    pub fn loads_need_flush(&self) -> bool {
+        self.unflushed_rma.load(Ordering::Acquire)
     }
 
     /// Frees every chunk on the servers.
@@ -200,6 +214,24 @@ impl SpanService {
     fn server_error(&self, server: usize, what: &'static str, source: nam_client::Error) -> Error {
         Error::Server { server, addr: self.client.config().servers[server], what, source: Box::new(source) }
     }
+}
+
+/// The first stretch of [`pieces`]`(table, addr, len)`, without walking the rest.
+fn first_piece(table: &ExtentTable, addr: u64, len: usize) -> Piece {
+    let p = table.locate(addr);
+    let end = addr + len as u64;
+    let mut piece = Piece { extent: p.extent, server: p.server, offset: p.offset, len: 0 };
+    let mut at = addr;
+    while at < end {
+        let q = table.locate(at);
+        if q.extent != piece.extent || q.server != piece.server || q.offset != piece.offset + piece.len as u64 {
+            break;
+        }
+        let n = q.granule_left.min(end - at) as usize;
+        piece.len += n;
+        at += n as u64;
+    }
+    piece
 }
 
 /// A stretch of far memory contiguous in one chunk of one server.

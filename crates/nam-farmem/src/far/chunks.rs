@@ -65,6 +65,7 @@ impl FarMemory {
         let lb = self.config.line_bytes;
         let last = (addr + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
+        self.mapped = (0, 0, 0);
         let mut at = 0usize;
         while at < len {
             let a = addr + at as u64;
@@ -96,6 +97,7 @@ impl FarMemory {
         let lb = self.config.line_bytes;
         let last = (src + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
+        self.mapped = (0, 0, 0);
         let mut at = 0usize;
         while at < len {
             let (s, d) = (src + at as u64, dst + at as u64);
@@ -158,7 +160,7 @@ impl FarMemory {
             self.pinned.push(slot);
             return Ok(self.store.data_ptr(slot).cast_const());
         }
-        if let Some(view) = self.span.mapped(line * lb, lb as usize)? {
+        if let Some(view) = self.in_place_view(line, last)? {
             // The line lies in this process already (the server's mapped pool): read it
             // there. No copy, no line taken from the budget, nothing evicted.
             self.stats.misses += 1;
@@ -188,6 +190,23 @@ impl FarMemory {
         let slot = self.slot_of(line)?;
         self.pinned.push(slot);
         Ok(self.store.data_ptr(slot).cast_const())
+    }
+
+    /// Where `line` lies in a server's pool mapped here, if it can be read in place. The
+    /// stretch found (up to the range's last line `last`, within one chunk) is remembered,
+    /// so a sweep asks the span service once per stretch, not once per line.
+    fn in_place_view(&mut self, line: u64, last: u64) -> Result<Option<*const u8>> {
+        let lb = self.config.line_bytes;
+        let (first, count, at) = self.mapped;
+        if (first..first + count).contains(&line) && !self.span.loads_need_flush() {
+            return Ok(Some((at + ((line - first) * lb) as usize) as *const u8));
+        }
+        self.mapped = (0, 0, 0);
+        let Some((at, len)) = self.span.mapped(line * lb, lb as usize, ((last + 1 - line) * lb) as usize)? else {
+            return Ok(None);
+        };
+        self.mapped = (line, len as u64 / lb, at as usize);
+        Ok(Some(at))
     }
 
     /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
