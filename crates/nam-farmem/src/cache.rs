@@ -222,6 +222,14 @@ impl LineStore {
         starts.iter().map(|&(at, len)| unsafe { std::slice::from_raw_parts_mut(base.add(at), len) }).collect()
     }
 
+    /// The data of `slots` when their lines lie one after the other in memory (each slot's
+    /// line right after the previous one's), else `None`.
+    pub fn data_run(&self, slots: &[usize]) -> Option<&[u8]> {
+        let first = self.data_offset(*slots.first()?);
+        let adjacent = slots.iter().enumerate().all(|(k, &s)| self.data_offset(s) == first + k * self.line_bytes);
+        adjacent.then(|| &self.bytes()[first..first + slots.len() * self.line_bytes])
+    }
+
     /// Slots whose line is dirty.
     pub fn dirty_slots(&self) -> Vec<usize> {
         (0..self.slots()).filter(|&s| self.state[s] & (VALID | DIRTY) == VALID | DIRTY).collect()
