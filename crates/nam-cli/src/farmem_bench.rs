@@ -193,6 +193,9 @@ pub struct Run {
     /// Explicit rows: streaming reads served without allocating a line.
     #[serde(skip_serializing_if = "Option::is_none")]
     bypassed: Option<u64>,
+    /// Explicit rows: streaming reads served in place in a mapped server pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_place: Option<u64>,
     /// Paged rows: who served the faults ("thread" or "signal").
     #[serde(skip_serializing_if = "Option::is_none")]
     fault_mode: Option<&'static str>,
@@ -248,6 +251,7 @@ impl Run {
             },
             repeats: None,
             bypassed: None,
+            in_place: None,
             fault_mode: None,
         }
     }
@@ -260,6 +264,7 @@ impl Run {
         self.prefetches = m.stats.prefetches;
         self.evictions = m.stats.evictions;
         self.bypassed = Some(m.stats.bypassed);
+        self.in_place = Some(m.stats.in_place);
         self.repeats = Some(s.repeats);
         self.line_bytes = s.line_bytes;
     }

@@ -47,6 +47,20 @@ impl Client {
         Ok(Some(allocation.local))
     }
 
+    /// Where bytes `[offset, offset + len)` of `allocation` lie in this process, for reading
+    /// them in place without a copy (whatever the size; [`Client::read_in_place`] follows a
+    /// get's choice of path instead), when its server's pool is mapped here (a same-host
+    /// server on the shared-memory data path); `None` otherwise (network, messages). Counted
+    /// as a direct get of `len` bytes. The pointer stays valid while the client lives and the
+    /// allocation is not freed; what it reads are plain loads of the server's memory, as
+    /// racy against other writers as a get (readers that need a consistent snapshot copy).
+    pub fn mapped(&self, allocation: &Allocation, offset: u64, len: usize) -> Result<Option<*const u8>> {
+        allocation.target(offset, len)?;
+        let Some(base) = self.direct_base(allocation, "get")? else { return Ok(None) };
+        self.count(&self.direct.gets, &self.direct.bytes_got, len);
+        Ok(Some((base + offset as usize) as *const u8))
+    }
+
     /// Copies `data` to `base + offset` (range checked by the caller).
     #[inline]
     pub(crate) fn direct_put(&self, base: usize, offset: u64, data: &[u8]) {
@@ -84,11 +98,11 @@ impl Client {
         len: usize,
         read: impl FnOnce(*const u8) -> R,
     ) -> Result<Option<R>> {
-        allocation.target(offset, len)?;
-        let Some(base) = self.direct_base_sized(allocation, len, "get")? else { return Ok(None) };
-        let out = read((base + offset as usize) as *const u8);
-        self.count(&self.direct.gets, &self.direct.bytes_got, len);
-        Ok(Some(out))
+        if !self.takes_direct_path(allocation, len) {
+            allocation.target(offset, len)?;
+            return Ok(None);
+        }
+        Ok(self.mapped(allocation, offset, len)?.map(read))
     }
 
     /// The 64-bit word at `base + offset` (8-byte aligned, range checked by the caller).

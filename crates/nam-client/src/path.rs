@@ -54,7 +54,7 @@ impl Client {
 
     /// Whether a `len`-byte transfer to `allocation` takes the direct path (and is so
     /// visible at the server when it returns, without a flush).
-    pub(crate) fn takes_direct_path(&self, allocation: &Allocation, len: usize) -> bool {
+    pub fn takes_direct_path(&self, allocation: &Allocation, len: usize) -> bool {
         allocation.is_direct()
             && len as u64
                 <= self.paths.direct_max.get(allocation.server).map_or(u64::MAX, |m| m.load(Ordering::Relaxed))

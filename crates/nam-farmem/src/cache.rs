@@ -24,7 +24,11 @@ pub struct LineStore {
     /// Most recently used way of each set: never the victim.
     mru: Vec<u8>,
     /// Line data; 64-byte blocks so every line (a multiple of 64 B) is 64-byte aligned and
-    /// typed views of it (`FarArray` chunks) are aligned for any plain type.
+    /// typed views of it (`FarArray` chunks) are aligned for any plain type. Laid out way
+    /// by way (`data_offset`): way `w` of every set, then way `w + 1`, so consecutive far
+    /// lines that land in the same way of consecutive sets are consecutive in memory, and a
+    /// loop streaming through them streams through local memory too (the CPU's prefetchers
+    /// follow it); set by set, consecutive lines sat `ways` lines apart.
     data: Vec<Block>,
     /// Direct-mapped (line -> slot + 1) hints; 0 is empty. Checked against `tags`.
     meta_cache: Vec<(u64, u32)>,
@@ -167,10 +171,17 @@ impl LineStore {
         self.state[slot] = state;
     }
 
+    /// Where the data of `slot` (way `slot % ways` of set `slot / ways`) starts in `data`.
+    #[inline]
+    fn data_offset(&self, slot: usize) -> usize {
+        ((slot % self.ways) * self.sets + slot / self.ways) * self.line_bytes
+    }
+
     /// The data of `slot`.
     #[inline]
     pub fn data(&self, slot: usize) -> &[u8] {
-        &self.bytes()[slot * self.line_bytes..(slot + 1) * self.line_bytes]
+        let at = self.data_offset(slot);
+        &self.bytes()[at..at + self.line_bytes]
     }
 
     fn bytes(&self) -> &[u8] {
@@ -183,8 +194,9 @@ impl LineStore {
     #[inline]
     pub fn data_ptr(&mut self, slot: usize) -> *mut u8 {
         debug_assert!(slot < self.slots());
-        // SAFETY: in bounds: slot < slots and data holds slots * line_bytes bytes.
-        unsafe { self.data.as_mut_ptr().cast::<u8>().add(slot * self.line_bytes) }
+        let at = self.data_offset(slot);
+        // SAFETY: in bounds: slot < slots, so at + line_bytes <= slots * line_bytes, the size of data.
+        unsafe { self.data.as_mut_ptr().cast::<u8>().add(at) }
     }
 
     /// The data of `slot`, writable.
@@ -195,16 +207,27 @@ impl LineStore {
         unsafe { std::slice::from_raw_parts_mut(self.data_ptr(slot), n) }
     }
 
-    /// Writable data of several distinct slots at once.
-    pub fn data_many(&mut self, slots: &[usize]) -> Vec<&mut [u8]> {
-        let mut sorted: Vec<usize> = slots.to_vec();
-        sorted.sort_unstable();
-        assert!(sorted.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
-        let base = self.data.as_mut_ptr().cast::<u8>();
+    /// Writable data of several runs of distinct slots at once, each run's lines one after
+    /// the other in memory (as [`LineStore::data_run`] checks; panics otherwise).
+    pub fn data_runs_mut(&mut self, runs: &[&[usize]]) -> Vec<&mut [u8]> {
+        let mut all: Vec<usize> = runs.iter().flat_map(|r| r.iter().copied()).collect();
+        all.sort_unstable();
+        assert!(all.windows(2).all(|w| w[0] != w[1]), "slots must be distinct");
+        assert!(runs.iter().all(|r| self.data_run(r).is_some()), "each run must be adjacent lines");
         let n = self.line_bytes;
-        // SAFETY: the slots are distinct (asserted) and inside `data`, so the slices are
-        // disjoint; they borrow `self` mutably for their lifetime.
-        slots.iter().map(|&s| unsafe { std::slice::from_raw_parts_mut(base.add(s * n), n) }).collect()
+        let starts: Vec<(usize, usize)> = runs.iter().map(|r| (self.data_offset(r[0]), r.len() * n)).collect();
+        let base = self.data.as_mut_ptr().cast::<u8>();
+        // SAFETY: every run is adjacent lines inside `data` (asserted) and no slot is in two
+        // runs (asserted), so the slices are disjoint; they borrow `self` mutably.
+        starts.iter().map(|&(at, len)| unsafe { std::slice::from_raw_parts_mut(base.add(at), len) }).collect()
+    }
+
+    /// The data of `slots` when their lines lie one after the other in memory (each slot's
+    /// line right after the previous one's), else `None`.
+    pub fn data_run(&self, slots: &[usize]) -> Option<&[u8]> {
+        let first = self.data_offset(*slots.first()?);
+        let adjacent = slots.iter().enumerate().all(|(k, &s)| self.data_offset(s) == first + k * self.line_bytes);
+        adjacent.then(|| &self.bytes()[first..first + slots.len() * self.line_bytes])
     }
 
     /// Slots whose line is dirty.
@@ -251,5 +274,28 @@ mod tests {
         let v = store.victim(99, &[2], false).unwrap();
         assert!(v == 1 || v == 3, "a dirty way other than the MRU and the excluded one: {v}");
         assert!(store.data_ptr(3).cast::<u128>().is_aligned(), "lines are aligned for typed views");
+    }
+
+    #[test]
+    fn one_way_of_consecutive_sets_is_contiguous_and_lines_are_disjoint() {
+        let (sets, ways, line) = (8, 4, 128);
+        let mut store = LineStore::new(sets, ways, line, 0, 3);
+        // Way 1 of sets 2 and 3 (slots 9 and 13) are neighbours in memory.
+        let (a, b) = (store.data_ptr(2 * ways + 1) as usize, store.data_ptr(3 * ways + 1) as usize);
+        assert_eq!(b - a, line);
+        let mut starts: Vec<usize> = (0..sets * ways).map(|s| store.data_ptr(s) as usize).collect();
+        starts.sort_unstable();
+        assert!(starts.windows(2).all(|w| w[1] - w[0] == line), "every slot has its own line");
+        for slot in 0..sets * ways {
+            store.data_mut(slot).fill(slot as u8);
+        }
+        for slot in 0..sets * ways {
+            assert!(store.data(slot).iter().all(|&b| b == slot as u8), "slot {slot} overlaps another");
+        }
+        assert_eq!(store.data_run(&[1, 5, 9]).map(|d| d.len()), Some(3 * line), "way 1 of sets 0-2");
+        assert!(store.data_run(&[1, 2]).is_none(), "two ways of one set are not neighbours");
+        let runs = store.data_runs_mut(&[&[1, 5, 9], &[2]]);
+        assert_eq!((runs[0].len(), runs[1].len()), (3 * line, line));
+        assert!(runs[0][line..2 * line].iter().all(|&b| b == 5) && runs[1].iter().all(|&b| b == 2));
     }
 }

@@ -21,14 +21,27 @@ pub struct SpanService {
     far_bytes: u64,
     /// A put was issued since the last fence: a get must not overtake it.
     unfenced: AtomicBool,
+    /// A put took UCX RMA (not the direct path) since the last flush: memory read in place
+    /// ([`SpanService::mapped`]) may not show it yet.
+    unflushed_rma: AtomicBool,
 }
 
 impl SpanService {
     /// A service for `far_bytes` of far memory striped over every server of `client`.
     pub fn new(client: Arc<Client>, far_bytes: u64, span_bytes: u64, interleave_bytes: u64) -> SpanService {
         let table = ExtentTable::new(far_bytes, client.server_count(), interleave_bytes);
+<<<<<<< HEAD
         let far_bytes = table.far_bytes();
         SpanService { client, table: Mutex::new(table), span_bytes, far_bytes, unfenced: AtomicBool::new(false) }
+=======
+        SpanService {
+            client,
+            table: Mutex::new(table),
+            span_bytes,
+            unfenced: AtomicBool::new(false),
+            unflushed_rma: AtomicBool::new(false),
+        }
+>>>>>>> issue8-saxpy
     }
 
     /// The span size.
@@ -126,6 +139,9 @@ impl SpanService {
             }
             let alloc = table.chunk(piece.extent, piece.server).expect("allocated above");
             self.unfenced.store(true, Ordering::Release);
+            if !self.client.takes_direct_path(alloc, piece.len) {
+                self.unflushed_rma.store(true, Ordering::Release);
+            }
             self.client
                 .put(alloc, piece.offset, &data[done..done + piece.len])
                 .map_err(|e| self.server_error(piece.server, "span write", e))?;
@@ -140,7 +156,42 @@ impl SpanService {
             self.client.flush_server(server).map_err(|e| self.server_error(server, "flush", e))?;
         }
         self.unfenced.store(false, Ordering::Release);
+        self.unflushed_rma.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Where the bytes from `addr` lie in this process when they can be read in place,
+    /// without a copy, and how many of them (at least `min_len`, at most `max_len`, whole
+    /// spans): one stretch of one chunk that has been written, on a server whose pool is
+    /// mapped here (UCX shared memory's direct path). `None` otherwise (the caller reads a
+    /// copy: network transports, never-written chunks, a stretch shorter than `min_len`).
+    /// The bytes stay there while this service lives; puts made since through UCX RMA are
+    /// only visible there after a flush ([`SpanService::loads_need_flush`]).
+    pub fn mapped(&self, addr: u64, min_len: usize, max_len: usize) -> Result<Option<(*const u8, usize)>> {
+        self.check_span(addr, min_len as u64)?;
+        if self.loads_need_flush() {
+            self.flush()?; // loads see puts that went through UCX only once they completed
+        }
+        let table = self.table.lock();
+        let max_len = (max_len as u64).min(table.far_bytes() - addr) as usize;
+        let first = first_piece(&table, addr, max_len.max(min_len));
+        let len = first.len / self.span_bytes as usize * self.span_bytes as usize;
+        if len < min_len {
+            return Ok(None);
+        }
+        let Some(alloc) = table.chunk(first.extent, first.server) else { return Ok(None) };
+        let at = self
+            .client
+            .mapped(alloc, first.offset, len)
+            .map_err(|e| self.server_error(first.server, "span read", e))?;
+        Ok(at.map(|p| (p, len)))
+    }
+
+    /// Whether a put went through UCX RMA since the last flush, so that memory read in place
+    /// may not show it yet.
+    #[inline]
+    pub fn loads_need_flush(&self) -> bool {
+        self.unflushed_rma.load(Ordering::Acquire)
     }
 
     /// Frees every chunk on the servers.
@@ -187,6 +238,24 @@ impl SpanService {
     fn server_error(&self, server: usize, what: &'static str, source: nam_client::Error) -> Error {
         Error::Server { server, addr: self.client.config().servers[server], what, source: Box::new(source) }
     }
+}
+
+/// The first stretch of [`pieces`]`(table, addr, len)`, without walking the rest.
+fn first_piece(table: &ExtentTable, addr: u64, len: usize) -> Piece {
+    let p = table.locate(addr);
+    let end = addr + len as u64;
+    let mut piece = Piece { extent: p.extent, server: p.server, offset: p.offset, len: 0 };
+    let mut at = addr;
+    while at < end {
+        let q = table.locate(at);
+        if q.extent != piece.extent || q.server != piece.server || q.offset != piece.offset + piece.len as u64 {
+            break;
+        }
+        let n = q.granule_left.min(end - at) as usize;
+        piece.len += n;
+        at += n as u64;
+    }
+    piece
 }
 
 /// A stretch of far memory contiguous in one chunk of one server.

@@ -20,6 +20,9 @@ pub struct Stats {
     /// Streaming reads of missing lines served from a staging copy without allocating a
     /// line, because every way of the set that could be replaced was dirty.
     pub bypassed: u64,
+    /// Streaming reads of missing lines read in place in the server's memory, without a
+    /// copy or a line (the server's pool is mapped here: UCX shared memory's direct path).
+    pub in_place: u64,
     /// Full-line writes that skipped the fetch.
     pub full_line_writes: u64,
     /// Lookups answered by the metadata cache.

@@ -77,6 +77,7 @@ pub fn delta(before: Stats, after: Stats) -> Stats {
         prefetches: after.prefetches - before.prefetches,
         evictions: after.evictions - before.evictions,
         bypassed: after.bypassed - before.bypassed,
+        in_place: after.in_place - before.in_place,
         writebacks: after.writebacks - before.writebacks,
         ..after
     }

@@ -245,6 +245,7 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         way_in: "paged",
         repeats: None,
         bypassed: None,
+        in_place: None,
         local_fraction: far.fraction,
         prefetch: far.prefetch,
         servers: far.servers.len(),

@@ -30,7 +30,8 @@ fn row(r: &Run) -> String {
     )
 }
 
-/// What follows the workload's name: line size, metadata cache, medians, bypassed reads.
+/// What follows the workload's name: line size, metadata cache, medians, bypassed reads,
+/// reads in place.
 fn label(r: &Run) -> String {
     let mut out = String::new();
     if let Some(l) = r.line_bytes {
@@ -44,6 +45,9 @@ fn label(r: &Run) -> String {
     }
     if let Some(b) = r.bypassed {
         out += &format!(", {b} bypassed");
+    }
+    if let Some(n) = r.in_place.filter(|&n| n > 0) {
+        out += &format!(", {n} read in place");
     }
     out
 }

@@ -57,14 +57,22 @@ fn init(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>) -> Result<()>
 
 /// The passes, the flush and the checksum `Saxpy::run` computes.
 fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize) -> Result<u64> {
+    let phases = std::env::var_os("NAM_SAXPY_PHASES").is_some();
+    let t = Instant::now();
     for _ in 0..passes {
         y.zip_chunks_mut(far, x, 0..x.len(), DestMode::Update, |_, xs, ys| {
             for (y, x) in ys.iter_mut().zip(xs) {
                 *y += 0.5 * *x;
             }
         })?;
+        if phases {
+            eprintln!("pass {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        }
     }
     far.flush()?;
+    if phases {
+        eprintln!("flush {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
     let mut sum = 0u64;
     y.for_each_chunk(far, 0..y.len(), |start, ys| {
         // Elements at multiples of 97, as the local checksum takes them.

@@ -65,6 +65,7 @@ impl FarMemory {
         let lb = self.config.line_bytes;
         let last = (addr + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
+        self.mapped = (0, 0, 0);
         let mut at = 0usize;
         while at < len {
             let a = addr + at as u64;
@@ -96,6 +97,7 @@ impl FarMemory {
         let lb = self.config.line_bytes;
         let last = (src + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
+        self.mapped = (0, 0, 0);
         let mut at = 0usize;
         while at < len {
             let (s, d) = (src + at as u64, dst + at as u64);
@@ -114,7 +116,7 @@ impl FarMemory {
                     self.staged = (0, 0);
                     let (store, staging) = (&self.store, &mut self.staging);
                     staging[..lb as usize].copy_from_slice(store.data(slot));
-                    self.staging.as_mut_ptr()
+                    self.staging.as_ptr()
                 }
                 Ok(view) => view,
                 Err(e) => {
@@ -147,16 +149,23 @@ impl FarMemory {
     /// until the caller clears it) or its staging copy when the set had no clean victim;
     /// `last` is the range's last line (staging reads ahead up to it). Slots already in
     /// `self.pinned` are not replaced.
-    fn read_view(&mut self, line: u64, last: u64) -> Result<*mut u8> {
+    fn read_view(&mut self, line: u64, last: u64) -> Result<*const u8> {
         let lb = self.config.line_bytes;
         let (first, count) = self.staged;
         if (first..first + count).contains(&line) {
             // SAFETY: inside the staging buffer, which holds `count` lines from `first`.
-            return Ok(unsafe { self.staging.as_mut_ptr().add(((line - first) * lb) as usize) });
+            return Ok(unsafe { self.staging.as_ptr().add(((line - first) * lb) as usize) });
         }
         if let Some(slot) = self.hit(line)? {
             self.pinned.push(slot);
-            return Ok(self.store.data_ptr(slot));
+            return Ok(self.store.data_ptr(slot).cast_const());
+        }
+        if let Some(view) = self.in_place_view(line, last)? {
+            // The line lies in this process already (the server's mapped pool): read it
+            // there. No copy, no line taken from the budget, nothing evicted.
+            self.stats.misses += 1;
+            self.stats.in_place += 1;
+            return Ok(view);
         }
         if self.store.victim(line, &self.pinned, true).is_none() {
             let room = self.staging.len() as u64 / lb;
@@ -172,7 +181,7 @@ impl FarMemory {
             self.staging = staging;
             result?;
             self.staged = (line, count);
-            return Ok(self.staging.as_mut_ptr());
+            return Ok(self.staging.as_ptr());
         }
         // A streaming read does not train the prefetcher: its lines go in without priority,
         // and fetching more of them ahead would only push out lines that are being reused.
@@ -180,7 +189,24 @@ impl FarMemory {
         self.issue()?;
         let slot = self.slot_of(line)?;
         self.pinned.push(slot);
-        Ok(self.store.data_ptr(slot))
+        Ok(self.store.data_ptr(slot).cast_const())
+    }
+
+    /// Where `line` lies in a server's pool mapped here, if it can be read in place. The
+    /// stretch found (up to the range's last line `last`, within one chunk) is remembered,
+    /// so a sweep asks the span service once per stretch, not once per line.
+    fn in_place_view(&mut self, line: u64, last: u64) -> Result<Option<*const u8>> {
+        let lb = self.config.line_bytes;
+        let (first, count, at) = self.mapped;
+        if (first..first + count).contains(&line) && !self.span.loads_need_flush() {
+            return Ok(Some((at + ((line - first) * lb) as usize) as *const u8));
+        }
+        self.mapped = (0, 0, 0);
+        let Some((at, len)) = self.span.mapped(line * lb, lb as usize, ((last + 1 - line) * lb) as usize)? else {
+            return Ok(None);
+        };
+        self.mapped = (line, len as u64 / lb, at as usize);
+        Ok(Some(at))
     }
 
     /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
