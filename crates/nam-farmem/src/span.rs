@@ -30,18 +30,15 @@ impl SpanService {
     /// A service for `far_bytes` of far memory striped over every server of `client`.
     pub fn new(client: Arc<Client>, far_bytes: u64, span_bytes: u64, interleave_bytes: u64) -> SpanService {
         let table = ExtentTable::new(far_bytes, client.server_count(), interleave_bytes);
-<<<<<<< HEAD
         let far_bytes = table.far_bytes();
-        SpanService { client, table: Mutex::new(table), span_bytes, far_bytes, unfenced: AtomicBool::new(false) }
-=======
         SpanService {
             client,
             table: Mutex::new(table),
             span_bytes,
+            far_bytes,
             unfenced: AtomicBool::new(false),
             unflushed_rma: AtomicBool::new(false),
         }
->>>>>>> issue8-saxpy
     }
 
     /// The span size.
