@@ -11,8 +11,9 @@
 //! server checks the parity and every segment against stored checksums, so wrong data is
 //! never returned.
 
-use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
-use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
+use super::{agree, agreed, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use crate::comm::{all_gather_u64, Comm};
+use crate::patient;
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
 use crate::groups::form_sets;
@@ -56,6 +57,9 @@ pub struct NamXor {
     server: SocketAddr,
     /// The last protect failed: agree on the epoch before the next.
     resync: bool,
+    /// Wall seconds of this rank's last own restore, from asking the server to holding the
+    /// verified bytes (only on the rank that was lost).
+    restore_seconds: Option<f64>,
     // Field order: the member (which borrows the client) goes first.
     member: Option<CkptMember<'static>>,
     client: &'static Client,
@@ -102,7 +106,7 @@ impl NamXor {
         spec.timeout = SERVER_WAIT;
         spec.segment_bytes = segment_bytes;
         spec.in_flight = in_flight;
-        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, member: None, client })
+        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, restore_seconds: None, member: None, client })
     }
 
     /// The ranks of this rank's set.
@@ -245,6 +249,13 @@ impl NamXor {
         })
     }
 
+    /// On the rank that was lost, the wall seconds of its last restore from asking the memory
+    /// server to holding the verified bytes in its buffer (the rest of [`Rebuilt::seconds`] is
+    /// the ranks agreeing who was lost and on the epoch); `None` on the survivors.
+    pub fn restore_seconds(&self) -> Option<f64> {
+        self.restore_seconds
+    }
+
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
     /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none: the lost rank finds the
     /// rebuilt bytes in [`NamXor::buffer_mut`] afterwards ([`Rebuilt::data`] stays `None`).
@@ -262,14 +273,20 @@ impl NamXor {
         let last = if self.resync { all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) } else { last };
         let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
-        let pulled = member
-            .ready_epoch(epoch)
-            .and_then(|_| member.wait(SERVER_WAIT))
-            .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
-            .map_err(client_error("parity generation"));
+        let t0 = crate::cpu::process_cpu_seconds();
+        let r1 = member.ready_epoch(epoch);
+        let t1 = crate::cpu::process_cpu_seconds();
+        let r2 = r1.and_then(|_| member.wait(SERVER_WAIT));
+        let t2 = crate::cpu::process_cpu_seconds();
+        let pulled = r2.and_then(|_| member.wait_complete(epoch, SERVER_WAIT)).map_err(client_error("parity generation"));
+        let t3 = crate::cpu::process_cpu_seconds();
         // One collective: every rank's length, bit 63 set where its part failed.
         let failed_bit = 1u64 << 63;
-        let words = all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
+        let words = patient::all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
+        let t4 = crate::cpu::process_cpu_seconds();
+        if std::env::var_os("NAM_TRACE_CPU").is_some() {
+            eprintln!("TRACE rank {} ready {:.3}ms wait {:.3}ms complete {:.3}ms gather {:.3}ms", self.me(), (t1-t0)*1e3, (t2-t1)*1e3, (t3-t2)*1e3, (t4-t3)*1e3);
+        }
         if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
             self.resync = true;
             return Err(pulled.err().unwrap_or_else(|| {
@@ -278,8 +295,12 @@ impl NamXor {
         }
         self.resync = false;
         let record = self.record(epoch, words);
+        let t5 = crate::cpu::process_cpu_seconds();
         let written = write_record(target, &record);
-        agree(&self.set_comm, written, "writing the NAM-XOR record")?;
+        agree_patiently(&self.set_comm, written, "writing the NAM-XOR record")?;
+        if std::env::var_os("NAM_TRACE_CPU").is_some() {
+            eprintln!("TRACE rank {} record {:.3}ms total {:.3}ms", self.me(), (crate::cpu::process_cpu_seconds()-t5)*1e3, clock.cpu_seconds()*1e3);
+        }
         Ok(ProtectStats {
             data_bytes: len as u64,
             sent_bytes: len as u64,
@@ -290,7 +311,16 @@ impl NamXor {
     }
 
     fn rebuild_staged(&mut self, have: bool, target: &Target, clock: Stopwatch) -> Result<Rebuilt> {
-        let lost = lost_ranks(&self.set_comm, have);
+        self.restore_seconds = None;
+        // One collective: who has its data, and each survivor's record (epoch, every size),
+        // which the lost rank needs and every rank checks.
+        let width = 2 + self.set.len();
+        let read = if have { read_record(target).ok() } else { None };
+        let mut mine = vec![u64::from(have), read.as_ref().map_or(0, |r| r.epoch)];
+        mine.extend((0..self.set.len()).map(|i| read.as_ref().and_then(|r| r.sizes.get(i).copied()).unwrap_or(0)));
+        let all = patient::all_gather_u64s(&self.set_comm, &mine);
+        let rows: Vec<&[u64]> = all.chunks_exact(width).collect();
+        let lost: Vec<usize> = (0..rows.len()).filter(|&i| rows[i][0] == 0).collect();
         let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
         if lost.len() > 1 {
             return Err(CkptError::Unrecoverable(format!(
@@ -300,42 +330,50 @@ impl NamXor {
         }
         let Some(&l) = lost.first() else { return Ok(Rebuilt::default()) };
         let me = self.me() as usize;
-        // One survivor's record names the epoch and every rank's size.
-        let root = if l == 0 { 1 } else { 0 };
-        let read = if me == root { read_record(target).map(Some) } else { Ok(None) };
-        let json = match &read {
-            Ok(Some(record)) => serde_json::to_vec(record).expect("serializes"),
-            _ => Vec::new(),
+        // The survivors' records name the epoch and every rank's size; they must agree (a
+        // survivor that loaded another checkpoint would also fail the server's checksums).
+        let records: Vec<(usize, &[u64])> =
+            rows.iter().enumerate().filter(|(_, row)| row[0] == 1 && row[1] != 0).map(|(i, row)| (i, *row)).collect();
+        let Some(&(_, first)) = records.first() else {
+            return Err(CkptError::Unrecoverable(format!(
+                "no survivor of NAM-XOR set {:?} could read its record of the checkpoint",
+                self.set
+            )));
         };
-        let json = broadcast_bytes(&self.set_comm, root, &json);
-        let record: Record = match read {
-            Err(e) => return Err(e),
-            Ok(_) if json.is_empty() => {
-                return Err(CkptError::Unrecoverable(format!(
-                    "rank {} could not read its NAM-XOR record",
-                    self.set[root]
-                )))
-            }
-            Ok(_) => serde_json::from_slice(&json).map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?,
-        };
+        if let Some(&(i, other)) = records.iter().find(|(_, row)| row[1..] != first[1..]) {
+            return Err(CkptError::Corrupt(format!(
+                "NAM-XOR records differ: rank {} names epoch {}, rank {} epoch {}",
+                self.set[records[0].0], first[1], self.set[i], other[1]
+            )));
+        }
+        let record = self.record(first[1], first[2..].to_vec());
         // The replacement joins with a buffer of its recorded size: the server rebuilds
         // straight into it when it maps it (same host), else into an allocation copied here.
         let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
+        let asked = std::time::Instant::now();
         let requested = joined.and_then(|()| {
             let member = self.member.as_mut().expect("joined");
             let own = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
             own.map_err(client_error("restore"))
         });
         // Also the barrier: no survivor polls the restore word before the server reset it.
-        let restoring = agree(&self.set_comm, requested, "requesting the restore")?;
+        let w1 = clock.wall_seconds();
+        let restoring = agree_patiently(&self.set_comm, requested, "requesting the restore")?;
+        let w2 = clock.wall_seconds();
         let member = self.member.as_mut().expect("joined");
         let waited = match restoring {
             Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
             None => member.wait_restore(SERVER_WAIT),
         };
-        agree(&self.set_comm, waited.map(|_| ()).map_err(client_error("restore")), "rebuilding at the memory server")?;
+        let w3 = clock.wall_seconds();
+        self.restore_seconds = (me == l && waited.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(&self.set_comm, waited.map(|_| ()).map_err(client_error("restore")), "rebuilding at the memory server")?;
+        let w4 = clock.wall_seconds();
         if me == l {
             write_record(target, &record)?;
+        }
+        if std::env::var_os("NAM_TRACE_CPU").is_some() {
+            eprintln!("TRACE restore rank {me} request {:.2}ms agree {:.2}ms wait {:.2}ms agree {:.2}ms record {:.2}ms", w1*1e3, (w2-w1)*1e3, (w3-w2)*1e3, (w4-w3)*1e3, (clock.wall_seconds()-w4)*1e3);
         }
         Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }
@@ -347,6 +385,13 @@ impl NamXor {
             None => Err(CkptError::Unrecoverable("NAM-XOR survivor has no group buffer to rebuild from".into())),
         }
     }
+}
+
+/// [`agree`] through a collective that sleeps while it waits ([`patient`]): NAM-XOR's ranks
+/// meet while the memory server may still need their cores.
+fn agree_patiently<T>(comm: &SimpleCommunicator, local: Result<T>, what: &str) -> Result<T> {
+    let all_ok = patient::all_agree(comm, local.is_ok());
+    agreed(comm, local, all_ok, what)
 }
 
 fn write_record(target: &Target, record: &Record) -> Result<()> {
