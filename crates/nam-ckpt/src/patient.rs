@@ -57,8 +57,6 @@ pub fn all_gather_u64s<C: Communicator>(comm: &C, values: &[u64]) -> Vec<u64> {
 pub fn all_agree<C: Communicator>(comm: &C, ok: bool) -> bool {
     let send = u8::from(ok);
     let mut all = 0u8;
-    mpi::request::scope(|scope| {
-        wait(comm.immediate_all_reduce_into(scope, &send, &mut all, SystemOperation::min()))
-    });
+    mpi::request::scope(|scope| wait(comm.immediate_all_reduce_into(scope, &send, &mut all, SystemOperation::min())));
     all == 1
 }

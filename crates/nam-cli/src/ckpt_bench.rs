@@ -301,6 +301,12 @@ fn run_scheme(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut app = Mockup::new(rank, len);
     let mut protector = Protector::build(comm, args, scheme, servers, len)?;
+    // NAM-XOR joins its group with the buffer here; every rank must learn if one failed
+    // (a rank that returned alone would leave the others in the next collective).
+    let joined = protector.buffer(len).map(|_| ());
+    if !comm.all_agree(joined.is_ok()) {
+        return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
+    }
     let mut samples = Vec::new();
     let mut name = String::new();
     // Checkpoint 0 is a warm-up for every scheme alike (buffers joined and mapped, files and

@@ -7,16 +7,18 @@
 //! waits: the server pulls every rank's buffer with one-sided GETs and keeps the XOR in
 //! ping-pong parity slots, so the ranks spend no CPU on parity. A small record file beside
 //! the checkpoint names the epoch. **Rebuild** has the survivors put their checkpoint back in
-//! their buffers, the lost rank ask the server for a restore, and every rank wait for it; the
-//! server checks the parity and every segment against stored checksums, so wrong data is
-//! never returned.
+//! their buffers; one collective names the lost rank and shares the survivors' records; the
+//! lost rank asks the server to rebuild it into its buffer and waits, while the survivors
+//! wait for it in a collective that sleeps. The server checks the parity and every segment
+//! against stored checksums, so wrong data is never returned. The ranks' collectives sleep
+//! while they wait ([`crate::patient`]), as their waits for the server do.
 
 use super::{agree, agreed, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
 use crate::comm::{all_gather_u64, Comm};
-use crate::patient;
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
 use crate::groups::form_sets;
+use crate::patient;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use nam_client::{CkptMember, Client, ClientConfig, GroupSpec};
@@ -106,7 +108,16 @@ impl NamXor {
         spec.timeout = SERVER_WAIT;
         spec.segment_bytes = segment_bytes;
         spec.in_flight = in_flight;
-        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, restore_seconds: None, member: None, client })
+        Ok(NamXor {
+            set_comm,
+            set: sets[idx].clone(),
+            spec,
+            server,
+            resync: true,
+            restore_seconds: None,
+            member: None,
+            client,
+        })
     }
 
     /// The ranks of this rank's set.
@@ -273,20 +284,14 @@ impl NamXor {
         let last = if self.resync { all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) } else { last };
         let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
-        let t0 = crate::cpu::process_cpu_seconds();
-        let r1 = member.ready_epoch(epoch);
-        let t1 = crate::cpu::process_cpu_seconds();
-        let r2 = r1.and_then(|_| member.wait(SERVER_WAIT));
-        let t2 = crate::cpu::process_cpu_seconds();
-        let pulled = r2.and_then(|_| member.wait_complete(epoch, SERVER_WAIT)).map_err(client_error("parity generation"));
-        let t3 = crate::cpu::process_cpu_seconds();
+        let pulled = member
+            .ready_epoch(epoch)
+            .and_then(|_| member.wait(SERVER_WAIT))
+            .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
+            .map_err(client_error("parity generation"));
         // One collective: every rank's length, bit 63 set where its part failed.
         let failed_bit = 1u64 << 63;
         let words = patient::all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
-        let t4 = crate::cpu::process_cpu_seconds();
-        if std::env::var_os("NAM_TRACE_CPU").is_some() {
-            eprintln!("TRACE rank {} ready {:.3}ms wait {:.3}ms complete {:.3}ms gather {:.3}ms", self.me(), (t1-t0)*1e3, (t2-t1)*1e3, (t3-t2)*1e3, (t4-t3)*1e3);
-        }
         if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
             self.resync = true;
             return Err(pulled.err().unwrap_or_else(|| {
@@ -295,12 +300,8 @@ impl NamXor {
         }
         self.resync = false;
         let record = self.record(epoch, words);
-        let t5 = crate::cpu::process_cpu_seconds();
         let written = write_record(target, &record);
         agree_patiently(&self.set_comm, written, "writing the NAM-XOR record")?;
-        if std::env::var_os("NAM_TRACE_CPU").is_some() {
-            eprintln!("TRACE rank {} record {:.3}ms total {:.3}ms", self.me(), (crate::cpu::process_cpu_seconds()-t5)*1e3, clock.cpu_seconds()*1e3);
-        }
         Ok(ProtectStats {
             data_bytes: len as u64,
             sent_bytes: len as u64,
@@ -350,30 +351,22 @@ impl NamXor {
         // The replacement joins with a buffer of its recorded size: the server rebuilds
         // straight into it when it maps it (same host), else into an allocation copied here.
         let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
+        // The lost rank asks and waits; the survivors wait for it in the collective that
+        // ends the rebuild (sleeping: the server needs the cores), so they leave their buffers
+        // alone until the restore is over and never poll the server's restore word.
         let asked = std::time::Instant::now();
-        let requested = joined.and_then(|()| {
+        let restored = joined.and_then(|()| {
+            if me != l {
+                return Ok(());
+            }
             let member = self.member.as_mut().expect("joined");
-            let own = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
-            own.map_err(client_error("restore"))
+            let restoring = member.restore_own(record.epoch).map_err(client_error("restore"))?;
+            member.finish_restore(restoring, SERVER_WAIT).map(|_| ()).map_err(client_error("restore"))
         });
-        // Also the barrier: no survivor polls the restore word before the server reset it.
-        let w1 = clock.wall_seconds();
-        let restoring = agree_patiently(&self.set_comm, requested, "requesting the restore")?;
-        let w2 = clock.wall_seconds();
-        let member = self.member.as_mut().expect("joined");
-        let waited = match restoring {
-            Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
-            None => member.wait_restore(SERVER_WAIT),
-        };
-        let w3 = clock.wall_seconds();
-        self.restore_seconds = (me == l && waited.is_ok()).then(|| asked.elapsed().as_secs_f64());
-        agree_patiently(&self.set_comm, waited.map(|_| ()).map_err(client_error("restore")), "rebuilding at the memory server")?;
-        let w4 = clock.wall_seconds();
+        self.restore_seconds = (me == l && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")?;
         if me == l {
             write_record(target, &record)?;
-        }
-        if std::env::var_os("NAM_TRACE_CPU").is_some() {
-            eprintln!("TRACE restore rank {me} request {:.2}ms agree {:.2}ms wait {:.2}ms agree {:.2}ms record {:.2}ms", w1*1e3, (w2-w1)*1e3, (w3-w2)*1e3, (w4-w3)*1e3, (clock.wall_seconds()-w4)*1e3);
         }
         Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }

@@ -699,3 +699,67 @@ unsafe fn mapped_segment<'a>(base: *const u8, size: usize, seg: usize, s: usize)
     let len = size.saturating_sub(at).min(seg);
     (len > 0).then(|| std::slice::from_raw_parts(base.add(at), len))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ckpt::slot::SlotState;
+
+    fn epoch_job(ranks: u32) -> Job {
+        let header = SlotHeader {
+            epoch: 1,
+            state: SlotState::Writing,
+            ranks,
+            segment: 4096,
+            sizes: vec![4 * 4096; ranks as usize],
+        };
+        let slot = Slot { offset: 0, len: header.slot_len(), handle: 0 };
+        Job::new(1, Purpose::Epoch, slot, header, Instant::now(), 4)
+    }
+
+    /// The ready ranks as the direct path sees them (their bases are never read here).
+    fn mapped(job: &Job) -> Vec<(usize, *const u8)> {
+        (0..job.pullers.len())
+            .filter(|&r| job.pullers[r].ready && job.pullers[r].next < job.pullers[r].segments)
+            .map(|r| (r, std::ptr::null()))
+            .collect()
+    }
+
+    fn cohort(job: &Job) -> Option<(u64, Vec<usize>)> {
+        job.foldable_cohort(mapped(job)).map(|(at, c)| (at, c.into_iter().map(|(r, _)| r).collect()))
+    }
+
+    #[test]
+    fn a_new_cohort_starts_once_it_is_as_large_as_the_ranks_still_to_come() {
+        let mut job = epoch_job(8);
+        for r in 0..3 {
+            job.flag_ready(r);
+            assert_eq!(cohort(&job), None, "{} ready, {} to come", r + 1, 7 - r);
+        }
+        job.flag_ready(3);
+        assert_eq!(cohort(&job), Some((0, vec![0, 1, 2, 3])));
+        // The first cohort is half-way; a new rank alone waits while it is smaller than the
+        // ranks still to come, and the cohort that started goes on meanwhile.
+        for r in 0..4 {
+            job.pullers[r].next = 2;
+        }
+        job.flag_ready(4);
+        assert_eq!(cohort(&job), Some((2, vec![0, 1, 2, 3])));
+        job.flag_ready(5);
+        assert_eq!(cohort(&job), Some((0, vec![4, 5])), "2 ready and 2 to come");
+        job.pullers[4].next = 1;
+        job.pullers[5].next = 1;
+        job.flag_ready(6);
+        job.flag_ready(7);
+        assert_eq!(cohort(&job), Some((0, vec![6, 7])), "the last ranks never wait");
+    }
+
+    #[test]
+    fn a_restore_folds_every_survivor_at_once() {
+        let header = SlotHeader { epoch: 1, state: SlotState::Valid, ranks: 3, segment: 4096, sizes: vec![8192; 3] };
+        let slot = Slot { offset: 0, len: header.slot_len(), handle: 0 };
+        let into = RestoreInto::Pool(0);
+        let job = Job::new(1, Purpose::Restore { lost: 1, into }, slot, header, Instant::now(), 4);
+        assert_eq!(cohort(&job), Some((0, vec![0, 2])));
+    }
+}
