@@ -80,7 +80,10 @@ impl Checkpointer {
             config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
         let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw)?;
         let kind = PolicyKind::parse(&config.policy.kind)?.with_ratio(config.policy.ratio);
-        let clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
+        let mut clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
+        if clc.wants_ssd_cost() && config.policy.ssd_probe.0 > 0 {
+            clc.probe_ssd(&comm, &config.ssd.dir, config.policy.ssd_probe.0 as usize, config.ssd.fsync)?;
+        }
         let ram = Level { kind: LevelKind::Ram, dir: config.ram.dir.clone(), keep: config.ram.keep };
         let ssd = Level { kind: LevelKind::Ssd, dir: config.ssd.dir.clone(), keep: config.ssd.keep };
         let pfs =

@@ -174,11 +174,15 @@ pub struct PolicyConfig {
     pub bound: f64,
     /// Force an SSD checkpoint every M-th checkpoint (0: never).
     pub force_ssd_every: u64,
+    /// Bytes each rank writes (and fsyncs, as `ssd.fsync` says) to the SSD level once at
+    /// init under `le-ple`, so performance-loss estimation knows the SSD's cost before its
+    /// first SSD checkpoint (0: no probe; the first SSD checkpoint is then chosen blind).
+    pub ssd_probe: Size,
 }
 
 impl Default for PolicyConfig {
     fn default() -> Self {
-        PolicyConfig { kind: "le-ple".into(), ratio: 9, bound: 0.10, force_ssd_every: 0 }
+        PolicyConfig { kind: "le-ple".into(), ratio: 9, bound: 0.10, force_ssd_every: 0, ssd_probe: Size(8 << 20) }
     }
 }
 

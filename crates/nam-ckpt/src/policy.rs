@@ -10,8 +10,11 @@
 //! The seed tests the loss *before* the checkpoint, so one SSD checkpoint taken just under
 //! the bound overshoots it by its whole cost. Here the test is Eq. 4.3 *after* the SSD
 //! checkpoint, with its cost predicted from this run's measured SSD seconds per byte:
-//! `(T_chk + c) / (T_total + c) <= bound`. Until an SSD checkpoint has been measured, `c` is
-//! unknown and taken as 0, which is the seed's test.
+//! `(T_chk + c) / (T_total + c) <= bound`. Until an SSD checkpoint has been measured, `c` comes
+//! from a probe at init: every rank writes `policy.ssd_probe` bytes to the SSD level at once
+//! (fsynced as checkpoints are) and the slowest rank's rate stands for the SSD's. Without the
+//! probe (`ssd_probe = 0`) `c` is taken as 0, the seed's test, and the first SSD checkpoint is
+//! chosen blind: it is the one that overshoots.
 //! **Size**: a checkpoint larger than the rank's RAM share goes to the SSD if wear allows,
 //! else it is skipped (the seed skips it).
 //!
@@ -100,7 +103,8 @@ pub struct Decision {
     /// Worst rank's `T_slowdown` before this checkpoint.
     pub slowdown: f64,
     /// Worst rank's `T_slowdown` predicted after this checkpoint if it went to the SSD
-    /// (equal to `slowdown` until an SSD checkpoint has been measured).
+    /// (from the init probe until an SSD checkpoint has been measured; equal to `slowdown`
+    /// when neither exists).
     pub slowdown_after_ssd: f64,
     /// Every rank's checkpoint fits its RAM share.
     pub fits_ram: bool,
@@ -117,6 +121,8 @@ pub struct Clc {
     checkpoint_seconds: f64,
     /// Measured SSD seconds and bytes of this run's SSD checkpoints, if any.
     ssd_cost: Option<Cost>,
+    /// The init probe's SSD seconds and bytes, used until an SSD checkpoint is measured.
+    ssd_probe: Option<Cost>,
     count: u64,
 }
 
@@ -160,8 +166,33 @@ impl Clc {
             start: Instant::now(),
             checkpoint_seconds: 0.0,
             ssd_cost: None,
+            ssd_probe: None,
             count: 0,
         }
+    }
+
+    /// Whether this policy uses the SSD's predicted cost (PLE): only then is a probe useful.
+    pub fn wants_ssd_cost(&self) -> bool {
+        self.kind == PolicyKind::LePle
+    }
+
+    /// Collective: every rank writes `bytes` to a probe file in `dir` at once (fsynced when
+    /// `fsync`), removes it, and the slowest rank's rate stands for the SSD's cost until a
+    /// checkpoint measures it. The probe bytes are not added to the wear record (they are
+    /// written once per run, a few MiB against the checkpoints' GiB).
+    pub fn probe_ssd(&mut self, comm: &Comm, dir: &std::path::Path, bytes: usize, fsync: bool) -> Result<()> {
+        let path = dir.join(format!(".nam-ssd-probe-{}", comm.rank()));
+        // Not zeros: a file system may store zero pages sparsely or compress them.
+        let data: Vec<u8> = (0..bytes).map(|i| (i as u8).wrapping_mul(167).wrapping_add(13)).collect();
+        comm.raw().barrier();
+        let started = Instant::now();
+        let written = write_probe(&path, &data, fsync);
+        let seconds = started.elapsed().as_secs_f64();
+        let _ = std::fs::remove_file(&path);
+        crate::redundancy::agree(comm.raw(), written, "probing the SSD level")?;
+        let slowest = comm.max_f64(seconds);
+        self.ssd_probe = Some(Cost { seconds: slowest, bytes: bytes as f64 });
+        Ok(())
     }
 
     /// Eq. 4.1 and 4.2 for this node, years (`L_estimated` is infinite before any SSD write).
@@ -188,7 +219,7 @@ impl Clc {
     /// measured SSD checkpoints (the current `T_slowdown` until one has been measured).
     pub fn slowdown_after_ssd(&self, bytes: u64) -> f64 {
         let total = self.start.elapsed().as_secs_f64();
-        let cost = self.ssd_cost.map_or(0.0, |c| c.predict(bytes));
+        let cost = self.ssd_cost.or(self.ssd_probe).map_or(0.0, |c| c.predict(bytes));
         if total + cost <= 0.0 {
             0.0
         } else {
@@ -253,6 +284,17 @@ impl Clc {
     pub fn wear(&self) -> &Wear {
         &self.wear
     }
+}
+
+/// Writes the probe file (and fsyncs it when `fsync`).
+fn write_probe(path: &std::path::Path, data: &[u8], fsync: bool) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).map_err(|e| CkptError::io("create", path, e))?;
+    file.write_all(data).map_err(|e| CkptError::io("write", path, e))?;
+    if fsync {
+        file.sync_all().map_err(|e| CkptError::io("fsync", path, e))?;
+    }
+    Ok(())
 }
 
 /// Algorithm 1 of seed 001 for checkpoint number `i` (from 0), on inputs combined over all

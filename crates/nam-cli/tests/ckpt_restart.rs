@@ -226,3 +226,33 @@ fn rank_killed_during_checkpoint_leaves_the_previous_version() {
     assert!(ok && out.contains("restart version=6 level=ssd rebuilt=[1]"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// LE+PLE with the SSD probe knows an SSD checkpoint's cost before the first one: under a
+/// bound no SSD checkpoint can meet, the first checkpoint goes to RAM. Without the probe
+/// (`ssd_probe = 0`, the seed's test) the first one goes to the SSD blind, and only the
+/// measured cost keeps the next ones in RAM.
+#[test]
+fn le_ple_first_checkpoint_is_placed_with_the_probed_ssd_cost() {
+    for (probe, first_level) in [("\"1MiB\"", "ram"), ("0", "ssd")] {
+        let dir = temp_dir(&format!("probe-{first_level}"));
+        let d = dir.display();
+        let text = format!(
+            "name = \"app\"\n[ram]\ndir = \"{d}/ram\"\ncapacity = \"64MiB\"\n[ssd]\ndir = \"{d}/ssd\"\nfsync = true\n\
+             [policy]\nkind = \"le-ple\"\nbound = 1e-9\nssd_probe = {probe}\n"
+        );
+        let cfg = dir.join("ckpt.toml");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&cfg, text).unwrap();
+        let (ok, out) = app(&cfg, &["--steps", "4"]);
+        assert!(ok, "{out}");
+        assert!(out.contains(&format!("checkpoint version=2 level={first_level}")), "probe {probe}:\n{out}");
+        assert!(out.contains("checkpoint version=4 level=ram"), "probe {probe}:\n{out}");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.join("ssd"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("probe"))
+            .collect();
+        assert!(leftovers.is_empty(), "the probe files were not removed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -14,8 +14,8 @@
 //! - Head (`NIH1`): magic, interval u32, generation u32: the newest commit (a hint; restart
 //!   also probes past it).
 
-use crate::crc32c::{crc32c, crc32c_append};
 use crate::error::StoreError;
+use nam_proto::checksum::{crc32c, RunningCrc};
 
 /// Magic of an image object.
 pub const IMAGE_MAGIC: &[u8; 4] = b"NIB1";
@@ -110,7 +110,10 @@ pub fn image_header(interval: u32, lens: &[usize]) -> Vec<u8> {
 
 /// The trailing checksum of an image written in parts.
 pub fn image_trailer(header: &[u8], parts: &[&[u8]]) -> [u8; 4] {
-    parts.iter().fold(crc32c(header), |crc, p| crc32c_append(crc, p)).to_le_bytes()
+    let mut crc = RunningCrc::new();
+    crc.update(header);
+    parts.iter().for_each(|p| crc.update(p));
+    crc.value().to_le_bytes()
 }
 
 /// A region's placement as a commit records it.

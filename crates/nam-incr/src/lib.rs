@@ -44,7 +44,6 @@
 
 mod commit;
 mod copy;
-pub mod crc32c;
 mod engine;
 mod error;
 mod fork;

@@ -143,7 +143,7 @@ impl RecordBuilder {
         }
         out.extend_from_slice(&self.data);
         self.data.clear();
-        let crc = crate::crc32c::crc32c(&out[start..]);
+        let crc = nam_proto::checksum::crc32c(&out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
     }
 }
