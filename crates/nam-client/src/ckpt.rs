@@ -222,6 +222,14 @@ impl<'c> CkptMember<'c> {
         })
     }
 
+    /// Whether the server reaches this rank through shared memory (the control block is
+    /// mapped here): it then reads the buffer in place, and this process need not progress
+    /// for it. Elsewhere UCX may emulate the server's GETs with messages this process must
+    /// answer, so a rank must keep calling into the library while the server reads it.
+    pub fn served_in_place(&self) -> bool {
+        self.control.is_direct()
+    }
+
     /// How long a wait may sleep while the server may still read this rank's buffer: over
     /// shared memory the server reads it in place, so as long as once the group is pulled;
     /// elsewhere UCX may emulate the server's GETs with messages this process must answer.

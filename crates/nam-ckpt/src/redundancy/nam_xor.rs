@@ -315,9 +315,10 @@ impl NamXor {
         self.restore_seconds = None;
         // One collective: who has its data, and each survivor's record (epoch, every size),
         // which the lost rank needs and every rank checks.
-        let width = 2 + self.set.len();
+        let width = 3 + self.set.len();
         let read = if have { read_record(target).ok() } else { None };
-        let mut mine = vec![u64::from(have), read.as_ref().map_or(0, |r| r.epoch)];
+        let in_place = self.member.as_ref().is_some_and(|m| m.served_in_place());
+        let mut mine = vec![u64::from(have), u64::from(in_place), read.as_ref().map_or(0, |r| r.epoch)];
         mine.extend((0..self.set.len()).map(|i| read.as_ref().and_then(|r| r.sizes.get(i).copied()).unwrap_or(0)));
         let all = patient::all_gather_u64s(&self.set_comm, &mine);
         let rows: Vec<&[u64]> = all.chunks_exact(width).collect();
@@ -333,42 +334,79 @@ impl NamXor {
         let me = self.me() as usize;
         // The survivors' records name the epoch and every rank's size; they must agree (a
         // survivor that loaded another checkpoint would also fail the server's checksums).
-        let records: Vec<(usize, &[u64])> =
-            rows.iter().enumerate().filter(|(_, row)| row[0] == 1 && row[1] != 0).map(|(i, row)| (i, *row)).collect();
+        let all_in_place = rows.iter().enumerate().all(|(i, row)| i == l || row[1] == 1);
+        let records: Vec<(usize, &[u64])> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| row[0] == 1 && row[2] != 0)
+            .map(|(i, row)| (i, &row[2..]))
+            .collect();
         let Some(&(_, first)) = records.first() else {
             return Err(CkptError::Unrecoverable(format!(
                 "no survivor of NAM-XOR set {:?} could read its record of the checkpoint",
                 self.set
             )));
         };
-        if let Some(&(i, other)) = records.iter().find(|(_, row)| row[1..] != first[1..]) {
+        if let Some(&(i, other)) = records.iter().find(|(_, row)| *row != first) {
             return Err(CkptError::Corrupt(format!(
                 "NAM-XOR records differ: rank {} names epoch {}, rank {} epoch {}",
-                self.set[records[0].0], first[1], self.set[i], other[1]
+                self.set[records[0].0], first[0], self.set[i], other[0]
             )));
         }
-        let record = self.record(first[1], first[2..].to_vec());
+        let record = self.record(first[0], first[1..].to_vec());
         // The replacement joins with a buffer of its recorded size: the server rebuilds
         // straight into it when it maps it (same host), else into an allocation copied here.
         let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
-        // The lost rank asks and waits; the survivors wait for it in the collective that
-        // ends the rebuild (sleeping: the server needs the cores), so they leave their buffers
-        // alone until the restore is over and never poll the server's restore word.
-        let asked = std::time::Instant::now();
-        let restored = joined.and_then(|()| {
-            if me != l {
-                return Ok(());
-            }
-            let member = self.member.as_mut().expect("joined");
-            let restoring = member.restore_own(record.epoch).map_err(client_error("restore"))?;
-            member.finish_restore(restoring, SERVER_WAIT).map(|_| ()).map_err(client_error("restore"))
-        });
-        self.restore_seconds = (me == l && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
-        agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")?;
+        if all_in_place {
+            self.restore_in_place(me == l, joined, record.epoch)?;
+        } else {
+            self.restore_over_network(me == l, joined, record.epoch)?;
+        }
         if me == l {
             write_record(target, &record)?;
         }
         Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+    }
+
+    /// The restore when the server reads every survivor in place: the lost rank asks and
+    /// waits; the survivors wait for it in the collective that ends the rebuild (sleeping:
+    /// the server needs the cores), so they leave their buffers alone until it is over.
+    fn restore_in_place(&mut self, lost: bool, joined: Result<()>, epoch: u64) -> Result<()> {
+        let asked = std::time::Instant::now();
+        let restored = joined.and_then(|()| {
+            if !lost {
+                return Ok(());
+            }
+            let member = self.member.as_mut().expect("joined");
+            let restoring = member.restore_own(epoch).map_err(client_error("restore"))?;
+            member.finish_restore(restoring, SERVER_WAIT).map(|_| ()).map_err(client_error("restore"))
+        });
+        self.restore_seconds = (lost && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")
+    }
+
+    /// The restore when the server reaches a survivor over the network: UCX may emulate its
+    /// GETs with messages that survivor must answer, so every survivor waits on the restore
+    /// word, progressing, after a collective that ensures the server has reset it.
+    fn restore_over_network(&mut self, lost: bool, joined: Result<()>, epoch: u64) -> Result<()> {
+        let asked = std::time::Instant::now();
+        let requested = joined.and_then(|()| {
+            let member = self.member.as_mut().expect("joined");
+            let own = if lost { member.restore_own(epoch).map(Some) } else { Ok(None) };
+            own.map_err(client_error("restore"))
+        });
+        let restoring = agree_patiently(&self.set_comm, requested, "requesting the restore")?;
+        let member = self.member.as_mut().expect("joined");
+        let waited = match restoring {
+            Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
+            None => member.wait_restore(SERVER_WAIT),
+        };
+        self.restore_seconds = (lost && waited.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(
+            &self.set_comm,
+            waited.map(|_| ()).map_err(client_error("restore")),
+            "rebuilding at the memory server",
+        )
     }
 
     /// A survivor whose buffer already holds its data must be joined with it.
