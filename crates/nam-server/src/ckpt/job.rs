@@ -331,10 +331,9 @@ impl Job {
     /// it is at: the one furthest behind that may start. A cohort that has started always
     /// may; a new one (at segment 0) of an epoch starts only once it is at least as large as
     /// the ranks still to flag ready. Every cohort reads and writes the parity once more, so
-    /// folding ranks one by one as they trickle in moved up to four times the bytes of one
-    /// pass (measured: the server's fold rate fell to 0.4 of a plain XOR loop at 256 MiB per
-    /// rank); halving the cohorts bounds the parity passes by log2(ranks) + 1 while the last
-    /// rank still finds the others folded.
+    /// folding ranks one by one as they trickle in makes up to one parity pass per rank (for
+    /// 8 ranks, about three times the memory traffic of one pass); halving the cohorts bounds
+    /// the passes by log2(ranks) + 1 while the last rank still finds the others folded.
     fn foldable_cohort(&self, mapped: Vec<(usize, *const u8)>) -> Option<(u64, Vec<(usize, *const u8)>)> {
         let waiting = match self.purpose {
             Purpose::Epoch => self.pullers.iter().filter(|p| p.active && !p.ready).count(),
