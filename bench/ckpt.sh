@@ -19,15 +19,18 @@ trap 'rm -rf "$disk" "$tmpfs"' EXIT
 run() { # name, then ckpt-bench arguments
     local name=$1
     shift
-    "${mpi[@]}" "$nam" ckpt-bench --checkpoints 2 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
+    echo "$name: load average before $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/ckpt-$name.load"
+    "${mpi[@]}" "$nam" ckpt-bench --restores 3 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
+    echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-$name.load"
 }
 
-for size in 64MiB 512MiB; do
-    run "disk-$size" --size-per-rank "$size" --dir "$disk"
-done
-for size in 64MiB 256MiB; do
-    run "tmpfs-$size" --size-per-rank "$size" --dir "$tmpfs" --no-fsync
-done
+# Medians over 5 checkpoints (3 at the large sizes, whose partner and XOR checkpoints take
+# seconds each) and 3 restarts, so that one sample disturbed by the shared cores does not
+# decide.
+run disk-64MiB --size-per-rank 64MiB --dir "$disk" --checkpoints 5
+run disk-512MiB --size-per-rank 512MiB --dir "$disk" --checkpoints 3
+run tmpfs-64MiB --size-per-rank 64MiB --dir "$tmpfs" --no-fsync --checkpoints 5
+run tmpfs-256MiB --size-per-rank 256MiB --dir "$tmpfs" --no-fsync --checkpoints 3
 : > "$out/ckpt-segments.md"
 for segment in 496 4KiB 64KiB 256KiB 1MiB; do
     "${mpi[@]}" "$nam" ckpt-bench --scheme nam-xor --checkpoints 2 --size-per-rank 64MiB --dir "$tmpfs" \
@@ -43,8 +46,12 @@ done
     echo
     echo "$ranks MPI ranks on $ranks emulated nodes (\`NAM_EMULATE_NODES\`), oversubscribed on this"
     echo "machine's cores together with the memory server. Each run executes partner, XOR on"
-    echo "nodes and NAM-XOR one after the other on the same data; times are the slowest rank's."
-    echo "\`rank CPU s\` sums the compute ranks' CPU seconds spent on redundancy per checkpoint;"
+    echo "nodes and NAM-XOR one after the other on the same data; times are the slowest rank's,"
+    echo "medians over the timed checkpoints and over 3 restarts (each after erasing rank 1's data"
+    echo "and overwriting its buffer). \`rank CPU s\` sums the compute ranks' CPU seconds spent on"
+    echo "redundancy per checkpoint. NAM-XOR's restore GB/s is timed on the lost rank, from its"
+    echo "request to the server to its verified bytes; the line below each table also gives the"
+    echo "rebuild with the ranks' agreement on who was lost (partner and XOR: that is their restore);"
     echo "the server's XOR rate is bytes folded per CPU second of the server's work (all its"
     echo "threads) over the bytes per CPU second of a plain in-memory XOR loop run in the same"
     echo "job: CPU time, because here the server shares the 2 cores with the 8 ranks (a memory"
@@ -52,6 +59,8 @@ done
     echo
     for name in disk-64MiB disk-512MiB tmpfs-64MiB tmpfs-256MiB; do
         cat "$out/ckpt-$name.md"
+        echo
+        echo "($(tr '\n' ' ' < "$out/ckpt-$name.load"))"
         echo
     done
     echo "### NAM-XOR segment size (64 MiB per rank, tmpfs)"

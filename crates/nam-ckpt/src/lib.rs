@@ -75,6 +75,7 @@ pub mod incremental;
 pub mod level;
 mod mapped;
 pub mod node;
+pub mod patient;
 pub mod policy;
 pub mod pq;
 pub mod redfile;

@@ -31,7 +31,8 @@ pub struct CkptBenchArgs {
     /// weak: every rank checkpoints --size-per-rank; strong: the size is split over the ranks.
     #[arg(long, default_value = "weak")]
     scaling: String,
-    /// Timed checkpoints per scheme, each after a compute phase (after one untimed warm-up).
+    /// Timed checkpoints per scheme, each after a compute phase (after one untimed warm-up);
+    /// per-checkpoint figures are their medians.
     #[arg(long, default_value_t = 2)]
     checkpoints: u32,
     /// Compute phase before each checkpoint, in milliseconds.
@@ -61,6 +62,9 @@ pub struct CkptBenchArgs {
     /// The rank that loses its node-local data before the restart.
     #[arg(long, default_value_t = 1)]
     lose: usize,
+    /// Restarts per scheme, each after erasing `--lose`'s data (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    restores: u32,
     /// One JSON object per scheme instead of the table.
     #[arg(long)]
     json: bool,
@@ -82,18 +86,26 @@ struct SchemeResult {
     storage: String,
     /// NAM-XOR's segment size (0: the server's default).
     segment_bytes: u64,
-    /// Mean wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
+    /// Median wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
     checkpoint_s: f64,
     /// Of which redundancy alone.
     redundancy_s: f64,
-    /// Restart after one rank lost its data: local reads, rebuild, compare.
+    /// Restart after one rank lost its data: local reads, rebuild, compare (median of
+    /// `--restores`).
     restart_s: f64,
-    /// Lost rank's bytes over the rebuild time (from the moment every survivor has reloaded
-    /// its local checkpoint to the lost rank holding its bytes again, slowest rank).
+    /// The rebuild on every rank, from the moment every survivor has reloaded its local
+    /// checkpoint to the lost rank holding its bytes again (slowest rank; median of
+    /// `--restores`): the ranks agreeing who was lost and on what, and the restore.
+    rebuild_s: f64,
+    /// Lost rank's bytes over its restore time, median of `--restores` restarts. NAM-XOR: on
+    /// the lost rank, from asking the memory server for its bytes to holding them verified in
+    /// its buffer; partner and XOR: the collective rebuild (`rebuild_s`), which is their
+    /// restore.
     restore_gbps: f64,
     /// Checkpoint bytes of all ranks over the checkpoint time.
     aggregate_gbps: f64,
-    /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint.
+    /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint
+    /// (median over the checkpoints).
     rank_cpu_s: f64,
     /// NAM-XOR only: bytes the server folds into parity per CPU second of its work
     /// (pulling, XOR, checksums; every thread), over the bytes per CPU second of a plain
@@ -259,6 +271,14 @@ impl Protector {
         })
     }
 
+    /// NAM-XOR's restore proper on the lost rank ([`NamXor::restore_seconds`]).
+    fn restore_seconds(&self) -> Option<f64> {
+        match self {
+            Protector::Generic(..) => None,
+            Protector::Nam(n) => Some(n.restore_seconds().unwrap_or(0.0)),
+        }
+    }
+
     fn rebuild(&mut self, have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
         Ok(match self {
             Protector::Generic(r, buf) => r.rebuild(have.then_some(&buf[..len]), target)?,
@@ -281,8 +301,13 @@ fn run_scheme(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut app = Mockup::new(rank, len);
     let mut protector = Protector::build(comm, args, scheme, servers, len)?;
-    let (mut ckpt_s, mut red_s, mut cpu_s) = (0.0, 0.0, 0.0);
-    let mut server = ServerWork::default();
+    // NAM-XOR joins its group with the buffer here; every rank must learn if one failed
+    // (a rank that returned alone would leave the others in the next collective).
+    let joined = protector.buffer(len).map(|_| ());
+    if !comm.all_agree(joined.is_ok()) {
+        return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
+    }
+    let mut samples = Vec::new();
     let mut name = String::new();
     // Checkpoint 0 is a warm-up for every scheme alike (buffers joined and mapped, files and
     // MPI connections set up), as osu-style benchmarks skip their first iterations.
@@ -300,19 +325,20 @@ fn run_scheme(
         let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
         let work = protector.server_work()?.unwrap_or_default();
         if n > 0 {
-            ckpt_s += elapsed;
-            red_s += red;
-            cpu_s += cpu;
-            server.wall_seconds += work.wall_seconds;
-            server.cpu_seconds += work.cpu_seconds;
-        }
-        if n > 0 {
+            samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
             let old = format!("ckpt.{}", n - 1);
             let _ = std::fs::remove_file(dir.join(format!("{old}.data")));
         }
     }
-    let checkpoints = args.checkpoints as f64;
-    let (restart_s, rebuild_s, ok) = restart(comm, args, &mut protector, &app, &dir, &name, len)?;
+    let mut restarts = Vec::new();
+    for _ in 0..args.restores.max(1) {
+        restarts.push(restart(comm, args, &mut protector, &app, &dir, &name, len)?);
+    }
+    let median_of = |f: &dyn Fn(&CheckpointSample) -> f64| median(samples.iter().map(f).collect());
+    let restart_s = median(restarts.iter().map(|r| r.restart_s).collect());
+    let rebuild_s = median(restarts.iter().map(|r| r.rebuild_s).collect());
+    let restore_s = median(restarts.iter().map(|r| r.restore_s).collect());
+    let ok = restarts.iter().all(|r| r.ok);
     // Node-local storage may be tmpfs: give the space back before the next scheme runs.
     comm.barrier();
     let _ = std::fs::remove_dir_all(&dir);
@@ -320,7 +346,8 @@ fn run_scheme(
     // Every set's server works on its own set; rank 0's set is representative.
     let set_bytes = (len * comm.size().min(args.set_size)) as f64;
     let nam_rank0 = scheme == Scheme::NamXor && rank == 0;
-    let folded_gb = set_bytes * checkpoints / 1e9;
+    let folded_gb = set_bytes / 1e9;
+    let checkpoint_s = median_of(&|c| c.seconds);
     Ok(SchemeResult {
         scheme: scheme.name().into(),
         ranks: comm.size(),
@@ -328,16 +355,49 @@ fn run_scheme(
         bytes_per_rank: len as u64,
         storage: storage_kind(&args.dir),
         segment_bytes: if scheme == Scheme::NamXor { args.segment } else { 0 },
-        checkpoint_s: ckpt_s / checkpoints,
-        redundancy_s: red_s / checkpoints,
+        checkpoint_s,
+        redundancy_s: median_of(&|c| c.redundancy),
         restart_s,
-        restore_gbps: len as f64 / rebuild_s / 1e9,
-        aggregate_gbps: total / (ckpt_s / checkpoints) / 1e9,
-        rank_cpu_s: cpu_s / checkpoints,
-        server_xor_ratio: nam_rank0.then(|| folded_gb / server.cpu_seconds / xor_loop_gbps),
-        server_xor_wall_ratio: nam_rank0.then(|| folded_gb / server.wall_seconds / xor_loop_gbps),
+        rebuild_s,
+        restore_gbps: len as f64 / restore_s / 1e9,
+        aggregate_gbps: total / checkpoint_s / 1e9,
+        rank_cpu_s: median_of(&|c| c.cpu),
+        server_xor_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.cpu_seconds) / xor_loop_gbps),
+        server_xor_wall_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.wall_seconds) / xor_loop_gbps),
         bytes_match: ok,
     })
+}
+
+/// One timed checkpoint: slowest rank's wall time and redundancy time, the ranks' summed
+/// CPU seconds on redundancy, and the server's work (NAM-XOR).
+struct CheckpointSample {
+    seconds: f64,
+    redundancy: f64,
+    cpu: f64,
+    server: ServerWork,
+}
+
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// One restart's figures (slowest rank): the whole restart, the collective rebuild, and the
+/// restore proper.
+struct Restart {
+    restart_s: f64,
+    rebuild_s: f64,
+    restore_s: f64,
+    ok: bool,
 }
 
 /// Loses `--lose`'s node-local directory, restarts every rank from local storage plus the
@@ -351,13 +411,16 @@ fn restart(
     dir: &Path,
     name: &str,
     len: usize,
-) -> Result<(f64, f64, bool)> {
+) -> Result<Restart> {
     let mut expected = vec![0u8; len];
     app.serialize(&mut expected);
     let lost = comm.rank() == args.lose;
     if lost {
         std::fs::remove_dir_all(dir)?;
         std::fs::create_dir_all(dir)?;
+        // The lost rank's memory is gone too: whatever its buffer held must not pass the
+        // comparison unless the rebuild wrote it.
+        protector.buffer(len)?.fill(0xA5);
     }
     comm.barrier();
     let start = Instant::now();
@@ -377,7 +440,8 @@ fn restart(
     };
     let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
     let rebuild_s = comm.max_f64(rebuilt.seconds);
-    Ok((restart_s, rebuild_s, comm.all_agree(ok)))
+    let restore_s = comm.max_f64(protector.restore_seconds().unwrap_or(rebuilt.seconds));
+    Ok(Restart { restart_s, rebuild_s, restore_s, ok: comm.all_agree(ok) })
 }
 
 fn write_local(path: &Path, data: &[u8], fsync: bool) -> Result<()> {
@@ -486,7 +550,13 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
                 "- server parity throughput is **{ratio:.2}x** of a plain in-memory XOR loop ({xor_loop_gbps:.2} GB/s read per CPU second) measured in this run, both per CPU second ({wall:.2}x by the server's wall time, which the ranks' processes on the same 2 cores stretch)\n"
             );
         }
-        md += &format!("- restore of one lost rank: **{:.2} GB/s**\n", nam.restore_gbps);
+        md += &format!(
+            "- restore of one lost rank: **{:.2} GB/s** (median of {} restarts; from the lost rank's request to its verified bytes, {:.3} s; with the ranks agreeing who was lost and on the epoch, {:.3} s)\n",
+            nam.restore_gbps,
+            args.restores.max(1),
+            nam.bytes_per_rank as f64 / nam.restore_gbps / 1e9,
+            nam.rebuild_s
+        );
     }
     print!("{md}");
     if let Some(path) = &args.markdown {

@@ -222,6 +222,14 @@ impl<'c> CkptMember<'c> {
         })
     }
 
+    /// Whether the server reaches this rank through shared memory (the control block is
+    /// mapped here): it then reads the buffer in place, and this process need not progress
+    /// for it. Elsewhere UCX may emulate the server's GETs with messages this process must
+    /// answer, so a rank must keep calling into the library while the server reads it.
+    pub fn served_in_place(&self) -> bool {
+        self.control.is_direct()
+    }
+
     /// How long a wait may sleep while the server may still read this rank's buffer: over
     /// shared memory the server reads it in place, so as long as once the group is pulled;
     /// elsewhere UCX may emulate the server's GETs with messages this process must answer.
@@ -267,7 +275,8 @@ impl<'c> CkptMember<'c> {
 
     fn call(&self, request: CkptRequest, what: &'static str) -> Result<Reply> {
         let timeout = self.client.config.timeout;
-        self.client.lock().call(self.spec.server, &Request::Ckpt(request), what, timeout)
+        // The server answers between steps of folding parity, which take milliseconds.
+        self.client.lock().call_patient(self.spec.server, &Request::Ckpt(request), what, timeout)
     }
 
     /// Whether the server has folded this rank's buffer into the parity of the epoch last
@@ -419,7 +428,7 @@ impl<'c> CkptMember<'c> {
         let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch, flags };
         let timeout = self.client.config.timeout;
         let mut inner = self.client.lock();
-        match inner.call(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)? {
+        match inner.call_patient(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)? {
             Reply::Alloc(grant) => inner.adopt(self.spec.server, grant).map(Restoring::Allocation),
             Reply::Done => Ok(Restoring::InBuffer),
             _ => Err(Error::UnexpectedReply { addr: inner.links[self.spec.server].addr, what: "restore" }),

@@ -573,6 +573,18 @@ impl Inner {
         self.links[server].call(&self.replies, id, request, what, timeout)
     }
 
+    /// [`Inner::call`] that sleeps while the reply is late (see `Link::call_patient`).
+    pub(crate) fn call_patient(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
+        let id = self.request_id();
+        self.links[server].call_patient(&self.replies, id, request, what, timeout)
+    }
+
     pub(crate) fn grant(
         &mut self,
         server: usize,

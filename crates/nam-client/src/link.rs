@@ -8,6 +8,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a patient call ([`Link::call_patient`]) spins for its reply before it sleeps: a
+/// server that is not in the middle of a long step answers well within it.
+const PATIENT_SPIN: Duration = Duration::from_micros(100);
+/// Longest sleep between polls of a patient call. Over TCP, UCX emulates the server's GETs
+/// of this process's buffer with messages only this process's progress answers: as short as
+/// the checkpoint waits' poll while their buffer is being pulled.
+const PATIENT_SLEEP_MAX: Duration = Duration::from_micros(200);
+
 /// Replies received by the worker's handler, waiting to be matched to their request.
 pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 
@@ -111,6 +119,23 @@ impl Link {
         self.receive(replies, request_id, what, timeout)
     }
 
+    /// [`Link::call`] for a request the server may answer only after a step of long work
+    /// (checkpoint groups: it folds parity between requests): after [`PATIENT_SPIN`] the
+    /// wait sleeps between polls instead of spinning, so a waiting rank leaves its core to
+    /// the server and the other ranks.
+    pub(crate) fn call_patient(
+        &self,
+        replies: &ReplyQueue,
+        request_id: u64,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
+        replies.lock().clear();
+        self.send(request_id, request, what, timeout)?;
+        self.receive_until(replies, request_id, what, timeout, true)
+    }
+
     /// Sends one request without waiting for its reply.
     pub(crate) fn send(&self, request_id: u64, request: &Request, what: &'static str, timeout: Duration) -> Result<()> {
         self.send_bytes(&request.encode(request_id), what, timeout)
@@ -133,8 +158,21 @@ impl Link {
         what: &'static str,
         timeout: Duration,
     ) -> Result<Reply> {
+        self.receive_until(replies, request_id, what, timeout, false)
+    }
+
+    fn receive_until(
+        &self,
+        replies: &ReplyQueue,
+        request_id: u64,
+        what: &'static str,
+        timeout: Duration,
+        patient: bool,
+    ) -> Result<Reply> {
         let addr = self.addr;
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut polls = 0u64;
         loop {
             self.control.worker().progress();
             if let Some(bytes) = take_reply(replies, request_id) {
@@ -153,7 +191,12 @@ impl Link {
             // Give the core to the server or a peer rank if they share it (oversubscribed
             // nodes): a reply that waits for other processes (allreduce) would otherwise
             // wait for the scheduler's time slice, milliseconds.
-            std::thread::yield_now();
+            if patient && start.elapsed() >= PATIENT_SPIN {
+                polls += 1;
+                std::thread::sleep(Duration::from_micros(10 * polls).min(PATIENT_SLEEP_MAX));
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 

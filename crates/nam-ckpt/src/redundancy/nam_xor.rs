@@ -7,15 +7,18 @@
 //! waits: the server pulls every rank's buffer with one-sided GETs and keeps the XOR in
 //! ping-pong parity slots, so the ranks spend no CPU on parity. A small record file beside
 //! the checkpoint names the epoch. **Rebuild** has the survivors put their checkpoint back in
-//! their buffers, the lost rank ask the server for a restore, and every rank wait for it; the
-//! server checks the parity and every segment against stored checksums, so wrong data is
-//! never returned.
+//! their buffers; one collective names the lost rank and shares the survivors' records; the
+//! lost rank asks the server to rebuild it into its buffer and waits, while the survivors
+//! wait for it in a collective that sleeps. The server checks the parity and every segment
+//! against stored checksums, so wrong data is never returned. The ranks' collectives sleep
+//! while they wait ([`crate::patient`]), as their waits for the server do.
 
-use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
-use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
+use super::{agree, agreed, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use crate::comm::{all_gather_u64, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
 use crate::groups::form_sets;
+use crate::patient;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use nam_client::{CkptMember, Client, ClientConfig, GroupSpec};
@@ -56,6 +59,9 @@ pub struct NamXor {
     server: SocketAddr,
     /// The last protect failed: agree on the epoch before the next.
     resync: bool,
+    /// Wall seconds of this rank's last own restore, from asking the server to holding the
+    /// verified bytes (only on the rank that was lost).
+    restore_seconds: Option<f64>,
     // Field order: the member (which borrows the client) goes first.
     member: Option<CkptMember<'static>>,
     client: &'static Client,
@@ -102,7 +108,16 @@ impl NamXor {
         spec.timeout = SERVER_WAIT;
         spec.segment_bytes = segment_bytes;
         spec.in_flight = in_flight;
-        Ok(NamXor { set_comm, set: sets[idx].clone(), spec, server, resync: true, member: None, client })
+        Ok(NamXor {
+            set_comm,
+            set: sets[idx].clone(),
+            spec,
+            server,
+            resync: true,
+            restore_seconds: None,
+            member: None,
+            client,
+        })
     }
 
     /// The ranks of this rank's set.
@@ -245,6 +260,13 @@ impl NamXor {
         })
     }
 
+    /// On the rank that was lost, the wall seconds of its last restore from asking the memory
+    /// server to holding the verified bytes in its buffer (the rest of [`Rebuilt::seconds`] is
+    /// the ranks agreeing who was lost and on the epoch); `None` on the survivors.
+    pub fn restore_seconds(&self) -> Option<f64> {
+        self.restore_seconds
+    }
+
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
     /// [`NamXor::buffer_mut`] (`have`), and a lost rank has none: the lost rank finds the
     /// rebuilt bytes in [`NamXor::buffer_mut`] afterwards ([`Rebuilt::data`] stays `None`).
@@ -269,7 +291,7 @@ impl NamXor {
             .map_err(client_error("parity generation"));
         // One collective: every rank's length, bit 63 set where its part failed.
         let failed_bit = 1u64 << 63;
-        let words = all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
+        let words = patient::all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
         if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
             self.resync = true;
             return Err(pulled.err().unwrap_or_else(|| {
@@ -279,7 +301,7 @@ impl NamXor {
         self.resync = false;
         let record = self.record(epoch, words);
         let written = write_record(target, &record);
-        agree(&self.set_comm, written, "writing the NAM-XOR record")?;
+        agree_patiently(&self.set_comm, written, "writing the NAM-XOR record")?;
         Ok(ProtectStats {
             data_bytes: len as u64,
             sent_bytes: len as u64,
@@ -290,7 +312,17 @@ impl NamXor {
     }
 
     fn rebuild_staged(&mut self, have: bool, target: &Target, clock: Stopwatch) -> Result<Rebuilt> {
-        let lost = lost_ranks(&self.set_comm, have);
+        self.restore_seconds = None;
+        // One collective: who has its data, and each survivor's record (epoch, every size),
+        // which the lost rank needs and every rank checks.
+        let width = 3 + self.set.len();
+        let read = if have { read_record(target).ok() } else { None };
+        let in_place = self.member.as_ref().is_some_and(|m| m.served_in_place());
+        let mut mine = vec![u64::from(have), u64::from(in_place), read.as_ref().map_or(0, |r| r.epoch)];
+        mine.extend((0..self.set.len()).map(|i| read.as_ref().and_then(|r| r.sizes.get(i).copied()).unwrap_or(0)));
+        let all = patient::all_gather_u64s(&self.set_comm, &mine);
+        let rows: Vec<&[u64]> = all.chunks_exact(width).collect();
+        let lost: Vec<usize> = (0..rows.len()).filter(|&i| rows[i][0] == 0).collect();
         let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
         if lost.len() > 1 {
             return Err(CkptError::Unrecoverable(format!(
@@ -300,44 +332,81 @@ impl NamXor {
         }
         let Some(&l) = lost.first() else { return Ok(Rebuilt::default()) };
         let me = self.me() as usize;
-        // One survivor's record names the epoch and every rank's size.
-        let root = if l == 0 { 1 } else { 0 };
-        let read = if me == root { read_record(target).map(Some) } else { Ok(None) };
-        let json = match &read {
-            Ok(Some(record)) => serde_json::to_vec(record).expect("serializes"),
-            _ => Vec::new(),
+        // The survivors' records name the epoch and every rank's size; they must agree (a
+        // survivor that loaded another checkpoint would also fail the server's checksums).
+        let all_in_place = rows.iter().enumerate().all(|(i, row)| i == l || row[1] == 1);
+        let records: Vec<(usize, &[u64])> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| row[0] == 1 && row[2] != 0)
+            .map(|(i, row)| (i, &row[2..]))
+            .collect();
+        let Some(&(_, first)) = records.first() else {
+            return Err(CkptError::Unrecoverable(format!(
+                "no survivor of NAM-XOR set {:?} could read its record of the checkpoint",
+                self.set
+            )));
         };
-        let json = broadcast_bytes(&self.set_comm, root, &json);
-        let record: Record = match read {
-            Err(e) => return Err(e),
-            Ok(_) if json.is_empty() => {
-                return Err(CkptError::Unrecoverable(format!(
-                    "rank {} could not read its NAM-XOR record",
-                    self.set[root]
-                )))
-            }
-            Ok(_) => serde_json::from_slice(&json).map_err(|e| CkptError::Corrupt(format!("NAM-XOR record: {e}")))?,
-        };
+        if let Some(&(i, other)) = records.iter().find(|(_, row)| *row != first) {
+            return Err(CkptError::Corrupt(format!(
+                "NAM-XOR records differ: rank {} names epoch {}, rank {} epoch {}",
+                self.set[records[0].0], first[0], self.set[i], other[0]
+            )));
+        }
+        let record = self.record(first[0], first[1..].to_vec());
         // The replacement joins with a buffer of its recorded size: the server rebuilds
         // straight into it when it maps it (same host), else into an allocation copied here.
         let joined = if have { self.ensure_joined() } else { self.ensure_buffer(record.sizes[l] as usize).map(|_| ()) };
+        if all_in_place {
+            self.restore_in_place(me == l, joined, record.epoch)?;
+        } else {
+            self.restore_over_network(me == l, joined, record.epoch)?;
+        }
+        if me == l {
+            write_record(target, &record)?;
+        }
+        Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+    }
+
+    /// The restore when the server reads every survivor in place: the lost rank asks and
+    /// waits; the survivors wait for it in the collective that ends the rebuild (sleeping:
+    /// the server needs the cores), so they leave their buffers alone until it is over.
+    fn restore_in_place(&mut self, lost: bool, joined: Result<()>, epoch: u64) -> Result<()> {
+        let asked = std::time::Instant::now();
+        let restored = joined.and_then(|()| {
+            if !lost {
+                return Ok(());
+            }
+            let member = self.member.as_mut().expect("joined");
+            let restoring = member.restore_own(epoch).map_err(client_error("restore"))?;
+            member.finish_restore(restoring, SERVER_WAIT).map(|_| ()).map_err(client_error("restore"))
+        });
+        self.restore_seconds = (lost && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")
+    }
+
+    /// The restore when the server reaches a survivor over the network: UCX may emulate its
+    /// GETs with messages that survivor must answer, so every survivor waits on the restore
+    /// word, progressing, after a collective that ensures the server has reset it.
+    fn restore_over_network(&mut self, lost: bool, joined: Result<()>, epoch: u64) -> Result<()> {
+        let asked = std::time::Instant::now();
         let requested = joined.and_then(|()| {
             let member = self.member.as_mut().expect("joined");
-            let own = if me == l { member.restore_own(record.epoch).map(Some) } else { Ok(None) };
+            let own = if lost { member.restore_own(epoch).map(Some) } else { Ok(None) };
             own.map_err(client_error("restore"))
         });
-        // Also the barrier: no survivor polls the restore word before the server reset it.
-        let restoring = agree(&self.set_comm, requested, "requesting the restore")?;
+        let restoring = agree_patiently(&self.set_comm, requested, "requesting the restore")?;
         let member = self.member.as_mut().expect("joined");
         let waited = match restoring {
             Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
             None => member.wait_restore(SERVER_WAIT),
         };
-        agree(&self.set_comm, waited.map(|_| ()).map_err(client_error("restore")), "rebuilding at the memory server")?;
-        if me == l {
-            write_record(target, &record)?;
-        }
-        Ok(Rebuilt { data: None, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+        self.restore_seconds = (lost && waited.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        agree_patiently(
+            &self.set_comm,
+            waited.map(|_| ()).map_err(client_error("restore")),
+            "rebuilding at the memory server",
+        )
     }
 
     /// A survivor whose buffer already holds its data must be joined with it.
@@ -347,6 +416,13 @@ impl NamXor {
             None => Err(CkptError::Unrecoverable("NAM-XOR survivor has no group buffer to rebuild from".into())),
         }
     }
+}
+
+/// [`agree`] through a collective that sleeps while it waits ([`patient`]): NAM-XOR's ranks
+/// meet while the memory server may still need their cores.
+fn agree_patiently<T>(comm: &SimpleCommunicator, local: Result<T>, what: &str) -> Result<T> {
+    let all_ok = patient::all_agree(comm, local.is_ok());
+    agreed(comm, local, all_ok, what)
 }
 
 fn write_record(target: &Target, record: &Record) -> Result<()> {

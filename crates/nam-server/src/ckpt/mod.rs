@@ -749,12 +749,14 @@ impl Group {
                 self.complete_epoch = job.epoch;
                 self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
                 log::info!(
-                    "group {:?}: epoch {} complete, {} bytes folded in {:?} ({:?} of work)",
+                    "group {:?}: epoch {} complete, {} bytes folded in {:?} ({:?} of work, {:?} CPU, {:.2} parity passes)",
                     self.name,
                     job.epoch,
                     job.header.sizes.iter().sum::<u64>(),
                     job.started.elapsed(),
-                    job.busy
+                    job.busy,
+                    job.busy_cpu,
+                    job.parity_passes()
                 );
             }
             Purpose::Restore { lost, .. } => {
