@@ -50,12 +50,23 @@ pub(crate) struct Link {
     /// The packed bytes and unpacked key of the server's pool, cached after the first grant.
     rkey: Option<(Vec<u8>, RemoteKey)>,
     pub(crate) server_name: String,
+    /// The server has answered once: a peer failure after that is a transport error of the
+    /// operation at hand, not a failure to connect.
+    established: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
     pub(crate) fn connect(worker: &Worker, addr: SocketAddr) -> Result<Link> {
         let control = Endpoint::connect(worker, addr).map_err(|source| Error::Connect { addr, source })?;
-        Ok(Link { addr, control, data: None, path: DataPath::Messages, rkey: None, server_name: String::new() })
+        Ok(Link {
+            addr,
+            control,
+            data: None,
+            path: DataPath::Messages,
+            rkey: None,
+            server_name: String::new(),
+            established: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// Sets up the data path chosen for this server (see [`DataPath`]).
@@ -144,8 +155,9 @@ impl Link {
     /// Sends one encoded message without waiting for its reply.
     pub(crate) fn send_bytes(&self, bytes: &[u8], what: &'static str, timeout: Duration) -> Result<()> {
         let addr = self.addr;
+        let established = self.established.load(std::sync::atomic::Ordering::Relaxed);
         self.control.am_send(AM_ID_REQUEST, bytes, timeout).map_err(|source| match source {
-            nam_ucx::Error::PeerFailed { .. } => Error::Connect { addr, source },
+            nam_ucx::Error::PeerFailed { .. } if !established => Error::Connect { addr, source },
             source => Error::Transport { addr, what, source },
         })
     }
@@ -176,6 +188,7 @@ impl Link {
         loop {
             self.control.worker().progress();
             if let Some(bytes) = take_reply(replies, request_id) {
+                self.established.store(true, std::sync::atomic::Ordering::Relaxed);
                 let (_, _, reply) = Reply::decode(&bytes).map_err(|source| Error::Protocol { addr, source })?;
                 return match reply {
                     Reply::Error { status, message } => Err(Error::Refused { addr, what, status, message }),
