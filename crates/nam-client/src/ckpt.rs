@@ -276,7 +276,7 @@ impl<'c> CkptMember<'c> {
     fn call(&self, request: CkptRequest, what: &'static str) -> Result<Reply> {
         let timeout = self.client.config.timeout;
         // The server answers between steps of folding parity, which take milliseconds.
-        self.client.lock().call_patient(self.spec.server, &Request::Ckpt(request), what, timeout)
+        self.client.lock().call_waiting(self.spec.server, &Request::Ckpt(request), (what, timeout), true)
     }
 
     /// Whether the server has folded this rank's buffer into the parity of the epoch last
@@ -428,7 +428,7 @@ impl<'c> CkptMember<'c> {
         let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch, flags };
         let timeout = self.client.config.timeout;
         let mut inner = self.client.lock();
-        match inner.call_patient(self.spec.server, &Request::Ckpt(request), "checkpoint restore", timeout)? {
+        match inner.call_waiting(self.spec.server, &Request::Ckpt(request), ("checkpoint restore", timeout), true)? {
             Reply::Alloc(grant) => inner.adopt(self.spec.server, grant).map(Restoring::Allocation),
             Reply::Done => Ok(Restoring::InBuffer),
             _ => Err(Error::UnexpectedReply { addr: inner.links[self.spec.server].addr, what: "restore" }),

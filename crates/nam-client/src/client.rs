@@ -100,7 +100,7 @@ impl Client {
                 pid: std::process::id(),
             });
             let id = inner.request_id();
-            match link.call(&inner.replies, id, &hello, "hello", config.connect_timeout)? {
+            match link.call(&inner.replies, (id, &hello), "hello", config.connect_timeout, false)? {
                 Reply::Hello(h) => {
                     link.server_name = h.server_name;
                     let path =
@@ -562,6 +562,7 @@ impl Inner {
         id
     }
 
+    /// Sends `request` to `server` and waits for its reply (spinning).
     pub(crate) fn call(
         &mut self,
         server: usize,
@@ -569,20 +570,19 @@ impl Inner {
         what: &'static str,
         timeout: Duration,
     ) -> Result<Reply> {
-        let id = self.request_id();
-        self.links[server].call(&self.replies, id, request, what, timeout)
+        self.call_waiting(server, request, (what, timeout), false)
     }
 
-    /// [`Inner::call`] that sleeps while the reply is late (see `Link::call_patient`).
-    pub(crate) fn call_patient(
+    /// [`Inner::call`]; `patient` sleeps while the reply is late (see `Link::call`).
+    pub(crate) fn call_waiting(
         &mut self,
         server: usize,
         request: &Request,
-        what: &'static str,
-        timeout: Duration,
+        (what, timeout): (&'static str, Duration),
+        patient: bool,
     ) -> Result<Reply> {
         let id = self.request_id();
-        self.links[server].call_patient(&self.replies, id, request, what, timeout)
+        self.links[server].call(&self.replies, (id, request), what, timeout, patient)
     }
 
     pub(crate) fn grant(
@@ -679,7 +679,7 @@ pub fn server_status(addr: SocketAddr, timeout: Duration) -> Result<StatusReply>
     let sink = replies.clone();
     worker.set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec())).map_err(transport)?;
     let link = Link::connect(&worker, addr)?;
-    match link.call(&replies, 1, &Request::Status, "status", timeout)? {
+    match link.call(&replies, (1, &Request::Status), "status", timeout, false)? {
         Reply::Status(s) => Ok(s),
         other => Err(unexpected(addr, "status", other)),
     }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a patient call ([`Link::call_patient`]) spins for its reply before it sleeps: a
+/// How long a patient call (`Link::call` with `patient`) spins for its reply before it sleeps: a
 /// server that is not in the middle of a long step answers well within it.
 const PATIENT_SPIN: Duration = Duration::from_micros(100);
 /// Longest sleep between polls of a patient call. Over TCP, UCX emulates the server's GETs
@@ -115,36 +115,23 @@ impl Link {
     }
 
     /// Sends `request` and waits for its reply. A refusal becomes [`Error::Refused`].
+    /// `patient` is for a request the server may answer only after a step of long work
+    /// (checkpoint groups: it folds parity between requests): after [`PATIENT_SPIN`] the wait
+    /// sleeps between polls instead of spinning, so a waiting rank leaves its core to the
+    /// server and the other ranks.
     pub(crate) fn call(
         &self,
         replies: &ReplyQueue,
-        request_id: u64,
-        request: &Request,
+        (request_id, request): (u64, &Request),
         what: &'static str,
         timeout: Duration,
+        patient: bool,
     ) -> Result<Reply> {
         // Calls are serialized by the client lock, so anything queued now is a late reply to
         // a call that already timed out.
         replies.lock().clear();
         self.send(request_id, request, what, timeout)?;
-        self.receive(replies, request_id, what, timeout)
-    }
-
-    /// [`Link::call`] for a request the server may answer only after a step of long work
-    /// (checkpoint groups: it folds parity between requests): after [`PATIENT_SPIN`] the
-    /// wait sleeps between polls instead of spinning, so a waiting rank leaves its core to
-    /// the server and the other ranks.
-    pub(crate) fn call_patient(
-        &self,
-        replies: &ReplyQueue,
-        request_id: u64,
-        request: &Request,
-        what: &'static str,
-        timeout: Duration,
-    ) -> Result<Reply> {
-        replies.lock().clear();
-        self.send(request_id, request, what, timeout)?;
-        self.receive_until(replies, request_id, what, timeout, true)
+        self.receive_until(replies, request_id, what, timeout, patient)
     }
 
     /// Sends one request without waiting for its reply.
