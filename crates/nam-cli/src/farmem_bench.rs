@@ -111,8 +111,9 @@ pub struct FarmemBenchArgs {
     /// Least milliseconds the local side of a round runs (the workload is iterated).
     #[arg(long, default_value_t = 0.0)]
     min_ms: f64,
-    /// Who serves the page faults of paged runs, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "thread")]
+    /// Who serves the page faults of paged runs, comma-separated (memcached through the
+    /// LD_PRELOAD library always uses the handler thread: its far memory meets system calls).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "signal")]
     fault_mode: Vec<FaultModeArg>,
     /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
     #[arg(long)]
@@ -495,7 +496,7 @@ fn run_workload(
                 run.misses = m.stats.misses;
                 run.prefetches = m.stats.prefetches;
                 run.evictions = m.stats.evictions;
-                run.fault_mode = Some(mode_name(setting.mode));
+                run.fault_mode = Some(mode_name(m.fault_mode));
                 report::progress(args, &run);
                 runs.push(run);
             }

@@ -121,9 +121,7 @@ fn child_main(scenario: &str) {
             let addrs = nam_client::config::parse_servers(&std::env::var("NAM_SERVERS").unwrap()).unwrap();
             let mut config = PagerConfig::new(256 << 10, 16 << 10);
             config.prefetch.enabled = false;
-            if scenario == "server-dies-signal" {
-                config.fault_mode = FaultMode::Signal;
-            }
+            config.fault_mode = if scenario == "server-dies-signal" { FaultMode::Signal } else { FaultMode::Thread };
             let region = PagedRegion::new(client(&addrs, "tcp"), config).unwrap();
             let mem = unsafe { region.as_slice_mut() };
             for (i, b) in mem.iter_mut().enumerate() {

@@ -2,7 +2,7 @@
 //! coalescing. Made on first use; while it is being made, or if it could not be, callers
 //! get a null pointer and use local memory instead.
 
-use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -100,10 +100,26 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
     config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
+    config.fault_mode = fault_mode();
     if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
         config.spin_us = us;
     }
     Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
+}
+
+/// `NAM_FARMEM_FAULT_MODE`: `thread` (the default here) or `signal`. An unmodified program
+/// passes its heap to system calls (memcached `read`s requests into it), and in signal mode
+/// a system call that meets a page not resident fails with `EFAULT`; so the library serves
+/// faults in a handler thread unless told the program's far memory never meets one.
+fn fault_mode() -> FaultMode {
+    match std::env::var("NAM_FARMEM_FAULT_MODE").as_deref().map(str::trim) {
+        Ok("signal") => FaultMode::Signal,
+        Ok("thread") | Err(_) => FaultMode::Thread,
+        Ok(other) => {
+            eprintln!("nam-farmem-preload: NAM_FARMEM_FAULT_MODE={other:?} is neither thread nor signal; using thread");
+            FaultMode::Thread
+        }
+    }
 }
 
 /// An on/off switch that is on unless set to `off`.

@@ -22,6 +22,10 @@
 //! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`);
 //! `NAM_FARMEM_PREDICT_WRITES=off` and `NAM_FARMEM_EVICT_AHEAD=off` turn off the pager's write
 //! prediction and eviction ahead (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`).
+//! `NAM_FARMEM_FAULT_MODE=signal` serves faults in the faulting thread (`FaultMode::Signal`,
+//! faster); the default here is `thread`, because an unmodified program passes its heap to
+//! system calls, and in signal mode a system call that meets a page not resident fails with
+//! `EFAULT` (memcached `read`s its requests into far memory).
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:

@@ -1,5 +1,7 @@
 //! [`PagedRegion`]: the transparent way in. An anonymous mapping registered with
-//! userfaultfd; a handler thread serves its faults:
+//! userfaultfd. By default ([`FaultMode::Signal`]) the faulting thread serves its own fault
+//! in a SIGBUS handler, and a handler thread does the rest; in [`FaultMode::Thread`] the
+//! handler thread serves the faults too:
 //!
 //! - a **missing** page is fetched from the servers (span read of one page) and installed
 //!   with `UFFDIO_COPY`, read-only unless the fault was a write, and the stream prefetcher
@@ -18,7 +20,8 @@
 //!   program; between faults it installs the prefetcher's pages in the background, ahead of
 //!   the faulting streams;
 //! - in [`FaultMode::Signal`] the faulting thread serves its own fault in a SIGBUS handler
-//!   (no thread switch per fault; see `signal.rs` for what it costs).
+//!   (no thread switch per fault; see `signal.rs` for what it costs, and [`FaultMode`] for
+//!   when a region falls back to thread mode).
 //!
 //! A fault that cannot be served (its server died) cannot be returned to the program as an
 //! error: the handler prints what failed, naming the server, and aborts the process rather
@@ -57,15 +60,24 @@ mod writes;
 pub use signal::SIGNAL_REGIONS_MAX;
 
 /// Who serves a page fault of a [`PagedRegion`].
+///
+/// [`FaultMode::Signal`] is the default: it serves a fault in about a quarter of the time
+/// (no thread switch; docs/benchmarks-farmem-paging.md). A region asked for signal mode
+/// falls back to thread mode, with a warning naming the reason, when the kernel lacks
+/// `UFFD_FEATURE_SIGBUS`, when the SIGBUS handler cannot be installed, or when
+/// [`SIGNAL_REGIONS_MAX`] signal-mode regions exist already; [`PagedRegion::fault_mode`]
+/// says which mode a region got. Choose [`FaultMode::Thread`] when region memory is passed
+/// to system calls (`read(fd, region, n)`, `recv`, `write` of a page not resident): in
+/// signal mode those fail with `EFAULT` instead of waiting for the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FaultMode {
     /// The region's handler thread, woken by the kernel; the faulting thread sleeps until
     /// the page is installed. System calls that touch missing pages wait like the program.
-    #[default]
     Thread,
     /// The faulting thread itself, in a SIGBUS handler (`UFFD_FEATURE_SIGBUS`): no thread
     /// switch per fault, but a system call that touches a missing page fails with
     /// `EFAULT` (see the `signal` module for the other conditions).
+    #[default]
     Signal,
 }
 
@@ -85,7 +97,7 @@ pub struct PagerConfig {
     /// fault of a busy phase, at the price of a core: the handler spins only while the
     /// recent gaps between faults are short (a few gaps' worth, capped by this).
     pub spin_us: u64,
-    /// Who serves faults.
+    /// Who serves faults (default [`FaultMode::Signal`], see there for the fallback).
     pub fault_mode: FaultMode,
     /// Install a read miss writable (and dirty) when reads in its 1 MiB zone have mostly
     /// been followed by writes (`pager/writes.rs`): spares the write-protect fault that
@@ -106,7 +118,7 @@ impl PagerConfig {
             prefetch,
             interleave_bytes: PAGE_BYTES,
             spin_us: PAGER_SPIN_US,
-            fault_mode: FaultMode::Thread,
+            fault_mode: FaultMode::default(),
             predict_writes: true,
             evict_ahead: true,
         }
@@ -147,6 +159,7 @@ struct Shared {
     span: SpanService,
     base: u64,
     pages: u64,
+    fault_mode: FaultMode,
     budget_pages: usize,
     evict_ahead: bool,
     spin: std::time::Duration,
@@ -173,8 +186,8 @@ impl PagedRegion {
         if len == 0 || len > FAR_BYTES_MAX {
             return Err(Error::Config(format!("region of {} bytes must be in 1..={FAR_BYTES_MAX}", config.bytes)));
         }
-        let signal_mode = config.fault_mode == FaultMode::Signal;
-        let uffd = Uffd::open(signal_mode)?;
+        let (uffd, fault_mode) = open_uffd(config.fault_mode)?;
+        let signal_mode = fault_mode == FaultMode::Signal;
         if uffd.user_mode_only {
             log::warn!("userfaultfd is user-mode only here: system calls that write into missing pages fail");
         }
@@ -218,6 +231,7 @@ impl PagedRegion {
             span,
             base,
             pages,
+            fault_mode,
             budget_pages,
             evict_ahead: config.evict_ahead,
             // Signal-mode faults never show up on the descriptor: nothing to spin for.
@@ -236,6 +250,12 @@ impl PagedRegion {
             .spawn(move || serving(|| worker.serve()))
             .map_err(|e| Error::System { what: "spawning the pager thread", source: Arc::new(e) })?;
         Ok(PagedRegion { shared, len, handler: Some(handler) })
+    }
+
+    /// Who serves this region's faults: the configured mode, or [`FaultMode::Thread`] if
+    /// signal mode was not available (see [`FaultMode`]).
+    pub fn fault_mode(&self) -> FaultMode {
+        self.shared.fault_mode
     }
 
     /// First byte of the region.
@@ -312,6 +332,29 @@ impl Drop for PagedRegion {
         unsafe { libc::munmap(self.shared.base as *mut libc::c_void, self.len as usize) };
         if let Err(e) = self.shared.span.release() {
             log::warn!("releasing a paged region's far memory: {e}");
+        }
+    }
+}
+
+/// Opens the userfaultfd for `mode`, falling back from signal to thread mode (with a
+/// warning that says why) where signal mode is not available.
+fn open_uffd(mode: FaultMode) -> Result<(Uffd, FaultMode)> {
+    if mode == FaultMode::Thread {
+        return Ok((Uffd::open(false)?, FaultMode::Thread));
+    }
+    if let Err(reason) = signal::available() {
+        log::warn!("far-memory region: {reason}; serving its page faults in a handler thread instead");
+        return Ok((Uffd::open(false)?, FaultMode::Thread));
+    }
+    match Uffd::open(true) {
+        Ok(uffd) => Ok((uffd, FaultMode::Signal)),
+        Err(e @ Error::UserfaultfdNotPermitted { .. }) => Err(e),
+        Err(e) => {
+            log::warn!(
+                "far-memory region: userfaultfd without UFFD_FEATURE_SIGBUS here ({e}); \
+                 serving its page faults in a handler thread instead"
+            );
+            Ok((Uffd::open(false)?, FaultMode::Thread))
         }
     }
 }

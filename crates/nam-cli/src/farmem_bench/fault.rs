@@ -92,6 +92,7 @@ pub fn measure(
     config.spin_us = spin_us.unwrap_or(config.spin_us);
     let gets = bare_gets(&client, pages, pages)?;
     let region = PagedRegion::new(client, config)?;
+    let fault_mode = region.fault_mode(); // signal mode may have fallen back to thread mode
     // SAFETY: the only view of the region, dropped before it.
     let mem = unsafe { region.as_slice_mut() };
     for p in 0..pages {
@@ -131,6 +132,6 @@ pub fn measure(
     run.p99_us = Some(p99);
     run.get_p50_us = Some(percentile(&gets, 0.5));
     run.get_p99_us = Some(percentile(&gets, 0.99));
-    run.fault_mode = Some(super::mode_name(mode));
+    run.fault_mode = Some(super::mode_name(fault_mode));
     Ok(run)
 }

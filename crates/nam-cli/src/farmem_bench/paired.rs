@@ -13,7 +13,7 @@ use super::workloads::Workload;
 use super::FarSetting;
 use anyhow::{bail, Result};
 use nam_client::Client;
-use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig, Stats};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig, Stats};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,6 +39,8 @@ pub struct Paired {
     pub iterations: usize,
     /// Pager counters per round (averaged over the timed rounds).
     pub stats: Stats,
+    /// Who served the faults (signal mode may have fallen back to the handler thread).
+    pub fault_mode: FaultMode,
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -115,5 +117,6 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Ro
         evictions: (after.evictions - before.evictions) / n,
         ..after
     };
-    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), iterations, stats })
+    let fault_mode = region.fault_mode();
+    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), iterations, stats, fault_mode })
 }

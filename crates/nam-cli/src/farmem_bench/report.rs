@@ -13,7 +13,7 @@ fn row(r: &Run) -> String {
         "| {:?}{}{} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
         r.workload,
         label(r),
-        r.fault_mode.filter(|m| *m != "thread").map_or(String::new(), |m| format!(" ({m} faults)")),
+        r.fault_mode.filter(|m| *m != "signal").map_or(String::new(), |m| format!(" ({m} faults)")),
         r.local_fraction,
         if r.prefetch { "on" } else { "off" },
         r.servers,
@@ -120,7 +120,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         let get = r.get_p50_us.unwrap_or(f64::NAN);
         lines.push(format!(
             "4 KiB remote page fault, {} faults, {} server(s), {:?}: median {:.2} us, p99 {:.2} us (target median <= {limit} us: {}); bare 4 KiB get in the same run: median {get:.2} us, p99 {:.2} us, so the fault adds {:.2} us",
-            r.fault_mode.unwrap_or("thread"),
+            r.fault_mode.unwrap_or("signal"),
             r.servers,
             r.transport,
             p50,

@@ -5,14 +5,14 @@
 //! wakes the faulting thread, which must then be scheduled again. With
 //! `UFFD_FEATURE_SIGBUS` the kernel instead raises SIGBUS in the faulting thread, whose
 //! handler here fetches the page and installs it with `UFFDIO_COPY`; returning from the
-//! handler retries the access. Measured on the benchmark machine, that takes about a third
-//! off a remote fault (docs/benchmarks-farmem.md).
+//! handler retries the access. Measured on the benchmark machine, a remote fault over shared
+//! memory takes about 5.5 us instead of about 21 us (docs/benchmarks-farmem-paging.md).
 //!
-//! The price, and why it is not the default:
+//! It is the default mode. The price:
 //! - a system call that reads or writes a missing page (`read(fd, region, n)`) fails with
 //!   `EFAULT` instead of waiting: the kernel cannot run a signal handler in the middle of
 //!   its own access. The `LD_PRELOAD` library, whose memory goes to arbitrary system calls,
-//!   uses thread mode;
+//!   uses thread mode by default;
 //! - the handler takes the region's lock and calls the client: a thread must not touch a
 //!   missing page of the region while it is inside a nam call itself (for example by
 //!   passing region memory to `Client::put`), or it would wait on itself;
@@ -33,6 +33,19 @@ static INSTALL: Once = Once::new();
 /// The disposition SIGBUS had before ours (read in the handler after `INSTALL`).
 static mut PREVIOUS: Option<libc::sigaction> = None;
 static INSTALL_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Whether a signal-mode region can be made now: installs the SIGBUS handler on first use
+/// and looks for a free slot. `Err` says why not.
+pub(super) fn available() -> std::result::Result<(), String> {
+    INSTALL.call_once(install);
+    if let Some(e) = INSTALL_ERROR.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return Err(format!("cannot install the SIGBUS handler of signal fault mode: {e}"));
+    }
+    if REGIONS.iter().all(|slot| !slot.load(Ordering::Acquire).is_null()) {
+        return Err(format!("{SIGNAL_REGIONS_MAX} signal-mode regions exist already"));
+    }
+    Ok(())
+}
 
 /// Makes `shared` reachable from the SIGBUS handler (installed on first use). The caller
 /// keeps `shared` alive until [`unregister`].
