@@ -46,6 +46,9 @@ paging() {
         echo "value checked; the budget is the local fraction of the data set, and the lines below"
         echo "the table say how much of memcached's far memory was resident. The prefetch on/off"
         echo "ratio compares the two rows' slowdowns (each against its own local baseline)."
+        echo "Paged rows serve faults in the faulting thread (signal mode, the default) unless marked"
+        echo "\"(thread faults)\"; memcached under the LD_PRELOAD library always uses the handler thread"
+        echo "(its far memory meets system calls, which signal mode would fail with EFAULT)."
         echo "See docs/farmem.md for the design and the knobs."
         echo
         echo "![SAXPY](img/farmem-saxpy.png) ![FoF](img/farmem-fof.png) ![Pointer chase](img/farmem-pointerchase.png)"
@@ -62,6 +65,13 @@ paging() {
         echo '```'
         gcc -O2 -o "$target/farmem-fault-floor" bench/farmem-fault-floor.c -lpthread && "$target/farmem-fault-floor"
         echo '```'
+        echo
+        echo "The transfer's floor over TCP on loopback without UCX (\`bench/farmem-tcp-floor.c\`: a 64-byte"
+        echo "request and a 4 KiB reply between two processes), load average $(cut -d' ' -f1-3 /proc/loadavg):"
+        echo
+        echo '```'
+        gcc -O2 -o "$target/farmem-tcp-floor" bench/farmem-tcp-floor.c && "$target/farmem-tcp-floor"
+        echo '```'
     } >> "$out"
     echo -e "\n## Local-memory sweep: one server, UCX shared memory" >> "$out"
     "$nam" farmem-bench --workload saxpy,fof,memcached --local-fraction 0.1,0.25,0.5,0.75,1 \
@@ -69,8 +79,8 @@ paging() {
     # A miss per step at small budgets: three rounds keep this part to a few minutes.
     "$nam" farmem-bench --workload pointer-chase --local-fraction 0.1,0.25,0.5,0.75,1 \
         --prefetch on,off --transport shm --scale 0.5 --repeat 3 --out "$out" --plot-dir docs/img
-    echo -e "\n## Signal fault mode, 50% local memory, UCX shared memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode signal \
+    echo -e "\n## Handler-thread fault mode, 50% local memory, UCX shared memory" >> "$out"
+    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode thread \
         --transport shm --scale 0.5 "${rounds[@]}" --out "$out"
     echo -e "\n## SAXPY at 128 MiB, paged, 50% local memory" >> "$out"
     "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on,off --transport shm --scale 4 \
