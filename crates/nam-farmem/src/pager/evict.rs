@@ -4,11 +4,18 @@
 //! the TLBs of the cores running the program, so both are done for runs of pages: a
 //! victim is a random resident page (other than the most recently faulted one) with the
 //! resident pages that follow it, and eviction frees a batch at once rather than exactly
-//! the room asked for.
+//! the room asked for. Under random access the resident pages after a random one are few,
+//! so a batch takes several such runs and drops them with one `process_madvise(2)`: one
+//! system call and one TLB flush for the batch (measured: 16 scattered pages in 13 us
+//! against 28-31 us with one `madvise` each, with a second thread alive).
 
 use super::{Pages, Shared, CLEAN, DIRTY, EVICT_RUN_MAX, MISSING, PAGE_BYTES};
 use crate::error::{Error, Result};
 use rand::Rng;
+
+/// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
+/// that a forked child would inherit pointing at its parent.
+const PIDFD_SELF: libc::c_int = -10000;
 
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to [`EVICT_RUN_MAX`]
@@ -58,45 +65,92 @@ impl Shared {
         self.evict_victim(&mut pages, slack - free)
     }
 
-    /// Evicts a run of up to `need` (at most [`EVICT_RUN_MAX`]) resident pages starting at a
-    /// random one other than the most recently faulted; false if there is none.
+    /// Evicts up to `need` (at most [`EVICT_RUN_MAX`]) resident pages other than the most
+    /// recently faulted: runs of resident pages, each starting at a random one, until `need`
+    /// pages are chosen (a stream gives one long run, random access several short ones), all
+    /// dropped at once. False if there is none.
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
-        let len = pages.resident.len();
-        if len == 0 || (len == 1 && pages.resident[0] == pages.last_fault) {
+        let need = need.clamp(1, EVICT_RUN_MAX as usize) as u64;
+        let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
+        let mut chosen = 0;
+        let last = pages.last_fault as usize;
+        let mru_resident = last < pages.position.len() && pages.position[last] != u32::MAX;
+        let candidates = pages.resident.len() as u64 - mru_resident as u64;
+        // A few more draws than pages: a draw may land on a page chosen already.
+        for _ in 0..2 * need {
+            let len = pages.resident.len();
+            if chosen >= need.min(candidates) {
+                break;
+            }
+            let first = pages.resident[pages.rng.gen_range(0..len)] as u64;
+            let taken = |p: u64| runs.iter().any(|&(a, b)| (a..b).contains(&p));
+            if first == pages.last_fault as u64 || taken(first) {
+                continue;
+            }
+            let mut end = first + 1;
+            while end < self.pages
+                && chosen + (end - first) < need
+                && pages.state[end as usize] != MISSING
+                && end != pages.last_fault as u64
+                && !taken(end)
+            {
+                end += 1;
+            }
+            chosen += end - first;
+            runs.push((first, end));
+        }
+        if runs.is_empty() {
             return Ok(false);
         }
-        let mut k = pages.rng.gen_range(0..len);
-        if pages.resident[k] == pages.last_fault {
-            k = (k + 1) % len;
-        }
-        let first = pages.resident[k] as u64;
-        let need = need.clamp(1, EVICT_RUN_MAX as usize) as u64;
-        let mut end = first + 1;
-        while end < self.pages
-            && end - first < need
-            && pages.state[end as usize] != MISSING
-            && end != pages.last_fault as u64
-        {
-            end += 1;
-        }
-        self.evict_run(pages, first, end)?;
+        self.evict_runs(pages, &runs)?;
         Ok(true)
+    }
+
+    /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,
+    /// then drops them all with one `process_madvise(2)` (one TLB flush for all of them,
+    /// Linux 6.15 and later) or, where that is not available, one `madvise` per run.
+    fn evict_runs(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
+        for &(first, end) in runs {
+            for page in first..end {
+                if pages.state[page as usize] == CLEAN {
+                    pages.writes.unwritten(page); // read, never written, while resident
+                }
+            }
+            self.write_back_run(pages, first, end)?;
+        }
+        let iov: Vec<libc::iovec> = runs
+            .iter()
+            .map(|&(first, end)| libc::iovec {
+                iov_base: (self.base + first * PAGE_BYTES) as *mut libc::c_void,
+                iov_len: ((end - first) * PAGE_BYTES) as usize,
+            })
+            .collect();
+        let total: usize = iov.iter().map(|v| v.iov_len).sum();
+        // SAFETY: runs of our own mapping; dropping them makes their next access fault.
+        let dropped = unsafe {
+            libc::syscall(libc::SYS_process_madvise, PIDFD_SELF, iov.as_ptr(), iov.len(), libc::MADV_DONTNEED, 0)
+        };
+        if dropped != total as i64 {
+            for v in &iov {
+                // SAFETY: as above.
+                if unsafe { libc::madvise(v.iov_base, v.iov_len, libc::MADV_DONTNEED) } != 0 {
+                    return Err(Error::last_os("madvise(MADV_DONTNEED) of evicted pages"));
+                }
+            }
+        }
+        for &(first, end) in runs {
+            self.forget_run(pages, first, end);
+        }
+        Ok(())
     }
 
     /// Writes back the dirty pages of the resident run `first..end` and drops the run.
     pub(super) fn evict_run(&self, pages: &mut Pages, first: u64, end: u64) -> Result<()> {
-        for page in first..end {
-            if pages.state[page as usize] == CLEAN {
-                pages.writes.unwritten(page);
-            }
-        }
-        self.write_back_run(pages, first, end)?;
-        let addr = self.base + first * PAGE_BYTES;
-        let len = ((end - first) * PAGE_BYTES) as usize;
-        // SAFETY: pages of our mapping; dropping them makes the next access fault.
-        if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
-            return Err(Error::last_os("madvise(MADV_DONTNEED) of evicted pages"));
-        }
+        self.evict_runs(pages, &[(first, end)])
+    }
+
+    /// Marks the dropped run `first..end` missing and takes it out of the resident set.
+    fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
         for page in first..end {
             pages.state[page as usize] = MISSING;
             let k = pages.position[page as usize] as usize;
@@ -108,7 +162,6 @@ impl Shared {
             pages.position[page as usize] = u32::MAX;
             pages.stats.evictions += 1;
         }
-        Ok(())
     }
 
     /// Write-protects the resident run `first..end` (writers now wait) if it has dirty
