@@ -583,6 +583,14 @@ typedef struct {
    * 1 disables the stream prefetcher.
    */
   uint32_t prefetch_off;
+  /**
+   * 1 serves a region's page faults in a handler thread (region only). Needed when region
+   * memory is passed to system calls (`read(fd, ptr, n)`): in the default signal mode the
+   * faulting thread serves its own fault in a SIGBUS handler, about four times faster, but
+   * a system call that meets a page not resident fails with `EFAULT`. Signal mode falls
+   * back to the handler thread by itself where the kernel lacks it.
+   */
+  uint32_t fault_thread;
 } nam_farmem_params_t;
 
 #ifdef __cplusplus

@@ -111,6 +111,21 @@ fn signal_mode_serves_two_threads_faulting_at_once() {
     assert!(region.stats().evictions > 0);
 }
 
+#[test]
+fn signal_mode_is_the_default() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), PagerConfig::new(1 << 16, 1 << 14)).unwrap();
+    assert_eq!(region.fault_mode(), FaultMode::Signal, "signal mode is not the default");
+    // SAFETY: the only view of the region.
+    let mem = unsafe { region.as_slice_mut() };
+    for (i, b) in mem.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    region.evict_all().unwrap();
+    assert!(mem.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "data lost");
+}
+
 fn a_len(bytes: u64) -> usize {
     bytes as usize / 2
 }

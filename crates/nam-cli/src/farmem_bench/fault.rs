@@ -93,7 +93,7 @@ pub fn measure(
     let gets = bare_gets(&client, pages, pages)?;
     let region = PagedRegion::new(client, config)?;
     let fault_mode = region.fault_mode(); // signal mode may have fallen back to thread mode
-    // SAFETY: the only view of the region, dropped before it.
+                                          // SAFETY: the only view of the region, dropped before it.
     let mem = unsafe { region.as_slice_mut() };
     for p in 0..pages {
         mem[p * PAGE + 8] = p as u8;

@@ -118,5 +118,12 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Ro
         ..after
     };
     let fault_mode = region.fault_mode();
-    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), iterations, stats, fault_mode })
+    Ok(Paired {
+        local_ms: median(locals),
+        far_ms: median(fars),
+        slowdown: median(ratios),
+        iterations,
+        stats,
+        fault_mode,
+    })
 }
