@@ -167,16 +167,18 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     let xor_loop_gbps = if comm.rank() == 0 { xor_loop_gbps(len.min(64 << 20), comm.size()) } else { 0.0 };
     let mut server = None;
     let servers = if schemes.iter().any(|r| r.scheme == Scheme::NamXor) && args.servers.is_empty() {
-        let groups = schemes.iter().filter(|r| r.scheme == Scheme::NamXor).count();
-        let (child, addr) = start_local_server(&comm, len, args.set_size, groups)?;
+        let (child, addr) = start_local_server(&comm, len, args.set_size)?;
         server = child;
         vec![addr]
     } else {
         args.servers.clone()
     };
     let mut results = Vec::new();
+    // Both NAM-XOR runs use one group, as one job would: a group stays on the server (for
+    // restarts) with its members' buffers attached while their clients are connected.
+    let mut nam_group = None;
     for run in schemes {
-        let result = run_scheme(&comm, &args, run, len, &servers, xor_loop_gbps)
+        let result = run_scheme(&comm, &args, run, len, &servers, xor_loop_gbps, &mut nam_group)
             .with_context(|| format!("rank {}: scheme {}", comm.rank(), run.name()))?;
         results.push(result);
     }
@@ -190,14 +192,13 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Rank 0 starts `nam serve` on this host with room for every set's two parity slots, for
-/// each of `runs` NAM-XOR runs (their groups stay on the server for restarts).
-fn start_local_server(comm: &Comm, len: usize, set_size: usize, runs: usize) -> Result<(Option<Child>, String)> {
+/// Rank 0 starts `nam serve` on this host with room for every set's two parity slots.
+fn start_local_server(comm: &Comm, len: usize, set_size: usize) -> Result<(Option<Child>, String)> {
     let mut child = None;
     let mut addr = String::new();
     if comm.rank() == 0 {
         let sets = comm.size().div_ceil(set_size.max(2) - 1);
-        let capacity = (2 * len as u64 + (8 << 20)) * (sets * runs) as u64 + (64 << 20);
+        let capacity = (2 * len as u64 + (8 << 20)) * sets as u64 + (64 << 20);
         let mut c = std::process::Command::new(std::env::current_exe()?)
             .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string()])
             .stdout(Stdio::piped())
@@ -259,20 +260,19 @@ enum Protector {
 }
 
 impl Protector {
-    fn build(comm: &Comm, args: &CkptBenchArgs, run: Run, servers: &[String], len: usize) -> Result<Self> {
-        Ok(match run.scheme {
+    fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String], len: usize) -> Result<Self> {
+        Ok(match scheme {
             Scheme::NamXor => Protector::Nam(Box::new(NamXor::with_tuning(
                 comm,
                 args.set_size,
                 servers,
                 args.segment as u32,
                 args.in_flight,
-                // Groups stay on the server for restarts: each NAM-XOR run joins its own.
-                Some(&format!("{}-{}", std::env::var("NAM_CKPT_GROUP").as_deref().unwrap_or("ckpt-bench"), run.name())),
+                None,
             )?)),
             _ => {
                 let config = RedundancyConfig {
-                    scheme: run.scheme,
+                    scheme,
                     set_size: args.set_size,
                     block_bytes: args.block as usize,
                     servers: Vec::new(),
@@ -339,6 +339,7 @@ fn run_scheme(
     len: usize,
     servers: &[String],
     xor_loop_gbps: f64,
+    nam_group: &mut Option<Protector>,
 ) -> Result<SchemeResult> {
     let rank = comm.rank();
     let scheme = run.scheme;
@@ -346,7 +347,10 @@ fn run_scheme(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut app = Mockup::new(rank, len);
-    let mut protector = Protector::build(comm, args, run, servers, len)?;
+    let mut protector = match nam_group.take() {
+        Some(joined) if scheme == Scheme::NamXor => joined,
+        _ => Protector::build(comm, args, scheme, servers, len)?,
+    };
     // NAM-XOR joins its group with the buffer here; every rank must learn if one failed
     // (a rank that returned alone would leave the others in the next collective).
     let joined = protector.buffer(len).map(|_| ());
@@ -383,6 +387,9 @@ fn run_scheme(
     let rebuild_s = median(restarts.iter().map(|r| r.rebuild_s).collect());
     let restore_s = median(restarts.iter().map(|r| r.restore_s).collect());
     let ok = restarts.iter().all(|r| r.ok);
+    if scheme == Scheme::NamXor {
+        *nam_group = Some(protector);
+    }
     // Node-local storage may be tmpfs: give the space back before the next scheme runs.
     comm.barrier();
     let _ = std::fs::remove_dir_all(&dir);
