@@ -11,8 +11,8 @@
 use crate::child::DieWithParent;
 use anyhow::{bail, Context, Result};
 use nam_ckpt::comm::Comm;
-use nam_ckpt::CkptError;
 use nam_ckpt::redundancy::{self, NamXor, Redundancy, RedundancyConfig, Scheme, ServerWork, Target};
+use nam_ckpt::CkptError;
 use nam_proto::size::{format_size, parse_size};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
@@ -292,7 +292,13 @@ impl Protector {
 
     /// Writes the buffer's `len` bytes to `local` and adds the scheme's redundancy: NAM-XOR
     /// overlaps the two unless `serial`; partner and XOR need the rank's CPU and run after.
-    fn checkpoint(&mut self, len: usize, local: &Path, target: &Target, serial: bool) -> Result<redundancy::ProtectStats> {
+    fn checkpoint(
+        &mut self,
+        len: usize,
+        local: &Path,
+        target: &Target,
+        serial: bool,
+    ) -> Result<redundancy::ProtectStats> {
         let write = |data: &[u8]| write_local(local, data, target.fsync);
         Ok(match self {
             Protector::Generic(r, buf) => {

@@ -300,7 +300,13 @@ impl NamXor {
     /// (an MPI collective would have the early ranks spin on the cores the server needs).
     /// They meet once, after the parity is complete, to exchange sizes and outcomes.
     /// `write_local` runs between flagging and waiting (see [`NamXor::protect_buffer_while`]).
-    fn protect_staged<F>(&mut self, len: usize, target: &Target, clock: Stopwatch, write_local: F) -> Result<ProtectStats>
+    fn protect_staged<F>(
+        &mut self,
+        len: usize,
+        target: &Target,
+        clock: Stopwatch,
+        write_local: F,
+    ) -> Result<ProtectStats>
     where
         F: FnOnce(&[u8]) -> Result<()>,
     {
@@ -325,7 +331,10 @@ impl NamXor {
         if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
             self.resync = true;
             return Err(pulled.err().unwrap_or_else(|| {
-                CkptError::Unrecoverable(format!("NAM-XOR checkpoint failed on rank {} (local write or parity generation)", self.set[bad]))
+                CkptError::Unrecoverable(format!(
+                    "NAM-XOR checkpoint failed on rank {} (local write or parity generation)",
+                    self.set[bad]
+                ))
             }));
         }
         self.resync = false;

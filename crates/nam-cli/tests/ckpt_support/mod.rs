@@ -2,6 +2,10 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/fds.rs"]
+mod fds;
+
+use fds::NoInheritedFds;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -26,7 +30,8 @@ pub fn mpirun(ranks: usize, nodes: usize, args: &[&str]) -> Command {
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .no_inherited_fds();
     cmd
 }
 
