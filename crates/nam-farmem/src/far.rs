@@ -16,7 +16,7 @@ use std::sync::Arc;
 mod bulk;
 mod chunks;
 
-pub use chunks::DestMode;
+pub use chunks::{DestMode, UPDATE_FETCH_BYTES};
 
 /// Most bytes of adjacent lines one span read (a batch of misses) or write ([`FarMemory::flush`])
 /// moves: a 64 KiB span costs one copy (shared memory) or one GET or PUT, the per-request

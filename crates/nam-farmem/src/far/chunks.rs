@@ -25,6 +25,15 @@ use crate::error::Result;
 /// inside L1/L2 while the computation reads it, four 4 KiB lines per request.
 pub const STAGING_BYTES: usize = 16 << 10;
 
+/// Bytes of destination lines one miss of [`FarMemory::zip_pieces_mut`] fetches (in
+/// `DestMode::Update`): 4 KiB, the line that missed and the missing ones after it in the
+/// range. Small, so that the fetched lines are still in L1 when the computation updates
+/// them: measured on the development machine (one pass over 128 MiB, the copy from the
+/// server's mapped pool followed by `y += a * x` on the copied piece, best of 7 in thread
+/// CPU time), 14.3 ms in 4 KiB pieces, 17.3 ms in 16 KiB and 17.9 ms in 64 KiB, against
+/// 9.8 ms for the pass in local memory.
+pub const UPDATE_FETCH_BYTES: u64 = 4 << 10;
+
 /// How [`FarMemory::zip_pieces_mut`] treats the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DestMode {
@@ -96,6 +105,7 @@ impl FarMemory {
         self.check(dst, len)?;
         let lb = self.config.line_bytes;
         let last = (src + len.max(1) as u64 - 1) / lb;
+        let dst_last = (dst + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
         self.mapped = (0, 0, 0);
         let mut at = 0usize;
@@ -108,7 +118,8 @@ impl FarMemory {
             let same = s / lb == d / lb;
             let whole = mode == DestMode::Overwrite && d_off == 0 && n == lb as usize && !same;
             self.pinned.clear();
-            let slot = self.write_slot(d / lb, whole)?;
+            let ahead = if mode == DestMode::Update { dst_last } else { d / lb };
+            let slot = self.write_slot(d / lb, whole, ahead)?;
             self.pinned.push(slot);
             let view = match self.read_view(s / lb, last) {
                 Ok(_) if same => {
@@ -210,11 +221,26 @@ impl FarMemory {
     }
 
     /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
-    fn write_slot(&mut self, line: u64, whole: bool) -> Result<usize> {
+    /// `last` is the last line the caller will update after this one: a miss fetches the
+    /// missing lines up to it as well, up to [`UPDATE_FETCH_BYTES`] (one span read into
+    /// adjacent slots) and at most one per set of a group. Those lines are the request, not a guess: the caller asked for the range, so
+    /// such a miss does not train the prefetcher, which has nothing left to find ahead of it
+    /// (with or without it, a range update fetches the same lines the same way).
+    fn write_slot(&mut self, line: u64, whole: bool, last: u64) -> Result<usize> {
         if let Some(slot) = self.hit(line)? {
             return Ok(slot);
         }
-        self.want(line, if whole { Want::Overwrite } else { Want::Fetch })?;
+        if last > line {
+            let most = (UPDATE_FETCH_BYTES / self.config.line_bytes).clamp(1, self.group_lines as u64);
+            self.want_trained(line, Want::Fetch, false)?;
+            for next in line + 1..=last.min(line + most - 1) {
+                if self.store.lookup(next) == Lookup::Missing {
+                    self.want_trained(next, Want::Fetch, false)?;
+                }
+            }
+        } else {
+            self.want(line, if whole { Want::Overwrite } else { Want::Fetch })?;
+        }
         self.issue()?;
         self.slot_of(line)
     }
