@@ -123,6 +123,11 @@ fn thread_usage() -> String {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-    let cpu = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e3;
-    format!("(thread cpu {cpu:.1} ms, sys {:.1} ms, minflt {})", u.ru_stime.tv_sec as f64 * 1e3 + u.ru_stime.tv_usec as f64 / 1e3, u.ru_minflt)
+    let cpu =
+        (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e3;
+    format!(
+        "(thread cpu {cpu:.1} ms, sys {:.1} ms, minflt {})",
+        u.ru_stime.tv_sec as f64 * 1e3 + u.ru_stime.tv_usec as f64 / 1e3,
+        u.ru_minflt
+    )
 }
