@@ -83,6 +83,9 @@ fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize)
             sum = sum.wrapping_mul(31).wrapping_add(ys[i - start].to_bits() as u64);
         }
     })?;
+    if phases {
+        eprintln!("checksum {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
+    }
     Ok(sum)
 }
 
