@@ -53,7 +53,7 @@ pub use array::{FarArray, Plain};
 pub use config::{FarConfig, PrefetchConfig};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
-pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, WRITE_BACK_RUN_BYTES};
+pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
 pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, SIGNAL_REGIONS_MAX};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
