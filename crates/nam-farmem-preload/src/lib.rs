@@ -32,6 +32,7 @@
 
 pub mod arena;
 pub mod hooks;
+pub mod syscalls;
 mod libc_alloc;
 
 #[global_allocator]

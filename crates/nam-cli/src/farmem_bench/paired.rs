@@ -71,6 +71,7 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Ro
     let mut config = PagerConfig::new(footprint as u64, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
     config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
     config.fault_mode = s.mode;
+    config.throttle.enabled = s.throttle;
     config.spin_us = s.spin_us.unwrap_or(config.spin_us);
     let region = PagedRegion::new(client, config)?;
     // SAFETY: the only view of the region, dropped before it.

@@ -117,6 +117,7 @@ impl Shared {
     pub(super) fn serve_missing(&self, pages: &mut Pages, page: u64, write: bool) -> Result<()> {
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
+        pages.accuracy.demand_miss(page);
         // A page after a dirty one belongs to a writing stream: install it writable.
         let mut dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
         if !dirty && pages.writes.install_writable(page) {
@@ -124,7 +125,13 @@ impl Shared {
             pages.stats.predicted_writes += 1;
         }
         self.fetch_install(pages, page, 1, dirty)?;
-        let ahead = pages.prefetcher.on_miss(page, self.pages);
+        let window = pages.prefetcher.on_miss(page, self.pages);
+        let ahead = if window.is_empty() {
+            window
+        } else {
+            let state = &pages.state;
+            pages.accuracy.admit(window, |p| state[p as usize] == MISSING)
+        };
         if !ahead.is_empty() {
             queue(pages, Pending { next: ahead.start, end: ahead.end, dirty });
         }
@@ -150,6 +157,7 @@ impl Shared {
             pages.state[p as usize] = DIRTY;
         }
         pages.writes.written(page);
+        pages.accuracy.written(page);
         pages.stats.write_faults += 1;
         self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false)
     }
@@ -175,6 +183,9 @@ impl Shared {
             let count = (end - p.next) as usize;
             self.fetch_install(&mut pages, p.next, count, p.dirty)?;
             pages.stats.prefetches += count as u64;
+            for q in p.next..end {
+                pages.accuracy.prefetched(q);
+            }
             p.next = end;
             if p.next < p.end {
                 pages.pending.push_front(p);
