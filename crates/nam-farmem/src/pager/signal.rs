@@ -90,6 +90,16 @@ fn is_write(context: *mut libc::c_void) -> bool {
 }
 
 extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // The interrupted code may be about to read errno (a failed call's, say), and serving
+    // the fault makes system calls of its own: give errno back as it was.
+    // SAFETY: glibc's per-thread errno location.
+    let errno = unsafe { *libc::__errno_location() };
+    on_fault(signal, info, context);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo_t.
     let addr = unsafe { (*info).si_addr() } as u64;
     for slot in &REGIONS {
