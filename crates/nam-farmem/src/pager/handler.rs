@@ -118,6 +118,13 @@ impl Shared {
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
         pages.accuracy.demand_miss(page);
+        // The demand overtook a waiting window: its pages before this one were faulted in
+        // already, and refetching those that were evicted since would be wasted work.
+        for p in pages.pending.iter_mut() {
+            if (p.next..p.end).contains(&page) {
+                p.next = page + 1;
+            }
+        }
         // A page after a dirty one belongs to a writing stream: install it writable.
         let mut dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
         if !dirty && pages.writes.install_writable(page) {
