@@ -131,18 +131,39 @@ impl Shared {
             dirty = true;
             pages.stats.predicted_writes += 1;
         }
-        self.fetch_install(pages, page, 1, dirty)?;
         let window = pages.prefetcher.on_miss(page, self.pages);
-        let ahead = if window.is_empty() {
+        let mut ahead = if window.is_empty() {
             window
         } else {
             let state = &pages.state;
             pages.accuracy.admit(window, |p| state[p as usize] == MISSING)
         };
+        let count = self.inline_run(pages, page, &ahead);
+        self.fetch_install(pages, page, count as usize, dirty)?;
+        for q in page + 1..page + count {
+            pages.accuracy.prefetched(q);
+        }
+        pages.stats.prefetches += count - 1;
+        ahead.start = ahead.start.max(page + count);
         if !ahead.is_empty() {
             queue(pages, Pending { next: ahead.start, end: ahead.end, dirty });
         }
         Ok(())
+    }
+
+    /// How many pages a miss of `page` installs itself: in signal mode, the start of the
+    /// prefetch window `ahead` when it follows the page (up to [`PREFETCH_RUN_MAX`] missing
+    /// pages in all, one fetch and one copy), since a program that faults every few
+    /// microseconds overtakes the handler thread, which must be woken first; otherwise 1.
+    fn inline_run(&self, pages: &Pages, page: u64, ahead: &std::ops::Range<u64>) -> u64 {
+        let mut count = 1;
+        if self.ring.is_some() && ahead.start == page + 1 {
+            let limit = ahead.end.min(page + PREFETCH_RUN_MAX);
+            while page + count < limit && pages.state[(page + count) as usize] == MISSING {
+                count += 1;
+            }
+        }
+        count
     }
 
     pub(super) fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
