@@ -65,8 +65,7 @@ fn unused_prefetches_turn_the_prefetcher_off_and_a_stream_turns_it_back_on() {
     assert!(early.prefetches > filled.prefetches, "streams confirmed early prefetch: {early:?}");
     triples(400);
     let before = settled(&region);
-    let (used, wasted) =
-        (before.prefetch_hits - filled.prefetch_hits, before.prefetch_wasted - filled.prefetch_wasted);
+    let (used, wasted) = (before.prefetch_hits - filled.prefetch_hits, before.prefetch_wasted - filled.prefetch_wasted);
     assert!(wasted > 2 * used, "prefetches went mostly unused: {used} used, {wasted} wasted");
     triples(100);
     let after = settled(&region);

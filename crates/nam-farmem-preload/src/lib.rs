@@ -32,8 +32,8 @@
 
 pub mod arena;
 pub mod hooks;
-pub mod syscalls;
 mod libc_alloc;
+pub mod syscalls;
 
 #[global_allocator]
 static ALLOCATOR: libc_alloc::LibcAllocator = libc_alloc::LibcAllocator;
