@@ -12,7 +12,8 @@
 //! - a system call that reads or writes a missing page (`read(fd, region, n)`) fails with
 //!   `EFAULT` instead of waiting: the kernel cannot run a signal handler in the middle of
 //!   its own access. The `LD_PRELOAD` library, whose memory goes to arbitrary system calls,
-//!   uses thread mode;
+//!   uses thread mode unless told otherwise (`NAM_FARMEM_FAULT_MODE=signal`), and then wraps
+//!   the calls that move data (`read`, `sendmsg`, ...) to touch their far buffers and retry;
 //! - the handler takes the region's lock and calls the client: a thread must not touch a
 //!   missing page of the region while it is inside a nam call itself (for example by
 //!   passing region memory to `Client::put`), or it would wait on itself;
