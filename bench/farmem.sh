@@ -70,7 +70,7 @@ paging() {
     "$nam" farmem-bench --workload pointer-chase --local-fraction 0.1,0.25,0.5,0.75,1 \
         --prefetch on,off --transport shm --scale 0.5 --repeat 3 --out "$out" --plot-dir docs/img
     echo -e "\n## Signal fault mode, 50% local memory, UCX shared memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode signal \
+    "$nam" farmem-bench --workload saxpy,fof,memcached --local-fraction 0.5 --prefetch on,off --fault-mode signal \
         --transport shm --scale 0.5 "${rounds[@]}" --out "$out"
     echo -e "\n## SAXPY at 128 MiB, paged, 50% local memory" >> "$out"
     "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on,off --transport shm --scale 4 \

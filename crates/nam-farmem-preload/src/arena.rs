@@ -2,7 +2,7 @@
 //! coalescing. Made on first use; while it is being made, or if it could not be, callers
 //! get a null pointer and use local memory instead.
 
-use nam_farmem::{PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -55,6 +55,12 @@ fn env_bytes(name: &str) -> Option<u64> {
     }
 }
 
+/// The far arena's first and end addresses, once it is made.
+pub fn bounds() -> Option<(usize, usize)> {
+    let base = BASE.load(Ordering::Acquire);
+    (base != 0).then(|| (base as usize, (base + LEN.load(Ordering::Relaxed)) as usize))
+}
+
 /// Whether `ptr` points into the far arena.
 pub fn contains(ptr: *const u8) -> bool {
     let base = BASE.load(Ordering::Acquire);
@@ -67,6 +73,8 @@ fn make() -> bool {
         Ok(_) => {}
         Err(state) => return state == READY,
     }
+    // Before the first fault: a signal-mode fault must not look symbols up.
+    crate::syscalls::resolve();
     match make_region() {
         Ok(region) => {
             let region: &'static PagedRegion = Box::leak(Box::new(region));
@@ -100,6 +108,15 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
     config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
+    config.throttle.enabled = env_on("NAM_FARMEM_THROTTLE");
+    config.fault_mode = match std::env::var("NAM_FARMEM_FAULT_MODE").as_deref().map(str::trim) {
+        Ok("signal") => FaultMode::Signal,
+        Ok("thread") | Err(_) => FaultMode::Thread,
+        Ok(other) => {
+            eprintln!("nam-farmem-preload: ignoring NAM_FARMEM_FAULT_MODE={other:?}: not thread or signal");
+            FaultMode::Thread
+        }
+    };
     if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
         config.spin_us = us;
     }
@@ -115,7 +132,7 @@ extern "C" fn print_stats() {
     if let Some(region) = region() {
         let s = region.stats();
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
@@ -123,7 +140,9 @@ extern "C" fn print_stats() {
             s.evictions,
             s.writebacks,
             s.write_faults,
-            s.predicted_writes
+            s.predicted_writes,
+            s.prefetch_hits,
+            s.prefetch_wasted
         );
     }
 }

@@ -18,7 +18,8 @@
 //! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
 //!   missing pages are fetched from the servers by a busy-polling handler thread that also
 //!   installs prefetched pages in the background, with write-protection to find dirty pages
-//!   and batched eviction that keeps the resident set within the budget.
+//!   and batched eviction that keeps the resident set within the budget. Its prefetcher is
+//!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]).
 //!
 //! ```no_run
 //! use nam_client::{Client, ClientConfig};
@@ -47,6 +48,7 @@ mod pager;
 mod prefetch;
 mod span;
 mod stats;
+mod throttle;
 mod uffd;
 
 pub use array::{FarArray, Plain};
@@ -58,3 +60,4 @@ pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, SIGNAL_REGI
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;
+pub use throttle::{Throttle, ThrottleConfig, ThrottleTotals, LEVEL_MAX};
