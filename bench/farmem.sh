@@ -46,9 +46,8 @@ paging() {
         echo "value checked; the budget is the local fraction of the data set, and the lines below"
         echo "the table say how much of memcached's far memory was resident. The prefetch on/off"
         echo "ratio compares the two rows' slowdowns (each against its own local baseline)."
-        echo "Paged rows serve faults in the faulting thread (signal mode, the default) unless marked"
-        echo "\"(thread faults)\"; memcached under the LD_PRELOAD library always uses the handler thread"
-        echo "(its far memory meets system calls, which signal mode would fail with EFAULT)."
+        echo "Paged rows, memcached's included (\`NAM_FARMEM_FAULT_MODE\`), serve faults in the faulting"
+        echo "thread (signal mode, the default) unless marked \"(thread faults)\"."
         echo "See docs/farmem.md for the design and the knobs."
         echo
         echo "![SAXPY](img/farmem-saxpy.png) ![FoF](img/farmem-fof.png) ![Pointer chase](img/farmem-pointerchase.png)"
@@ -80,7 +79,7 @@ paging() {
     "$nam" farmem-bench --workload pointer-chase --local-fraction 0.1,0.25,0.5,0.75,1 \
         --prefetch on,off --transport shm --scale 0.5 --repeat 3 --out "$out" --plot-dir docs/img
     echo -e "\n## Handler-thread fault mode, 50% local memory, UCX shared memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode thread \
+    "$nam" farmem-bench --workload saxpy,fof,memcached --local-fraction 0.5 --prefetch on,off --fault-mode thread \
         --transport shm --scale 0.5 "${rounds[@]}" --out "$out"
     echo -e "\n## SAXPY at 128 MiB, paged, 50% local memory" >> "$out"
     "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on,off --transport shm --scale 4 \
@@ -112,8 +111,9 @@ explicit() {
         echo "Every repetition runs the local baseline and then the explicit run back to back; a row"
         echo "reports the medians of the times and of the per-repetition ratios (\`median of 5\`)."
         echo "SAXPY computes in place on cache lines (\`FarArray::zip_chunks_mut\`: y stays resident"
-        echo "and dirty, x is streamed past it, \`bypassed\` lines read without allocating) and its"
-        echo "timed part ends with a flush; friends-of-friends fetches each frontier's misses as one"
+        echo "and dirty, copied in from the server's mapped pool line by line on its first update;"
+        echo "x is read in place, \`bypassed\` lines read without allocating) and its timed part ends"
+        echo "with a flush (streaming stores); friends-of-friends fetches each frontier's misses as one"
         echo "batch (\`FarMemory::fetch_ranges\`) and counts on the lines in place, at three line sizes."
         echo "Load average before these rows: $(cut -d' ' -f1-3 /proc/loadavg)."
     } >> "$out"

@@ -91,6 +91,10 @@ pub struct FarmemBenchArgs {
     /// Prefetcher on and/or off, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     prefetch: Vec<OnOff>,
+    /// Feedback-directed throttling of the paged prefetcher by its accuracy
+    /// (`PagerConfig::throttle`).
+    #[arg(long, value_enum, default_value = "on")]
+    throttle: OnOff,
     /// Memory servers HOST:PORT,...; without it, local `nam serve` processes are started.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
@@ -111,8 +115,8 @@ pub struct FarmemBenchArgs {
     /// Least milliseconds the local side of a round runs (the workload is iterated).
     #[arg(long, default_value_t = 0.0)]
     min_ms: f64,
-    /// Who serves the page faults of paged runs, comma-separated (memcached through the
-    /// LD_PRELOAD library always uses the handler thread: its far memory meets system calls).
+    /// Who serves the page faults of paged runs (memcached: `NAM_FARMEM_FAULT_MODE` of the
+    /// LD_PRELOAD library), comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "signal")]
     fault_mode: Vec<FaultModeArg>,
     /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
@@ -289,7 +293,8 @@ impl From<FaultModeArg> for FaultMode {
     }
 }
 
-fn mode_name(mode: FaultMode) -> &'static str {
+/// The `--fault-mode` name of `mode`.
+pub fn mode_name(mode: FaultMode) -> &'static str {
     match mode {
         FaultMode::Thread => "thread",
         FaultMode::Signal => "signal",
@@ -394,6 +399,7 @@ fn run_local(w: &dyn Workload) -> (f64, u64) {
 struct FarSetting {
     fraction: f64,
     prefetch: bool,
+    throttle: bool,
     mode: FaultMode,
     spin_us: Option<u64>,
 }
@@ -460,12 +466,14 @@ fn run_workload(
         let preload = memcached::preload_path()?;
         for &n in counts {
             for &fraction in &args.local_fraction {
-                for &p in &args.prefetch {
+                for (&p, &mode) in args.prefetch.iter().flat_map(|p| args.fault_mode.iter().map(move |m| (p, m))) {
                     let far = memcached::FarSide {
                         servers: &addrs[..n],
                         transport,
                         fraction,
                         prefetch: p == OnOff::On,
+                        mode: mode.into(),
+                        throttle: args.throttle == OnOff::On,
                         preload: &preload,
                         spin_us: args.spin_us,
                     };
@@ -484,21 +492,31 @@ fn run_workload(
     let rounds = paired::Rounds { repeat: args.repeat, min_ms: args.min_ms };
     for &n in counts {
         for &fraction in &args.local_fraction {
-            for (&p, &mode) in args.prefetch.iter().flat_map(|p| args.fault_mode.iter().map(move |m| (p, m))) {
-                let setting =
-                    FarSetting { fraction, prefetch: p == OnOff::On, mode: mode.into(), spin_us: args.spin_us };
-                let m = paired::measure(w.as_ref(), connect(&addrs[..n], transport)?, &setting, rounds)
+            for &mode in &args.fault_mode {
+                let settings: Vec<FarSetting> = (args.prefetch.iter())
+                    .map(|&p| FarSetting {
+                        fraction,
+                        prefetch: p == OnOff::On,
+                        throttle: args.throttle == OnOff::On,
+                        mode: mode.into(),
+                        spin_us: args.spin_us,
+                    })
+                    .collect();
+                let measured = paired::measure(w.as_ref(), connect(&addrs[..n], transport)?, &settings, rounds)
                     .with_context(|| format!("{kind:?}"))?;
-                let items = (w.items() * m.iterations as u64) as f64;
-                let mut run = Run::basic(kind, fraction, setting.prefetch, n, transport, m.local_ms, m.far_ms, items);
-                run.slowdown = m.slowdown;
-                run.throughput_ratio = 1.0 / m.slowdown;
-                run.misses = m.stats.misses;
-                run.prefetches = m.stats.prefetches;
-                run.evictions = m.stats.evictions;
-                run.fault_mode = Some(mode_name(m.fault_mode));
-                report::progress(args, &run);
-                runs.push(run);
+                for (setting, m) in settings.iter().zip(measured) {
+                    let items = (w.items() * m.iterations as u64) as f64;
+                    let mut run =
+                        Run::basic(kind, fraction, setting.prefetch, n, transport, m.local_ms, m.far_ms, items);
+                    run.slowdown = m.slowdown;
+                    run.throughput_ratio = 1.0 / m.slowdown;
+                    run.misses = m.stats.misses;
+                    run.prefetches = m.stats.prefetches;
+                    run.evictions = m.stats.evictions;
+                    run.fault_mode = Some(mode_name(m.fault_mode));
+                    report::progress(args, &run);
+                    runs.push(run);
+                }
             }
         }
     }

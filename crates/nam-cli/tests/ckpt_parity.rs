@@ -415,3 +415,39 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
     assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
 }
+
+/// `nam ckpt-bench` under `mpirun`, at a test's size: every scheme of the comparison
+/// (partner, XOR, NAM-XOR with the local write overlapped and in the baselines' order)
+/// checkpoints, restarts after one rank's data is erased, and gives its bytes back.
+#[test]
+fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
+    let dir = ckpt_support::temp_dir("bench-all");
+    let args = [
+        "ckpt-bench",
+        "--size-per-rank",
+        "2MiB",
+        "--checkpoints",
+        "1",
+        "--restores",
+        "1",
+        "--compute-ms",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ];
+    let out = ckpt_support::run(ckpt_support::mpirun(3, 3, &args));
+    let text = ckpt_support::text(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{text}");
+    let rows: Vec<serde_json::Value> =
+        text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect("json")).collect();
+    let schemes: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(schemes, ["partner", "xor", "nam-xor", "nam-xor-serial"], "{text}");
+    for row in &rows {
+        assert_eq!(row["ranks"], 3, "{row}");
+        assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");
+        assert_eq!(row["bytes_match"], true, "{row}");
+        assert!(row["checkpoint_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}

@@ -170,6 +170,7 @@ fn in_place_sweep(procs: &[ServerProcess], staged: bool) {
     far.invalidate().unwrap();
     let mut model = vec![7u32; n];
     y.zip_chunks_mut(&mut far, &x, 0..n, DestMode::Overwrite, |_, _, ys| ys.fill(7)).unwrap();
+    let before = far.stats();
     for pass in 0..3u32 {
         // y (256 KiB) is four times the budget: every set fills with dirty y lines, so x's
         // misses must be read without evicting them.
@@ -183,6 +184,10 @@ fn in_place_sweep(procs: &[ServerProcess], staged: bool) {
             *m = m.wrapping_add(xs[i] ^ pass ^ i as u32);
         }
     }
+    // The updates fetch y's missing lines ahead as part of the request: the prefetcher, on
+    // in this configuration, is not trained by them.
+    let updates = far.stats();
+    assert_eq!(updates.prefetches, before.prefetches, "range updates trained the prefetcher: {updates:?}");
     let mut got = Vec::with_capacity(n);
     y.for_each_chunk(&mut far, 0..n, |at, chunk| {
         assert_eq!(at, got.len());

@@ -121,6 +121,12 @@ impl Client {
         self.maybe_check_health(ops);
     }
 
+    /// Counts a `len`-byte write to a mapped allocation made without [`Client::direct_put`].
+    #[inline]
+    pub(crate) fn count_direct_put(&self, len: usize) {
+        self.count(&self.direct.puts, &self.direct.bytes_put, len);
+    }
+
     /// Counts a `len`-byte read from a mapped allocation made without [`Client::direct_get`].
     #[inline]
     pub(crate) fn count_direct_get(&self, len: usize) {

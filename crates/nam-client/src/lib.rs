@@ -51,6 +51,7 @@ mod op;
 pub mod path;
 mod reduce;
 mod signal;
+mod streaming;
 
 pub use allocation::{AllocOptions, Allocation};
 pub use ckpt::{CkptMember, GroupSpec, Restoring};

@@ -55,6 +55,12 @@ fn env_bytes(name: &str) -> Option<u64> {
     }
 }
 
+/// The far arena's first and end addresses, once it is made.
+pub fn bounds() -> Option<(usize, usize)> {
+    let base = BASE.load(Ordering::Acquire);
+    (base != 0).then(|| (base as usize, (base + LEN.load(Ordering::Relaxed)) as usize))
+}
+
 /// Whether `ptr` points into the far arena.
 pub fn contains(ptr: *const u8) -> bool {
     let base = BASE.load(Ordering::Acquire);
@@ -67,6 +73,8 @@ fn make() -> bool {
         Ok(_) => {}
         Err(state) => return state == READY,
     }
+    // Before the first fault: a signal-mode fault must not look symbols up.
+    crate::syscalls::resolve();
     match make_region() {
         Ok(region) => {
             let region: &'static PagedRegion = Box::leak(Box::new(region));
@@ -100,26 +108,19 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
     config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
-    config.fault_mode = fault_mode();
+    config.throttle.enabled = env_on("NAM_FARMEM_THROTTLE");
+    config.fault_mode = match std::env::var("NAM_FARMEM_FAULT_MODE").as_deref().map(str::trim) {
+        Ok("signal") => FaultMode::Signal,
+        Ok("thread") | Err(_) => FaultMode::Thread,
+        Ok(other) => {
+            eprintln!("nam-farmem-preload: ignoring NAM_FARMEM_FAULT_MODE={other:?}: not thread or signal");
+            FaultMode::Thread
+        }
+    };
     if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
         config.spin_us = us;
     }
     Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
-}
-
-/// `NAM_FARMEM_FAULT_MODE`: `thread` (the default here) or `signal`. An unmodified program
-/// passes its heap to system calls (memcached `read`s requests into it), and in signal mode
-/// a system call that meets a page not resident fails with `EFAULT`; so the library serves
-/// faults in a handler thread unless told the program's far memory never meets one.
-fn fault_mode() -> FaultMode {
-    match std::env::var("NAM_FARMEM_FAULT_MODE").as_deref().map(str::trim) {
-        Ok("signal") => FaultMode::Signal,
-        Ok("thread") | Err(_) => FaultMode::Thread,
-        Ok(other) => {
-            eprintln!("nam-farmem-preload: NAM_FARMEM_FAULT_MODE={other:?} is neither thread nor signal; using thread");
-            FaultMode::Thread
-        }
-    }
 }
 
 /// An on/off switch that is on unless set to `off`.
@@ -131,7 +132,7 @@ extern "C" fn print_stats() {
     if let Some(region) = region() {
         let s = region.stats();
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
@@ -139,7 +140,9 @@ extern "C" fn print_stats() {
             s.evictions,
             s.writebacks,
             s.write_faults,
-            s.predicted_writes
+            s.predicted_writes,
+            s.prefetch_hits,
+            s.prefetch_wasted
         );
     }
 }

@@ -14,18 +14,19 @@
 //! - [`arena`]: a first-fit allocator of page-aligned blocks over one
 //!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default 4 GiB of address space)
 //!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
+//! - [`syscalls`]: `read`, `readv`, `recv`, `recvfrom`, `recvmsg`, `write`, `writev`, `send`,
+//!   `sendto` and `sendmsg`, retried after touching their far buffers when they fail with
+//!   `EFAULT`, so that the pager's signal fault mode (`NAM_FARMEM_FAULT_MODE=signal`, default
+//!   `thread`) serves programs that pass far memory to those calls.
 //!
 //! The region is made on the first large allocation. If it cannot be made (no server,
 //! userfaultfd not permitted) the library says why once on stderr and the program runs
 //! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
 //! `NAM_FARMEM_PREFETCH=off` turns the prefetcher off; `NAM_FARMEM_SPIN_US` sets how long the
 //! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`);
-//! `NAM_FARMEM_PREDICT_WRITES=off` and `NAM_FARMEM_EVICT_AHEAD=off` turn off the pager's write
-//! prediction and eviction ahead (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`).
-//! `NAM_FARMEM_FAULT_MODE=signal` serves faults in the faulting thread (`FaultMode::Signal`,
-//! faster); the default here is `thread`, because an unmodified program passes its heap to
-//! system calls, and in signal mode a system call that meets a page not resident fails with
-//! `EFAULT` (memcached `read`s its requests into far memory).
+//! `NAM_FARMEM_PREDICT_WRITES=off`, `NAM_FARMEM_EVICT_AHEAD=off` and `NAM_FARMEM_THROTTLE=off`
+//! turn off the pager's write prediction, eviction ahead and prefetch throttling
+//! (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`, `PagerConfig::throttle`).
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:
@@ -37,6 +38,7 @@
 pub mod arena;
 pub mod hooks;
 mod libc_alloc;
+pub mod syscalls;
 
 #[global_allocator]
 static ALLOCATOR: libc_alloc::LibcAllocator = libc_alloc::LibcAllocator;

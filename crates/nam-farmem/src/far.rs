@@ -16,7 +16,7 @@ use std::sync::Arc;
 mod bulk;
 mod chunks;
 
-pub use chunks::DestMode;
+pub use chunks::{DestMode, UPDATE_FETCH_BYTES};
 
 /// Most bytes of adjacent lines one span read (a batch of misses) or write ([`FarMemory::flush`])
 /// moves: a 64 KiB span costs one copy (shared memory) or one GET or PUT, the per-request
@@ -64,6 +64,8 @@ pub struct FarMemory {
     /// A stretch of lines readable in place in a mapped server pool (first line, count,
     /// address of the first); valid during one in-place call only.
     mapped: (u64, u64, usize),
+    /// The same for the destination lines of [`FarMemory::zip_pieces_mut`].
+    mapped_dst: (u64, u64, usize),
     /// Scratch: slots a victim must not be chosen from.
     exclude: Vec<usize>,
 }
@@ -87,6 +89,7 @@ impl FarMemory {
             staging: vec![0; (line as usize).max(chunks::STAGING_BYTES)],
             staged: (0, 0),
             mapped: (0, 0, 0),
+            mapped_dst: (0, 0, 0),
             exclude: Vec::with_capacity(config.outstanding_max + 2),
             store,
             config,

@@ -18,7 +18,8 @@
 //! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
 //!   missing pages are fetched from the servers by a busy-polling handler thread that also
 //!   installs prefetched pages in the background, with write-protection to find dirty pages
-//!   and batched eviction that keeps the resident set within the budget.
+//!   and batched eviction that keeps the resident set within the budget. Its prefetcher is
+//!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]).
 //!
 //! ```no_run
 //! use nam_client::{Client, ClientConfig};
@@ -47,14 +48,16 @@ mod pager;
 mod prefetch;
 mod span;
 mod stats;
+mod throttle;
 mod uffd;
 
 pub use array::{FarArray, Plain};
 pub use config::{FarConfig, PrefetchConfig};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
-pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, WRITE_BACK_RUN_BYTES};
+pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
 pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, SIGNAL_REGIONS_MAX};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;
+pub use throttle::{Throttle, ThrottleConfig, ThrottleTotals, LEVEL_MAX};

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::prefetch::StreamPrefetcher;
 use crate::span::SpanService;
 use crate::stats::Stats;
+use crate::throttle::ThrottleConfig;
 use crate::uffd::Uffd;
 use nam_client::Client;
 use parking_lot::Mutex;
@@ -52,6 +53,7 @@ pub const PAGER_PREFETCH_DEPTH: usize = 64;
 /// How long the handler busy-polls after its last work by default, chosen by measurement.
 pub const PAGER_SPIN_US: u64 = 1000;
 
+mod accuracy;
 mod evict;
 mod handler;
 mod signal;
@@ -106,6 +108,9 @@ pub struct PagerConfig {
     /// Between faults, the handler evicts ahead so that an eighth of the budget (at most
     /// one run of `EVICT_RUN_MAX`, 16 pages) stays free and the next misses need not evict.
     pub evict_ahead: bool,
+    /// Feedback-directed throttling of the prefetcher by its measured accuracy
+    /// (`crate::throttle`, `pager/accuracy.rs`).
+    pub throttle: ThrottleConfig,
 }
 
 impl PagerConfig {
@@ -121,6 +126,7 @@ impl PagerConfig {
             fault_mode: FaultMode::default(),
             predict_writes: true,
             evict_ahead: true,
+            throttle: ThrottleConfig::default(),
         }
     }
 }
@@ -137,6 +143,8 @@ struct Pages {
     position: Vec<u32>,
     last_fault: u32,
     prefetcher: StreamPrefetcher,
+    /// What became of the prefetches, and the throttle it feeds.
+    accuracy: accuracy::Accuracy,
     /// Which zones' read misses are installed writable.
     writes: writes::WritePredictor,
     /// Prefetch windows not installed yet, served between faults.
@@ -219,6 +227,7 @@ impl PagedRegion {
             position: vec![u32::MAX; pages as usize],
             last_fault: u32::MAX,
             prefetcher: StreamPrefetcher::new(config.prefetch),
+            accuracy: accuracy::Accuracy::new(pages, config.throttle),
             writes: writes::WritePredictor::new(pages, config.predict_writes),
             pending: VecDeque::new(),
             stats: Stats::default(),
@@ -287,6 +296,8 @@ impl PagedRegion {
         let pages = self.shared.state.lock();
         let mut stats = pages.stats;
         stats.inflight_max = stats.inflight_max.max(1);
+        let totals = pages.accuracy.throttle.totals;
+        (stats.prefetch_hits, stats.prefetch_wasted) = (totals.used, totals.wasted);
         stats
     }
 

@@ -139,8 +139,10 @@ impl SpanService {
             if !self.client.takes_direct_path(alloc, piece.len) {
                 self.unflushed_rma.store(true, Ordering::Release);
             }
+            // A span write is a write-back: the data is for the server, so it is put with
+            // streaming stores (no read of the destination lines, the cache kept).
             self.client
-                .put(alloc, piece.offset, &data[done..done + piece.len])
+                .put_streaming(alloc, piece.offset, &data[done..done + piece.len])
                 .map_err(|e| self.server_error(piece.server, "span write", e))?;
             done += piece.len;
         }

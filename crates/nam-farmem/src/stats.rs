@@ -11,8 +11,12 @@ pub struct Stats {
     pub merged: u64,
     /// Lines or pages fetched ahead by the prefetcher.
     pub prefetches: u64,
-    /// Demand accesses that hit a prefetched line before anything else touched it.
+    /// Demand accesses that hit a prefetched line before anything else touched it (pager:
+    /// prefetched or shadow pages the demand reached, as the throttle counts them).
     pub prefetch_hits: u64,
+    /// Prefetched lines or pages that left local memory untouched (pager: also shadow pages
+    /// the demand never reached; `pager/accuracy.rs`).
+    pub prefetch_wasted: u64,
     /// Lines or pages removed from local memory.
     pub evictions: u64,
     /// Dirty lines or pages written back to the servers.

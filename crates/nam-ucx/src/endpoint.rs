@@ -107,6 +107,9 @@ fn close_raw(worker: &Worker, raw: ffi::ucp_ep_h, force: bool) {
         while request.check().is_none() && Instant::now() < deadline {
             worker.progress();
         }
+        if request.check().is_none() {
+            worker.inner.unfinished.store(true, Ordering::Release);
+        }
     }
 }
 

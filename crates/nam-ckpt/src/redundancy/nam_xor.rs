@@ -77,17 +77,19 @@ impl NamXor {
     /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
-        Self::with_tuning(comm, set_size, servers, 0, 0)
+        Self::with_tuning(comm, set_size, servers, 0, 0, None)
     }
 
     /// As [`NamXor::new`], with the server's GET segment size and GETs in flight per rank
-    /// (0: the server's defaults).
+    /// (0: the server's defaults), and the group-name prefix (`None`: `NAM_CKPT_GROUP` or
+    /// `nam-ckpt`; one job that runs two NAM-XOR schemes side by side gives each its own).
     pub fn with_tuning(
         comm: &Comm,
         set_size: usize,
         servers: &[String],
         segment_bytes: u32,
         in_flight: u32,
+        group_prefix: Option<&str>,
     ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
@@ -101,7 +103,10 @@ impl NamXor {
             .map_err(|e| CkptError::Config(format!("redundancy.servers: {e}")))?[0];
         let connected = connect(server);
         let client = agree(&set_comm, connected, "connecting to the memory server")?;
-        let prefix = std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into());
+        let prefix = match group_prefix {
+            Some(p) => p.to_string(),
+            None => std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into()),
+        };
         let mut spec =
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
@@ -210,7 +215,7 @@ impl Redundancy for NamXor {
         } else {
             staged?;
         }
-        self.protect_staged(data.len(), target, clock)
+        self.protect_staged(data.len(), target, clock, |_| Ok(()))
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
@@ -237,6 +242,22 @@ impl NamXor {
     /// [`Redundancy::protect`] of the `len` bytes already in [`NamXor::buffer_mut`]: the
     /// zero-copy form for applications that build their checkpoint there.
     pub fn protect_buffer(&mut self, len: usize, target: &Target) -> Result<ProtectStats> {
+        self.protect_buffer_while(len, target, |_| Ok(()))
+    }
+
+    /// [`NamXor::protect_buffer`] with this rank's node-local write overlapped: the buffer is
+    /// flagged ready first, so the memory server pulls it while `write_local` writes the same
+    /// bytes to node-local storage (both only read the buffer), and then the rank waits for
+    /// the parity. The partner and XOR schemes cannot do this, because their redundancy runs
+    /// on the rank's own CPU; here it costs the rank nothing, so the parity hides behind the
+    /// local write. A failed `write_local` fails the protect on every rank, once the server is
+    /// done with the buffer. The returned statistics count the redundancy alone: the CPU
+    /// seconds of `write_local` are not in them, and [`ProtectStats::seconds`] is the wall
+    /// time the redundancy added beyond the local write.
+    pub fn protect_buffer_while<F>(&mut self, len: usize, target: &Target, write_local: F) -> Result<ProtectStats>
+    where
+        F: FnOnce(&[u8]) -> Result<()>,
+    {
         let clock = Stopwatch::start();
         let joined = self.ensure_buffer(len).map(|_| ());
         // Agree only while joining (the first protect, or after a failure): in steady state
@@ -246,7 +267,7 @@ impl NamXor {
         } else {
             joined?;
         }
-        self.protect_staged(len, target, clock)
+        self.protect_staged(len, target, clock, write_local)
     }
 
     /// What the memory server spent on this set's last finished epoch or restore (pulling,
@@ -278,24 +299,42 @@ impl NamXor {
     /// collective before flagging: each flags as soon as it is ready and sleeps in the wait
     /// (an MPI collective would have the early ranks spin on the cores the server needs).
     /// They meet once, after the parity is complete, to exchange sizes and outcomes.
-    fn protect_staged(&mut self, len: usize, target: &Target, clock: Stopwatch) -> Result<ProtectStats> {
+    /// `write_local` runs between flagging and waiting (see [`NamXor::protect_buffer_while`]).
+    fn protect_staged<F>(
+        &mut self,
+        len: usize,
+        target: &Target,
+        clock: Stopwatch,
+        write_local: F,
+    ) -> Result<ProtectStats>
+    where
+        F: FnOnce(&[u8]) -> Result<()>,
+    {
         let last = self.member.as_ref().expect("staged").epoch();
         // After a failed protect the ranks may disagree on the epoch: agree on it first.
         let last = if self.resync { all_gather_u64(&self.set_comm, last).into_iter().max().unwrap_or(0) } else { last };
         let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
-        let pulled = member
-            .ready_epoch(epoch)
+        let flagged = member.ready_epoch(epoch);
+        // The local write runs even when flagging failed: it is the checkpoint's first level.
+        let local_clock = Stopwatch::start();
+        let written = write_local(&member.buffer()[..len]);
+        let (local_wall, local_cpu) = (local_clock.wall_seconds(), local_clock.cpu_seconds());
+        let pulled = flagged
             .and_then(|_| member.wait(SERVER_WAIT))
             .and_then(|_| member.wait_complete(epoch, SERVER_WAIT))
-            .map_err(client_error("parity generation"));
+            .map_err(client_error("parity generation"))
+            .and(written);
         // One collective: every rank's length, bit 63 set where its part failed.
         let failed_bit = 1u64 << 63;
         let words = patient::all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
         if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
             self.resync = true;
             return Err(pulled.err().unwrap_or_else(|| {
-                CkptError::Unrecoverable(format!("NAM-XOR parity generation failed on rank {}", self.set[bad]))
+                CkptError::Unrecoverable(format!(
+                    "NAM-XOR checkpoint failed on rank {} (local write or parity generation)",
+                    self.set[bad]
+                ))
             }));
         }
         self.resync = false;
@@ -306,8 +345,8 @@ impl NamXor {
             data_bytes: len as u64,
             sent_bytes: len as u64,
             stored_bytes: 0,
-            seconds: clock.wall_seconds(),
-            cpu_seconds: clock.cpu_seconds(),
+            seconds: (clock.wall_seconds() - local_wall).max(0.0),
+            cpu_seconds: (clock.cpu_seconds() - local_cpu).max(0.0),
         })
     }
 

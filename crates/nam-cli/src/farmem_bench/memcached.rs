@@ -197,6 +197,10 @@ pub struct FarSide<'a> {
     pub fraction: f64,
     /// Prefetcher.
     pub prefetch: bool,
+    /// Who serves memcached's far-memory page faults (`NAM_FARMEM_FAULT_MODE`).
+    pub mode: nam_farmem::FaultMode,
+    /// Prefetch throttling (`NAM_FARMEM_THROTTLE`).
+    pub throttle: bool,
     /// The preload library.
     pub preload: &'a Path,
     /// The pager's busy-poll, if not its default.
@@ -221,6 +225,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         ("NAM_FARMEM_LOCAL_BYTES", budget.to_string()),
         ("NAM_FARMEM_PREFETCH", if far.prefetch { "on" } else { "off" }.to_string()),
         ("NAM_FARMEM_STATS", "1".to_string()),
+        ("NAM_FARMEM_FAULT_MODE", super::mode_name(far.mode).to_string()),
+        ("NAM_FARMEM_THROTTLE", if far.throttle { "on" } else { "off" }.to_string()),
     ];
     if let Some(us) = far.spin_us {
         env.push(("NAM_FARMEM_SPIN_US", us.to_string()));
@@ -271,7 +277,7 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
         predicted_writes: Some(numbers[7]),
         line_bytes: None,
         metadata_cache: None,
-        fault_mode: Some("thread"), // the LD_PRELOAD library's memory meets system calls
+        fault_mode: Some(super::mode_name(far.mode)),
     })
 }
 

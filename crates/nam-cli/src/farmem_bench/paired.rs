@@ -7,7 +7,9 @@
 //! side and the far side right after each other, each iterating the workload enough times
 //! that the local side takes at least `min_ms`. The slowdown is the median of the rounds'
 //! ratios; a load spike that hits one round moves one ratio, not the result. Every round
-//! checks that both sides computed the same checksum.
+//! checks that both sides computed the same checksum. Settings compared with each other
+//! (prefetch on and off) get one region each, timed in the same rounds after the same local
+//! run, so their ratio is not moved by load that came and went between two measurements.
 
 use super::workloads::Workload;
 use super::FarSetting;
@@ -63,21 +65,22 @@ fn timed(w: &dyn Workload, mem: &mut [u8], iterations: usize) -> (f64, u64) {
     (t.elapsed().as_secs_f64() * 1e3, sum)
 }
 
-/// Measures `w` locally and in a region over `client` with setting `s`.
-pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Rounds) -> Result<Paired> {
+/// Measures `w` locally and in one region over `client` per setting of `settings` (prefetch
+/// on and off, say), all in the same rounds: each round times the local side and then every
+/// region right after it, so the settings are compared under the same load and against the
+/// same local runs.
+pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], rounds: Rounds) -> Result<Vec<Paired>> {
     let footprint = w.footprint();
     let mut local = vec![0u64; footprint.div_ceil(8)];
     // SAFETY: viewing the u64 buffer as bytes.
     let local = unsafe { std::slice::from_raw_parts_mut(local.as_mut_ptr().cast::<u8>(), footprint) };
     w.init(local);
-    let mut config = PagerConfig::new(footprint as u64, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
-    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
-    config.fault_mode = s.mode;
-    config.spin_us = s.spin_us.unwrap_or(config.spin_us);
-    let region = PagedRegion::new(client, config)?;
-    // SAFETY: the only view of the region, dropped before it.
-    let far = unsafe { &mut region.as_slice_mut()[..footprint] };
-    w.init(far);
+    let regions = settings.iter().map(|s| region(w, client.clone(), s)).collect::<Result<Vec<_>>>()?;
+    // SAFETY: the only views of the regions, dropped before them.
+    let mut fars: Vec<&mut [u8]> = regions.iter().map(|r| unsafe { &mut r.as_slice_mut()[..footprint] }).collect();
+    for far in fars.iter_mut() {
+        w.init(far);
+    }
     let check = |what: &str, l: u64, f: u64| -> Result<()> {
         if l != f {
             bail!("{what}: computed {f:#x} in far memory but {l:#x} locally: data corrupted");
@@ -87,43 +90,62 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, s: &FarSetting, rounds: Ro
     // Warm-up round: reaches the steady state and calibrates the iterations. A short
     // workload gets two more paired runs, and the fastest local run sets the count, so one
     // slow first run does not leave the rounds shorter than `min_ms`.
-    let (mut warm_ms, l) = timed(w, local, 1);
-    let (_, f) = timed(w, far, 1);
-    check("warm-up", l, f)?;
-    if warm_ms < rounds.min_ms {
-        for _ in 0..2 {
-            let (ms, l) = timed(w, local, 1);
-            let (_, f) = timed(w, far, 1);
-            check("calibration", l, f)?;
-            warm_ms = warm_ms.min(ms);
+    let mut warm_ms = f64::INFINITY;
+    for pass in 0..3 {
+        let (ms, l) = timed(w, local, 1);
+        warm_ms = warm_ms.min(ms);
+        for far in fars.iter_mut() {
+            check("warm-up", l, timed(w, far, 1).1)?;
+        }
+        if pass == 0 && warm_ms >= rounds.min_ms {
+            break;
         }
     }
     let iterations = ((rounds.min_ms / warm_ms.max(1e-3)).ceil() as usize).clamp(1, 1000);
-    let before = region.stats();
-    let (mut locals, mut fars, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let before: Vec<Stats> = regions.iter().map(|r| r.stats()).collect();
+    let mut locals = Vec::new();
+    let (mut far_ms, mut ratios) = (vec![Vec::new(); fars.len()], vec![Vec::new(); fars.len()]);
     for round in 0..rounds.repeat.max(1) {
         let (lms, l) = timed(w, local, iterations);
-        let (fms, f) = timed(w, far, iterations);
-        check(&format!("round {round}"), l, f)?;
         locals.push(lms);
-        fars.push(fms);
-        ratios.push(fms / lms);
+        // The regions take turns going first, so that none always runs right after the
+        // local side (whose caches and frequency it would inherit).
+        for k in 0..fars.len() {
+            let i = (k + round) % fars.len();
+            let (fms, f) = timed(w, fars[i], iterations);
+            check(&format!("round {round}"), l, f)?;
+            far_ms[i].push(fms);
+            ratios[i].push(fms / lms);
+        }
     }
-    let after = region.stats();
     let n = rounds.repeat.max(1) as u64;
-    let stats = Stats {
-        misses: (after.misses - before.misses) / n,
-        prefetches: (after.prefetches - before.prefetches) / n,
-        evictions: (after.evictions - before.evictions) / n,
-        ..after
-    };
-    let fault_mode = region.fault_mode();
-    Ok(Paired {
-        local_ms: median(locals),
-        far_ms: median(fars),
-        slowdown: median(ratios),
-        iterations,
-        stats,
-        fault_mode,
-    })
+    let mut out = Vec::new();
+    for (i, region) in regions.iter().enumerate() {
+        let after = region.stats();
+        let stats = Stats {
+            misses: (after.misses - before[i].misses) / n,
+            prefetches: (after.prefetches - before[i].prefetches) / n,
+            evictions: (after.evictions - before[i].evictions) / n,
+            ..after
+        };
+        out.push(Paired {
+            local_ms: median(locals.clone()),
+            far_ms: median(std::mem::take(&mut far_ms[i])),
+            slowdown: median(std::mem::take(&mut ratios[i])),
+            iterations,
+            stats,
+            fault_mode: region.fault_mode(),
+        });
+    }
+    Ok(out)
+}
+
+fn region(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<PagedRegion> {
+    let footprint = w.footprint();
+    let mut config = PagerConfig::new(footprint as u64, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
+    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
+    config.fault_mode = s.mode;
+    config.throttle.enabled = s.throttle;
+    config.spin_us = s.spin_us.unwrap_or(config.spin_us);
+    Ok(PagedRegion::new(client, config)?)
 }

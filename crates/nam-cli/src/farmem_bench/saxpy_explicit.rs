@@ -58,6 +58,9 @@ fn init(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>) -> Result<()>
 /// The passes, the flush and the checksum `Saxpy::run` computes.
 fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize) -> Result<u64> {
     let phases = std::env::var_os("NAM_SAXPY_PHASES").is_some();
+    if phases {
+        eprintln!("start {}", thread_usage());
+    }
     let t = Instant::now();
     for _ in 0..passes {
         y.zip_chunks_mut(far, x, 0..x.len(), DestMode::Update, |_, xs, ys| {
@@ -66,12 +69,12 @@ fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize)
             }
         })?;
         if phases {
-            eprintln!("pass {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            eprintln!("pass {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
         }
     }
     far.flush()?;
     if phases {
-        eprintln!("flush {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        eprintln!("flush {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
     }
     let mut sum = 0u64;
     y.for_each_chunk(far, 0..y.len(), |start, ys| {
@@ -80,6 +83,9 @@ fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize)
             sum = sum.wrapping_mul(31).wrapping_add(ys[i - start].to_bits() as u64);
         }
     })?;
+    if phases {
+        eprintln!("checksum {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
+    }
     Ok(sum)
 }
 
@@ -113,4 +119,18 @@ pub fn measure(client: Arc<Client>, (transport, servers): (Transport, usize), w:
     );
     r.explicit(&m, s);
     Ok(r)
+}
+
+/// This thread's CPU time and minor page faults so far (for `NAM_SAXPY_PHASES`).
+fn thread_usage() -> String {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    let cpu =
+        (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e3;
+    format!(
+        "(thread cpu {cpu:.1} ms, sys {:.1} ms, minflt {})",
+        u.ru_stime.tv_sec as f64 * 1e3 + u.ru_stime.tv_usec as f64 / 1e3,
+        u.ru_minflt
+    )
 }

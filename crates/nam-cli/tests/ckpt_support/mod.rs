@@ -2,6 +2,13 @@
 
 #![allow(dead_code)]
 
+// Test files that use only this module do not have `common`; the ones with both get two
+// copies of this small trait, which is harmless.
+#[allow(clippy::duplicate_mod)]
+#[path = "../common/fds.rs"]
+mod fds;
+
+use fds::NoInheritedFds;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -26,7 +33,8 @@ pub fn mpirun(ranks: usize, nodes: usize, args: &[&str]) -> Command {
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .no_inherited_fds();
     cmd
 }
 

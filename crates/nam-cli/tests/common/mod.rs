@@ -1,6 +1,9 @@
 //! Shared harness of the system tests: real `nam serve` processes and real clients.
 #![allow(dead_code)]
 
+pub mod fds;
+
+use fds::NoInheritedFds;
 use nam_client::{Client, ClientConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -32,6 +35,7 @@ impl ServerProcess {
             .env("UCX_TLS", transports)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            .no_inherited_fds()
             .spawn()
             .expect("spawn nam serve");
         let stdout = child.stdout.take().unwrap();

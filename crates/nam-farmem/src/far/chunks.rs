@@ -17,13 +17,22 @@
 //!   `y += a * x`): the source as above, the destination allocated (write-allocate, fetched
 //!   unless the piece covers the whole line and the caller overwrites it) and marked dirty.
 
-use super::{FarMemory, Want};
+use super::{FarMemory, Want, WRITE_BACK_RUN_BYTES};
 use crate::cache::{Lookup, DIRTY, VALID};
 use crate::error::Result;
 
 /// Most bytes of missing lines one bypassing read fetches into the staging buffer: 16 KiB,
 /// inside L1/L2 while the computation reads it, four 4 KiB lines per request.
 pub const STAGING_BYTES: usize = 16 << 10;
+
+/// Bytes of destination lines one miss of [`FarMemory::zip_pieces_mut`] fetches (in
+/// `DestMode::Update`): 4 KiB, the line that missed and the missing ones after it in the
+/// range. Small, so that the fetched lines are still in L1 when the computation updates
+/// them: measured on the development machine (one pass over 128 MiB, the copy from the
+/// server's mapped pool followed by `y += a * x` on the copied piece, best of 7 in thread
+/// CPU time), 14.3 ms in 4 KiB pieces, 17.3 ms in 16 KiB and 17.9 ms in 64 KiB, against
+/// 9.8 ms for the pass in local memory.
+pub const UPDATE_FETCH_BYTES: u64 = 4 << 10;
 
 /// How [`FarMemory::zip_pieces_mut`] treats the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,8 +105,10 @@ impl FarMemory {
         self.check(dst, len)?;
         let lb = self.config.line_bytes;
         let last = (src + len.max(1) as u64 - 1) / lb;
+        let dst_last = (dst + len.max(1) as u64 - 1) / lb;
         self.staged = (0, 0);
         self.mapped = (0, 0, 0);
+        self.mapped_dst = (0, 0, 0);
         let mut at = 0usize;
         while at < len {
             let (s, d) = (src + at as u64, dst + at as u64);
@@ -108,7 +119,8 @@ impl FarMemory {
             let same = s / lb == d / lb;
             let whole = mode == DestMode::Overwrite && d_off == 0 && n == lb as usize && !same;
             self.pinned.clear();
-            let slot = self.write_slot(d / lb, whole)?;
+            let ahead = if mode == DestMode::Update { dst_last } else { d / lb };
+            let slot = self.write_slot(d / lb, whole, ahead)?;
             self.pinned.push(slot);
             let view = match self.read_view(s / lb, last) {
                 Ok(_) if same => {
@@ -192,6 +204,36 @@ impl FarMemory {
         Ok(self.store.data_ptr(slot).cast_const())
     }
 
+    /// A destination miss whose bytes lie in a server's pool mapped here (shared memory):
+    /// the line is allocated and copied from there by this core right before the caller
+    /// updates it, without a batch or a span read (whose bookkeeping, once per line, cost
+    /// about as much as the copy in a `perf` profile of the SAXPY rows). `None` when the
+    /// line is not mapped here. Like the look-ahead fetch, it does not train the prefetcher.
+    fn write_slot_mapped(&mut self, line: u64) -> Result<Option<usize>> {
+        let lb = self.config.line_bytes;
+        let (first, count, at) = self.mapped_dst;
+        let at = if (first..first + count).contains(&line) && !self.span.loads_need_flush() {
+            (at + ((line - first) * lb) as usize) as *const u8
+        } else {
+            self.mapped_dst = (0, 0, 0);
+            let Some((at, len)) = self.span.mapped(line * lb, lb as usize, WRITE_BACK_RUN_BYTES.max(lb) as usize)?
+            else {
+                return Ok(None);
+            };
+            self.mapped_dst = (line, len as u64 / lb, at as usize);
+            at
+        };
+        let Some(slot) = self.pick_victim(line, false) else { return Ok(None) };
+        self.evict(slot)?;
+        self.stats.misses += 1;
+        // SAFETY: `at` is `lb` readable bytes of the mapped pool (the stretch `mapped` found),
+        // the slot `lb` writable bytes of the cache; they do not overlap.
+        unsafe { copy_line(at, self.store.data_ptr(slot), lb as usize) };
+        self.store.install(slot, line, VALID);
+        self.store.touch(slot);
+        Ok(Some(slot))
+    }
+
     /// Where `line` lies in a server's pool mapped here, if it can be read in place. The
     /// stretch found (up to the range's last line `last`, within one chunk) is remembered,
     /// so a sweep asks the span service once per stretch, not once per line.
@@ -210,12 +252,50 @@ impl FarMemory {
     }
 
     /// The slot of `line` for writing (allocated and, unless `whole`, fetched on a miss).
-    fn write_slot(&mut self, line: u64, whole: bool) -> Result<usize> {
+    /// `last` is the last line the caller will update after this one: a miss fetches the
+    /// missing lines up to it as well, up to [`UPDATE_FETCH_BYTES`] (one span read into
+    /// adjacent slots) and at most one per set of a group. Those lines are the request, not a guess: the caller asked for the range, so
+    /// such a miss does not train the prefetcher, which has nothing left to find ahead of it
+    /// (with or without it, a range update fetches the same lines the same way).
+    fn write_slot(&mut self, line: u64, whole: bool, last: u64) -> Result<usize> {
         if let Some(slot) = self.hit(line)? {
             return Ok(slot);
         }
-        self.want(line, if whole { Want::Overwrite } else { Want::Fetch })?;
+        if !whole {
+            if let Some(slot) = self.write_slot_mapped(line)? {
+                return Ok(slot);
+            }
+        }
+        if last > line {
+            let most = (UPDATE_FETCH_BYTES / self.config.line_bytes).clamp(1, self.group_lines as u64);
+            self.want_trained(line, Want::Fetch, false)?;
+            for next in line + 1..=last.min(line + most - 1) {
+                if self.store.lookup(next) == Lookup::Missing {
+                    self.want_trained(next, Want::Fetch, false)?;
+                }
+            }
+        } else {
+            self.want(line, if whole { Want::Overwrite } else { Want::Fetch })?;
+        }
         self.issue()?;
         self.slot_of(line)
     }
+}
+
+/// Copies one line with 16-byte vector moves. Not `memcpy`: for 4 KiB it uses `rep movsb`
+/// here, and the caller updates the destination right after the copy.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes (a multiple of 16), not overlapping.
+#[inline]
+unsafe fn copy_line(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        for k in (0..len).step_by(16) {
+            _mm_storeu_si128(dst.add(k).cast::<__m128i>(), _mm_loadu_si128(src.add(k).cast::<__m128i>()));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::ptr::copy_nonoverlapping(src, dst, len);
 }

@@ -160,6 +160,7 @@ impl Shared {
                 pages.position[moved as usize] = k as u32;
             }
             pages.position[page as usize] = u32::MAX;
+            pages.accuracy.evicted(page);
             pages.stats.evictions += 1;
         }
     }

@@ -117,18 +117,53 @@ impl Shared {
     pub(super) fn serve_missing(&self, pages: &mut Pages, page: u64, write: bool) -> Result<()> {
         pages.stats.misses += 1;
         pages.last_fault = page as u32;
+        pages.accuracy.demand_miss(page);
+        // The demand overtook a waiting window: its pages before this one were faulted in
+        // already, and refetching those that were evicted since would be wasted work.
+        for p in pages.pending.iter_mut() {
+            if (p.next..p.end).contains(&page) {
+                p.next = page + 1;
+            }
+        }
         // A page after a dirty one belongs to a writing stream: install it writable.
         let mut dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
         if !dirty && pages.writes.install_writable(page) {
             dirty = true;
             pages.stats.predicted_writes += 1;
         }
-        self.fetch_install(pages, page, 1, dirty)?;
-        let ahead = pages.prefetcher.on_miss(page, self.pages);
+        let window = pages.prefetcher.on_miss(page, self.pages);
+        let mut ahead = if window.is_empty() {
+            window
+        } else {
+            let state = &pages.state;
+            pages.accuracy.admit(window, |p| state[p as usize] == MISSING)
+        };
+        let count = self.inline_run(pages, page, &ahead);
+        self.fetch_install(pages, page, count as usize, dirty)?;
+        for q in page + 1..page + count {
+            pages.accuracy.prefetched(q);
+        }
+        pages.stats.prefetches += count - 1;
+        ahead.start = ahead.start.max(page + count);
         if !ahead.is_empty() {
             queue(pages, Pending { next: ahead.start, end: ahead.end, dirty });
         }
         Ok(())
+    }
+
+    /// How many pages a miss of `page` installs itself: in signal mode, the start of the
+    /// prefetch window `ahead` when it follows the page (up to [`PREFETCH_RUN_MAX`] missing
+    /// pages in all, one fetch and one copy), since a program that faults every few
+    /// microseconds overtakes the handler thread, which must be woken first; otherwise 1.
+    fn inline_run(&self, pages: &Pages, page: u64, ahead: &std::ops::Range<u64>) -> u64 {
+        let mut count = 1;
+        if self.ring.is_some() && ahead.start == page + 1 {
+            let limit = ahead.end.min(page + PREFETCH_RUN_MAX);
+            while page + count < limit && pages.state[(page + count) as usize] == MISSING {
+                count += 1;
+            }
+        }
+        count
     }
 
     pub(super) fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
@@ -150,6 +185,7 @@ impl Shared {
             pages.state[p as usize] = DIRTY;
         }
         pages.writes.written(page);
+        pages.accuracy.written(page);
         pages.stats.write_faults += 1;
         self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false)
     }
@@ -175,6 +211,9 @@ impl Shared {
             let count = (end - p.next) as usize;
             self.fetch_install(&mut pages, p.next, count, p.dirty)?;
             pages.stats.prefetches += count as u64;
+            for q in p.next..end {
+                pages.accuracy.prefetched(q);
+            }
             p.next = end;
             if p.next < p.end {
                 pages.pending.push_front(p);

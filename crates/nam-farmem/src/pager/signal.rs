@@ -12,7 +12,8 @@
 //! - a system call that reads or writes a missing page (`read(fd, region, n)`) fails with
 //!   `EFAULT` instead of waiting: the kernel cannot run a signal handler in the middle of
 //!   its own access. The `LD_PRELOAD` library, whose memory goes to arbitrary system calls,
-//!   uses thread mode by default;
+//!   uses thread mode unless told otherwise (`NAM_FARMEM_FAULT_MODE=signal`), and then wraps
+//!   the calls that move data (`read`, `sendmsg`, ...) to touch their far buffers and retry;
 //! - the handler takes the region's lock and calls the client: a thread must not touch a
 //!   missing page of the region while it is inside a nam call itself (for example by
 //!   passing region memory to `Client::put`), or it would wait on itself;
@@ -103,6 +104,16 @@ fn is_write(context: *mut libc::c_void) -> bool {
 }
 
 extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // The interrupted code may be about to read errno (a failed call's, say), and serving
+    // the fault makes system calls of its own: give errno back as it was.
+    // SAFETY: glibc's per-thread errno location.
+    let errno = unsafe { *libc::__errno_location() };
+    on_fault(signal, info, context);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo_t.
     let addr = unsafe { (*info).si_addr() } as u64;
     for slot in &REGIONS {
