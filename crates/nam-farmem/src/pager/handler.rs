@@ -158,7 +158,11 @@ impl Shared {
     fn inline_run(&self, pages: &Pages, page: u64, ahead: &std::ops::Range<u64>) -> u64 {
         let mut count = 1;
         if self.ring.is_some() && ahead.start == page + 1 {
-            let limit = ahead.end.min(page + PREFETCH_RUN_MAX);
+            // At most half the budget, as for background prefetches: a run larger than the
+            // budget could not be installed at all (the region would have to evict the page
+            // just faulted).
+            let room = (self.budget_pages as u64 / 2).max(1);
+            let limit = ahead.end.min(page + PREFETCH_RUN_MAX.min(room));
             while page + count < limit && pages.state[(page + count) as usize] == MISSING {
                 count += 1;
             }
