@@ -160,17 +160,15 @@ int main(int argc, char **argv) {
             uint64_t at = (uint64_t)t;
             memcpy(buf, &at, sizeof at);
             memcpy(buf + sizeof at, grid + N, (size_t)rows * N * sizeof(double));
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s.new", path);
+            if (write_local(tmp, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
             if (strcmp(mode, "die") == 0 && t == crash_at && rank == 1) {
                 printf("rank 1: killed before flagging step %ld ready\n", t);
                 fflush(stdout);
                 raise(SIGKILL);
             }
-            /* Flag first: the server pulls the buffer while this rank writes its local copy
-               (both only read it); the buffer may change only after the wait. */
             check(nam_ckpt_group_ready(group, NULL), "ready", rank);
-            char tmp[4200];
-            snprintf(tmp, sizeof tmp, "%s.new", path);
-            if (write_local(tmp, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
             check(nam_ckpt_group_wait(group, 1, WAIT_MS), "parity", rank);
             if (rename(tmp, path) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local rename", rank);
             if (strcmp(mode, "crash") == 0 && t == crash_at) {

@@ -245,16 +245,17 @@ impl NamXor {
         self.protect_buffer_while(len, target, |_| Ok(()))
     }
 
-    /// [`NamXor::protect_buffer`] with this rank's node-local write overlapped: the buffer is
-    /// flagged ready first, so the memory server pulls it while `write_local` writes the same
-    /// bytes to node-local storage (both only read the buffer), and then the rank waits for
-    /// the parity. The partner and XOR schemes cannot do this, because their redundancy runs
-    /// on the rank's own CPU; here it costs the rank nothing, so the parity hides behind the
-    /// local write. A failed `write_local` fails the protect on every rank, once the server is
-    /// done with the buffer. The returned statistics count the redundancy alone: the CPU
-    /// seconds of `write_local` are not in them, and [`ProtectStats::seconds`] is the wall
-    /// time the redundancy added beyond the local write.
-    pub fn protect_buffer_while<F>(&mut self, len: usize, target: &Target, write_local: F) -> Result<ProtectStats>
+    /// [`NamXor::protect_buffer`] with this rank's own work overlapped: the buffer is flagged
+    /// ready first, so the memory server pulls it while `local` runs (typically the fsync of
+    /// the node-local copy, or its whole write: `local` may read the buffer, as the server
+    /// does, and must not change it), and then the rank waits for the parity. The partner and
+    /// XOR schemes cannot do this, because their redundancy runs on the rank's own CPU; here
+    /// it costs the rank nothing, so the parity hides behind the rank's wait for its disk. A
+    /// failed `local` fails the protect on every rank, once the server is done with the
+    /// buffer. The returned statistics count the redundancy alone: the CPU seconds of `local`
+    /// are not in them, and [`ProtectStats::seconds`] is the wall time the redundancy added
+    /// beyond `local`.
+    pub fn protect_buffer_while<F>(&mut self, len: usize, target: &Target, local: F) -> Result<ProtectStats>
     where
         F: FnOnce(&[u8]) -> Result<()>,
     {
@@ -267,7 +268,7 @@ impl NamXor {
         } else {
             joined?;
         }
-        self.protect_staged(len, target, clock, write_local)
+        self.protect_staged(len, target, clock, local)
     }
 
     /// What the memory server spent on this set's last finished epoch or restore (pulling,
@@ -299,13 +300,13 @@ impl NamXor {
     /// collective before flagging: each flags as soon as it is ready and sleeps in the wait
     /// (an MPI collective would have the early ranks spin on the cores the server needs).
     /// They meet once, after the parity is complete, to exchange sizes and outcomes.
-    /// `write_local` runs between flagging and waiting (see [`NamXor::protect_buffer_while`]).
+    /// `local` runs between flagging and waiting (see [`NamXor::protect_buffer_while`]).
     fn protect_staged<F>(
         &mut self,
         len: usize,
         target: &Target,
         clock: Stopwatch,
-        write_local: F,
+        local: F,
     ) -> Result<ProtectStats>
     where
         F: FnOnce(&[u8]) -> Result<()>,
@@ -316,9 +317,9 @@ impl NamXor {
         let epoch = last + 1;
         let member = self.member.as_mut().expect("staged");
         let flagged = member.ready_epoch(epoch);
-        // The local write runs even when flagging failed: it is the checkpoint's first level.
+        // The local work runs even when flagging failed: it is the checkpoint's first level.
         let local_clock = Stopwatch::start();
-        let written = write_local(&member.buffer()[..len]);
+        let written = local(&member.buffer()[..len]);
         let (local_wall, local_cpu) = (local_clock.wall_seconds(), local_clock.cpu_seconds());
         let pulled = flagged
             .and_then(|_| member.wait(SERVER_WAIT))
