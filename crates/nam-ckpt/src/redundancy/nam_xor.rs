@@ -301,13 +301,7 @@ impl NamXor {
     /// (an MPI collective would have the early ranks spin on the cores the server needs).
     /// They meet once, after the parity is complete, to exchange sizes and outcomes.
     /// `local` runs between flagging and waiting (see [`NamXor::protect_buffer_while`]).
-    fn protect_staged<F>(
-        &mut self,
-        len: usize,
-        target: &Target,
-        clock: Stopwatch,
-        local: F,
-    ) -> Result<ProtectStats>
+    fn protect_staged<F>(&mut self, len: usize, target: &Target, clock: Stopwatch, local: F) -> Result<ProtectStats>
     where
         F: FnOnce(&[u8]) -> Result<()>,
     {
