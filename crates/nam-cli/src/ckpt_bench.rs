@@ -268,7 +268,6 @@ impl Protector {
                 servers,
                 args.segment as u32,
                 args.in_flight,
-                None,
             )?)),
             _ => {
                 let config = RedundancyConfig {

@@ -45,10 +45,9 @@ unsafe impl Sync for WorkerInner {}
 impl Drop for WorkerInner {
     fn drop(&mut self) {
         if self.unfinished.load(std::sync::atomic::Ordering::Acquire) {
-            // Destroying a worker with an operation in flight leaves UCX (1.13, TCP) to touch
-            // the freed transport state later: seen as a SIGSEGV in another worker's progress
-            // after "pending operations were not flushed". Leaking one worker, on this rare
-            // path, is the safe choice; its handlers stay with it.
+            // UCX expects every operation of a worker finished before ucp_worker_destroy; one
+            // still in flight would be left pointing into freed transport state. Leaking one
+            // worker, on this rare path, is the safe choice; its handlers stay with it.
             log::warn!("leaving a UCX worker undestroyed: an endpoint close did not finish in time");
             return;
         }

@@ -77,19 +77,17 @@ impl NamXor {
     /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
-        Self::with_tuning(comm, set_size, servers, 0, 0, None)
+        Self::with_tuning(comm, set_size, servers, 0, 0)
     }
 
     /// As [`NamXor::new`], with the server's GET segment size and GETs in flight per rank
-    /// (0: the server's defaults), and the group-name prefix (`None`: `NAM_CKPT_GROUP` or
-    /// `nam-ckpt`; one job that runs two NAM-XOR schemes side by side gives each its own).
+    /// (0: the server's defaults).
     pub fn with_tuning(
         comm: &Comm,
         set_size: usize,
         servers: &[String],
         segment_bytes: u32,
         in_flight: u32,
-        group_prefix: Option<&str>,
     ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
@@ -103,10 +101,7 @@ impl NamXor {
             .map_err(|e| CkptError::Config(format!("redundancy.servers: {e}")))?[0];
         let connected = connect(server);
         let client = agree(&set_comm, connected, "connecting to the memory server")?;
-        let prefix = match group_prefix {
-            Some(p) => p.to_string(),
-            None => std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into()),
-        };
+        let prefix = std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into());
         let mut spec =
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
