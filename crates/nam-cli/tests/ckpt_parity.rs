@@ -194,6 +194,11 @@ fn a_rank_that_disconnects_during_generation_leaves_the_previous_epoch_restorabl
     for m in &mut members {
         m.wait(WAIT).unwrap();
     }
+    // No further epoch starts without rank 2, and the refusal names it as failed, not as a
+    // rank that never joined.
+    let (status, message) = status_of(members[0].ready());
+    assert_eq!(status, Status::CkptRankFailed, "{message}");
+    assert!(message.contains("rank 2's process disconnected"), "{message}");
     reload(&mut members, 1);
     let rebuilt = restore_rank(&server, &members, "dying", 3, 2, true).0;
     assert_eq!(rebuilt, data(102, 30_000));

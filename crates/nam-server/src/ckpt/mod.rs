@@ -55,6 +55,9 @@ struct Group {
     control: Slot,
     slots: [Option<Slot>; 2],
     peers: Vec<Option<Peer>>,
+    /// Ranks whose process disconnected after joining (until they join again): an epoch
+    /// refused for lack of them names a failed rank, not one that never came.
+    departed: Vec<bool>,
     complete_epoch: u64,
     last_started: u64,
     job: Option<Job>,
@@ -185,6 +188,7 @@ impl CkptEngine {
         }
         let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
         let recorded_len = group.recorded_len(ctx.pool, join.rank);
+        group.departed[join.rank as usize] = false;
         group.peers[join.rank as usize] = Some(Peer {
             client,
             node: join.node,
@@ -260,6 +264,7 @@ impl CkptEngine {
             control: Slot { offset: control.offset, len: control.size, handle: control.handle },
             slots,
             peers: (0..join.ranks).map(|_| None).collect(),
+            departed: vec![false; join.ranks as usize],
             complete_epoch: 0,
             last_started: 0,
             job: None,
@@ -299,6 +304,12 @@ impl CkptEngine {
             );
         }
         if let Some(missing) = group.peers.iter().position(Option::is_none) {
+            if group.departed[missing] {
+                return refuse(
+                    Status::CkptRankFailed,
+                    format!("rank {missing}'s process disconnected; it must join again before the next epoch"),
+                );
+            }
             return refuse(Status::InvalidArgument, format!("rank {missing} has not joined the group"));
         }
         let (slot, header) = group.prepare_slot(ctx, client, epoch)?;
@@ -457,6 +468,7 @@ impl CkptEngine {
                     self.draining.extend(pending);
                 }
                 group.peers[r as usize] = None;
+                group.departed[r as usize] = true;
             }
         }
     }
