@@ -3,7 +3,7 @@
 
 pub mod fds;
 
-use fds::NoInheritedFds;
+use fds::{DiesWithParent, NoInheritedFds};
 use nam_client::{Client, ClientConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -36,6 +36,7 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .no_inherited_fds()
+            .dies_with_parent()
             .spawn()
             .expect("spawn nam serve");
         let stdout = child.stdout.take().unwrap();
