@@ -5,8 +5,9 @@
 //! XOR on the nodes, or NAM-XOR (the memory server pulls the buffers and keeps the parity).
 //! After the last checkpoint one rank loses its node-local directory and the job restarts
 //! from local storage plus redundancy; every byte is compared. All schemes run in one
-//! invocation, so the ratios compare like with like; a plain in-memory XOR loop measured in
-//! the same run is the yardstick for the server's parity throughput.
+//! invocation, their checkpoints interleaved round by round, so the ratios compare like with
+//! like; a plain in-memory XOR loop measured in the same run is the yardstick for the
+//! server's parity throughput.
 
 use crate::child::DieWithParent;
 use anyhow::{bail, Context, Result};
@@ -35,8 +36,8 @@ pub struct CkptBenchArgs {
     /// weak: every rank checkpoints --size-per-rank; strong: the size is split over the ranks.
     #[arg(long, default_value = "weak")]
     scaling: String,
-    /// Timed checkpoints per scheme, each after a compute phase (after one untimed warm-up);
-    /// per-checkpoint figures are their medians.
+    /// Timed rounds (after one untimed warm-up round): each computes, then every scheme
+    /// checkpoints the same state; per-checkpoint figures are medians over the rounds.
     #[arg(long, default_value_t = 2)]
     checkpoints: u32,
     /// Compute phase before each checkpoint, in milliseconds.
@@ -152,6 +153,8 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     let universe = mpi::initialize().context("MPI is already initialized")?;
     let comm = Comm::new(&universe.world());
     let schemes: Vec<Run> = match args.scheme.as_str() {
+        // Without fsync there is nothing for the overlap to hide: that row would repeat NAM-XOR.
+        "all" if args.no_fsync => vec![Run::of(Scheme::Partner), Run::of(Scheme::Xor), Run::of(Scheme::NamXor)],
         "all" => vec![Run::of(Scheme::Partner), Run::of(Scheme::Xor), Run::of(Scheme::NamXor), Run::NAM_XOR_OVERLAP],
         "nam-xor-overlap" => vec![Run::NAM_XOR_OVERLAP],
         one => vec![Run::of(Scheme::parse(one)?)],
@@ -173,15 +176,8 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     } else {
         args.servers.clone()
     };
-    let mut results = Vec::new();
-    // Both NAM-XOR runs use one group, as one job would: a group stays on the server (for
-    // restarts) with its members' buffers attached while their clients are connected.
-    let mut nam_group = None;
-    for run in schemes {
-        let result = run_scheme(&comm, &args, run, len, &servers, xor_loop_gbps, &mut nam_group)
-            .with_context(|| format!("rank {}: scheme {}", comm.rank(), run.name()))?;
-        results.push(result);
-    }
+    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)
+        .with_context(|| format!("rank {}", comm.rank()))?;
     if let Some(mut child) = server {
         let _ = child.kill();
         let _ = child.wait();
@@ -252,15 +248,16 @@ impl Mockup {
     }
 }
 
-/// What one scheme needs from its checkpoint buffer: partner and XOR take any slice,
-/// NAM-XOR wants the registered buffer the server pulls.
+/// What one scheme needs from its checkpoint buffer: partner and XOR take any slice (they
+/// share one scratch buffer, which holds nothing between checkpoints), NAM-XOR wants the
+/// registered buffer the server pulls.
 enum Protector {
-    Generic(Box<dyn Redundancy>, Vec<u8>),
+    Generic(Box<dyn Redundancy>),
     Nam(Box<NamXor>),
 }
 
 impl Protector {
-    fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String], len: usize) -> Result<Self> {
+    fn build(comm: &Comm, args: &CkptBenchArgs, scheme: Scheme, servers: &[String]) -> Result<Self> {
         Ok(match scheme {
             Scheme::NamXor => Protector::Nam(Box::new(NamXor::with_tuning(
                 comm,
@@ -277,14 +274,15 @@ impl Protector {
                     servers: Vec::new(),
                     ..Default::default()
                 };
-                Protector::Generic(redundancy::build(comm, &config)?, vec![0u8; len])
+                Protector::Generic(redundancy::build(comm, &config)?)
             }
         })
     }
 
-    fn buffer(&mut self, len: usize) -> Result<&mut [u8]> {
+    /// The checkpoint buffer: the scratch buffer for partner and XOR.
+    fn buffer<'a>(&'a mut self, scratch: &'a mut [u8], len: usize) -> Result<&'a mut [u8]> {
         Ok(match self {
-            Protector::Generic(_, buf) => &mut buf[..len],
+            Protector::Generic(_) => &mut scratch[..len],
             Protector::Nam(n) => n.buffer_mut(len)?,
         })
     }
@@ -297,6 +295,7 @@ impl Protector {
     /// it is not the default.
     fn checkpoint(
         &mut self,
+        scratch: &[u8],
         len: usize,
         local: &Path,
         target: &Target,
@@ -304,9 +303,9 @@ impl Protector {
     ) -> Result<redundancy::ProtectStats> {
         let fsync = target.fsync;
         Ok(match self {
-            Protector::Generic(r, buf) => {
-                write_local(local, &buf[..len], fsync)?;
-                r.protect(&buf[..len], target)?
+            Protector::Generic(r) => {
+                write_local(local, &scratch[..len], fsync)?;
+                r.protect(&scratch[..len], target)?
             }
             Protector::Nam(n) if !overlap_fsync => {
                 write_local(local, n.buffer_mut(len)?, fsync)?;
@@ -337,83 +336,146 @@ impl Protector {
         }
     }
 
-    fn rebuild(&mut self, have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
+    fn rebuild(&mut self, scratch: &[u8], have: bool, len: usize, target: &Target) -> Result<redundancy::Rebuilt> {
         Ok(match self {
-            Protector::Generic(r, buf) => r.rebuild(have.then_some(&buf[..len]), target)?,
+            Protector::Generic(r) => r.rebuild(have.then_some(&scratch[..len]), target)?,
             Protector::Nam(n) => n.rebuild_buffer(have, target)?,
         })
     }
+
+    /// Deletes the scheme's redundancy for an older checkpoint (the node-local file goes
+    /// separately).
+    fn discard(&mut self, target: &Target) -> Result<()> {
+        match self {
+            Protector::Generic(r) => r.discard(target)?,
+            Protector::Nam(n) => n.discard(target)?,
+        }
+        Ok(())
+    }
 }
 
-fn run_scheme(
+/// One row of the comparison as it runs: its scheme, node-local directory, protector (the
+/// two NAM-XOR rows share one) and timed checkpoints.
+struct Lane {
+    run: Run,
+    dir: PathBuf,
+    protector: usize,
+    samples: Vec<CheckpointSample>,
+}
+
+/// Runs every scheme of `runs` on the same application state, interleaved: each round the
+/// mockup computes, then every scheme checkpoints that state, in an order rotated by one each
+/// round. The disk's and the shared cores' drift over the minutes of a run then hits every
+/// scheme alike, where running the schemes one after another let a slow minute decide a
+/// ratio. Then each scheme restarts `--restores` times after the lost rank's data is erased.
+fn compare(
     comm: &Comm,
     args: &CkptBenchArgs,
-    run: Run,
+    runs: &[Run],
     len: usize,
     servers: &[String],
     xor_loop_gbps: f64,
-    nam_group: &mut Option<Protector>,
-) -> Result<SchemeResult> {
+) -> Result<Vec<SchemeResult>> {
     let rank = comm.rank();
-    let scheme = run.scheme;
-    let dir = args.dir.join(run.name()).join(format!("rank-{rank}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut app = Mockup::new(rank, len);
-    let mut protector = match nam_group.take() {
-        Some(joined) if scheme == Scheme::NamXor => joined,
-        _ => Protector::build(comm, args, scheme, servers, len)?,
-    };
+    // Both NAM-XOR rows use one group, as one job would: a group stays on the server (for
+    // restarts) with its members' buffers attached while their clients are connected.
+    let mut protectors: Vec<(Scheme, Protector)> = Vec::new();
+    let mut lanes = Vec::new();
+    for &run in runs {
+        let protector = match protectors.iter().position(|(s, _)| *s == run.scheme) {
+            Some(p) => p,
+            None => {
+                let built = Protector::build(comm, args, run.scheme, servers)
+                    .with_context(|| format!("setting up {}", run.name()))?;
+                protectors.push((run.scheme, built));
+                protectors.len() - 1
+            }
+        };
+        let dir = args.dir.join(run.name()).join(format!("rank-{rank}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        lanes.push(Lane { run, dir, protector, samples: Vec::new() });
+    }
+    let mut scratch = vec![0u8; len];
     // NAM-XOR joins its group with the buffer here; every rank must learn if one failed
     // (a rank that returned alone would leave the others in the next collective).
-    let joined = protector.buffer(len).map(|_| ());
+    let joined: Result<()> = protectors.iter_mut().try_for_each(|(_, p)| p.buffer(&mut scratch, len).map(drop));
     if !comm.all_agree(joined.is_ok()) {
         return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
     }
-    let mut samples = Vec::new();
+    let mut app = Mockup::new(rank, len);
     let mut name = String::new();
-    // Checkpoint 0 is a warm-up for every scheme alike (buffers joined and mapped, files and
-    // MPI connections set up), as osu-style benchmarks skip their first iterations.
-    for n in 0..=args.checkpoints {
+    // Round 0 is a warm-up for every scheme alike (buffers joined and mapped, files and MPI
+    // connections set up), as osu-style benchmarks skip their first iterations.
+    for n in 0..=args.checkpoints as usize {
         app.compute(args.compute_ms);
-        comm.barrier();
-        let start = Instant::now();
         name = format!("ckpt.{n}");
-        let target = Target { dir: &dir, name: &name, fsync: !args.no_fsync };
-        app.serialize(protector.buffer(len)?);
-        let stats = protector.checkpoint(len, &dir.join(format!("{name}.data")), &target, run.overlap_fsync)?;
-        let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
-        let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
-        let work = protector.server_work()?.unwrap_or_default();
-        if n > 0 {
-            samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
-            let old = format!("ckpt.{}", n - 1);
-            let _ = std::fs::remove_file(dir.join(format!("{old}.data")));
+        let count = lanes.len();
+        for k in 0..count {
+            let lane = &mut lanes[(k + n) % count];
+            let protector = &mut protectors[lane.protector].1;
+            if n > 0 {
+                // The previous checkpoint goes before the next is written, so that every
+                // scheme's files fit in tmpfs at once (a job would keep it until the new one
+                // is complete; the space, not the time, differs).
+                let old = format!("ckpt.{}", n - 1);
+                let _ = std::fs::remove_file(lane.dir.join(format!("{old}.data")));
+                protector.discard(&Target { dir: &lane.dir, name: &old, fsync: false })?;
+            }
+            let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
+            comm.barrier();
+            let start = Instant::now();
+            app.serialize(protector.buffer(&mut scratch, len)?);
+            let stats = protector
+                .checkpoint(&scratch, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.overlap_fsync)
+                .with_context(|| format!("scheme {}: checkpoint {n}", lane.run.name()))?;
+            let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
+            let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
+            let work = protector.server_work()?.unwrap_or_default();
+            if n > 0 {
+                lane.samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
+            }
         }
     }
-    let mut restarts = Vec::new();
-    for _ in 0..args.restores.max(1) {
-        restarts.push(restart(comm, args, &mut protector, &app, &dir, &name, len)?);
+    let mut results = Vec::new();
+    for lane in &lanes {
+        let protector = &mut protectors[lane.protector].1;
+        let mut restarts = Vec::new();
+        for _ in 0..args.restores.max(1) {
+            let restarted = restart(comm, args, protector, &mut scratch, &app, &lane.dir, &name, len)
+                .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
+            restarts.push(restarted);
+        }
+        // Node-local storage may be tmpfs: give the space back before the next restarts.
+        comm.barrier();
+        let _ = std::fs::remove_dir_all(&lane.dir);
+        results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
     }
-    let median_of = |f: &dyn Fn(&CheckpointSample) -> f64| median(samples.iter().map(f).collect());
+    Ok(results)
+}
+
+/// The row of one lane from its checkpoints and restarts.
+fn lane_result(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    lane: &Lane,
+    restarts: &[Restart],
+    len: usize,
+    xor_loop_gbps: f64,
+) -> SchemeResult {
+    let median_of = |f: &dyn Fn(&CheckpointSample) -> f64| median(lane.samples.iter().map(f).collect());
     let restart_s = median(restarts.iter().map(|r| r.restart_s).collect());
     let rebuild_s = median(restarts.iter().map(|r| r.rebuild_s).collect());
     let restore_s = median(restarts.iter().map(|r| r.restore_s).collect());
-    let ok = restarts.iter().all(|r| r.ok);
-    if scheme == Scheme::NamXor {
-        *nam_group = Some(protector);
-    }
-    // Node-local storage may be tmpfs: give the space back before the next scheme runs.
-    comm.barrier();
-    let _ = std::fs::remove_dir_all(&dir);
+    let scheme = lane.run.scheme;
     let total = (len * comm.size()) as f64;
     // Every set's server works on its own set; rank 0's set is representative.
     let set_bytes = (len * comm.size().min(args.set_size)) as f64;
-    let nam_rank0 = scheme == Scheme::NamXor && rank == 0;
+    let nam_rank0 = scheme == Scheme::NamXor && comm.rank() == 0;
     let folded_gb = set_bytes / 1e9;
     let checkpoint_s = median_of(&|c| c.seconds);
-    Ok(SchemeResult {
-        scheme: run.name().into(),
+    SchemeResult {
+        scheme: lane.run.name().into(),
         ranks: comm.size(),
         nodes: comm.nodes().nodes(),
         bytes_per_rank: len as u64,
@@ -428,8 +490,8 @@ fn run_scheme(
         rank_cpu_s: median_of(&|c| c.cpu),
         server_xor_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.cpu_seconds) / xor_loop_gbps),
         server_xor_wall_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.wall_seconds) / xor_loop_gbps),
-        bytes_match: ok,
-    })
+        bytes_match: restarts.iter().all(|r| r.ok),
+    }
 }
 
 /// One timed checkpoint: slowest rank's wall time and redundancy time, the ranks' summed
@@ -467,10 +529,12 @@ struct Restart {
 /// Loses `--lose`'s node-local directory, restarts every rank from local storage plus the
 /// redundancy, and compares the bytes with the last checkpoint. Returns the restart time, the
 /// rebuild time, and whether every rank got its bytes back.
+#[allow(clippy::too_many_arguments)]
 fn restart(
     comm: &Comm,
     args: &CkptBenchArgs,
     protector: &mut Protector,
+    scratch: &mut [u8],
     app: &Mockup,
     dir: &Path,
     name: &str,
@@ -484,23 +548,23 @@ fn restart(
         std::fs::create_dir_all(dir)?;
         // The lost rank's memory is gone too: whatever its buffer held must not pass the
         // comparison unless the rebuild wrote it.
-        protector.buffer(len)?.fill(0xA5);
+        protector.buffer(scratch, len)?.fill(0xA5);
     }
     comm.barrier();
     let start = Instant::now();
     let target = Target { dir, name, fsync: !args.no_fsync };
     let have = !lost;
     if have {
-        let buffer = protector.buffer(len)?;
+        let buffer = protector.buffer(scratch, len)?;
         read_local(&dir.join(format!("{name}.data")), buffer)?;
     }
     // The restore's own time starts when every survivor has its data back (the lost rank
     // would otherwise count the survivors' local reads); the restart time counts them.
     comm.barrier();
-    let rebuilt = protector.rebuild(have, len, &target)?;
+    let rebuilt = protector.rebuild(scratch, have, len, &target)?;
     let ok = match rebuilt.data {
         Some(data) => data == expected,
-        None => *protector.buffer(len)? == expected[..],
+        None => *protector.buffer(scratch, len)? == expected[..],
     };
     let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
     let rebuild_s = comm.max_f64(rebuilt.seconds);

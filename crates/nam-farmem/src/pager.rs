@@ -404,7 +404,14 @@ fn serving<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// A page fault that cannot be served: say why and stop the process.
+///
+/// The message goes to file descriptor 2 with one `write(2)`, not through `eprintln!`:
+/// this runs in a SIGBUS handler too, where taking the standard-error lock the interrupted
+/// code may hold would hang, and a test harness's output capture (which `eprintln!` honours)
+/// would swallow the last words of a process that is about to abort.
 fn fatal(message: &str) -> ! {
-    eprintln!("nam-farmem: fatal: {message}; the program cannot continue");
+    let line = format!("nam-farmem: fatal: {message}; the program cannot continue\n");
+    // SAFETY: writes the bytes of `line` to fd 2; a failed write changes nothing here.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
     std::process::abort()
 }

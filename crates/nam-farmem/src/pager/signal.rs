@@ -108,7 +108,16 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
     // the fault makes system calls of its own: give errno back as it was.
     // SAFETY: glibc's per-thread errno location.
     let errno = unsafe { *libc::__errno_location() };
-    on_fault(signal, info, context);
+    // A panic cannot unwind out of a signal handler (the process would abort with its
+    // message left in a test harness's capture): say what it was, then stop.
+    if let Err(panic) = std::panic::catch_unwind(|| on_fault(signal, info, context)) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        fatal(&format!("panic while serving a page fault of a far-memory region: {what}"));
+    }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
