@@ -761,11 +761,12 @@ impl Group {
                 self.complete_epoch = job.epoch;
                 self.write_word(pool, CKPT_WORD_COMPLETE, job.epoch);
                 log::info!(
-                    "group {:?}: epoch {} complete, {} bytes folded in {:?} ({:?} of work, {:?} CPU, {:.2} parity passes)",
+                    "group {:?}: epoch {} complete, {} bytes folded in {:?}, {:?} after the last rank flagged ready ({:?} of work, {:?} CPU, {:.2} parity passes)",
                     self.name,
                     job.epoch,
                     job.header.sizes.iter().sum::<u64>(),
                     job.started.elapsed(),
+                    job.all_ready.map(|t| t.elapsed()).unwrap_or_default(),
                     job.busy,
                     job.busy_cpu,
                     job.parity_passes()
