@@ -122,6 +122,8 @@ pub struct Job {
     pub deadline: Instant,
     /// When it started (for the log).
     pub started: Instant,
+    /// When the last rank flagged ready (for the log: the tail the ranks wait for after it).
+    pub all_ready: Option<Instant>,
     /// Time spent in steps that made progress: the engine's own work.
     pub busy: std::time::Duration,
     /// CPU time of the server process (every thread) in those steps.
@@ -184,6 +186,7 @@ impl Job {
             header,
             deadline,
             started: Instant::now(),
+            all_ready: None,
             busy: std::time::Duration::ZERO,
             busy_cpu: std::time::Duration::ZERO,
             pullers,
@@ -244,7 +247,11 @@ impl Job {
     /// Marks `rank` ready (an epoch); false if it already was.
     pub fn flag_ready(&mut self, rank: u32) -> bool {
         let p = &mut self.pullers[rank as usize];
-        !std::mem::replace(&mut p.ready, true)
+        let first = !std::mem::replace(&mut p.ready, true);
+        if first && self.pullers.iter().all(|p| !p.active || p.ready) {
+            self.all_ready = Some(Instant::now());
+        }
+        first
     }
 
     /// Ranks that have not flagged ready.
