@@ -33,6 +33,12 @@ fn settled(region: &PagedRegion) -> Stats {
 
 #[test]
 fn unused_prefetches_turn_the_prefetcher_off_and_a_stream_turns_it_back_on() {
+    for mode in [FaultMode::Signal, FaultMode::Thread] {
+        throttle_off_and_on(mode);
+    }
+}
+
+fn throttle_off_and_on(mode: FaultMode) {
     let server = ServerProcess::start("sm,self,tcp", &[]);
     let mut config = ClientConfig::new(vec![server.addr]);
     config.transports = Some("sm,self,tcp".into());
@@ -40,11 +46,7 @@ fn unused_prefetches_turn_the_prefetcher_off_and_a_stream_turns_it_back_on() {
     let client = Arc::new(Client::connect(config).expect("connect"));
     let mut config = PagerConfig::new((PAGES * PAGE) as u64, (256 * PAGE) as u64);
     config.prefetch = PrefetchConfig { enabled: true, depth: 8, ..PrefetchConfig::default() };
-    // The handler thread's path: in signal mode (the default) the final sweep re-enabled
-    // the prefetcher for only 25 of its 2048 pages when this was written (the faulting
-    // thread installs runs itself, and the shadow windows are not reached the same way);
-    // docs/farmem.md lists it as open.
-    config.fault_mode = FaultMode::Thread;
+    config.fault_mode = mode;
     let region = PagedRegion::new(client, config).unwrap();
     // SAFETY: the only view of the region in this test.
     let mem = unsafe { region.as_slice_mut() };
@@ -85,7 +87,7 @@ fn unused_prefetches_turn_the_prefetcher_off_and_a_stream_turns_it_back_on() {
     }
     let swept = settled(&region);
     let prefetched = swept.prefetches - after.prefetches;
-    assert!(prefetched >= 1024, "the stream turned the prefetcher back on: {prefetched} pages prefetched");
+    assert!(prefetched >= 1024, "{mode:?}: the stream turned the prefetcher back on: {prefetched} pages prefetched");
     assert!(swept.misses - after.misses <= 1024, "{after:?} -> {swept:?}");
     assert!(swept.prefetch_hits > after.prefetch_hits, "{after:?} -> {swept:?}");
 }

@@ -120,9 +120,11 @@ impl Shared {
         pages.accuracy.demand_miss(page);
         // The demand overtook a waiting window: its pages before this one were faulted in
         // already, and refetching those that were evicted since would be wasted work.
+        let mut overtaken_end = None;
         for p in pages.pending.iter_mut() {
             if (p.next..p.end).contains(&page) {
                 p.next = page + 1;
+                overtaken_end = overtaken_end.max(Some(p.end));
             }
         }
         // A page after a dirty one belongs to a writing stream: install it writable.
@@ -138,7 +140,14 @@ impl Shared {
             let state = &pages.state;
             pages.accuracy.admit(window, |p| state[p as usize] == MISSING)
         };
-        let count = self.inline_run(pages, page, &ahead);
+        // Pages the prefetcher wants right after this one: the new window when it starts
+        // there, or the rest of a window the demand just overtook (its pages are wanted now,
+        // and a signal-mode program outruns the handler thread that would install them).
+        let wanted_next = match overtaken_end {
+            Some(end) => page + 1..end.max(ahead.end),
+            None => ahead.clone(),
+        };
+        let count = self.inline_run(pages, page, &wanted_next);
         self.fetch_install(pages, page, count as usize, dirty)?;
         for q in page + 1..page + count {
             pages.accuracy.prefetched(q);
