@@ -291,8 +291,8 @@ impl Protector {
     /// the write as SCR does. With `overlap_fsync`, NAM-XOR flags its buffer ready once the
     /// bytes are in the page cache, so the server pulls while the rank waits for its disk
     /// (partner and XOR need the rank's CPU and cannot). Measured on 2 shared cores, the
-    /// overlap was 4-12% slower (the server's fold competes with the kernel's writeback), so
-    /// it is not the default.
+    /// overlap ranged from 12% slower to 8% faster run to run (the server's fold competes
+    /// with the kernel's writeback), so it is not the default.
     fn checkpoint(
         &mut self,
         scratch: &[u8],
