@@ -290,9 +290,9 @@ impl Protector {
     /// Writes the buffer's `len` bytes to `local` and adds the scheme's redundancy, after
     /// the write as SCR does. With `overlap_fsync`, NAM-XOR flags its buffer ready once the
     /// bytes are in the page cache, so the server pulls while the rank waits for its disk
-    /// (partner and XOR need the rank's CPU and cannot). Measured on 2 shared cores, the
-    /// overlap ranged from 12% slower to 8% faster run to run (the server's fold competes
-    /// with the kernel's writeback), so it is not the default.
+    /// (partner and XOR need the rank's CPU and cannot). The library flags after the
+    /// fsync, so `nam-xor` does too and the overlap is a row of its own
+    /// (`docs/checkpoint.md` gives what it measured).
     fn checkpoint(
         &mut self,
         scratch: &[u8],
