@@ -198,10 +198,16 @@ fn child_main(scenario: &str) {
 /// Makes userfaultfd(2) fail with EPERM for this process, as a container's default seccomp
 /// profile does.
 fn deny_userfaultfd() {
+    // Both ways in are refused: the system call, and /dev/userfaultfd's ioctl that makes a
+    // descriptor (USERFAULTFD_IOC_NEW, the low word of ioctl's second argument).
+    let deny = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     let filter = [
         libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 }, // ld [nr]
-        libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: libc::SYS_userfaultfd as u32 }, // jeq
-        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32 },
+        libc::sock_filter { code: 0x15, jt: 3, jf: 0, k: libc::SYS_userfaultfd as u32 }, // jeq -> deny
+        libc::sock_filter { code: 0x15, jt: 0, jf: 3, k: libc::SYS_ioctl as u32 }, // jne -> allow
+        libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 24 }, // ld [args[1] low word]
+        libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: 0xAA00 }, // jne -> allow
+        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: deny },
         libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
     ];
     let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };

@@ -73,7 +73,7 @@ pub enum Error {
         source: Box<nam_client::Error>,
     },
     /// userfaultfd is not permitted for this process.
-    #[error("userfaultfd is not permitted ({reason}); run as root, set vm.unprivileged_userfaultfd=1, or grant CAP_SYS_PTRACE")]
+    #[error("userfaultfd is not permitted ({reason}); run as root, set vm.unprivileged_userfaultfd=1, grant CAP_SYS_PTRACE, or give read-write access to /dev/userfaultfd")]
     UserfaultfdNotPermitted {
         /// The kernel's answer.
         reason: String,

@@ -59,7 +59,6 @@ mod restore;
 mod store;
 mod store_nam;
 mod tracker;
-mod uffd;
 mod writer;
 
 pub use engine::{Engine, Stats};

@@ -19,7 +19,6 @@
 //! the writer has their previous version. `PROBATION` is not used: the scans tell which
 //! dirty pages stayed cold without protecting them.
 
-use crate::uffd;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -112,8 +111,8 @@ impl PageTable {
     /// so its new content lands in this interval. Call with `scan_lock` held.
     pub fn absorb_writes(&self, written: &mut Vec<(usize, usize)>) -> std::io::Result<()> {
         let mut ranges = Vec::new();
-        uffd::pagemap_scan(self.pagemap, self.base, self.base + self.pages * PAGE, &mut ranges)?;
-        for (start, end) in ranges {
+        nam_uffd::pagemap_scan(self.pagemap, self.base as u64, (self.base + self.pages * PAGE) as u64, &mut ranges)?;
+        for (start, end) in ranges.into_iter().map(|(s, e)| (s as usize, e as usize)) {
             let (first, last) = ((start - self.base) / PAGE, (end - self.base) / PAGE);
             self.faults.fetch_add((last - first) as u64, Ordering::Relaxed);
             for page in first..last {
@@ -161,7 +160,7 @@ impl PageTable {
         debug_assert!(first + count <= self.pages);
         let start = self.base + first * PAGE;
         if !self.holds_by_mprotect() {
-            return uffd::write_protect(self.uffd, start, count * PAGE, protect);
+            return nam_uffd::write_protect(self.uffd, start as u64, (count * PAGE) as u64, protect);
         }
         let prot = if protect { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
         // SAFETY: the range lies inside a mapping the caller of `Engine::protect` vouched for;

@@ -7,7 +7,7 @@
 //! project's CI kernel, do not have them at all).
 
 use crate::pages;
-use crate::uffd;
+use nam_uffd::{OpenError, Uffd, FAULT_WP, FEATURE_PAGEFAULT_FLAG_WP, FEATURE_WP_ASYNC, FEATURE_WP_UNPOPULATED};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
@@ -53,7 +53,7 @@ pub enum TrackerChoice {
 pub struct Tracker {
     kind: TrackerKind,
     fallback_reason: Option<String>,
-    uffd: Option<OwnedFd>,
+    uffd: Option<Uffd>,
     /// `/proc/self/pagemap`, for the asynchronous tracker.
     pagemap: Option<OwnedFd>,
     stop: Arc<AtomicBool>,
@@ -71,7 +71,14 @@ impl Tracker {
             return Tracker::mprotect(Some("mprotect requested".into()));
         }
         if asynchronous && forced != "sync" && choice != TrackerChoice::UserfaultfdSync {
-            match uffd::open_wp_async().and_then(|fd| Ok((fd, uffd::open_pagemap()?))) {
+            // FEATURE_WP_ASYNC (Linux 6.7+): a write to a protected page costs a minor fault
+            // that clears its protection bit, no message and no thread; `pagemap_scan` reads
+            // (and re-arms) those bits in one call. WP_UNPOPULATED lets untouched pages be
+            // protected too.
+            let opened = Uffd::open(FEATURE_WP_ASYNC | FEATURE_WP_UNPOPULATED, false)
+                .map_err(|e| e.to_string())
+                .and_then(|fd| Ok((fd, nam_uffd::open_pagemap().map_err(|e| format!("/proc/self/pagemap: {e}"))?)));
+            match opened {
                 Ok((fd, pagemap)) => {
                     install_segv_handler();
                     return Tracker {
@@ -86,15 +93,15 @@ impl Tracker {
                 Err(e) => log::info!("asynchronous userfaultfd write-protect unavailable ({e}); using faults"),
             }
         }
-        match uffd::open_wp() {
+        match Uffd::open(FEATURE_PAGEFAULT_FLAG_WP | FEATURE_WP_UNPOPULATED, false) {
             Ok(fd) => {
                 let stop = Arc::new(AtomicBool::new(false));
-                let handler = spawn_handler(fd.as_raw_fd(), stop.clone());
+                let handler = spawn_handler(fd.raw(), stop.clone());
                 let kind = TrackerKind::Userfaultfd;
                 Tracker { kind, fallback_reason: None, uffd: Some(fd), pagemap: None, stop, handler }
             }
             Err(e) => {
-                let reason = if e.raw_os_error() == Some(libc::EPERM) {
+                let reason = if matches!(e, OpenError::NotPermitted(_)) {
                     format!(
                         "userfaultfd not permitted ({e}): vm.unprivileged_userfaultfd=0 needs CAP_SYS_PTRACE, \
                          and /dev/userfaultfd is not accessible; using mprotect + SIGSEGV write tracking"
@@ -132,7 +139,7 @@ impl Tracker {
 
     /// The userfaultfd descriptor, or -1.
     pub fn uffd(&self) -> i32 {
-        self.uffd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+        self.uffd.as_ref().map_or(-1, Uffd::raw)
     }
 
     /// `/proc/self/pagemap` of the asynchronous tracker, or -1.
@@ -143,7 +150,9 @@ impl Tracker {
     /// Registers a page-aligned span for tracking.
     pub fn register(&self, start: usize, len: usize) -> std::io::Result<()> {
         match self.kind {
-            TrackerKind::Userfaultfd | TrackerKind::UserfaultfdAsync => uffd::register(self.uffd(), start, len),
+            TrackerKind::Userfaultfd | TrackerKind::UserfaultfdAsync => {
+                nam_uffd::register(self.uffd(), start as u64, len as u64, false, true)
+            }
             TrackerKind::Mprotect => Ok(()),
         }
     }
@@ -152,15 +161,15 @@ impl Tracker {
     pub fn unregister(&self, start: usize, len: usize) {
         match self.kind {
             TrackerKind::Userfaultfd => {
-                let _ = uffd::write_protect(self.uffd(), start, len, false);
-                let _ = uffd::unregister(self.uffd(), start, len);
+                let _ = nam_uffd::write_protect(self.uffd(), start as u64, len as u64, false);
+                let _ = nam_uffd::unregister(self.uffd(), start as u64, len as u64);
             }
             TrackerKind::UserfaultfdAsync => {
                 // Writable first, so no write held by mprotect faults once the span is gone.
                 // SAFETY: the span was vouched for at `Engine::protect`; restores write access.
                 unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) };
-                let _ = uffd::write_protect(self.uffd(), start, len, false);
-                let _ = uffd::unregister(self.uffd(), start, len);
+                let _ = nam_uffd::write_protect(self.uffd(), start as u64, len as u64, false);
+                let _ = nam_uffd::unregister(self.uffd(), start as u64, len as u64);
             }
             TrackerKind::Mprotect => {
                 // SAFETY: the span was vouched for at `Engine::protect`; restores write access.
@@ -181,23 +190,23 @@ impl Drop for Tracker {
 
 fn spawn_handler(fd: i32, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
     let body = move || {
+        let mut faults = Vec::new();
         while !stop.load(Ordering::Acquire) {
             let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
             // SAFETY: one pollfd we own; 50 ms timeout so `stop` is seen promptly.
             if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
                 continue;
             }
-            while let Ok(Some(msg)) = uffd::read_msg(fd) {
-                if msg.event != uffd::UFFD_EVENT_PAGEFAULT || msg.flags & uffd::UFFD_PAGEFAULT_FLAG_WP == 0 {
-                    continue;
-                }
-                let addr = msg.address as usize;
+            faults.clear();
+            let _ = nam_uffd::read_faults(fd, &mut faults);
+            for fault in faults.iter().filter(|f| f.flags & FAULT_WP != 0) {
+                let addr = fault.address as usize;
                 match pages::lookup(addr) {
                     Some(table) => pages::on_write_fault(table, addr),
                     // The region was unprotected meanwhile: release the page so the write goes on.
                     None => {
                         let page = addr & !(crate::geometry::PAGE_BYTES - 1);
-                        let _ = uffd::write_protect(fd, page, crate::geometry::PAGE_BYTES, false);
+                        let _ = nam_uffd::write_protect(fd, page as u64, crate::geometry::PAGE_BYTES as u64, false);
                     }
                 }
             }
