@@ -6,7 +6,7 @@ use nam_incr::{restore, Config, DirStore, Engine, IncrError, Mode, Store, StoreE
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 const PAGES: usize = 48;
@@ -17,13 +17,28 @@ fn temp(tag: &str) -> std::path::PathBuf {
     dir
 }
 
-/// A real directory store that takes `delay` per object and, optionally, starts failing
-/// after `fail_after` objects (the writer's target failing mid-copy).
+/// The tests of this file one at a time: a test that unmaps a protected mapping frees its
+/// addresses while its engine still tracks them, and another test's mapping placed there
+/// meanwhile would be refused as overlapping.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Longest a held store keeps a put waiting, so a mistake in a test cannot hang it.
+const HOLD_MAX: Duration = Duration::from_secs(10);
+
+/// A real directory store that takes `delay` per object, can hold every put until released
+/// (so a fault lands while a background copy is certainly running, however loaded the
+/// machine), and, optionally, starts failing after `fail_after` objects (the writer's target
+/// failing mid-copy).
 struct SlowStore {
     inner: DirStore,
     delay: Duration,
     puts: AtomicUsize,
     fail_after: AtomicUsize,
+    held: Mutex<bool>,
+    released: Condvar,
 }
 
 impl SlowStore {
@@ -33,7 +48,19 @@ impl SlowStore {
             delay: Duration::from_millis(delay_ms),
             puts: AtomicUsize::new(0),
             fail_after: AtomicUsize::new(usize::MAX),
+            held: Mutex::new(false),
+            released: Condvar::new(),
         })
+    }
+
+    /// Puts wait from now on until [`SlowStore::release`] (or [`HOLD_MAX`]).
+    fn hold(&self) {
+        *self.held.lock().unwrap() = true;
+    }
+
+    fn release(&self) {
+        *self.held.lock().unwrap() = false;
+        self.released.notify_all();
     }
 }
 
@@ -42,6 +69,8 @@ impl Store for SlowStore {
         "ssd"
     }
     fn put_parts(&self, name: &str, parts: &[&[u8]]) -> Result<(), StoreError> {
+        let held = self.held.lock().unwrap();
+        drop(self.released.wait_timeout_while(held, HOLD_MAX, |held| *held).unwrap());
         std::thread::sleep(self.delay);
         if self.puts.fetch_add(1, Ordering::AcqRel) >= self.fail_after.load(Ordering::Acquire) {
             let source = std::io::Error::from_raw_os_error(libc::EIO);
@@ -104,6 +133,7 @@ fn engine(mode: Mode, store: Arc<dyn Store>, map: &Mapping) -> Engine {
 
 #[test]
 fn restart_from_an_interval_whose_late_copy_was_running() {
+    let _serial = serial();
     let dir = temp("late");
     let store = SlowStore::new(&dir, 15);
     let mut map = Mapping::new(PAGES * 4096);
@@ -113,9 +143,19 @@ fn restart_from_an_interval_whose_late_copy_was_running() {
     engine.wait().unwrap();
     fill(map.bytes(), 2);
     let expected = map.bytes().to_vec();
+    store.hold();
     assert_eq!(engine.checkpoint().unwrap(), 2);
-    // Late copying of interval 2 runs now; every write below must wait for its page.
+    // Late copying of interval 2 runs now (the store holds it for 100 ms); every write below
+    // must wait for its page.
+    let releaser = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            store.release();
+        })
+    };
     fill(map.bytes(), 3);
+    releaser.join().unwrap();
     let stalled = engine.stats().stall_ns;
     assert_eq!(engine.wait().unwrap(), Some(2));
     assert_eq!(restore(&*store).unwrap().regions[0], expected, "restart must give interval 2, not the newer writes");
@@ -129,6 +169,7 @@ fn restart_from_an_interval_whose_late_copy_was_running() {
 /// checkpoint closed never becomes complete, and dropping the engine does not wait for it.
 #[test]
 fn held_commit_leaves_the_interval_incomplete_and_the_previous_one_restorable() {
+    let _serial = serial();
     let dir = temp("held");
     let store = SlowStore::new(&dir, 0);
     let mut map = Mapping::new(PAGES * 4096);
@@ -151,6 +192,7 @@ fn held_commit_leaves_the_interval_incomplete_and_the_previous_one_restorable() 
 
 #[test]
 fn target_failing_mid_copy_keeps_the_previous_checkpoint_and_reports_at_the_next_call() {
+    let _serial = serial();
     for mode in [Mode::PartiallyNonBlocking, Mode::EarlyLate, Mode::Incremental] {
         let dir = temp(&format!("fail-{}", mode.name()));
         let store = SlowStore::new(&dir, 0);
@@ -185,6 +227,7 @@ fn target_failing_mid_copy_keeps_the_previous_checkpoint_and_reports_at_the_next
 
 #[test]
 fn region_unprotected_during_a_copy_is_an_error_not_a_crash() {
+    let _serial = serial();
     let dir = temp("unprotect");
     let store = SlowStore::new(&dir, 10);
     let mut map = Mapping::new(PAGES * 4096);
@@ -194,9 +237,11 @@ fn region_unprotected_during_a_copy_is_an_error_not_a_crash() {
     engine.wait().unwrap();
     let first = map.bytes().to_vec();
     fill(map.bytes(), 2);
+    store.hold();
     engine.checkpoint().unwrap();
     engine.unprotect(0).unwrap();
     fill(map.bytes(), 3); // writable again at once
+    store.release();
     let error = engine.wait().unwrap_err();
     assert!(matches!(error, IncrError::RegionRemoved(0, 2)), "{error}");
     assert_eq!(restore(&*store).unwrap().regions[0], first);
@@ -206,6 +251,7 @@ fn region_unprotected_during_a_copy_is_an_error_not_a_crash() {
 
 #[test]
 fn region_unmapped_during_a_copy_is_an_error_not_a_crash() {
+    let _serial = serial();
     let dir = temp("unmap");
     let store = SlowStore::new(&dir, 10);
     let mut map = Mapping::new(PAGES * 4096);
@@ -215,8 +261,10 @@ fn region_unmapped_during_a_copy_is_an_error_not_a_crash() {
     engine.wait().unwrap();
     let first = map.bytes().to_vec();
     fill(map.bytes(), 2);
+    store.hold();
     engine.checkpoint().unwrap();
     map.unmap();
+    store.release();
     let error = engine.wait().unwrap_err();
     assert!(matches!(error, IncrError::RegionUnreadable { region: 0, .. }), "{error}");
     assert_eq!(restore(&*store).unwrap().regions[0], first);
@@ -229,6 +277,7 @@ fn region_unmapped_during_a_copy_is_an_error_not_a_crash() {
 /// says so, and waits to be killed.
 #[test]
 fn kill_child_body() {
+    let _serial = serial();
     let Ok(dir) = std::env::var("NAM_INCR_KILL_DIR") else { return };
     let store = SlowStore::new(std::path::Path::new(&dir), 20);
     let mut map = Mapping::new(PAGES * 4096);
@@ -246,6 +295,7 @@ fn kill_child_body() {
 
 #[test]
 fn kill_during_background_copy_restarts_from_the_last_complete_version() {
+    let _serial = serial();
     let dir = temp("kill");
     std::fs::create_dir_all(&dir).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -278,6 +328,7 @@ fn kill_during_background_copy_restarts_from_the_last_complete_version() {
 /// userfaultfd (vm.unprivileged_userfaultfd=0) and /dev/userfaultfd is root-only.
 #[test]
 fn eperm_child_body() {
+    let _serial = serial();
     let Ok(dir) = std::env::var("NAM_INCR_EPERM_DIR") else { return };
     // SAFETY: dropping privileges of this child process only.
     assert_eq!(unsafe { libc::setgid(65534) }, 0);
@@ -300,6 +351,7 @@ fn eperm_child_body() {
 
 #[test]
 fn userfaultfd_not_permitted_falls_back_to_mprotect_with_a_clear_message() {
+    let _serial = serial();
     let sysctl = std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd").unwrap_or_default();
     // SAFETY: getuid has no preconditions.
     if sysctl.trim() != "0" || unsafe { libc::getuid() } != 0 {
