@@ -103,8 +103,8 @@ impl Tracker {
             Err(e) => {
                 let reason = if matches!(e, OpenError::NotPermitted(_)) {
                     format!(
-                        "userfaultfd not permitted ({e}): vm.unprivileged_userfaultfd=0 needs CAP_SYS_PTRACE, \
-                         and /dev/userfaultfd is not accessible; using mprotect + SIGSEGV write tracking"
+                        "{e} (vm.unprivileged_userfaultfd=0 needs CAP_SYS_PTRACE, or read-write access to \
+                         /dev/userfaultfd); using mprotect + SIGSEGV write tracking"
                     )
                 } else {
                     format!("userfaultfd write-protect unavailable ({e}); using mprotect + SIGSEGV write tracking")
