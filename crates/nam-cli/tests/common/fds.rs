@@ -32,24 +32,3 @@ impl NoInheritedFds for Command {
         }
     }
 }
-
-/// Kills the child (SIGKILL) when the thread that spawned it exits, so a test process that
-/// crashes leaves no server behind holding its ports and its output pipes.
-pub trait DiesWithParent {
-    /// Arranges it.
-    fn dies_with_parent(&mut self) -> &mut Self;
-}
-
-impl DiesWithParent for Command {
-    fn dies_with_parent(&mut self) -> &mut Self {
-        // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
-        unsafe {
-            self.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        }
-    }
-}

@@ -2,8 +2,13 @@
 #![allow(dead_code)]
 
 pub mod fds;
+// The `nam` binary's own helper: a test process that crashes leaves no server behind holding
+// its ports and output pipes.
+#[path = "../../src/child.rs"]
+mod child;
 
-use fds::{DiesWithParent, NoInheritedFds};
+use child::DieWithParent;
+use fds::NoInheritedFds;
 use nam_client::{Client, ClientConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -36,7 +41,7 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .no_inherited_fds()
-            .dies_with_parent()
+            .die_with_parent()
             .spawn()
             .expect("spawn nam serve");
         let stdout = child.stdout.take().unwrap();
