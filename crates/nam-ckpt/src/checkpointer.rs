@@ -19,8 +19,9 @@ pub const FLUSH_WAIT_MAX: Duration = Duration::from_secs(600);
 
 /// Environment variable for fault injection in tests: `<point>:<version>:<rank>` kills that
 /// rank (SIGKILL) at `<point>` of that version's checkpoint: `die-before-protect` (its file
-/// is written, L2 has not run) or `die-before-commit` (data and redundancy are stored on
-/// every rank, its commit marker is not).
+/// is written, L2 has not run; with NAM-XOR, which fsyncs the file while the server pulls,
+/// it is written but not fsynced, and its buffer not flagged) or `die-before-commit` (data and redundancy are stored on every rank,
+/// its commit marker is not).
 pub const FAULT_ENV: &str = "NAM_FAULT_CKPT";
 
 /// A protected memory region.
@@ -285,12 +286,6 @@ impl Checkpointer {
         if level.kind == LevelKind::Ram {
             opts.recycle = level.spares(name, rank).into_iter().next();
         }
-        let write_clock = std::time::Instant::now();
-        let written = std::fs::create_dir_all(&dir)
-            .map_err(|e| CkptError::io("create", &dir, e))
-            .and_then(|_| format::write(&level.file(name, version, rank), parts, footer, &opts));
-        let write_seconds = write_clock.elapsed().as_secs_f64();
-        let file_bytes = redundancy::agree(self.comm.raw(), written, "writing checkpoint files")?;
         let joined: Vec<u8>;
         let data: &[u8] = if parts.len() == 1 {
             parts[0]
@@ -298,10 +293,37 @@ impl Checkpointer {
             joined = parts.concat();
             &joined
         };
+        // The file goes to the page cache first; `finish` fsyncs and names it.
+        let write_clock = std::time::Instant::now();
+        let unsynced = std::fs::create_dir_all(&dir)
+            .map_err(|e| CkptError::io("create", &dir, e))
+            .and_then(|_| format::write_unsynced(&level.file(name, version, rank), parts, footer, &opts));
+        let mut file_bytes = 0;
+        let finish = |_: &[u8]| -> Result<()> {
+            file_bytes = unsynced?.finish()?;
+            Ok(())
+        };
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: opts.fsync };
-        inject_fault("die-before-protect", version, rank);
-        let protect = self.scheme.protect(data, &target)?;
+        let protect = match self.scheme.as_nam_xor() {
+            // The memory server's parity costs this rank no CPU: flag the buffer before the
+            // fsync, so the server pulls while the rank waits for its disk (the commit still
+            // waits for both, and a failed write fails the checkpoint on every rank). Not
+            // before the write itself: the pull would then compete with the ranks' copies
+            // into the page cache for the cores and the memory bus (docs/checkpoint.md).
+            Some(nam) => {
+                inject_fault("die-before-protect", version, rank);
+                nam.protect_while(data, &target, finish)?
+            }
+            // Partner, XOR and RS compute on this rank: write first, then protect, as SCR does.
+            None => {
+                let written = finish(data);
+                redundancy::agree(self.comm.raw(), written, "writing checkpoint files")?;
+                inject_fault("die-before-protect", version, rank);
+                self.scheme.protect(data, &target)?
+            }
+        };
+        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
         inject_fault("die-before-commit", version, rank);
         let committed = std::fs::write(level.marker(name, version, rank), b"")
             .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e));

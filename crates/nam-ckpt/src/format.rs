@@ -185,11 +185,45 @@ fn rs_encode(par: ChunkParity, chunk: usize, data: &[&[u8]], out: &mut Vec<u8>) 
 /// Writes one checkpoint file from the regions `parts` (with `footer` filled in here).
 /// Returns the bytes written.
 pub fn write(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) -> Result<u64> {
+    write_unsynced(path, parts, footer, opts)?.finish()
+}
+
+/// [`write`]'s first half: the whole file under its temporary name, not yet fsynced; its
+/// [`Unsynced::finish`] makes it durable and gives it its name. Between the two the caller
+/// may do other work while the disk catches up (NAM-XOR flags its buffer ready there).
+pub fn write_unsynced(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) -> Result<Unsynced> {
     assert!(opts.chunk >= 2 && opts.chunk.is_multiple_of(2), "chunk size is even");
     if opts.mapped {
         return crate::mapped::write(path, parts, footer, opts);
     }
     write_stream(path, parts, footer, opts)
+}
+
+/// A checkpoint file written under its temporary name (see [`write_unsynced`]).
+#[must_use = "the file only gets its name in finish"]
+pub struct Unsynced {
+    file: std::fs::File,
+    tmp: std::path::PathBuf,
+    path: std::path::PathBuf,
+    fsync: bool,
+    bytes: u64,
+}
+
+impl Unsynced {
+    pub(crate) fn new(file: std::fs::File, tmp: &Path, path: &Path, fsync: bool, bytes: u64) -> Unsynced {
+        Unsynced { file, tmp: tmp.to_path_buf(), path: path.to_path_buf(), fsync, bytes }
+    }
+
+    /// fsyncs the file when the options asked for it, then renames it to its name (so a
+    /// file under its name is always complete). Returns the bytes written.
+    pub fn finish(self) -> Result<u64> {
+        if self.fsync {
+            self.file.sync_all().map_err(|e| CkptError::io("fsync", &self.tmp, e))?;
+        }
+        drop(self.file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| CkptError::io("rename", &self.path, e))?;
+        Ok(self.bytes)
+    }
 }
 
 /// The parity chunks of a file of `total` data bytes.
@@ -206,7 +240,7 @@ pub(crate) fn footer_bytes(footer: &Footer) -> Vec<u8> {
     out
 }
 
-fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<u64> {
+fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<Unsynced> {
     let stream = Stream { parts, total: parts.iter().map(|p| p.len()).sum() };
     let (crcs, parity, parity_crcs) = integrity(&stream, opts)?;
     footer.chunk = opts.chunk as u64;
@@ -228,12 +262,7 @@ fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOp
     }
     put(&parity)?;
     put(&tail)?;
-    if opts.fsync {
-        file.sync_all().map_err(|e| io("fsync", e))?;
-    }
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| CkptError::io("rename", path, e))?;
-    Ok(written)
+    Ok(Unsynced::new(file, &tmp, path, opts.fsync, written))
 }
 
 /// A verified checkpoint file: its footer and data (repaired where parity allowed).

@@ -16,7 +16,7 @@
 //!   between versions.
 
 use crate::error::{CkptError, Result};
-use crate::format::{footer_bytes, parity_len, ChunkParity, Footer, ParityCode, WriteOptions};
+use crate::format::{footer_bytes, parity_len, ChunkParity, Footer, ParityCode, Unsynced, WriteOptions};
 use crate::pq;
 use crate::stream_copy;
 use nam_proto::checksum::RunningCrc;
@@ -297,8 +297,8 @@ pub(crate) fn reserve(path: &Path, len: usize) -> Result<()> {
     with_mapping(&file, len, |_| ()).map_err(|e| io("mmap", e))
 }
 
-/// Writes a checkpoint file through a mapping (see the module doc).
-pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<u64> {
+/// Writes a checkpoint file through a mapping (see the module doc), under its temporary name.
+pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<Unsynced> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let body = total + parity_len(total, opts);
     let tmp = path.with_extension("tmp");
@@ -318,10 +318,5 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &Wri
     footer.parity_crcs = parity_crcs;
     let tail = footer_bytes(&footer);
     file.write_all_at(&tail, body as u64).map_err(|e| io("write", e))?;
-    if opts.fsync {
-        file.sync_all().map_err(|e| io("fsync", e))?;
-    }
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| CkptError::io("rename", path, e))?;
-    Ok((body + tail.len()) as u64)
+    Ok(Unsynced::new(file, &tmp, path, opts.fsync, (body + tail.len()) as u64))
 }

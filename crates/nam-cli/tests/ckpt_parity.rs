@@ -340,6 +340,76 @@ fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
     }
 }
 
+/// The checkpoint library with `redundancy.scheme = "nam-xor"` (fsynced SSD level): each rank
+/// writes its file while the server pulls its buffer. A rank whose file write fails fails the
+/// checkpoint on every rank and leaves the previous version; so does a rank killed before
+/// the protect of version 6; a job killed after step 7 that also lost one rank's files
+/// restarts from version 6, the server rebuilding that rank, to the uninterrupted answer.
+#[test]
+fn the_library_with_nam_xor_survives_a_failed_write_and_a_killed_rank_and_rebuilds_a_lost_rank() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
+    let dir = ckpt_support::temp_dir("lib-namxor");
+    let d = dir.display();
+    let cfg = dir.join("ckpt.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name = \"app\"\n[ram]\ndir = \"{d}/ram\"\ncapacity = \"64MiB\"\n[ssd]\ndir = \"{d}/ssd\"\nfsync = true\n\
+             [redundancy]\nscheme = \"nam-xor\"\nservers = [\"{}\"]\n[policy]\nkind = \"always-ssd\"\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let app = |group: &str, extra: &[&str]| {
+        let mut args = vec!["ckpt-check", "app", "--config", cfg.to_str().unwrap(), "--steps", "10", "--every", "2"];
+        args.extend(extra);
+        let mut cmd = ckpt_support::mpirun(3, 3, &args);
+        cmd.env("NAM_CKPT_GROUP", group);
+        let out = ckpt_support::run(cmd);
+        (out.status.success(), ckpt_support::text(&out))
+    };
+    let final_line = |out: &str| out.lines().find(|l| l.starts_with("final ")).map(str::to_string);
+    let (ok, clean) = app("lib-clean", &[]);
+    assert!(ok && final_line(&clean).is_some(), "{clean}");
+    std::fs::remove_dir_all(dir.join("ssd")).unwrap();
+
+    // Rank 1's file of version 4 is /dev/full: its write fails while the server pulls.
+    let v4 = dir.join("ssd/app/v4");
+    std::fs::create_dir_all(&v4).unwrap();
+    std::os::unix::fs::symlink("/dev/full", v4.join("rank-1.tmp")).unwrap();
+    let (ok, full) = app("lib-full", &[]);
+    assert!(!ok && full.contains("No space left on device"), "{full}");
+    assert!(full.contains("the NAM-XOR checkpoint failed on rank 1 of the set"), "{full}");
+    assert!(full.contains("checkpoint version=2") && !full.contains("checkpoint version=4"), "{full}");
+    std::fs::remove_file(v4.join("rank-1.tmp")).unwrap();
+    let (ok, out) = app("lib-full", &["--restart"]);
+    assert!(ok && out.contains("restart version=2 level=ssd"), "{out}");
+    std::fs::remove_dir_all(dir.join("ssd")).unwrap();
+
+    let mut cmd = ckpt_support::mpirun(3, 3, &["ckpt-check", "app", "--config", cfg.to_str().unwrap()]);
+    cmd.args(["--steps", "10", "--every", "2"]).env("NAM_CKPT_GROUP", "lib-fault");
+    cmd.env("NAM_FAULT_CKPT", "die-before-protect:6:1");
+    let died = ckpt_support::run(cmd);
+    assert!(!died.status.success(), "{}", ckpt_support::text(&died));
+    let (ok, out) = app("lib-fault", &["--restart"]);
+    assert!(ok && out.contains("restart version=4 level=ssd"), "{out}");
+    std::fs::remove_dir_all(dir.join("ssd")).unwrap();
+
+    let (ok, killed) = app("lib-lost", &["--die-rank", "1", "--die-after", "7"]);
+    assert!(!ok, "{killed}");
+    let v6 = dir.join("ssd/app/v6");
+    for e in std::fs::read_dir(&v6).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_str().unwrap().starts_with("rank-2.") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let (ok, restarted) = app("lib-lost", &["--restart"]);
+    assert!(ok && restarted.contains("restart version=6 level=ssd rebuilt=[2]"), "{restarted}");
+    assert_eq!(final_line(&restarted), final_line(&clean), "{restarted}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `examples/mpi/heat_namxor.c`, built against libnam with mpicc: an uninterrupted run, a run
 /// that dies after a checkpoint, one rank's local checkpoint deleted, and a restart that has
 /// the server rebuild it: the restarted run ends with the uninterrupted run's answer.
@@ -422,7 +492,7 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
 }
 
 /// `nam ckpt-bench` under `mpirun`, at a test's size: every scheme of the comparison
-/// (partner, XOR, NAM-XOR after the local write and overlapping its fsync)
+/// (partner, XOR, NAM-XOR writing while the server pulls, and NAM-XOR writing first)
 /// checkpoints, restarts after one rank's data is erased, and gives its bytes back.
 #[test]
 fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
@@ -448,7 +518,7 @@ fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
     let rows: Vec<serde_json::Value> =
         text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect("json")).collect();
     let schemes: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
-    assert_eq!(schemes, ["partner", "xor", "nam-xor", "nam-xor-overlap"], "{text}");
+    assert_eq!(schemes, ["partner", "xor", "nam-xor", "nam-xor-write-first"], "{text}");
     for row in &rows {
         assert_eq!(row["ranks"], 3, "{row}");
         assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");

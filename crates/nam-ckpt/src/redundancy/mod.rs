@@ -156,6 +156,13 @@ pub trait Redundancy {
 
     /// Deletes this rank's redundancy files for `target.name` (retention).
     fn discard(&mut self, target: &Target) -> Result<()>;
+
+    /// The scheme as NAM-XOR, whose redundancy needs none of this rank's CPU and so may run
+    /// alongside the node-local write ([`NamXor::protect_while`]); `None` for the schemes
+    /// that compute on the ranks.
+    fn as_nam_xor(&mut self) -> Option<&mut NamXor> {
+        None
+    }
 }
 
 /// Builds the configured scheme over `comm` (collective: forms sets, splits communicators).

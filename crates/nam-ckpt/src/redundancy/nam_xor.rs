@@ -203,14 +203,7 @@ impl Redundancy for NamXor {
     }
 
     fn protect(&mut self, data: &[u8], target: &Target) -> Result<ProtectStats> {
-        let clock = Stopwatch::start();
-        let staged = self.stage(data);
-        if self.resync {
-            agree(&self.set_comm, staged, "staging the checkpoint")?;
-        } else {
-            staged?;
-        }
-        self.protect_staged(data.len(), target, clock, |_| Ok(()))
+        self.protect_while(data, target, |_| Ok(()))
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
@@ -231,6 +224,10 @@ impl Redundancy for NamXor {
     fn discard(&mut self, target: &Target) -> Result<()> {
         super::xor::remove_if_exists(&target.file("namxor"))
     }
+
+    fn as_nam_xor(&mut self) -> Option<&mut NamXor> {
+        Some(self)
+    }
 }
 
 impl NamXor {
@@ -238,6 +235,23 @@ impl NamXor {
     /// zero-copy form for applications that build their checkpoint there.
     pub fn protect_buffer(&mut self, len: usize, target: &Target) -> Result<ProtectStats> {
         self.protect_buffer_while(len, target, |_| Ok(()))
+    }
+
+    /// [`Redundancy::protect`] of `data` (copied into the group buffer) with this rank's own
+    /// work overlapped, as [`NamXor::protect_buffer_while`] does: the checkpoint library
+    /// writes and fsyncs the node-local file in `local` while the server pulls.
+    pub fn protect_while<F>(&mut self, data: &[u8], target: &Target, local: F) -> Result<ProtectStats>
+    where
+        F: FnOnce(&[u8]) -> Result<()>,
+    {
+        let clock = Stopwatch::start();
+        let staged = self.stage(data);
+        if self.resync {
+            agree(&self.set_comm, staged, "staging the checkpoint")?;
+        } else {
+            staged?;
+        }
+        self.protect_staged(data.len(), target, clock, local)
     }
 
     /// [`NamXor::protect_buffer`] with this rank's own work overlapped: the buffer is flagged
@@ -318,14 +332,11 @@ impl NamXor {
         // One collective: every rank's length, bit 63 set where its part failed.
         let failed_bit = 1u64 << 63;
         let words = patient::all_gather_u64(&self.set_comm, len as u64 | if pulled.is_err() { failed_bit } else { 0 });
-        if let Some(bad) = words.iter().position(|w| w & failed_bit != 0) {
+        if words.iter().any(|w| w & failed_bit != 0) {
             self.resync = true;
-            return Err(pulled.err().unwrap_or_else(|| {
-                CkptError::Unrecoverable(format!(
-                    "NAM-XOR checkpoint failed on rank {} (local write or parity generation)",
-                    self.set[bad]
-                ))
-            }));
+            // Every rank learns the failing rank's cause (its node-local write, or the parity).
+            let failed = agreed(&self.set_comm, pulled, false, "the NAM-XOR checkpoint");
+            return Err(failed.expect_err("agreed fails when a rank failed"));
         }
         self.resync = false;
         let record = self.record(epoch, words);
