@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 /// Arguments of `nam ckpt-bench`.
 #[derive(clap::Args, Debug)]
 pub struct CkptBenchArgs {
-    /// nam-xor, partner, xor, nam-xor-write-first, or all (comparison in one run, with
-    /// ratios). NAM-XOR writes the local copy, flags its buffer ready and fsyncs while the
-    /// server pulls, as the checkpoint library does; nam-xor-write-first flags it after the
-    /// fsync, in the order partner and XOR (and the seed) work, and `all` runs it too
-    /// (with fsync) to show what the overlap gives.
+    /// all (partner, xor, nam-xor and, with fsync, nam-xor-write-first, compared in one run
+    /// with ratios), or a comma-separated list of rows. NAM-XOR writes the local copy, flags
+    /// its buffer ready and fsyncs while the server pulls, as the checkpoint library does;
+    /// nam-xor-write-first flags it after the fsync, in the order partner and XOR (and the
+    /// seed) work; nam-xor-flag-first flags it before the write.
     #[arg(long, default_value = "all")]
     scheme: String,
     /// Checkpoint bytes per rank (weak scaling), or in total (strong scaling).
@@ -123,29 +123,47 @@ struct SchemeResult {
     bytes_match: bool,
 }
 
+/// When NAM-XOR flags its buffer ready, relative to writing the rank's node-local copy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Flag {
+    /// Once the copy is written and fsynced (the seed's order; partner and XOR always start
+    /// their redundancy there, since it needs the rank's CPU).
+    AfterFsync,
+    /// Once the bytes are in the page cache: the server pulls during the fsync (the library).
+    BeforeFsync,
+    /// Before the write: the server pulls while the rank copies into the page cache too.
+    BeforeWrite,
+}
+
 /// One scheme as the benchmark runs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Run {
     scheme: Scheme,
-    /// Write and fsync the local copy before starting the redundancy. Partner and XOR always
-    /// do (their redundancy needs the rank's CPU); NAM-XOR does only in its write-first row.
-    write_first: bool,
+    flag: Flag,
 }
 
 impl Run {
-    /// NAM-XOR in the seed's order: the server pulls once the local copy is on the disk.
-    const NAM_XOR_WRITE_FIRST: Run = Run { scheme: Scheme::NamXor, write_first: true };
+    /// Every row name `--scheme` takes, with its run.
+    const ROWS: [(&'static str, Run); 5] = [
+        ("partner", Run { scheme: Scheme::Partner, flag: Flag::AfterFsync }),
+        ("xor", Run { scheme: Scheme::Xor, flag: Flag::AfterFsync }),
+        ("nam-xor", Run { scheme: Scheme::NamXor, flag: Flag::BeforeFsync }),
+        ("nam-xor-write-first", Run { scheme: Scheme::NamXor, flag: Flag::AfterFsync }),
+        ("nam-xor-flag-first", Run { scheme: Scheme::NamXor, flag: Flag::BeforeWrite }),
+    ];
 
-    fn of(scheme: Scheme) -> Run {
-        Run { scheme, write_first: scheme != Scheme::NamXor }
+    fn parse(name: &str) -> Result<Run> {
+        match Run::ROWS.iter().find(|(n, _)| *n == name) {
+            Some(&(_, run)) => Ok(run),
+            None => {
+                let names: Vec<&str> = Run::ROWS.iter().map(|(n, _)| *n).collect();
+                bail!("--scheme {name}: use all or a comma-separated list of {}", names.join(", "))
+            }
+        }
     }
 
     fn name(self) -> &'static str {
-        if self == Run::NAM_XOR_WRITE_FIRST {
-            "nam-xor-write-first"
-        } else {
-            self.scheme.name()
-        }
+        Run::ROWS.iter().find(|(_, r)| *r == self).map(|(n, _)| *n).expect("every run has a row")
     }
 }
 
@@ -156,13 +174,14 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     let schemes: Vec<Run> = match args.scheme.as_str() {
         // Without fsync the write-first row is left out: the overlap it measures is mostly the
         // disk's, and the tmpfs runs would hold a fourth lane's files in memory.
-        "all" if args.no_fsync => vec![Run::of(Scheme::Partner), Run::of(Scheme::Xor), Run::of(Scheme::NamXor)],
-        "all" => {
-            vec![Run::of(Scheme::Partner), Run::of(Scheme::Xor), Run::of(Scheme::NamXor), Run::NAM_XOR_WRITE_FIRST]
-        }
-        "nam-xor-write-first" => vec![Run::NAM_XOR_WRITE_FIRST],
-        one => vec![Run::of(Scheme::parse(one)?)],
+        "all" if args.no_fsync => Run::ROWS[..3].iter().map(|r| r.1).collect(),
+        "all" => Run::ROWS[..4].iter().map(|r| r.1).collect(),
+        list => list.split(',').map(Run::parse).collect::<Result<_>>()?,
     };
+    if schemes.iter().filter(|r| r.scheme == Scheme::NamXor).count() > 2 {
+        // Each lane restarts from its own last checkpoint at the end of the run.
+        bail!("--scheme {}: at most two NAM-XOR rows per run (they share one group, whose ping-pong parity keeps the last two epochs)", args.scheme);
+    }
     let len = match args.scaling.as_str() {
         "weak" => args.size_per_rank,
         "strong" => args.size_per_rank / comm.size() as u64,
@@ -291,18 +310,16 @@ impl Protector {
         })
     }
 
-    /// Writes the buffer's `len` bytes to `local` and adds the scheme's redundancy. With
-    /// `write_first` (partner and XOR always: their redundancy needs the rank's CPU) the
-    /// redundancy starts once the local copy is written and fsynced, as in SCR; otherwise
-    /// NAM-XOR flags its buffer ready once the bytes are in the page cache and fsyncs while
-    /// the server pulls, as the checkpoint library does.
+    /// Writes the buffer's `len` bytes to `local` and adds the scheme's redundancy. Partner
+    /// and XOR start it once the local copy is written and fsynced, as in SCR (their
+    /// redundancy needs the rank's CPU); NAM-XOR flags its buffer ready where `flag` says.
     fn checkpoint(
         &mut self,
         scratch: &[u8],
         len: usize,
         local: &Path,
         target: &Target,
-        write_first: bool,
+        flag: Flag,
     ) -> Result<redundancy::ProtectStats> {
         let fsync = target.fsync;
         Ok(match self {
@@ -310,15 +327,18 @@ impl Protector {
                 write_local(local, &scratch[..len], fsync)?;
                 r.protect(&scratch[..len], target)?
             }
-            Protector::Nam(n) if write_first => {
-                write_local(local, n.buffer_mut(len)?, fsync)?;
-                n.protect_buffer(len, target)?
-            }
-            Protector::Nam(n) => {
-                // A failed write surfaces through the protect, so every rank learns of it.
-                let written = write_unsynced(local, n.buffer_mut(len)?);
-                n.protect_buffer_while(len, target, |_| written.and_then(|file| sync_local(local, file, fsync)))?
-            }
+            // A failed write surfaces through the protect, so every rank learns of it.
+            Protector::Nam(n) => match flag {
+                Flag::AfterFsync => {
+                    write_local(local, n.buffer_mut(len)?, fsync)?;
+                    n.protect_buffer(len, target)?
+                }
+                Flag::BeforeFsync => {
+                    let written = write_unsynced(local, n.buffer_mut(len)?);
+                    n.protect_buffer_while(len, target, |_| written.and_then(|file| sync_local(local, file, fsync)))?
+                }
+                Flag::BeforeWrite => n.protect_buffer_while(len, target, |data| write_local(local, data, fsync))?,
+            },
         })
     }
 
@@ -430,7 +450,7 @@ fn compare(
             let start = Instant::now();
             app.serialize(protector.buffer(&mut scratch, len)?);
             let stats = protector
-                .checkpoint(&scratch, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.write_first)
+                .checkpoint(&scratch, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag)
                 .with_context(|| format!("scheme {}: checkpoint {n}", lane.run.name()))?;
             let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
             let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
