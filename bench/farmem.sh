@@ -44,8 +44,10 @@ paging() {
         echo "round. memcached: one memcached on local memory and one under the LD_PRELOAD library,"
         echo "both filled with the same data set, then 5 rounds of the same request mix on each, every"
         echo "value checked; the budget is the local fraction of the data set, and the lines below"
-        echo "the table say how much of memcached's far memory was resident. The prefetch on/off"
-        echo "ratio compares the two rows' slowdowns (each against its own local baseline)."
+        echo "the table say how much of memcached's far memory was resident. Settings compared with"
+        echo "each other (prefetch on and off, fault modes) run in the same rounds, one region or far"
+        echo "memcached each, taking turns after the same local run; the prefetch on/off ratio compares"
+        echo "the two rows' slowdowns."
         echo "Paged rows, memcached's included (\`NAM_FARMEM_FAULT_MODE\`), serve faults in the faulting"
         echo "thread (signal mode, the default) unless marked \"(thread faults)\"."
         echo "See docs/farmem.md for the design and the knobs."
@@ -108,7 +110,8 @@ explicit() {
     echo -e "\n## SAXPY and friends-of-friends, 50% local memory, UCX shared memory" >> "$out"
     {
         echo
-        echo "Every repetition runs the local baseline and then the explicit run back to back; a row"
+        echo "Every repetition runs the local baseline and then each setting's explicit run (prefetch"
+        echo "on and off, line sizes; taking turns going first) back to back; a row"
         echo "reports the medians of the times and of the per-repetition ratios (\`median of 5\`)."
         echo "SAXPY computes in place on cache lines (\`FarArray::zip_chunks_mut\`: y stays resident"
         echo "and dirty, copied in from the server's mapped pool line by line on its first update;"

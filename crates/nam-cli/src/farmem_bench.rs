@@ -362,23 +362,26 @@ fn run_explicit(
     let mut runs = Vec::new();
     for &n in counts {
         for &fraction in &args.local_fraction {
-            for &p in &args.prefetch {
-                for &line_bytes in &lines {
-                    let s = saxpy_explicit::Setting {
+            // Every prefetch setting and line size of this fraction in the same rounds.
+            let settings: Vec<saxpy_explicit::Setting> = (args.prefetch.iter())
+                .flat_map(|&p| {
+                    lines.iter().map(move |&line_bytes| saxpy_explicit::Setting {
                         fraction,
                         prefetch: p == OnOff::On,
                         repeats: args.repeat,
                         line_bytes,
-                    };
-                    let client = connect(&addrs[..n], transport)?;
-                    let run = if kind == WorkloadKind::SaxpyExplicit {
-                        saxpy_explicit::measure(client, (transport, n), &saxpy_w, &s)?
-                    } else {
-                        fof_explicit::measure(client, (transport, n), &fof_w, &s)?
-                    };
-                    report::progress(args, &run);
-                    runs.push(run);
-                }
+                    })
+                })
+                .collect();
+            let client = connect(&addrs[..n], transport)?;
+            let measured = if kind == WorkloadKind::SaxpyExplicit {
+                saxpy_explicit::measure(client, (transport, n), &saxpy_w, &settings)?
+            } else {
+                fof_explicit::measure(client, (transport, n), &fof_w, &settings)?
+            };
+            for run in measured {
+                report::progress(args, &run);
+                runs.push(run);
             }
         }
     }
@@ -466,8 +469,10 @@ fn run_workload(
         let preload = memcached::preload_path()?;
         for &n in counts {
             for &fraction in &args.local_fraction {
-                for (&p, &mode) in args.prefetch.iter().flat_map(|p| args.fault_mode.iter().map(move |m| (p, m))) {
-                    let far = memcached::FarSide {
+                // Every prefetch setting and fault mode of this fraction in the same rounds.
+                let fars: Vec<memcached::FarSide> = (args.prefetch.iter())
+                    .flat_map(|p| args.fault_mode.iter().map(move |m| (p, m)))
+                    .map(|(&p, &mode)| memcached::FarSide {
                         servers: &addrs[..n],
                         transport,
                         fraction,
@@ -476,8 +481,9 @@ fn run_workload(
                         throttle: args.throttle == OnOff::On,
                         preload: &preload,
                         spin_us: args.spin_us,
-                    };
-                    let run = memcached::measure(&far, args.scale, args.repeat)?;
+                    })
+                    .collect();
+                for run in memcached::measure(&fars, args.scale, args.repeat)? {
                     report::progress(args, &run);
                     runs.push(run);
                 }

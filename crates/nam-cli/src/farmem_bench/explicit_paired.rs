@@ -1,7 +1,7 @@
 //! Paired, repeated measurements for the explicit-API rows (the paged rows have theirs in
-//! `paired.rs`): every repetition runs the local
-//! baseline and then the far-memory run back to back (so both see the same machine load),
-//! checks that they computed the same checksum, and the row reports the medians.
+//! `paired.rs`): every repetition runs the local baseline and then each setting's far-memory
+//! run back to back (so all see the same machine load), checks that they computed the same
+//! checksum, and each row reports the medians.
 
 use super::paired::median;
 use anyhow::{ensure, Result};
@@ -19,23 +19,40 @@ pub struct Paired {
     pub stats: Stats,
 }
 
-/// Runs `local` then `far` `repeats` times; each returns (ms, checksum[, stats]).
+/// Runs `local` and then `far(i)` for each of `settings` settings, `repeats` times (the
+/// settings take turns going first, so none always inherits the local run's caches); each
+/// returns (ms, checksum[, stats]). Settings compared with each other (prefetch on and off)
+/// are so timed in the same rounds, after the same local run, and their ratio is not moved
+/// by load that came and went between two measurements.
 pub fn paired(
     what: &str,
     repeats: usize,
+    settings: usize,
     mut local: impl FnMut() -> (f64, u64),
-    mut far: impl FnMut() -> Result<(f64, u64, Stats)>,
-) -> Result<Paired> {
-    let (mut locals, mut fars, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let mut stats = Stats::default();
-    for _ in 0..repeats.max(1) {
+    mut far: impl FnMut(usize) -> Result<(f64, u64, Stats)>,
+) -> Result<Vec<Paired>> {
+    let mut locals = Vec::new();
+    let (mut fars, mut ratios) = (vec![Vec::new(); settings], vec![Vec::new(); settings]);
+    let mut stats = vec![Stats::default(); settings];
+    for round in 0..repeats.max(1) {
         let (l_ms, l_sum) = local();
-        let (f_ms, f_sum, s) = far()?;
-        ensure!(f_sum == l_sum, "{what} computed {f_sum:#x} in far memory but {l_sum:#x} locally: data corrupted");
         locals.push(l_ms);
-        fars.push(f_ms);
-        ratios.push(f_ms / l_ms);
-        stats = s;
+        for k in 0..settings {
+            let i = (k + round) % settings;
+            let (f_ms, f_sum, s) = far(i)?;
+            ensure!(f_sum == l_sum, "{what} computed {f_sum:#x} in far memory but {l_sum:#x} locally: data corrupted");
+            fars[i].push(f_ms);
+            ratios[i].push(f_ms / l_ms);
+            stats[i] = s;
+        }
     }
-    Ok(Paired { local_ms: median(locals), far_ms: median(fars), slowdown: median(ratios), stats })
+    let local_ms = median(locals);
+    Ok((0..settings)
+        .map(|i| Paired {
+            local_ms,
+            far_ms: median(std::mem::take(&mut fars[i])),
+            slowdown: median(std::mem::take(&mut ratios[i])),
+            stats: stats[i],
+        })
+        .collect())
 }

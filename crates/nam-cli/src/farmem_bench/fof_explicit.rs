@@ -8,7 +8,7 @@
 //! data path only.
 
 use super::explicit_paired::paired;
-use super::saxpy_explicit::Setting;
+use super::saxpy_explicit::{repeats, Setting};
 use super::workloads::{FriendsOfFriends, Graph, Workload};
 use super::{Run, Transport, WorkloadKind};
 use anyhow::Result;
@@ -108,8 +108,8 @@ pub fn measure(
     client: Arc<Client>,
     (transport, servers): (Transport, usize),
     w: &FriendsOfFriends,
-    s: &Setting,
-) -> Result<Run> {
+    settings: &[Setting],
+) -> Result<Vec<Run>> {
     let image = w.image();
     let mut local_mem = image.clone();
     let local = || {
@@ -117,17 +117,25 @@ pub fn measure(
         let sum = w.run(&mut local_mem);
         (t.elapsed().as_secs_f64() * 1e3, sum)
     };
-    let m = paired("explicit friends-of-friends", s.repeats, local, || far_once(&client, w, &image, s))?;
-    let mut r = Run::basic(
-        WorkloadKind::FofExplicit,
-        s.fraction,
-        s.prefetch,
-        servers,
-        transport,
-        m.local_ms,
-        m.far_ms,
-        w.queries as f64,
-    );
-    r.explicit(&m, s);
-    Ok(r)
+    let measured = paired("explicit friends-of-friends", repeats(settings), settings.len(), local, |i| {
+        far_once(&client, w, &image, &settings[i])
+    })?;
+    Ok(settings
+        .iter()
+        .zip(measured)
+        .map(|(s, m)| {
+            let mut r = Run::basic(
+                WorkloadKind::FofExplicit,
+                s.fraction,
+                s.prefetch,
+                servers,
+                transport,
+                m.local_ms,
+                m.far_ms,
+                w.queries as f64,
+            );
+            r.explicit(&m, s);
+            r
+        })
+        .collect())
 }

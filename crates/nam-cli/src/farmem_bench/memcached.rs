@@ -207,14 +207,41 @@ pub struct FarSide<'a> {
     pub spin_us: Option<u64>,
 }
 
-/// Measures memcached locally and through far memory.
-pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
+/// Measures memcached locally and through far memory, one far memcached per setting of
+/// `fars` (the same servers, transport and fraction; prefetch or fault mode differ), all in
+/// the same paired rounds; one row per setting.
+pub fn measure(fars: &[FarSide<'_>], scale: f64, repeat: usize) -> Result<Vec<Run>> {
     let keys = (((DATA_MIB << 20) as f64 * scale.min(1.0)) as u64 / ITEM_BYTES).max(1000);
     let data_bytes = keys * ITEM_BYTES;
     let memory_mib = (2 * data_bytes).div_ceil(1 << 20).max(16);
     let requests = ((40_000.0 * scale) as usize).max(2_000);
     let local = Memcached::start(memory_mib, &[])?;
     fill(local.addr, keys).context("memcached on local memory")?;
+    let mut remotes = Vec::new();
+    for far in fars {
+        let remote = Memcached::start(memory_mib, &far_env(far, data_bytes, memory_mib))?;
+        // A far memcached that died (a fatal page fault) says why on its stderr.
+        let filled = fill(remote.addr, keys);
+        remotes.push(remote);
+        if let Err(e) = filled {
+            let stderr = remotes.pop().expect("just pushed").stop();
+            return Err(e.context(format!("memcached under the LD_PRELOAD library, its stderr: {stderr}")));
+        }
+    }
+    let addrs: Vec<SocketAddr> = remotes.iter().map(|r| r.addr).collect();
+    let rounds = paired_rounds(local.addr, &addrs, keys, requests, repeat);
+    local.stop();
+    let ends: Vec<(u64, String)> = remotes.into_iter().map(|r| (r.rss_bytes(), r.stop())).collect();
+    // A far memcached that died (a fatal page fault) says why on its stderr.
+    let rounds = rounds.with_context(|| {
+        let stderrs: Vec<&str> = ends.iter().map(|(_, e)| e.as_str()).collect();
+        format!("memcached under the LD_PRELOAD library, stderr: {}", stderrs.join(" | "))
+    })?;
+    fars.iter().zip(&rounds).zip(&ends).map(|((far, r), (rss, stderr))| row(far, r, stderr, *rss, requests)).collect()
+}
+
+/// The environment of a far memcached: the preload library and the pager's settings.
+fn far_env(far: &FarSide<'_>, data_bytes: u64, memory_mib: u64) -> Vec<(&'static str, String)> {
     let list: Vec<String> = far.servers.iter().map(|a| a.to_string()).collect();
     let budget = ((data_bytes as f64 * far.fraction) as u64).max(1 << 20);
     let mut env = vec![
@@ -231,18 +258,15 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
     if let Some(us) = far.spin_us {
         env.push(("NAM_FARMEM_SPIN_US", us.to_string()));
     }
-    let remote = Memcached::start(memory_mib, &env)?;
-    // Paired rounds: the same mix on local and on far memcached right after each other.
-    let rounds = fill(remote.addr, keys).and_then(|()| paired_rounds(local.addr, remote.addr, keys, requests, repeat));
-    local.stop();
-    let rss = remote.rss_bytes();
-    let stderr = remote.stop();
-    // A far memcached that died (a fatal page fault) says why on its stderr.
-    let rounds = rounds.with_context(|| format!("memcached under the LD_PRELOAD library, its stderr: {stderr}"))?;
-    let (local_rps, far_rps) = (super::paired::median(rounds.local), super::paired::median(rounds.far));
-    let throughput_ratio = super::paired::median(rounds.ratios);
+    env
+}
+
+/// One far side's row from its rounds and the statistics on its stderr.
+fn row(far: &FarSide<'_>, rounds: &Rounds, stderr: &str, rss: u64, requests: usize) -> Result<Run> {
+    let (local_rps, far_rps) = (super::paired::median(rounds.local.clone()), super::paired::median(rounds.far.clone()));
+    let throughput_ratio = super::paired::median(rounds.ratios.clone());
     let (hits, gets) = (rounds.hits, rounds.gets);
-    let numbers = preload_stats(&stderr)?;
+    let numbers = preload_stats(stderr)?;
     let (far_bytes, resident_pages) = (numbers[0], numbers[1]);
     // memcached's limit is twice the data set: a miss would mean a lost item.
     ensure!(hits == gets, "memcached under far memory lost items: {hits} hits out of {gets} gets");
@@ -281,8 +305,8 @@ pub fn measure(far: &FarSide<'_>, scale: f64, repeat: usize) -> Result<Run> {
     })
 }
 
-/// Requests per second of each side in each round, their ratios, and the far side's hits
-/// and gets.
+/// Requests per second of the local side and one far side in each round, their ratios, and
+/// the far side's hits and gets.
 struct Rounds {
     local: Vec<f64>,
     far: Vec<f64>,
@@ -291,18 +315,26 @@ struct Rounds {
     gets: u64,
 }
 
-fn paired_rounds(local: SocketAddr, far: SocketAddr, keys: u64, requests: usize, repeat: usize) -> Result<Rounds> {
-    let mut r = Rounds { local: Vec::new(), far: Vec::new(), ratios: Vec::new(), hits: 0, gets: 0 };
-    for _ in 0..repeat.max(1) {
+/// Every round runs the mix on the local memcached and then on each far one (taking turns
+/// going first); one [`Rounds`] per far side, sharing the local runs.
+fn paired_rounds(local: SocketAddr, fars: &[SocketAddr], keys: u64, requests: usize, repeat: usize) -> Result<Vec<Rounds>> {
+    let mut all: Vec<Rounds> = (0..fars.len())
+        .map(|_| Rounds { local: Vec::new(), far: Vec::new(), ratios: Vec::new(), hits: 0, gets: 0 })
+        .collect();
+    for round in 0..repeat.max(1) {
         let (local_rps, _, _) = mix(local, keys, requests).context("memcached on local memory")?;
-        let (far_rps, h, g) = mix(far, keys, requests)?;
-        r.local.push(local_rps);
-        r.far.push(far_rps);
-        r.ratios.push(far_rps / local_rps);
-        r.hits += h;
-        r.gets += g;
+        for k in 0..fars.len() {
+            let i = (k + round) % fars.len();
+            let (far_rps, h, g) = mix(fars[i], keys, requests)?;
+            let r = &mut all[i];
+            r.local.push(local_rps);
+            r.far.push(far_rps);
+            r.ratios.push(far_rps / local_rps);
+            r.hits += h;
+            r.gets += g;
+        }
     }
-    Ok(r)
+    Ok(all)
 }
 
 /// The numbers of the preload library's statistics line on memcached's stderr:

@@ -103,22 +103,42 @@ fn far_once(client: &Arc<Client>, w: &Saxpy, setting: &Setting) -> Result<(f64, 
     Ok((ms, sum, super::fof_explicit::delta(before, after)))
 }
 
-/// Measures SAXPY over the explicit API against the local `Saxpy` loop, paired.
-pub fn measure(client: Arc<Client>, (transport, servers): (Transport, usize), w: &Saxpy, s: &Setting) -> Result<Run> {
-    let m = paired("explicit SAXPY", s.repeats, || super::run_local(w), || far_once(&client, w, s))?;
+/// Measures SAXPY over the explicit API against the local `Saxpy` loop, every setting in
+/// the same paired rounds; one row per setting.
+pub fn measure(
+    client: Arc<Client>,
+    (transport, servers): (Transport, usize),
+    w: &Saxpy,
+    settings: &[Setting],
+) -> Result<Vec<Run>> {
+    let measured =
+        paired("explicit SAXPY", repeats(settings), settings.len(), || super::run_local(w), |i| {
+            far_once(&client, w, &settings[i])
+        })?;
     let items = (w.n * w.passes) as f64;
-    let mut r = Run::basic(
-        WorkloadKind::SaxpyExplicit,
-        s.fraction,
-        s.prefetch,
-        servers,
-        transport,
-        m.local_ms,
-        m.far_ms,
-        items,
-    );
-    r.explicit(&m, s);
-    Ok(r)
+    Ok(settings
+        .iter()
+        .zip(measured)
+        .map(|(s, m)| {
+            let mut r = Run::basic(
+                WorkloadKind::SaxpyExplicit,
+                s.fraction,
+                s.prefetch,
+                servers,
+                transport,
+                m.local_ms,
+                m.far_ms,
+                items,
+            );
+            r.explicit(&m, s);
+            r
+        })
+        .collect())
+}
+
+/// The repetitions of settings measured together (the same for all of them).
+pub fn repeats(settings: &[Setting]) -> usize {
+    settings.iter().map(|s| s.repeats).max().unwrap_or(1)
 }
 
 /// This thread's CPU time and minor page faults so far (for `NAM_SAXPY_PHASES`).
