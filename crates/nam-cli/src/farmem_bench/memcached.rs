@@ -317,7 +317,13 @@ struct Rounds {
 
 /// Every round runs the mix on the local memcached and then on each far one (taking turns
 /// going first); one [`Rounds`] per far side, sharing the local runs.
-fn paired_rounds(local: SocketAddr, fars: &[SocketAddr], keys: u64, requests: usize, repeat: usize) -> Result<Vec<Rounds>> {
+fn paired_rounds(
+    local: SocketAddr,
+    fars: &[SocketAddr],
+    keys: u64,
+    requests: usize,
+    repeat: usize,
+) -> Result<Vec<Rounds>> {
     let mut all: Vec<Rounds> = (0..fars.len())
         .map(|_| Rounds { local: Vec::new(), far: Vec::new(), ratios: Vec::new(), hits: 0, gets: 0 })
         .collect();

@@ -111,10 +111,13 @@ pub fn measure(
     w: &Saxpy,
     settings: &[Setting],
 ) -> Result<Vec<Run>> {
-    let measured =
-        paired("explicit SAXPY", repeats(settings), settings.len(), || super::run_local(w), |i| {
-            far_once(&client, w, &settings[i])
-        })?;
+    let measured = paired(
+        "explicit SAXPY",
+        repeats(settings),
+        settings.len(),
+        || super::run_local(w),
+        |i| far_once(&client, w, &settings[i]),
+    )?;
     let items = (w.n * w.passes) as f64;
     Ok(settings
         .iter()
