@@ -20,8 +20,8 @@ pub const FLUSH_WAIT_MAX: Duration = Duration::from_secs(600);
 /// Environment variable for fault injection in tests: `<point>:<version>:<rank>` kills that
 /// rank (SIGKILL) at `<point>` of that version's checkpoint: `die-before-protect` (its file
 /// is written, L2 has not run; with NAM-XOR, which fsyncs the file while the server pulls,
-/// it is written but not fsynced, and its buffer not flagged) or `die-before-commit` (data and redundancy are stored on every rank,
-/// its commit marker is not).
+/// it is written but not fsynced, and its buffer not flagged) or `die-before-commit` (data
+/// and redundancy are stored on every rank, its commit marker is not).
 pub const FAULT_ENV: &str = "NAM_FAULT_CKPT";
 
 /// A protected memory region.

@@ -311,7 +311,10 @@ struct LocalServers {
 impl LocalServers {
     fn start(count: usize, transport: Transport) -> Result<LocalServers> {
         let servers = (0..count)
-            .map(|i| LocalServer::start_named(transport.ucx_tls(), 1 << 30, &format!("blade{i}")))
+            // 4 GiB each (the pool is sparse until allocated): memcached's rows run one far
+            // memcached per setting side by side, and a stopped one's extents stay allocated
+            // for the server's lease (10 s) while the next fraction's instances start.
+            .map(|i| LocalServer::start_named(transport.ucx_tls(), 4 << 30, &format!("blade{i}")))
             .collect::<Result<Vec<_>>>()?;
         let addrs = servers.iter().map(|s| s.addr).collect();
         Ok(LocalServers { _servers: servers, addrs })
