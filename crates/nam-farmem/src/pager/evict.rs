@@ -172,7 +172,6 @@ impl Shared {
     fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
         for page in first..end {
             pages.state[page as usize] = MISSING;
-            pages.reuse[page as usize] = (pages.stats.evictions as u32).wrapping_add(1);
             let k = pages.position[page as usize] as usize;
             pages.resident.swap_remove(k);
             if k < pages.resident.len() {
@@ -180,7 +179,12 @@ impl Shared {
                 pages.position[moved as usize] = k as u32;
             }
             pages.position[page as usize] = u32::MAX;
-            pages.accuracy.evicted(page);
+            // Only a page shown in use earns the second chance on its return: a prefetch
+            // evicted before the demand reached it (a stream's window, pushed out) would
+            // otherwise come back spared and crowd out the pages the stream still needs.
+            let unused_prefetch = pages.accuracy.evicted(page);
+            pages.reuse[page as usize] =
+                if unused_prefetch { 0 } else { (pages.stats.evictions as u32).wrapping_add(1) };
             pages.stats.evictions += 1;
         }
     }
