@@ -131,8 +131,6 @@ impl PagerConfig {
     }
 }
 
-/// [`Pages::reuse`] of a resident page that eviction passes over once.
-const SPARE: u32 = u32::MAX;
 const MISSING: u8 = 0;
 const CLEAN: u8 = 1;
 const DIRTY: u8 = 2;
@@ -144,10 +142,6 @@ struct Pages {
     resident: Vec<u32>,
     position: Vec<u32>,
     last_fault: u32,
-    /// Per page, for eviction's second chance: while it is missing, the eviction count
-    /// (plus one) when it was last evicted, 0 if never; while it is resident, [`SPARE`] when
-    /// a demand brought it back within one turnover of the budget (see `pager/evict.rs`).
-    reuse: Vec<u32>,
     prefetcher: StreamPrefetcher,
     /// What became of the prefetches, and the throttle it feeds.
     accuracy: accuracy::Accuracy,
@@ -232,7 +226,6 @@ impl PagedRegion {
             resident: Vec::new(),
             position: vec![u32::MAX; pages as usize],
             last_fault: u32::MAX,
-            reuse: vec![0; pages as usize],
             prefetcher: StreamPrefetcher::new(config.prefetch),
             accuracy: accuracy::Accuracy::new(pages, config.throttle),
             writes: writes::WritePredictor::new(pages, config.predict_writes),

@@ -62,15 +62,12 @@ impl Accuracy {
         }
     }
 
-    /// `page` left local memory; true when it was a prefetch the demand was not shown to
-    /// reach (counted as wasted).
-    pub fn evicted(&mut self, page: u64) -> bool {
-        let wasted = self.tags[page as usize] == PREFETCHED;
-        if wasted {
+    /// `page` left local memory.
+    pub fn evicted(&mut self, page: u64) {
+        if self.tags[page as usize] == PREFETCHED {
             self.tags[page as usize] = NONE;
             self.throttle.wasted(1);
         }
-        wasted
     }
 
     /// The prefetcher's window `window`: returns the part to fetch now and shadows the rest

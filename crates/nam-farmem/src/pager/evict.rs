@@ -9,7 +9,7 @@
 //! system call and one TLB flush for the batch (measured: 16 scattered pages in 13 us
 //! against 28-31 us with one `madvise` each, with a second thread alive).
 
-use super::{Pages, Shared, CLEAN, DIRTY, EVICT_RUN_MAX, MISSING, PAGE_BYTES, SPARE};
+use super::{Pages, Shared, CLEAN, DIRTY, EVICT_RUN_MAX, MISSING, PAGE_BYTES};
 use crate::error::{Error, Result};
 use rand::Rng;
 
@@ -68,27 +68,9 @@ impl Shared {
     /// Evicts up to `need` (at most [`EVICT_RUN_MAX`]) resident pages other than the most
     /// recently faulted: runs of resident pages, each starting at a random one, until `need`
     /// pages are chosen (a stream gives one long run, random access several short ones), all
-    /// dropped at once. A page a demand brought back within one turnover of the budget
-    /// ([`super::SPARE`]) is passed over once: random replacement had evicted it while in
-    /// use, and the second chance keeps such hot pages (a graph's offsets, a hash table)
-    /// resident as an LRU would, at no cost for access without reuse. False if there is none.
+    /// dropped at once. False if there is none.
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
         let need = need.clamp(1, EVICT_RUN_MAX as usize) as u64;
-        let mut runs = self.choose_runs(pages, need, true);
-        if runs.is_empty() {
-            // Every draw was a spared page (their second chance is used up now).
-            runs = self.choose_runs(pages, need, false);
-        }
-        if runs.is_empty() {
-            return Ok(false);
-        }
-        self.evict_runs(pages, &runs)?;
-        Ok(true)
-    }
-
-    /// The runs [`Shared::evict_victim`] evicts; with `spare`, a draw that lands on a spared
-    /// page uses up its second chance instead, and runs end before spared pages.
-    fn choose_runs(&self, pages: &mut Pages, need: u64, spare: bool) -> Vec<(u64, u64)> {
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
         let mut chosen = 0;
         let last = pages.last_fault as usize;
@@ -105,16 +87,11 @@ impl Shared {
             if first == pages.last_fault as u64 || taken(first) {
                 continue;
             }
-            if spare && pages.reuse[first as usize] == SPARE {
-                pages.reuse[first as usize] = 0;
-                continue;
-            }
             let mut end = first + 1;
             while end < self.pages
                 && chosen + (end - first) < need
                 && pages.state[end as usize] != MISSING
                 && end != pages.last_fault as u64
-                && !(spare && pages.reuse[end as usize] == SPARE)
                 && !taken(end)
             {
                 end += 1;
@@ -122,7 +99,11 @@ impl Shared {
             chosen += end - first;
             runs.push((first, end));
         }
-        runs
+        if runs.is_empty() {
+            return Ok(false);
+        }
+        self.evict_runs(pages, &runs)?;
+        Ok(true)
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,
@@ -179,12 +160,7 @@ impl Shared {
                 pages.position[moved as usize] = k as u32;
             }
             pages.position[page as usize] = u32::MAX;
-            // Only a page shown in use earns the second chance on its return: a prefetch
-            // evicted before the demand reached it (a stream's window, pushed out) would
-            // otherwise come back spared and crowd out the pages the stream still needs.
-            let unused_prefetch = pages.accuracy.evicted(page);
-            pages.reuse[page as usize] =
-                if unused_prefetch { 0 } else { (pages.stats.evictions as u32).wrapping_add(1) };
+            pages.accuracy.evicted(page);
             pages.stats.evictions += 1;
         }
     }

@@ -10,7 +10,7 @@
 //! handler; one faulting every hundred microseconds from several threads (memcached) gets a
 //! sleeping one and keeps its cores.
 
-use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX, SPARE};
+use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX};
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use std::sync::atomic::Ordering;
@@ -148,11 +148,7 @@ impl Shared {
             None => ahead.clone(),
         };
         let count = self.inline_run(pages, page, &wanted_next);
-        let returned = self.returned_within_turnover(pages, page);
         self.fetch_install(pages, page, count as usize, dirty)?;
-        if returned {
-            pages.reuse[page as usize] = SPARE;
-        }
         for q in page + 1..page + count {
             pages.accuracy.prefetched(q);
         }
@@ -162,15 +158,6 @@ impl Shared {
             queue(pages, Pending { next: ahead.start, end: ahead.end, dirty });
         }
         Ok(())
-    }
-
-    /// Whether the missing `page` was evicted less than one turnover of the budget ago
-    /// (fewer evictions since than the budget has pages): an LRU cache of this size would
-    /// still hold it, so random replacement took a page in use, and eviction spares it once.
-    fn returned_within_turnover(&self, pages: &Pages, page: u64) -> bool {
-        let evicted_at = pages.reuse[page as usize];
-        let now = (pages.stats.evictions as u32).wrapping_add(1);
-        evicted_at != 0 && now.wrapping_sub(evicted_at) < self.budget_pages as u32
     }
 
     /// How many pages a miss of `page` installs itself: in signal mode, the start of the
