@@ -8,7 +8,7 @@
 //! data path only.
 
 use super::explicit_paired::paired;
-use super::saxpy_explicit::{repeats, Setting};
+use super::saxpy_explicit::{repeats, rows, Setting};
 use super::workloads::{FriendsOfFriends, Graph, Workload};
 use super::{Run, Transport, WorkloadKind};
 use anyhow::Result;
@@ -120,22 +120,5 @@ pub fn measure(
     let measured = paired("explicit friends-of-friends", repeats(settings), settings.len(), local, |i| {
         far_once(&client, w, &image, &settings[i])
     })?;
-    Ok(settings
-        .iter()
-        .zip(measured)
-        .map(|(s, m)| {
-            let mut r = Run::basic(
-                WorkloadKind::FofExplicit,
-                s.fraction,
-                s.prefetch,
-                servers,
-                transport,
-                m.local_ms,
-                m.far_ms,
-                w.queries as f64,
-            );
-            r.explicit(&m, s);
-            r
-        })
-        .collect())
+    Ok(rows(WorkloadKind::FofExplicit, (transport, servers), settings, measured, w.queries as f64))
 }

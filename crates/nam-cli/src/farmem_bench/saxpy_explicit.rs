@@ -119,24 +119,26 @@ pub fn measure(
         |i| far_once(&client, w, &settings[i]),
     )?;
     let items = (w.n * w.passes) as f64;
-    Ok(settings
+    Ok(rows(WorkloadKind::SaxpyExplicit, (transport, servers), settings, measured, items))
+}
+
+/// One row per setting of an explicit workload measured by [`paired`], with `items` per run.
+pub fn rows(
+    kind: WorkloadKind,
+    (transport, servers): (Transport, usize),
+    settings: &[Setting],
+    measured: Vec<super::explicit_paired::Paired>,
+    items: f64,
+) -> Vec<Run> {
+    settings
         .iter()
         .zip(measured)
         .map(|(s, m)| {
-            let mut r = Run::basic(
-                WorkloadKind::SaxpyExplicit,
-                s.fraction,
-                s.prefetch,
-                servers,
-                transport,
-                m.local_ms,
-                m.far_ms,
-                items,
-            );
+            let mut r = Run::basic(kind, s.fraction, s.prefetch, servers, transport, m.local_ms, m.far_ms, items);
             r.explicit(&m, s);
             r
         })
-        .collect())
+        .collect()
 }
 
 /// The repetitions of settings measured together (the same for all of them).
