@@ -165,23 +165,29 @@ impl Run {
     fn name(self) -> &'static str {
         Run::ROWS.iter().find(|(_, r)| *r == self).map(|(n, _)| *n).expect("every run has a row")
     }
+
+    /// The rows `--scheme` asks for.
+    fn list(scheme: &str, no_fsync: bool) -> Result<Vec<Run>> {
+        let runs: Vec<Run> = match scheme {
+            // Without fsync the write-first row is left out: the overlap it measures is mostly
+            // the disk's, and the tmpfs runs would hold a fourth lane's files in memory.
+            "all" if no_fsync => Run::ROWS[..3].iter().map(|r| r.1).collect(),
+            "all" => Run::ROWS[..4].iter().map(|r| r.1).collect(),
+            list => list.split(',').map(Run::parse).collect::<Result<_>>()?,
+        };
+        if runs.iter().filter(|r| r.scheme == Scheme::NamXor).count() > 2 {
+            // Each lane restarts from its own last checkpoint at the end of the run.
+            bail!("--scheme {scheme}: at most two NAM-XOR rows per run (they share one group, whose ping-pong parity keeps the last two epochs)");
+        }
+        Ok(runs)
+    }
 }
 
 /// Runs `nam ckpt-bench` (under mpirun).
 pub fn run(args: CkptBenchArgs) -> Result<()> {
     let universe = mpi::initialize().context("MPI is already initialized")?;
     let comm = Comm::new(&universe.world());
-    let schemes: Vec<Run> = match args.scheme.as_str() {
-        // Without fsync the write-first row is left out: the overlap it measures is mostly the
-        // disk's, and the tmpfs runs would hold a fourth lane's files in memory.
-        "all" if args.no_fsync => Run::ROWS[..3].iter().map(|r| r.1).collect(),
-        "all" => Run::ROWS[..4].iter().map(|r| r.1).collect(),
-        list => list.split(',').map(Run::parse).collect::<Result<_>>()?,
-    };
-    if schemes.iter().filter(|r| r.scheme == Scheme::NamXor).count() > 2 {
-        // Each lane restarts from its own last checkpoint at the end of the run.
-        bail!("--scheme {}: at most two NAM-XOR rows per run (they share one group, whose ping-pong parity keeps the last two epochs)", args.scheme);
-    }
+    let schemes = Run::list(&args.scheme, args.no_fsync)?;
     let len = match args.scaling.as_str() {
         "weak" => args.size_per_rank,
         "strong" => args.size_per_rank / comm.size() as u64,
@@ -736,4 +742,21 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
         bail!("a restart did not give back the checkpointed bytes");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Run;
+
+    #[test]
+    fn scheme_lists_name_their_rows_and_refuse_unknown_or_too_many_nam_xor_rows() {
+        let names = |s: &str, no_fsync| Run::list(s, no_fsync).unwrap().into_iter().map(Run::name).collect::<Vec<_>>();
+        assert_eq!(names("all", false), ["partner", "xor", "nam-xor", "nam-xor-write-first"]);
+        assert_eq!(names("all", true), ["partner", "xor", "nam-xor"]);
+        assert_eq!(names("partner,nam-xor-flag-first", false), ["partner", "nam-xor-flag-first"]);
+        let unknown = Run::list("partner,raid5", false).unwrap_err().to_string();
+        assert!(unknown.contains("--scheme raid5") && unknown.contains("nam-xor-write-first"), "{unknown}");
+        let three = Run::list("nam-xor,nam-xor-write-first,nam-xor-flag-first", false).unwrap_err().to_string();
+        assert!(three.contains("at most two NAM-XOR rows"), "{three}");
+    }
 }
