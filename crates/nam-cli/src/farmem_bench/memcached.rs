@@ -221,12 +221,11 @@ pub fn measure(fars: &[FarSide<'_>], scale: f64, repeat: usize) -> Result<Vec<Ru
     for far in fars {
         let remote = Memcached::start(memory_mib, &far_env(far, data_bytes, memory_mib))?;
         // A far memcached that died (a fatal page fault) says why on its stderr.
-        let filled = fill(remote.addr, keys);
-        remotes.push(remote);
-        if let Err(e) = filled {
-            let stderr = remotes.pop().expect("just pushed").stop();
+        if let Err(e) = fill(remote.addr, keys) {
+            let stderr = remote.stop();
             return Err(e.context(format!("memcached under the LD_PRELOAD library, its stderr: {stderr}")));
         }
+        remotes.push(remote);
     }
     let addrs: Vec<SocketAddr> = remotes.iter().map(|r| r.addr).collect();
     let rounds = paired_rounds(local.addr, &addrs, keys, requests, repeat);
