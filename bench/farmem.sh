@@ -49,7 +49,9 @@ paging() {
         echo "memcached each, taking turns after the same local run; the prefetch on/off ratio compares"
         echo "the two rows' slowdowns."
         echo "Paged rows, memcached's included (\`NAM_FARMEM_FAULT_MODE\`), serve faults in the faulting"
-        echo "thread (signal mode, the default) unless marked \"(thread faults)\"."
+        echo "thread (signal mode, the default) unless marked \"(thread faults)\". Both memcacheds of a"
+        echo "row run with memcached's classic LRU (\`-o no_lru_maintainer\`, \`--memcached-lru classic\`)"
+        echo "unless marked \"with segmented LRU\" (memcached 1.5's default; its own section below)."
         echo "See docs/farmem.md for the design and the knobs."
         echo
         echo "![SAXPY](img/farmem-saxpy.png) ![FoF](img/farmem-fof.png) ![Pointer chase](img/farmem-pointerchase.png)"
@@ -89,6 +91,10 @@ paging() {
     echo -e "\n## One to three servers, UCX shared memory, 50% local memory" >> "$out"
     "$nam" farmem-bench --workload saxpy,fof,memcached --local-fraction 0.5 --prefetch on,off \
         --server-count 1,2,3 --transport shm --scale 0.5 --repeat 3 --min-ms 40 --out "$out"
+    # memcached's default LRU: its maintainer thread touches items no request asked for.
+    echo -e "\n## memcached with its default segmented LRU, UCX shared memory, 50% local memory" >> "$out"
+    "$nam" farmem-bench --workload memcached --local-fraction 0.5 --prefetch on,off --memcached-lru segmented \
+        --transport shm --scale 0.5 "${rounds[@]}" --out "$out"
     # Over UCX TCP every page costs a round trip through the server's progress loop: smaller
     # footprints, one server (see "Known problems" in docs/farmem.md for several servers).
     echo -e "\n## UCX TCP, one server, 50% local memory" >> "$out"

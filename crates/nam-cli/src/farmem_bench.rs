@@ -119,6 +119,11 @@ pub struct FarmemBenchArgs {
     /// LD_PRELOAD library), comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "signal")]
     fault_mode: Vec<FaultModeArg>,
+    /// memcached's LRU, the same for the local and the far memcached: `classic` (one LRU per
+    /// slab class, memcached 1.4's and the seed's) or `segmented` (1.5's default, whose
+    /// maintainer thread keeps moving items between its hot, warm and cold lists).
+    #[arg(long, value_enum, default_value = "classic")]
+    memcached_lru: memcached::Lru,
     /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
     #[arg(long)]
     spin_us: Option<u64>,
@@ -204,6 +209,9 @@ pub struct Run {
     /// Paged rows: who served the faults ("thread" or "signal").
     #[serde(skip_serializing_if = "Option::is_none")]
     fault_mode: Option<&'static str>,
+    /// memcached only: its LRU ("classic" or "segmented").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memcached_lru: Option<&'static str>,
 }
 
 impl Run {
@@ -258,6 +266,7 @@ impl Run {
             bypassed: None,
             in_place: None,
             fault_mode: None,
+            memcached_lru: None,
         }
     }
 
@@ -486,7 +495,7 @@ fn run_workload(
                         spin_us: args.spin_us,
                     })
                     .collect();
-                for run in memcached::measure(&fars, args.scale, args.repeat)? {
+                for run in memcached::measure(&fars, args.scale, args.repeat, args.memcached_lru)? {
                     report::progress(args, &run);
                     runs.push(run);
                 }

@@ -8,6 +8,13 @@
 //! data set is four times what may stay resident: most of memcached's memory is remote.
 //! memcached's own limit (`-m`) is twice the data set, so its LRU evicts nothing and every
 //! get is a hit whose value is checked.
+//!
+//! Both memcacheds run with the same LRU ([`Lru`]). By default the classic one: memcached
+//! 1.5's segmented LRU has a maintainer thread that moves items between its hot, warm and
+//! cold lists in the background, touching items (and their neighbours in the lists) that
+//! no request asked for. On local memory that costs little; on far memory every such touch
+//! of a non-resident page is a fault that also evicts a page a request wanted. At 50% local
+//! it added about a third of a miss per request (docs/farmem.md, memcached).
 
 use super::{Run, Transport, WorkloadKind};
 use anyhow::{bail, ensure, Context, Result};
@@ -36,11 +43,33 @@ struct Memcached {
     addr: SocketAddr,
 }
 
+/// memcached's LRU (`--memcached-lru`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lru {
+    /// One LRU per slab class (`-o no_lru_maintainer`): memcached 1.4's, the seed's.
+    Classic,
+    /// memcached 1.5's default: hot, warm and cold lists kept by a maintainer thread.
+    Segmented,
+}
+
+impl Lru {
+    /// The name in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lru::Classic => "classic",
+            Lru::Segmented => "segmented",
+        }
+    }
+}
+
 impl Memcached {
-    fn start(memory_mib: u64, env: &[(&str, String)]) -> Result<Memcached> {
+    fn start(memory_mib: u64, lru: Lru, env: &[(&str, String)]) -> Result<Memcached> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut cmd = Command::new("memcached");
         cmd.args(["-m", &memory_mib.to_string(), "-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-t", "2"]);
+        if lru == Lru::Classic {
+            cmd.args(["-o", "no_lru_maintainer"]);
+        }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             cmd.args(["-u", "root"]);
@@ -210,16 +239,16 @@ pub struct FarSide<'a> {
 /// Measures memcached locally and through far memory, one far memcached per setting of
 /// `fars` (the same servers, transport and fraction; prefetch or fault mode differ), all in
 /// the same paired rounds; one row per setting.
-pub fn measure(fars: &[FarSide<'_>], scale: f64, repeat: usize) -> Result<Vec<Run>> {
+pub fn measure(fars: &[FarSide<'_>], scale: f64, repeat: usize, lru: Lru) -> Result<Vec<Run>> {
     let keys = (((DATA_MIB << 20) as f64 * scale.min(1.0)) as u64 / ITEM_BYTES).max(1000);
     let data_bytes = keys * ITEM_BYTES;
     let memory_mib = (2 * data_bytes).div_ceil(1 << 20).max(16);
     let requests = ((40_000.0 * scale) as usize).max(2_000);
-    let local = Memcached::start(memory_mib, &[])?;
+    let local = Memcached::start(memory_mib, lru, &[])?;
     fill(local.addr, keys).context("memcached on local memory")?;
     let mut remotes = Vec::new();
     for far in fars {
-        let remote = Memcached::start(memory_mib, &far_env(far, data_bytes, memory_mib))?;
+        let remote = Memcached::start(memory_mib, lru, &far_env(far, data_bytes, memory_mib))?;
         // A far memcached that died (a fatal page fault) says why on its stderr.
         if let Err(e) = fill(remote.addr, keys) {
             let stderr = remote.stop();
@@ -236,7 +265,11 @@ pub fn measure(fars: &[FarSide<'_>], scale: f64, repeat: usize) -> Result<Vec<Ru
         let stderrs: Vec<&str> = ends.iter().map(|(_, e)| e.as_str()).collect();
         format!("memcached under the LD_PRELOAD library, stderr: {}", stderrs.join(" | "))
     })?;
-    fars.iter().zip(&rounds).zip(&ends).map(|((far, r), (rss, stderr))| row(far, r, stderr, *rss, requests)).collect()
+    fars.iter()
+        .zip(&rounds)
+        .zip(&ends)
+        .map(|((far, r), (rss, stderr))| row(far, lru, r, stderr, *rss, requests))
+        .collect()
 }
 
 /// The environment of a far memcached: the preload library and the pager's settings.
@@ -261,7 +294,7 @@ fn far_env(far: &FarSide<'_>, data_bytes: u64, memory_mib: u64) -> Vec<(&'static
 }
 
 /// One far side's row from its rounds and the statistics on its stderr.
-fn row(far: &FarSide<'_>, rounds: &Rounds, stderr: &str, rss: u64, requests: usize) -> Result<Run> {
+fn row(far: &FarSide<'_>, lru: Lru, rounds: &Rounds, stderr: &str, rss: u64, requests: usize) -> Result<Run> {
     let (local_rps, far_rps) = (super::paired::median(rounds.local.clone()), super::paired::median(rounds.far.clone()));
     let throughput_ratio = super::paired::median(rounds.ratios.clone());
     let (hits, gets) = (rounds.hits, rounds.gets);
@@ -301,6 +334,7 @@ fn row(far: &FarSide<'_>, rounds: &Rounds, stderr: &str, rss: u64, requests: usi
         line_bytes: None,
         metadata_cache: None,
         fault_mode: Some(super::mode_name(far.mode)),
+        memcached_lru: Some(lru.name()),
     })
 }
 

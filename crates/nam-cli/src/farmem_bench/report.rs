@@ -31,9 +31,12 @@ fn row(r: &Run) -> String {
 }
 
 /// What follows the workload's name: line size, metadata cache, medians, bypassed reads,
-/// reads in place.
+/// reads in place, memcached's LRU when it is not the classic one.
 fn label(r: &Run) -> String {
     let mut out = String::new();
+    if let Some(lru) = r.memcached_lru.filter(|l| *l != "classic") {
+        out += &format!(" with {lru} LRU");
+    }
     if let Some(l) = r.line_bytes {
         out += &format!(" line {l} B");
     }
@@ -100,7 +103,8 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             String::new()
         };
         lines.push(format!(
-            "memcached at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
+            "memcached ({} LRU) at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
+            r.memcached_lru.unwrap_or("classic"),
             r.local_fraction * 100.0,
             r.servers,
             r.transport,
@@ -139,6 +143,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 && o.transport == on.transport
                 && o.line_bytes == on.line_bytes
                 && o.fault_mode == on.fault_mode
+                && o.memcached_lru == on.memcached_lru
         });
         if let Some(off) = off {
             // Each side relative to the local baseline measured beside it: load that came
