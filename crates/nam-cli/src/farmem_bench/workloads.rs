@@ -135,7 +135,8 @@ impl FriendsOfFriends {
                 adj[b].push(a as u32);
             }
         }
-        // Shuffle user ids so popular users are spread over the address space.
+        // User ids are not shuffled: the popular users (low ids) and their neighbour lists
+        // sit together at the front of the image, as in a graph stored in id order.
         adj
     }
 }
