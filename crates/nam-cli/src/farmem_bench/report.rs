@@ -198,7 +198,7 @@ pub fn emit(args: &FarmemBenchArgs, runs: &[Run]) -> Result<()> {
 fn plot(dir: &std::path::Path, runs: &[Run]) -> Result<()> {
     use crate::plot::{line_chart, Scales, Series};
     std::fs::create_dir_all(dir)?;
-    for w in [WorkloadKind::PointerChase, WorkloadKind::Saxpy, WorkloadKind::Fof] {
+    for w in [WorkloadKind::PointerChase, WorkloadKind::Saxpy, WorkloadKind::Fof, WorkloadKind::Memcached] {
         let mut series: Vec<Series> = Vec::new();
         for prefetch in [true, false] {
             for transport in [Transport::Shm, Transport::Tcp] {
