@@ -173,8 +173,10 @@ struct Shared {
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
-    /// Signal mode: an eventfd the faulting threads ring when they queue a prefetch.
-    ring: Option<std::os::fd::OwnedFd>,
+    /// Faults are served by the faulting threads (SIGBUS), which also install the prefetch
+    /// windows as their demand reaches them; the handler thread only evicts ahead when its
+    /// poll times out.
+    signal_mode: bool,
 }
 
 /// A far-memory region reached with plain loads and stores. See the module documentation.
@@ -247,7 +249,7 @@ impl PagedRegion {
             spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
-            ring: if signal_mode { Some(eventfd()?) } else { None },
+            signal_mode,
         });
         if signal_mode {
             // Unregistered in Drop before `shared` can go away.
@@ -368,17 +370,6 @@ fn open_uffd(mode: FaultMode) -> Result<(Uffd, FaultMode)> {
             Ok((Uffd::open(false)?, FaultMode::Thread))
         }
     }
-}
-
-fn eventfd() -> Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: eventfd(2) returns a fresh descriptor or -1.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(Error::last_os("eventfd for the signal-mode pager"));
-    }
-    // SAFETY: a fresh descriptor this process owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 thread_local! {

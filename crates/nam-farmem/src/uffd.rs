@@ -5,7 +5,6 @@
 use crate::error::{Error, Result};
 pub use nam_uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use nam_uffd::{OpenError, FEATURE_SIGBUS};
-use std::os::fd::{AsRawFd, OwnedFd};
 
 /// A userfaultfd descriptor of a paged region.
 pub struct Uffd {
@@ -60,10 +59,9 @@ impl Uffd {
         self.inner.wake(start, len)
     }
 
-    /// Waits up to `timeout_ms` for events on the descriptor or on `also` (an eventfd
-    /// that signal-mode faults ring); true when some are ready.
-    pub fn poll(&self, also: Option<&OwnedFd>, timeout_ms: i32) -> bool {
-        self.inner.poll(also.map(|f| f.as_raw_fd()), timeout_ms)
+    /// Waits up to `timeout_ms` for events on the descriptor; true when some are ready.
+    pub fn poll(&self, timeout_ms: i32) -> bool {
+        self.inner.poll(None, timeout_ms)
     }
 
     /// Reads the pending page faults into `out` (appending); other events are ignored.

@@ -62,10 +62,12 @@ impl Shared {
                     fatal(&format!("cannot serve the page fault at {:#x} of a far-memory region: {e}", f.address));
                 }
             }
-            let prefetched = match self.prefetch_step() {
-                Ok(any) => any,
-                Err(e) => fatal(&format!("cannot prefetch pages of a far-memory region: {e}")),
-            };
+            // In signal mode the faulting threads install the windows themselves.
+            let prefetched = !self.signal_mode
+                && match self.prefetch_step() {
+                    Ok(any) => any,
+                    Err(e) => fatal(&format!("cannot prefetch pages of a far-memory region: {e}")),
+                };
             // Then room for the next misses, so that they need not evict first.
             let evicted = !prefetched
                 && match self.evict_ahead() {
@@ -80,20 +82,8 @@ impl Shared {
                 std::hint::spin_loop();
             } else {
                 idle = true;
-                if self.uffd.poll(self.ring.as_ref(), 100) {
-                    self.drain_ring();
-                }
+                self.uffd.poll(100);
             }
-        }
-    }
-
-    /// Empties the eventfd signal-mode faults ring to ask for a prefetch.
-    fn drain_ring(&self) {
-        if let Some(fd) = &self.ring {
-            let mut count = 0u64;
-            use std::os::fd::AsRawFd;
-            // SAFETY: an 8-byte read from our non-blocking eventfd.
-            unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
         }
     }
 
@@ -166,7 +156,7 @@ impl Shared {
     /// microseconds overtakes the handler thread, which must be woken first; otherwise 1.
     fn inline_run(&self, pages: &Pages, page: u64, ahead: &std::ops::Range<u64>) -> u64 {
         let mut count = 1;
-        if self.ring.is_some() && ahead.start == page + 1 {
+        if self.signal_mode && ahead.start == page + 1 {
             // At most half the budget, as for background prefetches: a run larger than the
             // budget could not be installed at all (the region would have to evict the page
             // just faulted).
@@ -273,7 +263,7 @@ impl Shared {
         let state = if dirty { DIRTY } else { CLEAN };
         let dst = self.base + first * PAGE_BYTES;
         // In signal mode no thread ever sleeps on a fault: nothing to wake.
-        let wake = self.ring.is_none();
+        let wake = !self.signal_mode;
         let all = self.uffd.copy(dst, src, count as u64 * PAGE_BYTES, !dirty, wake)?;
         for (i, p) in (first..first + count as u64).enumerate() {
             if pages.state[p as usize] != MISSING {

@@ -172,29 +172,20 @@ fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_
 }
 
 impl Shared {
-    /// Serves a fault of this thread at `addr` (signal mode).
+    /// Serves a fault of this thread at `addr` (signal mode). The handler thread is not
+    /// woken for the prefetch window a miss queues: the faulting threads install windows
+    /// themselves, a run at a time, as their demand reaches them ([`Shared::serve_missing`]).
+    /// A woken handler thread made the program's memory map live on a second core, so that
+    /// every eviction and write-protect change of either thread cost a TLB-shootdown IPI to
+    /// the other (docs/farmem.md, "Signal mode installs its prefetches itself").
     fn serve_signal(&self, addr: u64, write: bool) -> Result<()> {
         let page = (addr - self.base) / PAGE_BYTES;
         let mut pages = self.state.lock();
-        let queued = pages.pending.len();
         match pages.state[page as usize] {
             super::MISSING => self.serve_missing(&mut pages, page, write)?,
             super::CLEAN => self.handle_write_protect(&mut pages, page, super::CLEAN)?,
             _ => {} // installed by another thread meanwhile: retry the access
         }
-        if pages.pending.len() > queued {
-            self.ring(); // the handler thread installs the prefetch window
-        }
         Ok(())
-    }
-
-    /// Wakes the handler thread (signal mode has no fault events to wake it).
-    fn ring(&self) {
-        if let Some(fd) = &self.ring {
-            let one = 1u64;
-            use std::os::fd::AsRawFd;
-            // SAFETY: an 8-byte write to our eventfd; write(2) is async-signal-safe.
-            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        }
     }
 }
