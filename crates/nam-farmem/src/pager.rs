@@ -1,7 +1,7 @@
 //! [`PagedRegion`]: the transparent way in. An anonymous mapping registered with
 //! userfaultfd. By default ([`FaultMode::Signal`]) the faulting thread serves its own fault
-//! in a SIGBUS handler, and a handler thread does the rest; in [`FaultMode::Thread`] the
-//! handler thread serves the faults too:
+//! in a SIGBUS handler, prefetches included, and a handler thread only evicts ahead now and
+//! then; in [`FaultMode::Thread`] the handler thread serves the faults and does the rest:
 //!
 //! - a **missing** page is fetched from the servers (span read of one page) and installed
 //!   with `UFFDIO_COPY`, read-only unless the fault was a write, and the stream prefetcher
@@ -21,7 +21,9 @@
 //!   the faulting streams;
 //! - in [`FaultMode::Signal`] the faulting thread serves its own fault in a SIGBUS handler
 //!   (no thread switch per fault; see `signal.rs` for what it costs, and [`FaultMode`] for
-//!   when a region falls back to thread mode).
+//!   when a region falls back to thread mode), and installs the prefetch windows itself, a
+//!   run at a time as its demand reaches them: waking the handler thread for them put the
+//!   memory map on a second core, and every eviction then cost a TLB-shootdown IPI.
 //!
 //! A fault that cannot be served (its server died) cannot be returned to the program as an
 //! error: the handler prints what failed, naming the server, and aborts the process rather

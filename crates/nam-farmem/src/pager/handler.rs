@@ -1,5 +1,7 @@
 //! The fault handler thread: serves faults first, installs prefetched pages between them,
-//! and busy-polls the descriptor for a while after its last work before it sleeps.
+//! and busy-polls the descriptor for a while after its last work before it sleeps (thread
+//! mode; in signal mode it only evicts ahead when its poll times out). Also the miss path
+//! both modes share ([`Shared::serve_missing`]).
 //!
 //! The busy-poll is adaptive. Spinning spares the handler's wake-up (a few microseconds)
 //! when the next fault comes soon, but on a machine with few cores the spinning thread takes
@@ -131,8 +133,8 @@ impl Shared {
             pages.accuracy.admit(window, |p| state[p as usize] == MISSING)
         };
         // Pages the prefetcher wants right after this one: the new window when it starts
-        // there, or the rest of a window the demand just overtook (its pages are wanted now,
-        // and a signal-mode program outruns the handler thread that would install them).
+        // there, or the rest of a window the demand just overtook (its pages are wanted now;
+        // in signal mode nobody else installs them).
         let wanted_next = match overtaken_end {
             Some(end) => page + 1..end.max(ahead.end),
             None => ahead.clone(),
@@ -152,8 +154,9 @@ impl Shared {
 
     /// How many pages a miss of `page` installs itself: in signal mode, the start of the
     /// prefetch window `ahead` when it follows the page (up to [`PREFETCH_RUN_MAX`] missing
-    /// pages in all, one fetch and one copy), since a program that faults every few
-    /// microseconds overtakes the handler thread, which must be woken first; otherwise 1.
+    /// pages in all, one fetch and one copy), since in signal mode the faulting threads
+    /// install the windows (the rest stays queued for the next fault that reaches it);
+    /// otherwise 1.
     fn inline_run(&self, pages: &Pages, page: u64, ahead: &std::ops::Range<u64>) -> u64 {
         let mut count = 1;
         if self.signal_mode && ahead.start == page + 1 {
