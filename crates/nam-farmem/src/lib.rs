@@ -16,9 +16,11 @@
 //!   computation slices of resident lines in place, and [`FarMemory::fetch_ranges`] fetches
 //!   the misses of many ranges as one batch (a graph frontier's neighbour lists).
 //! - [`PagedRegion`] is the transparent way in: a userfaultfd-registered mapping whose
-//!   missing pages are fetched from the servers by a busy-polling handler thread that also
-//!   installs prefetched pages in the background, with write-protection to find dirty pages
-//!   and batched eviction that keeps the resident set within the budget. Its prefetcher is
+//!   missing pages are fetched from the servers by the faulting thread itself in a SIGBUS
+//!   handler (signal mode, the default, prefetch windows included), or by a busy-polling
+//!   handler thread that also installs prefetched pages in the background (thread mode),
+//!   with write-protection to find dirty pages and batched eviction that keeps the resident
+//!   set within the budget. Its prefetcher is
 //!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]).
 //!
 //! ```no_run
