@@ -1,6 +1,7 @@
 //! Output of `nam farmem-bench`: a table row or JSON object per run, the targets of issue 8
 //! checked against the runs, a Markdown report and PNG plots.
 
+use super::memcached::Lru;
 use super::{FarmemBenchArgs, Run, Transport, WorkloadKind};
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -34,7 +35,7 @@ fn row(r: &Run) -> String {
 /// reads in place, memcached's LRU when it is not the classic one.
 fn label(r: &Run) -> String {
     let mut out = String::new();
-    if let Some(lru) = r.memcached_lru.filter(|l| *l != "classic") {
+    if let Some(lru) = r.memcached_lru.filter(|l| *l != Lru::Classic.name()) {
         out += &format!(" with {lru} LRU");
     }
     if let Some(l) = r.line_bytes {
@@ -104,7 +105,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         };
         lines.push(format!(
             "memcached ({} LRU) at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
-            r.memcached_lru.unwrap_or("classic"),
+            r.memcached_lru.unwrap_or(Lru::Classic.name()),
             r.local_fraction * 100.0,
             r.servers,
             r.transport,
