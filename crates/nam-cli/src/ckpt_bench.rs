@@ -1,8 +1,12 @@
 //! `nam ckpt-bench`: seed 000 §5.2's comparison of checkpoint redundancy schemes, run under
 //! `mpirun`. An iPic3D-like mockup alternates a compute phase (a particle push over the
-//! rank's state) with a checkpoint: serialize the state into the checkpoint buffer, write it
-//! to node-local storage (`--dir`), then add redundancy with the scheme: partner copies,
-//! XOR on the nodes, or NAM-XOR (the memory server pulls the buffers and keeps the parity).
+//! rank's state) with a checkpoint: write the state to node-local storage (`--dir`), then add
+//! redundancy with the scheme: partner copies, XOR on the nodes, or NAM-XOR (the memory server
+//! pulls the buffers and keeps the parity). The mockup keeps its particle arrays in the memory
+//! it checkpoints, as FTI and VeloC protect an application's arrays in place: with a NAM-XOR
+//! row that is the registered group buffer the server pulls (the way
+//! [`NamXor::buffer_mut`] offers), and partner and XOR write and send the same arrays, so no
+//! scheme pays a copy into a staging buffer.
 //! After the last checkpoint one rank loses its node-local directory and the job restarts
 //! from local storage plus redundancy; every byte is compared. All schemes run in one
 //! invocation, their checkpoints interleaved round by round, so the ratios compare like with
@@ -19,7 +23,7 @@ use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Arguments of `nam ckpt-bench`.
 #[derive(clap::Args, Debug)]
@@ -92,7 +96,7 @@ struct SchemeResult {
     storage: String,
     /// NAM-XOR's segment size (0: the server's default).
     segment_bytes: u64,
-    /// Median wall time of one checkpoint (serialize, local write, redundancy), slowest rank.
+    /// Median wall time of one checkpoint (local write, redundancy), slowest rank.
     checkpoint_s: f64,
     /// Of which redundancy alone.
     redundancy_s: f64,
@@ -242,23 +246,33 @@ fn start_local_server(comm: &Comm, len: usize, set_size: usize) -> Result<(Optio
     Ok((child, addr))
 }
 
-/// The mockup's state: particles whose positions move with their velocities.
-struct Mockup {
-    state: Vec<f64>,
-}
+/// The mockup's state: particles whose positions move with their velocities, as `f64`s in
+/// the bytes of the memory the schemes checkpoint (`len` bytes; a tail shorter than one
+/// `f64` stays as initialized).
+mod mockup {
+    use std::time::{Duration, Instant};
 
-impl Mockup {
-    fn new(rank: usize, len: usize) -> Mockup {
-        let state = (0..len / 8).map(|i| ((i * 31 + rank * 7) % 1000) as f64 * 1e-3).collect();
-        Mockup { state }
+    fn particles(state: &mut [u8]) -> &mut [f64] {
+        // SAFETY: every bit pattern is a valid f64; align_to_mut leaves unaligned ends out.
+        let (_, particles, _) = unsafe { state.align_to_mut::<f64>() };
+        particles
     }
 
-    /// Pushes particles for `ms` milliseconds (at least one sweep).
-    fn compute(&mut self, ms: u64) {
+    /// Fills `state` with `rank`'s initial particles.
+    pub fn init(state: &mut [u8], rank: usize) {
+        state.fill(0);
+        for (i, x) in particles(state).iter_mut().enumerate() {
+            *x = ((i * 31 + rank * 7) % 1000) as f64 * 1e-3;
+        }
+    }
+
+    /// Pushes the particles for `ms` milliseconds (at least one sweep).
+    pub fn compute(state: &mut [u8], ms: u64) {
         let until = Instant::now() + Duration::from_millis(ms);
+        let particles = particles(state);
         loop {
-            let half = self.state.len() / 2;
-            let (pos, vel) = self.state.split_at_mut(half);
+            let half = particles.len() / 2;
+            let (pos, vel) = particles.split_at_mut(half);
             for (p, v) in pos.iter_mut().zip(vel.iter_mut()) {
                 *p += 1e-3 * *v;
                 *v = 0.999 * *v + 1e-6;
@@ -268,18 +282,11 @@ impl Mockup {
             }
         }
     }
-
-    /// Serializes the state into `out` (len bytes).
-    fn serialize(&self, out: &mut [u8]) {
-        for (chunk, x) in out.chunks_mut(8).zip(&self.state) {
-            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-        }
-    }
 }
 
-/// What one scheme needs from its checkpoint buffer: partner and XOR take any slice (they
-/// share one scratch buffer, which holds nothing between checkpoints), NAM-XOR wants the
-/// registered buffer the server pulls.
+/// What one scheme checkpoints from: partner and XOR take any slice (the application's
+/// arrays; on a restart they read into a scratch buffer), NAM-XOR its registered buffer, the
+/// one the server pulls.
 enum Protector {
     Generic(Box<dyn Redundancy>),
     Nam(Box<NamXor>),
@@ -308,7 +315,8 @@ impl Protector {
         })
     }
 
-    /// The checkpoint buffer: the scratch buffer for partner and XOR.
+    /// The buffer a restart reads the local checkpoint into: `scratch` for partner and XOR,
+    /// the registered buffer for NAM-XOR.
     fn buffer<'a>(&'a mut self, scratch: &'a mut [u8], len: usize) -> Result<&'a mut [u8]> {
         Ok(match self {
             Protector::Generic(_) => &mut scratch[..len],
@@ -316,12 +324,14 @@ impl Protector {
         })
     }
 
-    /// Writes the buffer's `len` bytes to `local` and adds the scheme's redundancy. Partner
-    /// and XOR start it once the local copy is written and fsynced, as in SCR (their
-    /// redundancy needs the rank's CPU); NAM-XOR flags its buffer ready where `flag` says.
+    /// Writes the checkpoint to `local` and adds the scheme's redundancy: partner and XOR
+    /// checkpoint `state` (the application's arrays), NAM-XOR its registered buffer, which
+    /// holds them. Partner and XOR start the redundancy once the local copy is written and
+    /// fsynced, as in SCR (their redundancy needs the rank's CPU); NAM-XOR flags its buffer
+    /// ready where `flag` says.
     fn checkpoint(
         &mut self,
-        scratch: &[u8],
+        state: Option<&[u8]>,
         len: usize,
         local: &Path,
         target: &Target,
@@ -330,8 +340,9 @@ impl Protector {
         let fsync = target.fsync;
         Ok(match self {
             Protector::Generic(r) => {
-                write_local(local, &scratch[..len], fsync)?;
-                r.protect(&scratch[..len], target)?
+                let state = state.context("partner and XOR checkpoint the application's arrays")?;
+                write_local(local, &state[..len], fsync)?;
+                r.protect(&state[..len], target)?
             }
             // A failed write surfaces through the protect, so every rank learns of it.
             Protector::Nam(n) => match flag {
@@ -425,24 +436,26 @@ fn compare(
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         lanes.push(Lane { run, dir, protector, samples: Vec::new() });
     }
-    let mut scratch = vec![0u8; len];
-    // NAM-XOR joins its group with the buffer here; every rank must learn if one failed
-    // (a rank that returned alone would leave the others in the next collective).
-    let joined: Result<()> = protectors.iter_mut().try_for_each(|(_, p)| p.buffer(&mut scratch, len).map(drop));
+    // NAM-XOR joins its group with the buffer here, and the application's arrays live in
+    // it; every rank must learn if one failed (a rank that returned alone would leave the
+    // others in the next collective).
+    let home = protectors.iter().position(|(s, _)| *s == Scheme::NamXor);
+    let joined: Result<()> = home.map_or(Ok(()), |h| protectors[h].1.buffer(&mut [], len).map(drop));
     if !comm.all_agree(joined.is_ok()) {
         return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
     }
-    let mut app = Mockup::new(rank, len);
+    let mut own = if home.is_some() { Vec::new() } else { vec![0u8; len] };
+    mockup::init(app_state(&mut own, &mut protectors, home, len)?, rank);
     let mut name = String::new();
     // Round 0 is a warm-up for every scheme alike (buffers joined and mapped, files and MPI
     // connections set up), as osu-style benchmarks skip their first iterations.
     for n in 0..=args.checkpoints as usize {
-        app.compute(args.compute_ms);
+        mockup::compute(app_state(&mut own, &mut protectors, home, len)?, args.compute_ms);
         name = format!("ckpt.{n}");
         let count = lanes.len();
         for k in 0..count {
             let lane = &mut lanes[(k + n) % count];
-            let protector = &mut protectors[lane.protector].1;
+            let (state, protector) = state_and_protector(&mut own, &mut protectors, home, lane.protector, len)?;
             if n > 0 {
                 // The previous checkpoint goes before the next is written, so that every
                 // scheme's files fit in tmpfs at once (a job would keep it until the new one
@@ -454,9 +467,8 @@ fn compare(
             let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
             comm.barrier();
             let start = Instant::now();
-            app.serialize(protector.buffer(&mut scratch, len)?);
             let stats = protector
-                .checkpoint(&scratch, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag)
+                .checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag)
                 .with_context(|| format!("scheme {}: checkpoint {n}", lane.run.name()))?;
             let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
             let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
@@ -466,12 +478,17 @@ fn compare(
             }
         }
     }
+    // What every restart must give back: the arrays as the last checkpoint saw them (a
+    // NAM-XOR restart overwrites the lost rank's, which live in its buffer).
+    let expected = app_state(&mut own, &mut protectors, home, len)?.to_vec();
+    drop(own);
+    let mut scratch = vec![0u8; len];
     let mut results = Vec::new();
     for lane in &lanes {
         let protector = &mut protectors[lane.protector].1;
         let mut restarts = Vec::new();
         for _ in 0..args.restores.max(1) {
-            let restarted = restart(comm, args, protector, &mut scratch, &app, &lane.dir, &name, len)
+            let restarted = restart(comm, args, protector, &mut scratch, &expected, &lane.dir, &name)
                 .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
             restarts.push(restarted);
         }
@@ -481,6 +498,39 @@ fn compare(
         results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
     }
     Ok(results)
+}
+
+/// The application's arrays: in the registered buffer of NAM-XOR's protector (`home`) when a
+/// NAM-XOR row runs, else in `own`.
+fn app_state<'a>(
+    own: &'a mut [u8],
+    protectors: &'a mut [(Scheme, Protector)],
+    home: Option<usize>,
+    len: usize,
+) -> Result<&'a mut [u8]> {
+    match home {
+        Some(h) => protectors[h].1.buffer(&mut [], len),
+        None => Ok(&mut own[..len]),
+    }
+}
+
+/// The protector `lane` checkpoints with, and the application's arrays when they live
+/// elsewhere than in that protector's own buffer (`None` when they are its buffer).
+fn state_and_protector<'a>(
+    own: &'a mut [u8],
+    protectors: &'a mut [(Scheme, Protector)],
+    home: Option<usize>,
+    lane: usize,
+    len: usize,
+) -> Result<(Option<&'a [u8]>, &'a mut Protector)> {
+    Ok(match home {
+        None => (Some(&own[..len]), &mut protectors[lane].1),
+        Some(h) if h == lane => (None, &mut protectors[lane].1),
+        Some(h) => {
+            let [(_, holder), (_, protector)] = protectors.get_disjoint_mut([h, lane]).expect("distinct protectors");
+            (Some(&*holder.buffer(&mut [], len)?), protector)
+        }
+    })
 }
 
 /// The row of one lane from its checkpoints and restarts.
@@ -558,19 +608,16 @@ struct Restart {
 /// Loses `--lose`'s node-local directory, restarts every rank from local storage plus the
 /// redundancy, and compares the bytes with the last checkpoint. Returns the restart time, the
 /// rebuild time, and whether every rank got its bytes back.
-#[allow(clippy::too_many_arguments)]
 fn restart(
     comm: &Comm,
     args: &CkptBenchArgs,
     protector: &mut Protector,
     scratch: &mut [u8],
-    app: &Mockup,
+    expected: &[u8],
     dir: &Path,
     name: &str,
-    len: usize,
 ) -> Result<Restart> {
-    let mut expected = vec![0u8; len];
-    app.serialize(&mut expected);
+    let len = expected.len();
     let lost = comm.rank() == args.lose;
     if lost {
         std::fs::remove_dir_all(dir)?;
@@ -593,7 +640,7 @@ fn restart(
     let rebuilt = protector.rebuild(scratch, have, len, &target)?;
     let ok = match rebuilt.data {
         Some(data) => data == expected,
-        None => *protector.buffer(scratch, len)? == expected[..],
+        None => *protector.buffer(scratch, len)? == *expected,
     };
     let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
     let rebuild_s = comm.max_f64(rebuilt.seconds);

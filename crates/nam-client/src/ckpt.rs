@@ -125,7 +125,15 @@ impl<'c> CkptMember<'c> {
             let region = if len == 0 {
                 None
             } else {
-                Some(MemRegion::allocate(&inner.context, len).map_err(transport("mapping the checkpoint buffer"))?)
+                let region =
+                    MemRegion::allocate(&inner.context, len).map_err(transport("mapping the checkpoint buffer"))?;
+                // SAFETY: UCX mapped `len` writable bytes at region.address(). Zeroed once so a
+                // new buffer never shows old memory, and before the join: the server faults
+                // the buffer in while it handles the join, and pages this process has already
+                // touched are only mapped there, not allocated (512 MiB of untouched pages on
+                // eight ranks at once outlasted the join's deadline on a fresh machine).
+                unsafe { std::ptr::write_bytes(region.address(), 0, len) };
+                Some(region)
             };
             let rkey = match &region {
                 Some(r) => r.pack_rkey().map_err(transport("packing the checkpoint buffer's key"))?,
@@ -155,11 +163,6 @@ impl<'c> CkptMember<'c> {
         };
         self.control = inner.adopt(server, joined.control)?;
         drop(inner);
-        if let Some(r) = &region {
-            // SAFETY: UCX mapped `len` writable bytes at r.address(); zero them once so a new
-            // buffer never shows old memory.
-            unsafe { std::ptr::write_bytes(r.address(), 0, len) };
-        }
         self.group_id = joined.group_id;
         self.joined_complete_epoch = joined.complete_epoch;
         self.recorded_len = joined.recorded_len;
