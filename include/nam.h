@@ -929,6 +929,28 @@ nam_status_t nam_ckpt_group_join(const nam_t *nam,
                                  nam_ckpt_group_t **out);
 
 /**
+ * Joins (or creates) the checkpoint group `name` as `rank` with the application's own
+ * `len` bytes at `buf` as the checkpoint buffer, registered where they are: the server pulls
+ * the application's data with no copy into a library buffer (as FTI and VeloC protect an
+ * application's arrays in place). Write the checkpoint there and flag it as with
+ * `nam_ckpt_group_join`; `nam_ckpt_group_buffer` returns `buf` and `len`. Such a buffer
+ * keeps its size (a restore of another size is refused with `NAM_ERR_INVALID_ARGUMENT`).
+ * Over shared memory the server reads it with cross-memory GETs (CMA), where a buffer of
+ * `nam_ckpt_group_join` is read in place. Blocking (one control round trip).
+ *
+ * # Safety
+ * `nam` is a live client; `name` a NUL-terminated string; `buf` `len` (> 0) writable bytes
+ * that stay valid until `nam_ckpt_group_leave`; `params` valid; `out` writable.
+ */
+nam_status_t nam_ckpt_group_join_in(const nam_t *nam,
+                                    const char *name,
+                                    uint32_t rank,
+                                    uint8_t *buf,
+                                    uint64_t len,
+                                    const nam_ckpt_group_params_t *params,
+                                    nam_ckpt_group_t **out);
+
+/**
  * The checkpoint buffer: `*buf` and `*len`. Write the next checkpoint there, then call
  * `nam_ckpt_group_ready`; do not write it again until `nam_ckpt_group_wait` returned
  * `NAM_OK`. Completes immediately.

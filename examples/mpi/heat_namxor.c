@@ -1,15 +1,20 @@
 /*
  * A 2-D heat stencil that checkpoints through NAM-XOR: every rank keeps its block of rows
- * in the checkpoint buffer of a nam checkpoint group, writes it to node-local storage, and
- * the memory server pulls the buffers and keeps their XOR parity. After a failure, the job
- * restarts; the rank whose local checkpoint is gone gets it rebuilt by the server from the
- * parity and the other ranks' buffers, and the run ends with the same answer as one that
- * never failed.
+ * (after a step counter) in one array, registers that array in place as its checkpoint
+ * buffer in a nam checkpoint group (nam_ckpt_group_join_in: no copy per checkpoint), writes
+ * it to node-local storage, and the memory server pulls the buffers and keeps their XOR
+ * parity. After a failure, the job restarts; the rank whose local checkpoint is gone gets it
+ * rebuilt by the server from the parity and the other ranks' buffers, and the run ends with
+ * the same answer as one that never failed.
  *
  *   mpirun -np 4 heat_namxor run     DIR STEPS EVERY            # uninterrupted
  *   mpirun -np 4 heat_namxor crash   DIR STEPS EVERY CRASH_AT   # dies after a checkpoint
  *   mpirun -np 4 heat_namxor die     DIR STEPS EVERY DIE_AT     # rank 1 is killed mid-checkpoint
  *   mpirun -np 4 heat_namxor restart DIR STEPS EVERY            # resumes, rebuilding lost ranks
+ *
+ * With HEAT_BUFFER=library the checkpoint goes through a buffer the library allocates
+ * instead (nam_ckpt_group_join + nam_ckpt_group_buffer, one copy per checkpoint), which the
+ * server can read in place over shared memory.
  *
  * A local checkpoint replaces the previous one only once the server confirms the new parity,
  * so after a failure during a checkpoint the previous epoch is restored.
@@ -64,9 +69,8 @@ static int read_local(const char *path, uint8_t *buf, size_t len) {
     return r == len ? 0 : -1;
 }
 
-/* One Jacobi step over this rank's rows (with one halo row above and below). */
-static void step(double *grid, double *next, int first, int rows, int rank, int size) {
-    double *up = grid, *mine = grid + N, *down = grid + (size_t)(rows + 1) * N;
+/* One Jacobi step over this rank's rows, with the halo rows `up` and `down`. */
+static void step(double *up, double *mine, double *down, double *next, int rows, int rank, int size) {
     int above = rank > 0 ? rank - 1 : MPI_PROC_NULL, below = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
     MPI_Sendrecv(mine, N, MPI_DOUBLE, above, 0, down, N, MPI_DOUBLE, below, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(mine + (size_t)(rows - 1) * N, N, MPI_DOUBLE, below, 1, up, N, MPI_DOUBLE, above, 1, MPI_COMM_WORLD,
@@ -81,8 +85,17 @@ static void step(double *grid, double *next, int first, int rows, int rank, int 
             next[i * N + j] = 0.25 * (l + r + u + d);
         }
     }
-    (void)first;
     memcpy(mine, next, (size_t)rows * N * sizeof(double));
+}
+
+/* Joins the group "heat": with the rank's own `block` registered in place, or (library) with
+ * a library buffer of `len` bytes (0 for a rank that restores its checkpoint). */
+static void join(nam_t *nam, int in_place, uint8_t *block, size_t len, int rank,
+                 const nam_ckpt_group_params_t *params, nam_ckpt_group_t **group) {
+    if (in_place)
+        check(nam_ckpt_group_join_in(nam, "heat", (uint32_t)rank, block, len, params, group), "join in place", rank);
+    else
+        check(nam_ckpt_group_join(nam, "heat", (uint32_t)rank, len, params, group), "join", rank);
 }
 
 int main(int argc, char **argv) {
@@ -99,7 +112,13 @@ int main(int argc, char **argv) {
     int first, rows;
     block_of(rank, size, &first, &rows);
     size_t len = ckpt_len(rows);
-    double *grid = calloc((size_t)(rows + 2) * N, sizeof(double)), *next = calloc((size_t)rows * N, sizeof(double));
+    /* The rank's state and checkpoint in one array: the step counter, then its rows. */
+    uint8_t *block = calloc(1, len);
+    double *mine = (double *)(block + sizeof(uint64_t));
+    double *up = calloc(N, sizeof(double)), *down = calloc(N, sizeof(double));
+    double *next = calloc((size_t)rows * N, sizeof(double));
+    const char *buffer_mode = getenv("HEAT_BUFFER");
+    int in_place = !(buffer_mode && strcmp(buffer_mode, "library") == 0);
     char path[4096], node[32];
     local_path(path, sizeof path, dir, rank);
     snprintf(node, sizeof node, "node%d", rank);
@@ -112,22 +131,21 @@ int main(int argc, char **argv) {
     uint64_t buf_len;
     long start = 0;
     if (strcmp(mode, "restart") == 0) {
-        /* Survivors put their local checkpoint back in the buffer; a rank without one joins
-         * empty, and the ranks that lost theirs are rebuilt one after another. */
-        int have = 0;
-        uint8_t *local = malloc(len);
-        have = read_local(path, local, len) == 0;
-        check(nam_ckpt_group_join(nam, "heat", (uint32_t)rank, have ? len : 0, &params, &group), "join", rank);
-        if (have) {
+        /* Survivors load their local checkpoint back; a rank without one keeps a zeroed block
+         * (or joins with an empty library buffer), and the ranks that lost theirs are rebuilt
+         * one after another. */
+        int have = read_local(path, block, len) == 0;
+        join(nam, in_place, block, have || in_place ? len : 0, rank, &params, &group);
+        if (have && !in_place) {
             check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
-            memcpy(buf, local, len);
+            memcpy(buf, block, len);
         }
         int *haves = malloc(sizeof(int) * (size_t)size);
         MPI_Allgather(&have, 1, MPI_INT, haves, 1, MPI_INT, MPI_COMM_WORLD);
         for (int lost = 0; lost < size; lost++) {
             if (haves[lost]) continue;
-            /* The replacement asks for its own checkpoint to be rebuilt straight into its
-             * buffer; the survivors keep theirs unchanged until the restore is done. */
+            /* The replacement asks for its own checkpoint to be rebuilt into its buffer; the
+             * survivors keep theirs unchanged until the restore is done. */
             nam_status_t s = NAM_OK;
             if (rank == lost) s = nam_ckpt_group_restore_own(group, 0, len);
             MPI_Bcast(&s, 1, MPI_INT, lost, MPI_COMM_WORLD);
@@ -135,39 +153,45 @@ int main(int argc, char **argv) {
             if (rank == lost) {
                 uint64_t epoch = 0;
                 check(nam_ckpt_group_finish_restore(group, WAIT_MS, &epoch), "finish the restore", rank);
-                check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
-                if (write_local(path, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "rewrite local", rank);
-                printf("rank %d: checkpoint of epoch %llu rebuilt by the memory server (%zu bytes)\n", rank,
-                       (unsigned long long)epoch, len);
+                if (!in_place) {
+                    check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+                    memcpy(block, buf, len);
+                }
+                if (write_local(path, block, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "rewrite local", rank);
+                printf("rank %d: checkpoint of epoch %llu rebuilt by the memory server (%zu bytes, %s)\n", rank,
+                       (unsigned long long)epoch, len, in_place ? "in place" : "library buffer");
             } else {
                 check(nam_ckpt_group_wait_restore(group, WAIT_MS), "wait for the restore", rank);
             }
             MPI_Barrier(MPI_COMM_WORLD);
         }
         free(haves);
-        free(local);
-        check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
-        memcpy(&start, buf, sizeof(uint64_t));
-        memcpy(grid + N, buf + sizeof(uint64_t), (size_t)rows * N * sizeof(double));
+        uint64_t at;
+        memcpy(&at, block, sizeof at);
+        start = (long)at;
         if (rank == 0) printf("restarting from step %ld\n", start);
     } else {
-        check(nam_ckpt_group_join(nam, "heat", (uint32_t)rank, len, &params, &group), "join", rank);
+        join(nam, in_place, block, len, rank, &params, &group);
     }
     for (long t = start + 1; t <= steps; t++) {
-        step(grid, next, first, rows, rank, size);
+        step(up, mine, down, next, rows, rank, size);
         if (t % every == 0 && t < steps) {
-            check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
             uint64_t at = (uint64_t)t;
-            memcpy(buf, &at, sizeof at);
-            memcpy(buf + sizeof at, grid + N, (size_t)rows * N * sizeof(double));
+            memcpy(block, &at, sizeof at);
+            if (!in_place) {
+                check(nam_ckpt_group_buffer(group, &buf, &buf_len), "buffer", rank);
+                memcpy(buf, block, len);
+            }
             char tmp[4200];
             snprintf(tmp, sizeof tmp, "%s.new", path);
-            if (write_local(tmp, buf, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
+            if (write_local(tmp, block, len) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local write", rank);
             if (strcmp(mode, "die") == 0 && t == crash_at && rank == 1) {
                 printf("rank 1: killed before flagging step %ld ready\n", t);
                 fflush(stdout);
                 raise(SIGKILL);
             }
+            /* From here until the wait returns the server may read the buffer: in place, that
+             * is the rank's own block, which the next step would change. */
             check(nam_ckpt_group_ready(group, NULL), "ready", rank);
             check(nam_ckpt_group_wait(group, 1, WAIT_MS), "parity", rank);
             if (rename(tmp, path) != 0) check(NAM_ERR_INVALID_ARGUMENT, "local rename", rank);
@@ -180,12 +204,14 @@ int main(int argc, char **argv) {
         }
     }
     double sum = 0.0, total = 0.0;
-    for (size_t i = 0; i < (size_t)rows * N; i++) sum += grid[N + i] * (double)(first * N + i + 1);
+    for (size_t i = 0; i < (size_t)rows * N; i++) sum += mine[i] * (double)(first * N + i + 1);
     MPI_Reduce(&sum, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) printf("final checksum %.12e\n", total);
     check(nam_ckpt_group_leave(group, 0), "leave", rank);
     check(nam_finalize(nam), "nam_finalize", rank);
-    free(grid);
+    free(block);
+    free(up);
+    free(down);
     free(next);
     MPI_Finalize();
     return 0;

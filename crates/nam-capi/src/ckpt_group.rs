@@ -56,20 +56,66 @@ pub unsafe extern "C" fn nam_ckpt_group_join(
 ) -> nam_status_t {
     guard("nam_ckpt_group_join", || {
         let nam: &'static nam_t = deref(nam, "nam")?;
-        let params = deref(params, "params")?;
+        let spec = group_spec(name, deref(params, "params")?)?;
         let out = deref_mut(out, "out")?;
-        let mut spec = GroupSpec::new(required_str(name, "name")?, params.ranks);
-        spec.server = params.server as usize;
-        spec.segment_bytes = params.segment_bytes;
-        spec.in_flight = params.in_flight;
-        spec.timeout = Duration::from_millis(params.timeout_ms as u64);
-        if let Some(node) = crate::ffi::optional_str(params.node, "params->node")? {
-            spec.node = node.into();
-        }
         let member = nam.client.ckpt_join(&spec, rank, buffer_len as usize)?;
         *out = Box::into_raw(Box::new(nam_ckpt_group_t { member, nam, restoring: None }));
         Ok(NAM_OK)
     })
+}
+
+/// Joins (or creates) the checkpoint group `name` as `rank` with the application's own
+/// `len` bytes at `buf` as the checkpoint buffer, registered where they are: the server pulls
+/// the application's data with no copy into a library buffer (as FTI and VeloC protect an
+/// application's arrays in place). Write the checkpoint there and flag it as with
+/// `nam_ckpt_group_join`; `nam_ckpt_group_buffer` returns `buf` and `len`. Such a buffer
+/// keeps its size (a restore of another size is refused with `NAM_ERR_INVALID_ARGUMENT`).
+/// Over shared memory the server reads it with cross-memory GETs (CMA), where a buffer of
+/// `nam_ckpt_group_join` is read in place. Blocking (one control round trip).
+///
+/// # Safety
+/// `nam` is a live client; `name` a NUL-terminated string; `buf` `len` (> 0) writable bytes
+/// that stay valid until `nam_ckpt_group_leave`; `params` valid; `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_group_join_in(
+    nam: *const nam_t,
+    name: *const c_char,
+    rank: u32,
+    buf: *mut u8,
+    len: u64,
+    params: *const nam_ckpt_group_params_t,
+    out: *mut *mut nam_ckpt_group_t,
+) -> nam_status_t {
+    guard("nam_ckpt_group_join_in", || {
+        let nam: &'static nam_t = deref(nam, "nam")?;
+        let spec = group_spec(name, deref(params, "params")?)?;
+        let out = deref_mut(out, "out")?;
+        if buf.is_null() {
+            return Err(Failure::Null("buf"));
+        }
+        // SAFETY: the caller keeps `len` bytes at `buf` valid until the group is left, which
+        // drops the member that borrows them.
+        let buffer: &'static mut [u8] = std::slice::from_raw_parts_mut(buf, len as usize);
+        let member = nam.client.ckpt_join_in(&spec, rank, buffer)?;
+        *out = Box::into_raw(Box::new(nam_ckpt_group_t { member, nam, restoring: None }));
+        Ok(NAM_OK)
+    })
+}
+
+/// The group `name` as `params` describe it.
+///
+/// # Safety
+/// `name` a NUL-terminated string; `params.node` NULL or one.
+unsafe fn group_spec(name: *const c_char, params: &nam_ckpt_group_params_t) -> Result<GroupSpec, Failure> {
+    let mut spec = GroupSpec::new(required_str(name, "name")?, params.ranks);
+    spec.server = params.server as usize;
+    spec.segment_bytes = params.segment_bytes;
+    spec.in_flight = params.in_flight;
+    spec.timeout = Duration::from_millis(params.timeout_ms as u64);
+    if let Some(node) = crate::ffi::optional_str(params.node, "params->node")? {
+        spec.node = node.into();
+    }
+    Ok(spec)
 }
 
 /// The checkpoint buffer: `*buf` and `*len`. Write the next checkpoint there, then call

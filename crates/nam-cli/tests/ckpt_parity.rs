@@ -119,6 +119,57 @@ fn uneven_buffers_are_rebuilt_byte_for_byte_on_both_transports() {
     }
 }
 
+/// An application's own arrays as checkpoint buffers (`Client::ckpt_join_in`, the way FTI
+/// and VeloC protect arrays in place): the server pulls them where they are (over shared
+/// memory with CMA, since it cannot map them), writes go to the application's memory, a lost
+/// rank is rebuilt into its replacement's own array, and such a buffer keeps its size.
+#[test]
+fn applications_arrays_registered_in_place_are_pulled_and_rebuilt_on_both_transports() {
+    for transports in TRANSPORTS {
+        let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
+        let sizes = [100_000usize, 4096 * 7 + 5, 65_536];
+        let ranks = sizes.len() as u32;
+        let clients: Vec<Client> = sizes.iter().map(|_| server.client()).collect();
+        let empty = clients[0].ckpt_join_in(&spec("in-place", ranks, 0), 0, &mut []).map(drop).unwrap_err();
+        assert!(matches!(empty, nam_client::Error::InvalidArgument(m) if m.contains("must not be empty")), "{empty}");
+        let mut arrays: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        let mut members: Vec<CkptMember<'_>> = clients
+            .iter()
+            .zip(arrays.iter_mut())
+            .enumerate()
+            .map(|(r, (c, a))| c.ckpt_join_in(&spec("in-place", ranks, r as u32), r as u32, a).unwrap())
+            .collect();
+        assert!(members.iter().all(|m| m.in_place() && !m.served_in_place()));
+        let resized = members[0].resize(10).unwrap_err();
+        assert!(matches!(resized, nam_client::Error::InvalidArgument(m) if m.contains("keeps its size")), "{resized}");
+        assert_eq!(checkpoint_all(&mut members, 1), 1);
+        assert_eq!(checkpoint_all(&mut members, 2), 2);
+
+        // Rank 1's process is gone; its replacement joins with a zeroed array of its own.
+        drop(members.remove(1));
+        let replacement_client = server.client();
+        let mut replacement_array = vec![0u8; sizes[1]];
+        {
+            let mut replacement =
+                replacement_client.ckpt_join_in(&spec("in-place", ranks, 1), 1, &mut replacement_array).unwrap();
+            assert_eq!(replacement.recorded_len(), sizes[1] as u64);
+            let restoring = replacement.restore_own(0).unwrap();
+            assert!(matches!(restoring, Restoring::Allocation(_)), "the server cannot map an application's array");
+            std::thread::scope(|scope| {
+                for s in &members {
+                    scope.spawn(move || s.wait_restore(WAIT).unwrap());
+                }
+                replacement.finish_restore(restoring, WAIT).unwrap();
+            });
+        }
+        assert_eq!(replacement_array, data(201, sizes[1]), "rank 1 over {transports}");
+        drop(members);
+        // The members wrote the applications' own memory, not a copy of it.
+        assert_eq!(arrays[0], data(200, sizes[0]));
+        assert_eq!(arrays[2], data(202, sizes[2]));
+    }
+}
+
 fn status_of<T: std::fmt::Debug>(result: Result<T, nam_client::Error>) -> (Status, String) {
     let e = result.expect_err("expected an error");
     (e.server_status().unwrap_or_else(|| panic!("not a server status: {e}")), e.to_string())
@@ -412,7 +463,9 @@ fn the_library_with_nam_xor_survives_a_failed_write_and_a_killed_rank_and_rebuil
 
 /// `examples/mpi/heat_namxor.c`, built against libnam with mpicc: an uninterrupted run, a run
 /// that dies after a checkpoint, one rank's local checkpoint deleted, and a restart that has
-/// the server rebuild it: the restarted run ends with the uninterrupted run's answer.
+/// the server rebuild it: the restarted run ends with the uninterrupted run's answer. Those
+/// through library buffers; a rank killed during a checkpoint and the restart after it with
+/// the ranks' own arrays registered in place (`nam_ckpt_group_join_in`).
 #[test]
 fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -441,7 +494,9 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
         .unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
-    let heat = |phase: &str, local: &std::path::Path, extra: &[&str]| {
+    // `buffer`: HEAT_BUFFER, the example's checkpoint buffer (its own array registered in
+    // place, or a library buffer it copies into).
+    let heat = |phase: &str, buffer: &str, local: &std::path::Path, extra: &[&str]| {
         std::fs::create_dir_all(local).unwrap();
         // The harness's mpirun command line for `nam`, with the example as the program instead.
         let cmd = ckpt_support::mpirun(4, 4, &[]);
@@ -454,6 +509,8 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
                 &format!("NAM_SERVERS={}", server.addr),
                 "-x",
                 &format!("LD_LIBRARY_PATH={}", target.display()),
+                "-x",
+                &format!("HEAT_BUFFER={buffer}"),
             ])
             .arg(dir.join("heat_namxor"))
             .args([phase, local.to_str().unwrap(), "60", "10"])
@@ -463,17 +520,20 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
         }
         run(phase, &mut c)
     };
-    let (ok, whole) = heat("run", &dir.join("whole"), &[]);
+    // Crash and restart with library buffers; the killed rank below with arrays in place.
+    let (ok, whole) = heat("run", "library", &dir.join("whole"), &[]);
     assert!(ok, "{whole}");
     let answer = whole.lines().find(|l| l.starts_with("final checksum")).unwrap_or_else(|| panic!("{whole}"));
-    let (died, crashed) = heat("crash", &dir.join("failed"), &["30"]);
+    let (died, crashed) = heat("crash", "library", &dir.join("failed"), &["30"]);
     assert!(!died, "the crash run must fail: {crashed}");
     assert!(crashed.contains("crashing after the checkpoint of step 30"), "{crashed}");
     std::fs::remove_file(dir.join("failed/rank-2.ckpt")).unwrap();
-    let (ok, restarted) = heat("restart", &dir.join("failed"), &[]);
+    let (ok, restarted) = heat("restart", "library", &dir.join("failed"), &[]);
     assert!(ok, "{restarted}");
     assert!(
-        restarted.contains("rank 2: checkpoint of epoch ") && restarted.contains("rebuilt by the memory server"),
+        restarted.contains("rank 2: checkpoint of epoch ")
+            && restarted.contains("rebuilt by the memory server (")
+            && restarted.contains("library buffer)"),
         "{restarted}"
     );
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
@@ -481,12 +541,13 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
 
     // Rank 1 is killed (SIGKILL) during the checkpoint of step 40: the others' epoch fails
     // with an error naming it, and the previous epoch (step 30) is still restorable.
-    let (died, killed) = heat("die", &dir.join("killed"), &["40"]);
+    let (died, killed) = heat("die", "in-place", &dir.join("killed"), &["40"]);
     assert!(!died && killed.contains("rank 1: killed before flagging step 40 ready"), "{killed}");
     assert!(killed.contains("checkpoint rank failed") || killed.contains("checkpoint deadline passed"), "{killed}");
     std::fs::remove_file(dir.join("killed/rank-2.ckpt")).unwrap();
-    let (ok, restarted) = heat("restart", &dir.join("killed"), &[]);
+    let (ok, restarted) = heat("restart", "in-place", &dir.join("killed"), &[]);
     assert!(ok, "{restarted}");
+    assert!(restarted.contains("rank 2: checkpoint of epoch ") && restarted.contains("in place)"), "{restarted}");
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
     assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
 }

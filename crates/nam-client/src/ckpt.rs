@@ -4,7 +4,10 @@
 //! memory the library maps with UCX ([`CkptMember::buffer_mut`]), so the server can pull it
 //! one-sided: through shared memory on the same host, RDMA between hosts, and emulated RMA
 //! over TCP (which needs this process to progress: [`CkptMember::test`] and
-//! [`CkptMember::wait`] do). The rank writes its checkpoint into the buffer, flags it
+//! [`CkptMember::wait`] do). An application whose state already lives in arrays of its own
+//! joins with them instead ([`Client::ckpt_join_in`]): they are registered in place, as FTI
+//! and VeloC protect an application's arrays, and the server pulls them without a copy into
+//! a library buffer. The rank writes its checkpoint into the buffer, flags it
 //! [`CkptMember::ready`] (non-blocking) and must not change it until [`CkptMember::wait`]
 //! says the server has folded it into the parity. After a failure, the surviving ranks load
 //! their checkpoints back into their buffers and one rank asks for a
@@ -86,6 +89,17 @@ pub struct CkptMember<'c> {
     in_flight: bool,
     joined_complete_epoch: u64,
     recorded_len: u64,
+    /// The buffer is the application's own memory, registered in place (fixed size).
+    in_place: bool,
+}
+
+/// The memory a rank joins with.
+#[derive(Clone, Copy)]
+enum BufferSource {
+    /// A buffer of this many bytes that UCX allocates (shared memory where it can).
+    Mapped(usize),
+    /// The application's memory, registered where it is.
+    InPlace(*mut u8, usize),
 }
 
 impl Client {
@@ -93,11 +107,39 @@ impl Client {
     /// `buffer_len` bytes mapped for the server to pull. A replacement rank that does not
     /// know its size yet passes 0, restores, then [`CkptMember::resize`]s.
     pub fn ckpt_join(&self, spec: &GroupSpec, rank: u32, buffer_len: usize) -> Result<CkptMember<'_>> {
-        if spec.server >= self.server_count() {
+        let mut member = CkptMember::new(self, spec, rank, false)?;
+        member.register(BufferSource::Mapped(buffer_len))?;
+        Ok(member)
+    }
+
+    /// Joins (or creates) the checkpoint group `spec` as `rank` with the application's own
+    /// `buffer` as its checkpoint buffer, registered with UCX where it is: the server pulls
+    /// the application's data with no copy into a library buffer, as FTI and VeloC protect an
+    /// application's arrays in place. The member borrows the buffer for its life; write it
+    /// through [`CkptMember::buffer_mut`], which refuses while the server may still read it.
+    /// The buffer keeps its size ([`CkptMember::resize`] is refused). Over shared memory the
+    /// server reads it with cross-memory GETs (CMA), where a [`Client::ckpt_join`] buffer,
+    /// which UCX allocates in shared memory, is read in place by the server's own loads.
+    pub fn ckpt_join_in<'m>(&'m self, spec: &GroupSpec, rank: u32, buffer: &'m mut [u8]) -> Result<CkptMember<'m>> {
+        if buffer.is_empty() {
+            return Err(Error::InvalidArgument(
+                "an application's checkpoint buffer must not be empty (a replacement that does not know its size joins with ckpt_join and 0 bytes)",
+            ));
+        }
+        let mut member = CkptMember::new(self, spec, rank, true)?;
+        member.register(BufferSource::InPlace(buffer.as_mut_ptr(), buffer.len()))?;
+        Ok(member)
+    }
+}
+
+impl<'c> CkptMember<'c> {
+    /// A member of `spec` not joined yet.
+    fn new(client: &'c Client, spec: &GroupSpec, rank: u32, in_place: bool) -> Result<CkptMember<'c>> {
+        if spec.server >= client.server_count() {
             return Err(Error::InvalidArgument("checkpoint group on a server index that is not configured"));
         }
-        let mut member = CkptMember {
-            client: self,
+        Ok(CkptMember {
+            client,
             spec: spec.clone(),
             rank,
             group_id: 0,
@@ -108,32 +150,44 @@ impl Client {
             in_flight: false,
             joined_complete_epoch: 0,
             recorded_len: 0,
-        };
-        member.register(buffer_len)?;
-        Ok(member)
+            in_place,
+        })
     }
-}
 
-impl<'c> CkptMember<'c> {
-    /// Maps a buffer of `len` bytes and (re)joins the group with it.
-    fn register(&mut self, len: usize) -> Result<()> {
+    /// Maps or registers the buffer `source` and (re)joins the group with it.
+    fn register(&mut self, source: BufferSource) -> Result<()> {
         let server = self.spec.server;
+        let len = match source {
+            BufferSource::Mapped(len) | BufferSource::InPlace(_, len) => len,
+        };
         let (region, rkey, worker_address) = {
             let inner = self.client.lock();
             let addr = inner.links[server].addr;
             let transport = |what| move |source| Error::Transport { addr, what, source };
-            let region = if len == 0 {
-                None
-            } else {
-                let region =
-                    MemRegion::allocate(&inner.context, len).map_err(transport("mapping the checkpoint buffer"))?;
-                // SAFETY: UCX mapped `len` writable bytes at region.address(). Zeroed once so a
-                // new buffer never shows old memory, and before the join: the server faults
-                // the buffer in while it handles the join, and pages this process has already
-                // touched are only mapped there, not allocated (512 MiB of untouched pages on
-                // eight ranks at once outlasted the join's deadline on a fresh machine).
-                unsafe { std::ptr::write_bytes(region.address(), 0, len) };
-                Some(region)
+            let region = match source {
+                BufferSource::Mapped(0) => None,
+                BufferSource::Mapped(len) => {
+                    let region =
+                        MemRegion::allocate(&inner.context, len).map_err(transport("mapping the checkpoint buffer"))?;
+                    // SAFETY: UCX mapped `len` writable bytes at region.address(). Zeroed once
+                    // so a new buffer never shows old memory, and before the join: the server
+                    // faults the buffer in while it handles the join, and pages this process
+                    // has already touched are only mapped there, not allocated (512 MiB of
+                    // untouched pages on eight ranks at once outlasted the join's deadline on
+                    // a fresh machine).
+                    unsafe { std::ptr::write_bytes(region.address(), 0, len) };
+                    Some(region)
+                }
+                BufferSource::InPlace(at, len) => {
+                    // SAFETY: the application's buffer outlives the member (its borrow in
+                    // `ckpt_join_in`), and the region is dropped with the member.
+                    let region = unsafe { MemRegion::register(&inner.context, at, len) }
+                        .map_err(transport("registering the checkpoint buffer"))?;
+                    if region.address() != at || region.len() < len {
+                        return Err(Error::InvalidArgument("UCX registered the checkpoint buffer at another address"));
+                    }
+                    Some(region)
+                }
             };
             let rkey = match &region {
                 Some(r) => r.pack_rkey().map_err(transport("packing the checkpoint buffer's key"))?,
@@ -172,10 +226,22 @@ impl<'c> CkptMember<'c> {
         Ok(())
     }
 
-    /// Joins again with a buffer of `len` bytes (contents start zeroed). Only between epochs.
+    /// Joins again with a buffer of `len` bytes (contents start zeroed). Only between epochs,
+    /// and not for an application's buffer registered in place ([`Client::ckpt_join_in`]),
+    /// whose size is the application's.
     pub fn resize(&mut self, len: usize) -> Result<()> {
         self.ensure_idle()?;
-        self.register(len)
+        if self.in_place {
+            return Err(Error::InvalidArgument(
+                "an application's checkpoint buffer registered in place keeps its size; join again with one of the new size",
+            ));
+        }
+        self.register(BufferSource::Mapped(len))
+    }
+
+    /// Whether the buffer is the application's own memory ([`Client::ckpt_join_in`]).
+    pub fn in_place(&self) -> bool {
+        self.in_place
     }
 
     /// The last epoch this rank flagged ready (or the complete epoch when it joined).
@@ -226,18 +292,21 @@ impl<'c> CkptMember<'c> {
     }
 
     /// Whether the server reaches this rank through shared memory (the control block is
-    /// mapped here): it then reads the buffer in place, and this process need not progress
-    /// for it. Elsewhere UCX may emulate the server's GETs with messages this process must
-    /// answer, so a rank must keep calling into the library while the server reads it.
+    /// mapped here) and maps its buffer (one the library allocated): it then reads the buffer
+    /// in place, and this process need not progress for it. Elsewhere UCX may emulate the
+    /// server's GETs with messages this process must answer, so a rank must keep calling into
+    /// the library while the server reads it. (An application's buffer registered in place
+    /// is read with CMA over shared memory, which needs no progress either, but a fallback
+    /// where CMA is not permitted might; it is treated as not served in place.)
     pub fn served_in_place(&self) -> bool {
-        self.control.is_direct()
+        self.control.is_direct() && !self.in_place
     }
 
-    /// How long a wait may sleep while the server may still read this rank's buffer: over
-    /// shared memory the server reads it in place, so as long as once the group is pulled;
-    /// elsewhere UCX may emulate the server's GETs with messages this process must answer.
+    /// How long a wait may sleep while the server may still read this rank's buffer: when
+    /// the server reads it in place, as long as once the group is pulled; elsewhere UCX may
+    /// emulate the server's GETs with messages this process must answer.
     fn pull_poll_max(&self) -> Duration {
-        if self.control.is_direct() {
+        if self.served_in_place() {
             GROUP_POLL_MAX
         } else {
             PULL_POLL_MAX
@@ -366,12 +435,20 @@ impl<'c> CkptMember<'c> {
     }
 
     /// Sleeps until control word `index` may have changed from `seen`: on the word itself
-    /// when the control block is mapped here (the server wakes it; bounded by
-    /// [`FUTEX_SAFETY`] and the next query), else polling with a growing backoff up to
-    /// `max` (over the network, this process must progress anyway).
+    /// when the control block is mapped here and the buffer is the library's (the server
+    /// wakes it; bounded by [`FUTEX_SAFETY`] and the next query), else polling with a
+    /// growing backoff up to `max` (over the network, and for an application's buffer
+    /// registered in place, this process must progress).
     fn sleep_on(&self, index: u64, seen: u64, polls: &mut u32, max: Duration) {
         match self.control.local_word(8 * index) {
-            Some(word) => crate::futex::wait(word, seen, FUTEX_SAFETY),
+            Some(word) if !self.in_place => crate::futex::wait(word, seen, FUTEX_SAFETY),
+            // The server reads an application's buffer with GETs that UCX may emulate with
+            // messages (below its zero-copy threshold): this process must progress for them,
+            // and reading the mapped word does not.
+            Some(_) => {
+                self.client.lock().worker.progress();
+                backoff(polls, max)
+            }
             None => backoff(polls, max),
         }
     }
