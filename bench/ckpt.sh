@@ -31,6 +31,10 @@ run disk-64MiB --size-per-rank 64MiB --dir "$disk" --checkpoints 5
 run disk-512MiB --size-per-rank 512MiB --dir "$disk" --checkpoints 5
 run tmpfs-64MiB --size-per-rank 64MiB --dir "$tmpfs" --no-fsync --checkpoints 5
 run tmpfs-256MiB --size-per-rank 256MiB --dir "$tmpfs" --no-fsync --checkpoints 3
+# NAM-XOR with the application's own arrays registered in place (ckpt_join_in) instead of
+# the library's buffer: over shared memory the server cannot map them and reads them with
+# CMA, or where ptrace (and so CMA) is not permitted, with GETs UCX emulates by messages.
+run tmpfs-64MiB-in-place --size-per-rank 64MiB --dir "$tmpfs" --no-fsync --checkpoints 5 --nam-buffer in-place
 : > "$out/ckpt-segments.md"
 for segment in 496 4KiB 64KiB 256KiB 1MiB; do
     "${mpi[@]}" "$nam" ckpt-bench --scheme nam-xor --checkpoints 2 --size-per-rank 64MiB --dir "$tmpfs" \
@@ -66,7 +70,7 @@ done
     echo "job: CPU time, because here the server shares the 2 cores with the 8 ranks (a memory"
     echo "server has a node of its own); the wall-time ratio is printed beside it."
     echo
-    for name in disk-64MiB disk-512MiB tmpfs-64MiB tmpfs-256MiB; do
+    for name in disk-64MiB disk-512MiB tmpfs-64MiB tmpfs-256MiB tmpfs-64MiB-in-place; do
         cat "$out/ckpt-$name.md"
         echo
         echo "($(tr '\n' ' ' < "$out/ckpt-$name.load"))"

@@ -70,8 +70,10 @@ pub unsafe extern "C" fn nam_ckpt_group_join(
 /// application's arrays in place). Write the checkpoint there and flag it as with
 /// `nam_ckpt_group_join`; `nam_ckpt_group_buffer` returns `buf` and `len`. Such a buffer
 /// keeps its size (a restore of another size is refused with `NAM_ERR_INVALID_ARGUMENT`).
-/// Over shared memory the server reads it with cross-memory GETs (CMA), where a buffer of
-/// `nam_ckpt_group_join` is read in place. Blocking (one control round trip).
+/// Over shared memory the server cannot map it (it maps a buffer of `nam_ckpt_group_join`
+/// and reads it in place): its GETs go through CMA where the kernel permits `ptrace`, else
+/// UCX emulates them with messages this rank answers while it waits, which costs the rank
+/// CPU time (docs/checkpoint.md). Blocking (one control round trip).
 ///
 /// # Safety
 /// `nam` is a live client; `name` a NUL-terminated string; `buf` `len` (> 0) writable bytes

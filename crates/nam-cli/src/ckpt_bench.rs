@@ -69,6 +69,13 @@ pub struct CkptBenchArgs {
     /// NAM-XOR: server GETs in flight per rank (0: the server's default).
     #[arg(long, default_value_t = 0)]
     in_flight: u32,
+    /// NAM-XOR's checkpoint buffer, which holds the mockup's arrays: `library` (UCX allocates
+    /// it in shared memory, and the server reads it in place) or `in-place` (the
+    /// application's own array registered where it is, `Client::ckpt_join_in`; over shared
+    /// memory the server reads it with CMA, or with GETs emulated by messages the rank
+    /// answers where CMA is not permitted).
+    #[arg(long, value_enum, default_value = "library")]
+    nam_buffer: NamBuffer,
     /// The rank that loses its node-local data before the restart.
     #[arg(long, default_value_t = 1)]
     lose: usize,
@@ -86,6 +93,16 @@ pub struct CkptBenchArgs {
     json_file: Option<PathBuf>,
 }
 
+/// Where NAM-XOR's checkpoint buffer comes from (`--nam-buffer`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum NamBuffer {
+    /// Allocated by the library (UCX, in shared memory where it can).
+    Library,
+    /// The application's own array, registered in place.
+    InPlace,
+}
+
 /// One scheme's result, as `--json` prints it.
 #[derive(Debug, Clone, Serialize)]
 struct SchemeResult {
@@ -96,6 +113,8 @@ struct SchemeResult {
     storage: String,
     /// NAM-XOR's segment size (0: the server's default).
     segment_bytes: u64,
+    /// NAM-XOR's checkpoint buffer (`None` for partner and XOR).
+    nam_buffer: Option<NamBuffer>,
     /// Median wall time of one checkpoint (local write, redundancy), slowest rank.
     checkpoint_s: f64,
     /// Of which redundancy alone.
@@ -440,7 +459,7 @@ fn compare(
     // it; every rank must learn if one failed (a rank that returned alone would leave the
     // others in the next collective).
     let home = protectors.iter().position(|(s, _)| *s == Scheme::NamXor);
-    let joined: Result<()> = home.map_or(Ok(()), |h| protectors[h].1.buffer(&mut [], len).map(drop));
+    let joined: Result<()> = home.map_or(Ok(()), |h| join_nam_xor(&mut protectors[h].1, args.nam_buffer, len));
     if !comm.all_agree(joined.is_ok()) {
         return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
     }
@@ -498,6 +517,20 @@ fn compare(
         results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
     }
     Ok(results)
+}
+
+/// Joins NAM-XOR's group with a buffer of `len` bytes that holds the application's arrays:
+/// one the library allocates, or (`in-place`) an array of the application's registered where
+/// it is.
+fn join_nam_xor(protector: &mut Protector, buffer: NamBuffer, len: usize) -> Result<()> {
+    match (protector, buffer) {
+        (Protector::Nam(n), NamBuffer::InPlace) => {
+            // The member borrows the array for the life of the process, as the scheme's
+            // client lives that long.
+            Ok(n.join_in(Box::leak(vec![0u8; len].into_boxed_slice()))?)
+        }
+        (protector, _) => protector.buffer(&mut [], len).map(drop),
+    }
 }
 
 /// The application's arrays: in the registered buffer of NAM-XOR's protector (`home`) when a
@@ -560,6 +593,7 @@ fn lane_result(
         bytes_per_rank: len as u64,
         storage: storage_kind(&args.dir),
         segment_bytes: if scheme == Scheme::NamXor { args.segment } else { 0 },
+        nam_buffer: (scheme == Scheme::NamXor).then_some(args.nam_buffer),
         checkpoint_s,
         redundancy_s: median_of(&|c| c.redundancy),
         restart_s,
@@ -734,6 +768,9 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
         first.storage,
         if args.no_fsync { " (no fsync)" } else { " (fsync)" }
     );
+    if args.nam_buffer == NamBuffer::InPlace {
+        md += "NAM-XOR's buffer is the application's own array, registered in place (`--nam-buffer in-place`): over shared memory the server cannot map it and reads it with CMA, or (where `ptrace`, and so CMA, is not permitted) with GETs that UCX emulates with messages the rank answers.\n\n";
+    }
     md += "| scheme | checkpoint s | redundancy s | restart s | restore GB/s | aggregate GB/s | rank CPU s | bytes match |\n";
     md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     for r in results {

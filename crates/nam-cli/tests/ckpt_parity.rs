@@ -121,7 +121,7 @@ fn uneven_buffers_are_rebuilt_byte_for_byte_on_both_transports() {
 
 /// An application's own arrays as checkpoint buffers (`Client::ckpt_join_in`, the way FTI
 /// and VeloC protect arrays in place): the server pulls them where they are (over shared
-/// memory with CMA, since it cannot map them), writes go to the application's memory, a lost
+/// memory with CMA or GETs emulated by messages, since it cannot map them), writes go to the application's memory, a lost
 /// rank is rebuilt into its replacement's own array, and such a buffer keeps its size.
 #[test]
 fn applications_arrays_registered_in_place_are_pulled_and_rebuilt_on_both_transports() {

@@ -118,8 +118,11 @@ impl Client {
     /// application's arrays in place. The member borrows the buffer for its life; write it
     /// through [`CkptMember::buffer_mut`], which refuses while the server may still read it.
     /// The buffer keeps its size ([`CkptMember::resize`] is refused). Over shared memory the
-    /// server reads it with cross-memory GETs (CMA), where a [`Client::ckpt_join`] buffer,
-    /// which UCX allocates in shared memory, is read in place by the server's own loads.
+    /// server cannot map it, as it maps a [`Client::ckpt_join`] buffer (which UCX allocates
+    /// in shared memory) and reads it with its own loads: its GETs then go through
+    /// cross-memory attach (CMA) where the kernel lets the server `ptrace` this process, and
+    /// where it does not, UCX emulates them with messages this process answers (the waits
+    /// of this member progress for them).
     pub fn ckpt_join_in<'m>(&'m self, spec: &GroupSpec, rank: u32, buffer: &'m mut [u8]) -> Result<CkptMember<'m>> {
         if buffer.is_empty() {
             return Err(Error::InvalidArgument(
@@ -296,8 +299,8 @@ impl<'c> CkptMember<'c> {
     /// in place, and this process need not progress for it. Elsewhere UCX may emulate the
     /// server's GETs with messages this process must answer, so a rank must keep calling into
     /// the library while the server reads it. (An application's buffer registered in place
-    /// is read with CMA over shared memory, which needs no progress either, but a fallback
-    /// where CMA is not permitted might; it is treated as not served in place.)
+    /// is read with CMA over shared memory where the kernel permits it, and with emulated
+    /// GETs that need this process's progress where it does not: never in place.)
     pub fn served_in_place(&self) -> bool {
         self.control.is_direct() && !self.in_place
     }
@@ -442,9 +445,9 @@ impl<'c> CkptMember<'c> {
     fn sleep_on(&self, index: u64, seen: u64, polls: &mut u32, max: Duration) {
         match self.control.local_word(8 * index) {
             Some(word) if !self.in_place => crate::futex::wait(word, seen, FUTEX_SAFETY),
-            // The server reads an application's buffer with GETs that UCX may emulate with
-            // messages (below its zero-copy threshold): this process must progress for them,
-            // and reading the mapped word does not.
+            // The server reads an application's buffer with GETs that UCX emulates with
+            // messages where CMA is not permitted: this process must progress for them, and
+            // reading the mapped word does not.
             Some(_) => {
                 self.client.lock().worker.progress();
                 backoff(polls, max)

@@ -150,6 +150,21 @@ impl NamXor {
         self.ensure_buffer(len)?.buffer_mut().map_err(client_error("the group buffer"))
     }
 
+    /// Joins the group with the application's own `buffer`, registered in place
+    /// ([`Client::ckpt_join_in`]), instead of a buffer the library allocates: an application
+    /// that computes there checkpoints with no copy, and every checkpoint must have the
+    /// buffer's size. Before the first protect; every rank of the set must then protect, as
+    /// after [`NamXor::buffer_mut`].
+    pub fn join_in(&mut self, buffer: &'static mut [u8]) -> Result<()> {
+        if self.member.is_some() {
+            return Err(CkptError::Config("NAM-XOR: this rank has joined its group already".into()));
+        }
+        let me = self.me();
+        let member = self.client.ckpt_join_in(&self.spec, me, buffer).map_err(client_error("joining the group"))?;
+        self.member = Some(member);
+        Ok(())
+    }
+
     /// Puts `data` in the buffer unless it already is the buffer.
     fn stage(&mut self, data: &[u8]) -> Result<()> {
         let member = self.ensure_buffer(data.len())?;
