@@ -211,6 +211,64 @@ fn in_place_sweep(procs: &[ServerProcess], staged: bool) {
     assert!(matches!(odd.for_each_chunk(&mut far, 0..4, |_, _| ()), Err(Error::NotViewable { .. })));
 }
 
+/// A sweep whose destination fits the budget (SAXPY at 50% local memory): once y is
+/// resident, the computation gets runs of adjacent lines at once, x read in place in the
+/// server's pool except where the cache holds a newer (dirty) copy of an x line, which must
+/// be read from the cache and ends the run.
+#[test]
+fn runs_of_resident_lines_keep_data_and_newer_cached_lines_win() {
+    let _serial = serial();
+    let procs = start(1, "sm,self,tcp", &[]);
+    let n = 64 * 1024;
+    let mut config = FarConfig::new(1 << 20, 512 << 10);
+    config.line_bytes = 1024;
+    let mut far = FarMemory::new(client(&procs), config).unwrap();
+    let x = far.alloc_array::<u32>(n).unwrap();
+    let y = far.alloc_array::<u32>(n).unwrap();
+    let mut xs: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    x.write(&mut far, 0, &xs).unwrap();
+    y.write(&mut far, 0, &vec![1u32; n]).unwrap();
+    far.invalidate().unwrap();
+    // Newer values of a few x lines, left dirty in the cache: the pool still has the old ones.
+    for at in [300usize, 5000, 40_000] {
+        let newer: Vec<u32> = (0..256).map(|i| 0xdead_0000 + i).collect();
+        x.write(&mut far, at, &newer).unwrap();
+        xs[at..at + 256].copy_from_slice(&newer);
+    }
+    let mut model = vec![1u32; n];
+    let mut longest = 0;
+    for pass in 0..3u32 {
+        y.zip_chunks_mut(&mut far, &x, 0..n, DestMode::Update, |at, xs, ys| {
+            longest = longest.max(ys.len());
+            for (i, (y, x)) in ys.iter_mut().zip(xs).enumerate() {
+                *y = y.wrapping_add(x ^ pass ^ (at + i) as u32);
+            }
+        })
+        .unwrap();
+        for (i, m) in model.iter_mut().enumerate() {
+            *m = m.wrapping_add(xs[i] ^ pass ^ i as u32);
+        }
+    }
+    assert!(longest > 256, "resident lines were handed out one line at a time ({longest} elements at most)");
+    for (array, expected) in [(&y, &model), (&x, &xs)] {
+        let (mut got, mut longest) = (Vec::with_capacity(n), 0);
+        array
+            .for_each_chunk(&mut far, 0..n, |at, chunk| {
+                assert_eq!(at, got.len());
+                longest = longest.max(chunk.len());
+                got.extend_from_slice(chunk);
+            })
+            .unwrap();
+        assert!(got == *expected, "runs read differ from the model");
+        assert!(longest > 256, "no run of lines was read at once");
+    }
+    far.flush().unwrap();
+    far.invalidate().unwrap();
+    let mut back = vec![0u32; n];
+    y.read(&mut far, 0, &mut back).unwrap();
+    assert!(back == model, "written-back data differs from the model");
+}
+
 #[test]
 fn typed_arrays_round_trip_and_check_their_bounds() {
     let _serial = serial();

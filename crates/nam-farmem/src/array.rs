@@ -92,7 +92,8 @@ impl<T: Plain> FarArray<T> {
     }
 
     /// Calls `f(first index, elements)` for consecutive chunks of `range`, each a slice of
-    /// one resident cache line viewed in place (see [`FarMemory::for_each_piece`]).
+    /// one line or of a run of adjacent lines, viewed in place (see
+    /// [`FarMemory::for_each_piece`]).
     pub fn for_each_chunk(
         &self,
         far: &mut FarMemory,
@@ -105,7 +106,8 @@ impl<T: Plain> FarArray<T> {
     }
 
     /// Calls `f(first index, src elements, self's elements)` for consecutive chunks of
-    /// `range` of `src` and of this array, both in place in resident lines; this array's
+    /// `range` of `src` and of this array, both in place (one line or a run of adjacent
+    /// lines each; see [`FarMemory::zip_pieces_mut`]); this array's
     /// lines are marked dirty (`mode`: whether `f` reads them first or overwrites them).
     pub fn zip_chunks_mut(
         &self,

@@ -68,6 +68,9 @@ pub struct FarMemory {
     mapped_dst: (u64, u64, usize),
     /// Scratch: slots a victim must not be chosen from.
     exclude: Vec<usize>,
+    /// Scratch: the destination slots of one call of the computation in
+    /// [`FarMemory::zip_pieces_mut`] (one line, or a run of them).
+    run_slots: Vec<usize>,
 }
 
 impl FarMemory {
@@ -91,6 +94,7 @@ impl FarMemory {
             mapped: (0, 0, 0),
             mapped_dst: (0, 0, 0),
             exclude: Vec::with_capacity(config.outstanding_max + 2),
+            run_slots: Vec::with_capacity(chunks::run_lines_max(line) as usize),
             store,
             config,
         })

@@ -18,7 +18,7 @@
 //!   unless the piece covers the whole line and the caller overwrites it) and marked dirty.
 
 use super::{FarMemory, Want, WRITE_BACK_RUN_BYTES};
-use crate::cache::{Lookup, DIRTY, VALID};
+use crate::cache::{Lookup, DIRTY, PREFETCHED, VALID};
 use crate::error::Result;
 
 /// Most bytes of missing lines one bypassing read fetches into the staging buffer: 16 KiB,
@@ -33,6 +33,26 @@ pub const STAGING_BYTES: usize = 16 << 10;
 /// CPU time), 14.3 ms in 4 KiB pieces, 17.3 ms in 16 KiB and 17.9 ms in 64 KiB, against
 /// 9.8 ms for the pass in local memory.
 pub const UPDATE_FETCH_BYTES: u64 = 4 << 10;
+
+/// Most bytes one call of the computation in [`FarMemory::zip_pieces_mut`] gets when the
+/// lines continue a run in both places (`extend_run`): 256 KiB, long enough that the
+/// per-call work is spread over 64 lines of 4 KiB, short enough to stay within one stretch
+/// of a mapped pool and a few hundred microseconds of work.
+pub const RUN_BYTES: u64 = 256 << 10;
+
+/// Most lines of one run (`RUN_BYTES` of them, at least one).
+pub(super) fn run_lines_max(line_bytes: u64) -> u64 {
+    (RUN_BYTES / line_bytes).max(1)
+}
+
+/// Where the lines of a run that one call of the computation gets are read.
+#[derive(Debug, Clone, Copy)]
+enum RunSource {
+    /// In place in a mapped server pool (the stretch in `FarMemory::mapped`).
+    Mapped,
+    /// From cache slots whose data lies one after the other from this address.
+    Slots(usize),
+}
 
 /// How [`FarMemory::zip_pieces_mut`] treats the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +87,10 @@ impl FarMemory {
     }
 
     /// Calls `f(offset in range, bytes)` for consecutive pieces of `[addr, addr + len)`,
-    /// each inside one line and viewed in place in the cache (or in the staging copy of a
-    /// line that was not allocated; see the module docs).
+    /// viewed in place in the cache, in a mapped server pool, or in the staging copy of a
+    /// line that was not allocated (see the module docs). A piece is inside one line, or a
+    /// run of whole lines that lie one after the other where they are read (resident lines
+    /// in adjacent slots, or lines read in place).
     pub fn for_each_piece(&mut self, addr: u64, len: usize, mut f: impl FnMut(usize, &[u8])) -> Result<()> {
         self.check(addr, len)?;
         let lb = self.config.line_bytes;
@@ -80,20 +102,31 @@ impl FarMemory {
             let a = addr + at as u64;
             let off = (a % lb) as usize;
             let n = (lb as usize - off).min(len - at);
-            let view = self.read_view(a / lb, last);
+            let view = self.read_view(a / lb, last)?;
+            // A whole line read in place or from its slot may start a run (`read_run`).
+            let from = if n == lb as usize { self.run_source(a / lb, view) } else { None };
             self.pinned.clear();
-            // SAFETY: `view` points at a whole line (a slot or the staging copy) that nothing
-            // changes until the next call on `self`.
-            f(at, unsafe { std::slice::from_raw_parts(view?.add(off), n) });
+            let lines = match from {
+                Some(from) => self.read_run(a / lb, from, ((len - at) as u64 / lb).min(run_lines_max(lb))),
+                None => 1,
+            };
+            let n = n + (lines - 1) as usize * lb as usize;
+            // SAFETY: `view` points at `lines` whole lines (slots whose data lies one after
+            // the other, the mapped pool, or the staging copy) that nothing changes until the
+            // next call on `self`.
+            f(at, unsafe { std::slice::from_raw_parts(view.add(off), n) });
             at += n;
         }
         Ok(())
     }
 
     /// Calls `f(source piece, destination piece)` for consecutive equal-length pieces of
-    /// `[src, src + len)` and `[dst, dst + len)`, each inside one line of either range; the
-    /// destination lines are marked dirty. Pieces are cut at line boundaries of both ranges,
-    /// so callers that view them as elements keep both ranges aligned to the element size.
+    /// `[src, src + len)` and `[dst, dst + len)`; the destination lines are marked dirty.
+    /// A piece is inside one line of either range, or a run of whole lines that lie next
+    /// to each other both where the source is read and in the cache (resident destination
+    /// lines and a source read in place; see `extend_run`). Pieces are cut at line
+    /// boundaries of both ranges, so callers that view them as elements keep both ranges
+    /// aligned to the element size.
     pub fn zip_pieces_mut(
         &mut self,
         (src, dst): (u64, u64),
@@ -142,19 +175,128 @@ impl FarMemory {
             };
             self.pinned.clear();
             let out = self.store.data_ptr(slot);
-            // SAFETY: the source view is a whole line (staging or a slot other than `slot`,
-            // which was pinned while the source was found), the destination a whole line;
+            // A whole line whose source is read in place: the lines after it may continue
+            // the run in both places (see `extend_run`), and `f` gets them all at once.
+            let lines = if n == lb as usize && !same && self.in_mapped_stretch(s / lb, view) {
+                self.extend_run((s / lb, d / lb), slot, (len - at) as u64 / lb)
+            } else {
+                self.run_slots.clear();
+                self.run_slots.push(slot);
+                1
+            };
+            let n = n + (lines - 1) * lb as usize;
+            // SAFETY: the source view is `lines` whole lines (staging, the mapped pool, or a
+            // slot other than the destination's, which were pinned while the source was
+            // found), the destination `lines` whole lines of adjacent slots (`extend_run`);
             // they are disjoint and nothing moves them during `f`.
             unsafe {
                 f(std::slice::from_raw_parts(view.add(s_off), n), std::slice::from_raw_parts_mut(out.add(d_off), n))
             };
-            self.store.set_state(slot, VALID | DIRTY);
-            if (self.staged.0..self.staged.0 + self.staged.1).contains(&(d / lb)) {
-                self.staged = (0, 0); // a staged copy of this line is stale now
+            for i in 0..self.run_slots.len() {
+                self.store.set_state(self.run_slots[i], VALID | DIRTY);
+            }
+            let (first, count) = self.staged;
+            if (d / lb..d / lb + lines as u64).any(|line| (first..first + count).contains(&line)) {
+                self.staged = (0, 0); // a staged copy of these lines is stale now
             }
             at += n;
         }
         Ok(())
+    }
+
+    /// Whether `view`, the source view of `line`, is that line in the mapped stretch that
+    /// [`FarMemory::in_place_view`] found (and not a cached copy or a staging copy).
+    fn in_mapped_stretch(&self, line: u64, view: *const u8) -> bool {
+        let (first, count, at) = self.mapped;
+        (first..first + count).contains(&line)
+            && view as usize == at + ((line - first) * self.config.line_bytes) as usize
+    }
+
+    /// Where the view of a whole line that [`FarMemory::read_view`] returned lies, if the
+    /// lines after it may continue it as one run: the mapped pool (read in place) or the
+    /// line's slot (a hit). A staging copy ends a run at its first line.
+    fn run_source(&mut self, line: u64, view: *const u8) -> Option<RunSource> {
+        if self.in_mapped_stretch(line, view) {
+            return (!self.span.loads_need_flush()).then_some(RunSource::Mapped);
+        }
+        let slot = *self.pinned.last()?;
+        (self.store.data_ptr(slot).cast_const() == view).then_some(RunSource::Slots(view as usize))
+    }
+
+    /// Whether `line` continues a run of lines read in place: it lies next in the same
+    /// mapped stretch and is not cached (a cached copy may be newer).
+    fn mapped_continues(&self, line: u64) -> bool {
+        let (first, count, _) = self.mapped;
+        line < first + count && self.store.lookup(line) == Lookup::Missing
+    }
+
+    /// The slot of `line` if it continues a run of cached lines whose data starts at
+    /// `base`, `line` being the `k`-th after the first: resident, in the slot whose data
+    /// follows the run's, and not a prefetch yet to be counted (a hit on it has work to do).
+    fn slot_continues(&mut self, line: u64, base: usize, k: u64) -> Option<usize> {
+        let slot = match self.store.lookup(line) {
+            Lookup::MetaHit(slot) | Lookup::Found(slot) => slot,
+            Lookup::Missing => return None,
+        };
+        let adjacent = self.store.data_ptr(slot) as usize == base + (k * self.config.line_bytes) as usize;
+        (adjacent && self.store.state(slot) & PREFETCHED == 0).then_some(slot)
+    }
+
+    /// How many whole lines from `line` (at most `most`) one call of the computation in
+    /// [`FarMemory::for_each_piece`] gets, the first read from `from`; the lines after the
+    /// first are counted (and touched, when cached) here.
+    fn read_run(&mut self, line: u64, from: RunSource, most: u64) -> u64 {
+        let mut k = 1;
+        while k < most {
+            match from {
+                RunSource::Mapped if self.mapped_continues(line + k) => {
+                    self.stats.misses += 1;
+                    self.stats.in_place += 1;
+                }
+                RunSource::Slots(base) => match self.slot_continues(line + k, base, k) {
+                    Some(slot) => {
+                        self.store.touch(slot);
+                        self.stats.hits += 1;
+                    }
+                    None => break,
+                },
+                RunSource::Mapped => break,
+            }
+            k += 1;
+        }
+        k
+    }
+
+    /// A run of whole lines for one call of the computation in
+    /// [`FarMemory::zip_pieces_mut`]: starting at `src` (a line read in place in the mapped
+    /// pool) and `dst` (resident in `slot`), it continues while the source continues a run
+    /// read in place and the destination a run of cached lines. A sweep over resident lines
+    /// (the cache's way-by-way layout keeps a stream's lines adjacent) then pays one call
+    /// and two tag checks per line instead of the whole per-line path, and the
+    /// computation's loop runs over up to [`RUN_BYTES`] at once. The run's slots are left
+    /// in `self.run_slots`; returns how many lines it has (at most `most`).
+    fn extend_run(&mut self, (src, dst): (u64, u64), slot: usize, most: u64) -> usize {
+        self.run_slots.clear();
+        self.run_slots.push(slot);
+        let most = most.min(run_lines_max(self.config.line_bytes));
+        // Overlapping ranges would let a source line be a destination line of the same run.
+        let disjoint = src + most <= dst || dst + most <= src;
+        if !disjoint || self.span.loads_need_flush() {
+            return 1;
+        }
+        let base = self.store.data_ptr(slot) as usize;
+        let mut k = 1;
+        while k < most && self.mapped_continues(src + k) {
+            let Some(next) = self.slot_continues(dst + k, base, k) else { break };
+            self.store.touch(next);
+            self.run_slots.push(next);
+            k += 1;
+        }
+        let more = k - 1;
+        self.stats.hits += more;
+        self.stats.misses += more;
+        self.stats.in_place += more;
+        k as usize
     }
 
     /// A pointer to the bytes of `line` for reading: its slot (pinned in `self.pinned`
