@@ -206,6 +206,12 @@ pub struct Run {
     /// Explicit rows: streaming reads served in place in a mapped server pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     in_place: Option<u64>,
+    /// Explicit rows that leave dirty lines (SAXPY): median time of the flush after the
+    /// timed part, ms, and the median slowdown with it counted too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flush_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slowdown_with_flush: Option<f64>,
     /// Paged rows: who served the faults ("thread" or "signal").
     #[serde(skip_serializing_if = "Option::is_none")]
     fault_mode: Option<&'static str>,
@@ -265,6 +271,8 @@ impl Run {
             repeats: None,
             bypassed: None,
             in_place: None,
+            flush_ms: None,
+            slowdown_with_flush: None,
             fault_mode: None,
             memcached_lru: None,
         }
@@ -279,6 +287,7 @@ impl Run {
         self.evictions = m.stats.evictions;
         self.bypassed = Some(m.stats.bypassed);
         self.in_place = Some(m.stats.in_place);
+        (self.flush_ms, self.slowdown_with_flush) = (m.flush.map(|f| f.0), m.flush.map(|f| f.1));
         self.repeats = Some(s.repeats);
         self.line_bytes = s.line_bytes;
     }

@@ -7,7 +7,7 @@
 //! the local baseline's slices, so both compute the same checksum by construction of the
 //! data path only.
 
-use super::explicit_paired::paired;
+use super::explicit_paired::{paired, FarRun};
 use super::saxpy_explicit::{repeats, rows, Setting};
 use super::workloads::{FriendsOfFriends, Graph, Workload};
 use super::{Run, Transport, WorkloadKind};
@@ -83,7 +83,7 @@ pub fn delta(before: Stats, after: Stats) -> Stats {
     }
 }
 
-fn far_once(client: &Arc<Client>, w: &FriendsOfFriends, image: &[u8], s: &Setting) -> Result<(f64, u64, Stats)> {
+fn far_once(client: &Arc<Client>, w: &FriendsOfFriends, image: &[u8], s: &Setting) -> Result<FarRun> {
     let mut config = s.config(w.footprint() as u64);
     config.far_bytes += 2 * config.line_bytes; // room to align the neighbour array to a line
     let mut far = FarMemory::new(client.clone(), config)?;
@@ -100,7 +100,8 @@ fn far_once(client: &Arc<Client>, w: &FriendsOfFriends, image: &[u8], s: &Settin
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let after = far.stats();
     far.spans().release()?;
-    Ok((ms, sum, delta(before, after)))
+    // The query only reads: nothing is dirty, nothing to write back.
+    Ok(FarRun { ms, sum, stats: delta(before, after), flush_ms: None })
 }
 
 /// Measures friends-of-friends over the explicit API against the local run, paired.

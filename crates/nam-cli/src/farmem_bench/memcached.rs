@@ -308,6 +308,8 @@ fn row(far: &FarSide<'_>, lru: Lru, rounds: &Rounds, stderr: &str, rss: u64, req
         repeats: None,
         bypassed: None,
         in_place: None,
+        flush_ms: None,
+        slowdown_with_flush: None,
         local_fraction: far.fraction,
         prefetch: far.prefetch,
         servers: far.servers.len(),

@@ -53,6 +53,9 @@ fn label(r: &Run) -> String {
     if let Some(n) = r.in_place.filter(|&n| n > 0) {
         out += &format!(", {n} read in place");
     }
+    if let (Some(ms), Some(with)) = (r.flush_ms, r.slowdown_with_flush) {
+        out += &format!(", then a flush of {ms:.1} ms: {with:.2}x with it");
+    }
     out
 }
 
