@@ -12,8 +12,9 @@
 //! - the **resident set** stays within the budget: before installing, runs of resident
 //!   pages starting at random ones (other than the most recently faulted) are evicted in
 //!   batches: write-protected, dirty pages written back, then dropped with one
-//!   `MADV_DONTNEED` (their next access faults again); between faults the handler evicts
-//!   ahead, so that the next misses find room;
+//!   `MADV_DONTNEED` (their next access faults again); a run only takes pages that came in
+//!   with a stream, so random victims stay random (`evict.rs`); between faults the handler
+//!   evicts ahead, so that the next misses find room;
 //! - the handler **busy-polls** the descriptor after its last work while faults come close
 //!   together (adaptive, at most `spin_us`), so a fault in a busy phase is served without a
 //!   wake-up of the handler, and sleeps when they come far apart, leaving the cores to the
@@ -50,6 +51,9 @@ pub const EVICT_RUN_MAX: u64 = 16;
 /// Most pages one background prefetch installs with one `UFFDIO_COPY` before it looks for
 /// new faults again.
 pub const PREFETCH_RUN_MAX: u64 = 16;
+/// Demand misses remembered to tell a stream's misses from random ones: as many as the
+/// prefetcher has streams.
+pub const RECENT_MISSES: usize = 8;
 /// Pager prefetch depth (pages ahead of a stream's demand), chosen by measurement.
 pub const PAGER_PREFETCH_DEPTH: usize = 64;
 /// How long the handler busy-polls after its last work by default, chosen by measurement.
@@ -143,6 +147,13 @@ struct Pages {
     /// Resident pages, and each page's index in it (u32::MAX when not resident).
     resident: Vec<u32>,
     position: Vec<u32>,
+    /// Whether each page came in with a stream when it was last installed: prefetched, or
+    /// a demand miss that a stream matched or that followed one of the last few misses
+    /// (eviction runs only continue over such pages).
+    streamed: Vec<bool>,
+    /// The last [`RECENT_MISSES`] demand misses (a miss right after one of them is a
+    /// stream's).
+    recent_misses: [u32; RECENT_MISSES],
     last_fault: u32,
     prefetcher: StreamPrefetcher,
     /// What became of the prefetches, and the throttle it feeds.
@@ -229,6 +240,8 @@ impl PagedRegion {
             state: vec![MISSING; pages as usize],
             resident: Vec::new(),
             position: vec![u32::MAX; pages as usize],
+            streamed: vec![false; pages as usize],
+            recent_misses: [u32::MAX; RECENT_MISSES],
             last_fault: u32::MAX,
             prefetcher: StreamPrefetcher::new(config.prefetch),
             accuracy: accuracy::Accuracy::new(pages, config.throttle),

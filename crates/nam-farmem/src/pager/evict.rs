@@ -3,11 +3,25 @@
 //! Every `madvise(MADV_DONTNEED)` and every `UFFDIO_WRITEPROTECT` of a present page flushes
 //! the TLBs of the cores running the program, so both are done for runs of pages: a
 //! victim is a random resident page (other than the most recently faulted one) with the
-//! resident pages that follow it, and eviction frees a batch at once rather than exactly
-//! the room asked for. Under random access the resident pages after a random one are few,
-//! so a batch takes several such runs and drops them with one `process_madvise(2)`: one
-//! system call and one TLB flush for the batch (measured: 16 scattered pages in 13 us
-//! against 28-31 us with one `madvise` each, with a second thread alive).
+//! resident pages of its stream that follow it, and eviction frees a batch
+//! at once rather than exactly the room asked for. A batch takes several such runs and
+//! drops them with one `process_madvise(2)`: one system call and one TLB flush for the
+//! batch (measured: 16 scattered pages in 13 us against 28-31 us with one `madvise` each,
+//! with a second thread alive).
+//!
+//! **Runs are a stream's pages.** A run used to take every resident page after its random
+//! first one. Under random access that is not random replacement: where the pages are
+//! resident densely, which is where the program works most (the popular users' lists at
+//! the front of friends-of-friends' graph), a run took up to 16 of them at once, and
+//! sparse, cold stretches gave short runs. In a simulation of that benchmark's page trace
+//! (scale 0.5, budget 1514 pages) such runs missed 20,200 times a round against 17,700 for
+//! single random victims. A page now continues a run only if it and the page before it
+//! came in with a stream (prefetched, or a demand miss that a stream matched or that
+//! followed one of the last few misses): pages faulted in
+//! one by one at random leave one by one, and a stream's pages still leave in runs, which
+//! keeps the resident set in long stretches that the next pass streams through (with
+//! single victims everywhere the paged SAXPY missed twice as often: its missing pages lay
+//! scattered between resident ones, and its streams kept breaking).
 
 use super::{Pages, Shared, CLEAN, DIRTY, EVICT_RUN_MAX, MISSING, PAGE_BYTES};
 use crate::error::{Error, Result};
@@ -93,6 +107,8 @@ impl Shared {
                 && pages.state[end as usize] != MISSING
                 && end != pages.last_fault as u64
                 && !taken(end)
+                && pages.streamed[end as usize - 1]
+                && pages.streamed[end as usize]
             {
                 end += 1;
             }

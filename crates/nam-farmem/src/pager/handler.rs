@@ -12,7 +12,7 @@
 //! handler; one faulting every hundred microseconds from several threads (memcached) gets a
 //! sleeping one and keeps its cores.
 
-use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX};
+use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX, RECENT_MISSES};
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use std::sync::atomic::Ordering;
@@ -108,6 +108,11 @@ impl Shared {
     /// prefetcher on the miss.
     pub(super) fn serve_missing(&self, pages: &mut Pages, page: u64, write: bool) -> Result<()> {
         pages.stats.misses += 1;
+        // A miss right after one of the last few continues a stream, prefetcher or not
+        // (several streams interleave their misses: SAXPY's x and y).
+        let sequential = page > 0 && pages.recent_misses.contains(&(page as u32 - 1));
+        let slot = pages.stats.misses as usize % RECENT_MISSES;
+        pages.recent_misses[slot] = page as u32;
         pages.last_fault = page as u32;
         pages.accuracy.demand_miss(page);
         // The demand overtook a waiting window: its pages before this one were faulted in
@@ -126,6 +131,7 @@ impl Shared {
             pages.stats.predicted_writes += 1;
         }
         let window = pages.prefetcher.on_miss(page, self.pages);
+        let in_stream = sequential || !window.is_empty() || overtaken_end.is_some();
         let mut ahead = if window.is_empty() {
             window
         } else {
@@ -141,8 +147,14 @@ impl Shared {
         };
         let count = self.inline_run(pages, page, &wanted_next);
         self.fetch_install(pages, page, count as usize, dirty)?;
+        pages.streamed[page as usize] = in_stream || count > 1;
+        if sequential {
+            // The miss before was this stream's first, taken for a random one then.
+            pages.streamed[page as usize - 1] = true;
+        }
         for q in page + 1..page + count {
             pages.accuracy.prefetched(q);
+            pages.streamed[q as usize] = true;
         }
         pages.stats.prefetches += count - 1;
         ahead.start = ahead.start.max(page + count);
@@ -219,6 +231,7 @@ impl Shared {
             pages.stats.prefetches += count as u64;
             for q in p.next..end {
                 pages.accuracy.prefetched(q);
+                pages.streamed[q as usize] = true;
             }
             p.next = end;
             if p.next < p.end {
