@@ -2,7 +2,7 @@
 //! coalescing. Made on first use; while it is being made, or if it could not be, callers
 //! get a null pointer and use local memory instead.
 
-use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -105,7 +105,7 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(256 << 20);
     let mut config = PagerConfig::new(bytes, local);
     let prefetch = env_on("NAM_FARMEM_PREFETCH");
-    config.prefetch = PrefetchConfig { enabled: prefetch, ..PrefetchConfig::default() };
+    config.prefetch.enabled = prefetch; // the pager's own window, switched on or off
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
     config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
     config.throttle.enabled = env_on("NAM_FARMEM_THROTTLE");

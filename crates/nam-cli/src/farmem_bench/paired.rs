@@ -15,7 +15,7 @@ use super::workloads::Workload;
 use super::FarSetting;
 use anyhow::{bail, Result};
 use nam_client::Client;
-use nam_farmem::{FaultMode, PagedRegion, PagerConfig, PrefetchConfig, Stats};
+use nam_farmem::{FaultMode, PagedRegion, PagerConfig, Stats};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -143,7 +143,9 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
 fn region(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<PagedRegion> {
     let footprint = w.footprint();
     let mut config = PagerConfig::new(footprint as u64, ((footprint as f64 * s.fraction) as u64).max(64 * 4096));
-    config.prefetch = PrefetchConfig { enabled: s.prefetch, ..PrefetchConfig::default() };
+    // The pager's own prefetch settings (its deeper window), only switched on or off: the
+    // cache's defaults (a window of 16) are not the pager's.
+    config.prefetch.enabled = s.prefetch;
     config.fault_mode = s.mode;
     config.throttle.enabled = s.throttle;
     config.spin_us = s.spin_us.unwrap_or(config.spin_us);
