@@ -212,6 +212,10 @@ pub struct Run {
     flush_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     slowdown_with_flush: Option<f64>,
+    /// The slowdown of each paired round (the rows that have rounds), in round order: rows
+    /// measured in the same rounds (prefetch on and off) are compared round by round.
+    #[serde(skip)]
+    round_slowdowns: Vec<f64>,
     /// Paged rows: who served the faults ("thread" or "signal").
     #[serde(skip_serializing_if = "Option::is_none")]
     fault_mode: Option<&'static str>,
@@ -273,6 +277,7 @@ impl Run {
             in_place: None,
             flush_ms: None,
             slowdown_with_flush: None,
+            round_slowdowns: Vec::new(),
             fault_mode: None,
             memcached_lru: None,
         }
@@ -281,6 +286,7 @@ impl Run {
     /// Fills an explicit row from its paired medians.
     fn explicit(&mut self, m: &explicit_paired::Paired, s: &saxpy_explicit::Setting) {
         self.slowdown = m.slowdown;
+        self.round_slowdowns = m.round_slowdowns.clone();
         self.throughput_ratio = 1.0 / m.slowdown;
         self.misses = m.stats.misses;
         self.prefetches = m.stats.prefetches;
@@ -536,6 +542,7 @@ fn run_workload(
                     let mut run =
                         Run::basic(kind, fraction, setting.prefetch, n, transport, m.local_ms, m.far_ms, items);
                     run.slowdown = m.slowdown;
+                    run.round_slowdowns = m.round_slowdowns;
                     run.throughput_ratio = 1.0 / m.slowdown;
                     run.misses = m.stats.misses;
                     run.prefetches = m.stats.prefetches;

@@ -15,6 +15,8 @@ pub struct Paired {
     pub far_ms: f64,
     /// Median of the per-repetition ratios far / local.
     pub slowdown: f64,
+    /// Those ratios, repetition by repetition.
+    pub round_slowdowns: Vec<f64>,
     /// Counters of the last far run.
     pub stats: Stats,
     /// Runs that write their dirty lines back after the timed part ([`FarRun::flush_ms`]):
@@ -73,7 +75,8 @@ pub fn paired(
         .map(|i| Paired {
             local_ms,
             far_ms: median(std::mem::take(&mut fars[i])),
-            slowdown: median(std::mem::take(&mut ratios[i])),
+            slowdown: median(ratios[i].clone()),
+            round_slowdowns: std::mem::take(&mut ratios[i]),
             stats: stats[i],
             flush: (!flushes[i].is_empty())
                 .then(|| (median(std::mem::take(&mut flushes[i])), median(std::mem::take(&mut flushed_ratios[i])))),

@@ -310,6 +310,7 @@ fn row(far: &FarSide<'_>, lru: Lru, rounds: &Rounds, stderr: &str, rss: u64, req
         in_place: None,
         flush_ms: None,
         slowdown_with_flush: None,
+        round_slowdowns: rounds.ratios.iter().map(|r| 1.0 / r).collect(),
         local_fraction: far.fraction,
         prefetch: far.prefetch,
         servers: far.servers.len(),

@@ -37,6 +37,8 @@ pub struct Paired {
     pub far_ms: f64,
     /// Median of the rounds' far / local ratios.
     pub slowdown: f64,
+    /// Those ratios, round by round.
+    pub round_slowdowns: Vec<f64>,
     /// Workload iterations per round.
     pub iterations: usize,
     /// Pager counters per round (averaged over the timed rounds).
@@ -131,7 +133,8 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
         out.push(Paired {
             local_ms: median(locals.clone()),
             far_ms: median(std::mem::take(&mut far_ms[i])),
-            slowdown: median(std::mem::take(&mut ratios[i])),
+            slowdown: median(ratios[i].clone()),
+            round_slowdowns: std::mem::take(&mut ratios[i]),
             iterations,
             stats,
             fault_mode: region.fault_mode(),

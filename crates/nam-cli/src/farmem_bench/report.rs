@@ -150,9 +150,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 && o.memcached_lru == on.memcached_lru
         });
         if let Some(off) = off {
-            // Each side relative to the local baseline measured beside it: load that came
-            // and went between the two runs cancels.
-            let ratio = on.slowdown / off.slowdown;
+            let ratio = on_off_ratio(on, off);
             lines.push(format!(
                 "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
                 on.workload,
@@ -167,6 +165,19 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         }
     }
     lines
+}
+
+/// How much longer a row with the prefetcher on took than its row with it off. Rows measured
+/// in the same rounds (every paged and explicit pair, memcached's) are compared round by
+/// round, the median of the rounds' ratios: the two far runs of a round ran one right after
+/// the other, so load that comes and goes between rounds cancels, which the ratio of the two
+/// rows' medians (each a different round's, maybe) does not do. Otherwise the ratio of their
+/// slowdowns, each relative to the local baseline measured beside it.
+fn on_off_ratio(on: &Run, off: &Run) -> f64 {
+    if on.round_slowdowns.is_empty() || on.round_slowdowns.len() != off.round_slowdowns.len() {
+        return on.slowdown / off.slowdown;
+    }
+    super::paired::median(on.round_slowdowns.iter().zip(&off.round_slowdowns).map(|(a, b)| a / b).collect())
 }
 
 /// Prints the targets, appends the Markdown report and draws the plots.
