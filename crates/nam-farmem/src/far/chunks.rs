@@ -102,10 +102,14 @@ impl FarMemory {
             let a = addr + at as u64;
             let off = (a % lb) as usize;
             let n = (lb as usize - off).min(len - at);
-            let view = self.read_view(a / lb, last)?;
+            let view = self.read_view(a / lb, last);
             // A whole line read in place or from its slot may start a run (`read_run`).
-            let from = if n == lb as usize { self.run_source(a / lb, view) } else { None };
+            let from = match view {
+                Ok(view) if n == lb as usize => self.run_source(a / lb, view),
+                _ => None,
+            };
             self.pinned.clear();
+            let view = view?;
             let lines = match from {
                 Some(from) => self.read_run(a / lb, from, ((len - at) as u64 / lb).min(run_lines_max(lb))),
                 None => 1,
