@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 8 benchmark: far memory (nam-farmem) against local memory, measured in the same run.
-#   bench/farmem.sh            both parts (~40 minutes on 2 cores)
+#   bench/farmem.sh            both parts (about 20 minutes on 2 cores)
 #   bench/farmem.sh paging     transparent paging only: docs/benchmarks-farmem-paging.md
 #   bench/farmem.sh explicit   the explicit API only:   docs/benchmarks-farmem.md
 # Plots go to docs/img/farmem-*.png.
