@@ -151,6 +151,9 @@ struct Pages {
     /// a demand miss that a stream matched or that followed one of the last few misses
     /// (eviction runs only continue over such pages).
     streamed: Vec<bool>,
+    /// How often each page was installed so far (saturating): of two random victims that
+    /// came in one by one, the one installed less often goes (`evict.rs`).
+    installs: Vec<u16>,
     /// The last [`RECENT_MISSES`] demand misses (a miss right after one of them is a
     /// stream's).
     recent_misses: [u32; RECENT_MISSES],
@@ -241,6 +244,7 @@ impl PagedRegion {
             resident: Vec::new(),
             position: vec![u32::MAX; pages as usize],
             streamed: vec![false; pages as usize],
+            installs: vec![0; pages as usize],
             recent_misses: [u32::MAX; RECENT_MISSES],
             last_fault: u32::MAX,
             prefetcher: StreamPrefetcher::new(config.prefetch),

@@ -291,6 +291,7 @@ impl Shared {
                 pages.state[p as usize] = state;
                 pages.position[p as usize] = pages.resident.len() as u32;
                 pages.resident.push(p as u32);
+                pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
             }
         }
         Ok(())
