@@ -15,7 +15,7 @@
 
 use super::explicit_paired::{paired, FarRun};
 use super::{workloads::Saxpy, Run, Transport, WorkloadKind};
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use nam_client::Client;
 use nam_farmem::{DestMode, FarArray, FarConfig, FarMemory, PrefetchConfig};
 use std::sync::Arc;
@@ -79,6 +79,15 @@ fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize)
             eprintln!("pass {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
         }
     }
+    let sum = checksum(far, y)?;
+    if phases {
+        eprintln!("checksum {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
+    }
+    Ok(sum)
+}
+
+/// The checksum `Saxpy::run` computes over y.
+fn checksum(far: &mut FarMemory, y: &FarArray<f32>) -> Result<u64> {
     let mut sum = 0u64;
     y.for_each_chunk(far, 0..y.len(), |start, ys| {
         // Elements at multiples of 97, as the local checksum takes them.
@@ -86,9 +95,6 @@ fn run(far: &mut FarMemory, x: &FarArray<f32>, y: &FarArray<f32>, passes: usize)
             sum = sum.wrapping_mul(31).wrapping_add(ys[i - start].to_bits() as u64);
         }
     })?;
-    if phases {
-        eprintln!("checksum {:.1} ms {}", t.elapsed().as_secs_f64() * 1e3, thread_usage());
-    }
     Ok(sum)
 }
 
@@ -108,6 +114,13 @@ fn far_once(client: &Arc<Client>, w: &Saxpy, setting: &Setting) -> Result<FarRun
     if std::env::var_os("NAM_SAXPY_PHASES").is_some() {
         eprintln!("flush {flush_ms:.1} ms {}", thread_usage());
     }
+    // The flush must have put y on the servers: read it back through an emptied cache.
+    far.invalidate()?;
+    let written_back = checksum(&mut far, &y)?;
+    ensure!(
+        written_back == sum,
+        "explicit SAXPY: y read back after the flush ({written_back:#x}) differs from y before it ({sum:#x})"
+    );
     far.spans().release()?;
     Ok(FarRun { ms, sum, stats: super::fof_explicit::delta(before, after), flush_ms: Some(flush_ms) })
 }
