@@ -8,6 +8,7 @@
 mod cache_sweep;
 mod explicit_paired;
 mod fault;
+mod fault_floor;
 mod fof_explicit;
 mod memcached;
 mod paired;
@@ -174,6 +175,10 @@ pub struct Run {
     get_p50_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     get_p99_us: Option<f64>,
+    /// Fault-latency only: the kernel's part alone, an empty handler installing pages from
+    /// local memory in the same fault mode and run (`fault_floor.rs`), median, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_floor_p50_us: Option<f64>,
     /// memcached only: bytes it allocated in far memory, its resident set, values checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     far_bytes: Option<u64>,
@@ -256,6 +261,7 @@ impl Run {
             p99_us: None,
             get_p50_us: None,
             get_p99_us: None,
+            kernel_floor_p50_us: None,
             far_bytes: None,
             far_resident_bytes: None,
             rss_bytes: None,

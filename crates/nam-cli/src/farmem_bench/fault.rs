@@ -10,7 +10,9 @@
 //! `Client::get`s through the same client, at random pages of allocations on the same
 //! servers (round robin over them, as the pages are interleaved). A fault cannot cost less
 //! than that transfer; the report gives both medians and their difference, what the fault
-//! itself (kernel delivery, install, wake-up) adds.
+//! itself (kernel delivery, install, wake-up) adds. The kernel's part alone is measured in
+//! the same run too (`fault_floor.rs`: an empty handler of the same mode installing pages
+//! from local memory), so the report can say what is left for nam's own work per fault.
 
 use super::{Run, Transport, WorkloadKind};
 use anyhow::Result;
@@ -93,7 +95,8 @@ pub fn measure(
     let gets = bare_gets(&client, pages, pages)?;
     let region = PagedRegion::new(client, config)?;
     let fault_mode = region.fault_mode(); // signal mode may have fallen back to thread mode
-                                          // SAFETY: the only view of the region, dropped before it.
+    let kernel_floor = super::fault_floor::median_us(fault_mode, pages)?;
+    // SAFETY: the only view of the region, dropped before it.
     let mem = unsafe { region.as_slice_mut() };
     for p in 0..pages {
         mem[p * PAGE + 8] = p as u8;
@@ -132,6 +135,7 @@ pub fn measure(
     run.p99_us = Some(p99);
     run.get_p50_us = Some(percentile(&gets, 0.5));
     run.get_p99_us = Some(percentile(&gets, 0.99));
+    run.kernel_floor_p50_us = Some(kernel_floor);
     run.fault_mode = Some(super::mode_name(fault_mode));
     Ok(run)
 }

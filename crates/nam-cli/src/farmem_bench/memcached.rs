@@ -328,6 +328,7 @@ fn row(far: &FarSide<'_>, lru: Lru, rounds: &Rounds, stderr: &str, rss: u64, req
         p99_us: None,
         get_p50_us: None,
         get_p99_us: None,
+        kernel_floor_p50_us: None,
         far_bytes: Some(far_bytes),
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),
