@@ -74,6 +74,19 @@ pub fn progress(args: &FarmemBenchArgs, run: &Run) {
     }
 }
 
+/// The lowest and highest of a row's per-round values, for the target lines: `" (rounds
+/// 1.52-1.83x)"`, or nothing for fewer than two rounds. On this shared machine a round can
+/// move by tens of percent; the spread says whether a target missed by the median is also
+/// missed by every round or only by the noise.
+fn spread(values: impl IntoIterator<Item = f64>) -> String {
+    let values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    if values.len() < 2 {
+        return String::new();
+    }
+    let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    format!(" (rounds {lo:.2}-{hi:.2}x)")
+}
+
 /// The targets of issue 8 checked against `runs` (only those the runs cover).
 pub fn targets(runs: &[Run]) -> Vec<String> {
     let mut lines = Vec::new();
@@ -89,12 +102,13 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
     for (w, limit) in targets {
         for r in at_half(w) {
             lines.push(format!(
-                "{w:?} ({} way in{}) at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time (target <= {limit}x: {})",
+                "{w:?} ({} way in{}) at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time{} (target <= {limit}x: {})",
                 r.way_in,
                 label(r),
                 r.servers,
                 r.transport,
                 r.slowdown,
+                spread(r.round_slowdowns.iter().copied()),
                 verdict(r.slowdown <= limit)
             ));
         }
@@ -107,12 +121,13 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
             String::new()
         };
         lines.push(format!(
-            "memcached ({} LRU) at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
+            "memcached ({} LRU) at {:.0}% local memory, prefetch on, {} server(s), {:?}: {:.2}x local throughput{}, {} values checked, {:.1} MiB in far memory of which {:.1} MiB ({:.0}%) resident locally at the end; {} misses, {} write-protect faults, {} read misses installed writable{target}",
             r.memcached_lru.unwrap_or(Lru::Classic.name()),
             r.local_fraction * 100.0,
             r.servers,
             r.transport,
             r.throughput_ratio,
+            spread(r.round_slowdowns.iter().map(|s| 1.0 / s)),
             r.values_checked.unwrap_or(0),
             far as f64 / 1048576.0,
             resident as f64 / 1048576.0,
@@ -155,7 +170,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         if let Some(off) = off {
             let ratio = on_off_ratio(on, off);
             lines.push(format!(
-                "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it (target <= 1.05x: {})",
+                "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it{} (target <= 1.05x: {})",
                 on.workload,
                 on.way_in,
                 label(on),
@@ -163,6 +178,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 on.servers,
                 on.transport,
                 ratio,
+                spread(round_on_off_ratios(on, off)),
                 verdict(ratio <= 1.05)
             ));
         }
@@ -177,10 +193,32 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
 /// rows' medians (each a different round's, maybe) does not do. Otherwise the ratio of their
 /// slowdowns, each relative to the local baseline measured beside it.
 fn on_off_ratio(on: &Run, off: &Run) -> f64 {
-    if on.round_slowdowns.is_empty() || on.round_slowdowns.len() != off.round_slowdowns.len() {
+    let rounds = round_on_off_ratios(on, off);
+    if rounds.is_empty() {
         return on.slowdown / off.slowdown;
     }
-    super::paired::median(on.round_slowdowns.iter().zip(&off.round_slowdowns).map(|(a, b)| a / b).collect())
+    super::paired::median(rounds)
+}
+
+/// The prefetch on/off ratio of each round both rows ran in (none if they were not measured
+/// in the same rounds).
+fn round_on_off_ratios(on: &Run, off: &Run) -> Vec<f64> {
+    if on.round_slowdowns.len() != off.round_slowdowns.len() {
+        return Vec::new();
+    }
+    on.round_slowdowns.iter().zip(&off.round_slowdowns).map(|(a, b)| a / b).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_gives_the_lowest_and_highest_round_or_nothing_for_one() {
+        assert_eq!(spread([1.61, 1.52, 1.83]), " (rounds 1.52-1.83x)");
+        assert_eq!(spread([1.61]), "");
+        assert_eq!(spread([1.2, f64::NAN]), "", "a missing round is not a spread");
+    }
 }
 
 /// Prints the targets, appends the Markdown report and draws the plots.
