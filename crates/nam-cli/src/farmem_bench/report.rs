@@ -209,18 +209,6 @@ fn round_on_off_ratios(on: &Run, off: &Run) -> Vec<f64> {
     on.round_slowdowns.iter().zip(&off.round_slowdowns).map(|(a, b)| a / b).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::spread;
-
-    #[test]
-    fn spread_gives_the_lowest_and_highest_round_or_nothing_for_one() {
-        assert_eq!(spread([1.61, 1.52, 1.83]), " (rounds 1.52-1.83x)");
-        assert_eq!(spread([1.61]), "");
-        assert_eq!(spread([1.2, f64::NAN]), "", "a missing round is not a spread");
-    }
-}
-
 /// Prints the targets, appends the Markdown report and draws the plots.
 pub fn emit(args: &FarmemBenchArgs, runs: &[Run]) -> Result<()> {
     let checks = targets(runs);
@@ -285,4 +273,16 @@ fn plot(dir: &std::path::Path, runs: &[Run]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_gives_the_lowest_and_highest_round_or_nothing_for_one() {
+        assert_eq!(spread([1.61, 1.52, 1.83]), " (rounds 1.52-1.83x)");
+        assert_eq!(spread([1.61]), "");
+        assert_eq!(spread([1.2, f64::NAN]), "", "a missing round is not a spread");
+    }
 }
