@@ -2,8 +2,10 @@
 //! page whose data is only on the servers (the benchmark itself fails if a page read back
 //! wrong or took other than one miss), in both fault modes, with the bare get and the
 //! kernel's floor (an empty handler of the same mode, `fault_floor.rs`) measured in the same
-//! run. The floor borrows the process's SIGBUS disposition for a moment: the signal-mode
-//! region measured after it must still get its faults, which the second run checks.
+//! run. The floor borrows the process's SIGBUS disposition for a moment, after the row's
+//! signal-mode region installed the pager's handler: that region's faults, timed after the
+//! floor, must still reach the pager (one miss per page, every page its own value), and a
+//! signal-mode row after a thread-mode one must too.
 
 use std::process::Command;
 
