@@ -31,7 +31,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Reads each page in `order`, timing each read in microseconds; returns the times sorted
 /// and the number of pages that did not hold their own value.
-fn touch_all(mem: &[u8], order: &[usize]) -> (Vec<f64>, usize) {
+pub(super) fn touch_all(mem: &[u8], order: &[usize]) -> (Vec<f64>, usize) {
     let mut times = Vec::with_capacity(order.len());
     let mut wrong = 0;
     for &p in order {

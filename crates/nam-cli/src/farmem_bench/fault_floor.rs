@@ -13,7 +13,6 @@ use nam_uffd::{Fault, Uffd, FEATURE_SIGBUS};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
-use std::time::Instant;
 
 const PAGE: u64 = 4096;
 
@@ -58,8 +57,7 @@ pub fn median_us(mode: FaultMode, pages: usize) -> Result<f64> {
     let _ = uffd.unregister(base as u64, len);
     // SAFETY: the mapping made above, no longer used.
     unsafe { libc::munmap(base, len as usize) };
-    let mut times = result?;
-    times.sort_by(f64::total_cmp);
+    let times = result?; // sorted
     Ok(times[times.len() / 2])
 }
 
@@ -68,30 +66,21 @@ pub fn median_us(mode: FaultMode, pages: usize) -> Result<f64> {
 fn touch_served(uffd: &Uffd, base: u64, pages: usize, signal: bool) -> Result<Vec<f64>> {
     uffd.register(base, pages as u64 * PAGE, true, false).context("fault floor: UFFDIO_REGISTER")?;
     let source = vec![7u8; PAGE as usize];
-    let mut order: Vec<u64> = (0..pages as u64).collect();
+    let mut order: Vec<usize> = (0..pages).collect();
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(4098));
-    let len = pages as u64 * PAGE;
+    let len = pages * PAGE as usize;
+    // SAFETY: the registered mapping, read only through this view until it is unmapped.
+    let mem = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
     // Every page installed once and dropped, as the benchmark's region was written and
-    // evicted before its timed faults: page tables in place, freed pages at hand.
+    // evicted before its timed faults: page tables in place, freed pages at hand. The
+    // pages hold the source's bytes, not their own numbers: the count of those is ignored.
     let touch = || {
-        let _: u64 = order
-            .iter()
-            // SAFETY: inside the registered mapping.
-            .map(|&p| unsafe { std::ptr::read_volatile((base + p * PAGE) as *const u8) } as u64)
-            .sum();
+        super::fault::touch_all(mem, &order);
         // SAFETY: our own mapping; its pages fault (and are served) again afterwards.
-        if unsafe { libc::madvise(base as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) } != 0 {
+        if unsafe { libc::madvise(base as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
             return Err(anyhow::anyhow!("fault floor: madvise: {}", std::io::Error::last_os_error()));
         }
-        Ok(order
-            .iter()
-            .map(|&p| {
-                let t = Instant::now();
-                // SAFETY: inside the registered mapping; volatile so the load stays timed.
-                unsafe { std::ptr::read_volatile((base + p * PAGE + 8) as *const u8) };
-                t.elapsed().as_secs_f64() * 1e6
-            })
-            .collect::<Vec<f64>>())
+        Ok(super::fault::touch_all(mem, &order).0)
     };
     if signal {
         FLOOR_FD.store(uffd.raw(), Ordering::Relaxed);
