@@ -104,21 +104,26 @@ fn touch_served(uffd: &Uffd, base: u64, pages: usize, signal: bool) -> Result<Ve
     }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let server = s.spawn(|| -> std::io::Result<()> {
+        s.spawn(|| {
             let mut faults: Vec<Fault> = Vec::with_capacity(16);
             while !stop.load(Ordering::Acquire) {
                 faults.clear();
-                uffd.read_faults(&mut faults)?;
-                for f in &faults {
-                    uffd.copy(f.address & !(PAGE - 1), source.as_ptr(), PAGE, false, true)?;
+                let served = uffd.read_faults(&mut faults).and_then(|()| {
+                    faults.iter().try_for_each(|f| {
+                        uffd.copy(f.address & !(PAGE - 1), source.as_ptr(), PAGE, false, true).map(drop)
+                    })
+                });
+                if let Err(e) = served {
+                    // The touching thread sleeps until its page is installed: stop rather
+                    // than leave it waiting forever.
+                    eprintln!("nam farmem-bench: fault floor: cannot serve a fault: {e}");
+                    std::process::abort();
                 }
                 std::hint::spin_loop(); // busy-polls, as the pager's handler does in a burst
             }
-            Ok(())
         });
         let times = touch();
         stop.store(true, Ordering::Release);
-        server.join().expect("fault floor handler panicked").context("fault floor: serving a fault")?;
         times
     })
 }
