@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 pub use nam_uffd::{Fault, FAULT_WP, FAULT_WRITE};
-use nam_uffd::{OpenError, FEATURE_SIGBUS};
+use nam_uffd::{OpenError, FEATURE_SIGBUS, FEATURE_THREAD_ID};
 
 /// A userfaultfd descriptor of a paged region.
 pub struct Uffd {
@@ -21,9 +21,14 @@ impl Uffd {
     /// Opens a non-blocking descriptor, with kernel faults if permitted, else user-mode
     /// only; `UserfaultfdNotPermitted` when neither is. With `sigbus`, faults raise SIGBUS
     /// in the faulting thread instead of being queued on the descriptor.
+    /// Thread-mode faults carry the faulting thread's id where the kernel can say it.
     pub fn open(sigbus: bool) -> Result<Uffd> {
-        let features = if sigbus { FEATURE_SIGBUS } else { 0 };
-        match nam_uffd::Uffd::open(features, true) {
+        let features = if sigbus { FEATURE_SIGBUS } else { FEATURE_THREAD_ID };
+        let opened = match nam_uffd::Uffd::open(features, true) {
+            Err(OpenError::Failed { what: "UFFDIO_API", .. }) if !sigbus => nam_uffd::Uffd::open(0, true),
+            other => other,
+        };
+        match opened {
             Ok(inner) => Ok(Uffd { user_mode_only: inner.user_mode_only, inner }),
             Err(OpenError::NotPermitted(reason)) => Err(Error::UserfaultfdNotPermitted { reason }),
             Err(OpenError::Unsupported) => {

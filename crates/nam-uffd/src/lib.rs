@@ -40,6 +40,8 @@ const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 pub const FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
 /// Feature: faults raise SIGBUS in the faulting thread instead of waiting for a reader.
 pub const FEATURE_SIGBUS: u64 = 1 << 7;
+/// Feature: page faults carry the faulting thread's id ([`Fault::thread`]).
+pub const FEATURE_THREAD_ID: u64 = 1 << 8;
 /// Feature: pages the application has not touched yet can be write-protected too.
 pub const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
 /// Feature (Linux 6.7+): the kernel resolves write-protect faults itself, clearing the page's
@@ -104,6 +106,8 @@ pub struct Fault {
     pub address: u64,
     /// [`FAULT_WRITE`], [`FAULT_WP`].
     pub flags: u64,
+    /// The faulting thread's id, with [`FEATURE_THREAD_ID`] (else 0).
+    pub thread: u32,
 }
 
 /// Why no descriptor could be opened.
@@ -339,12 +343,11 @@ pub fn read_faults(fd: RawFd, out: &mut Vec<Fault>) -> io::Result<()> {
             };
         }
         let count = n as usize / std::mem::size_of::<Msg>();
-        out.extend(
-            msgs[..count]
-                .iter()
-                .filter(|m| m.event == UFFD_EVENT_PAGEFAULT)
-                .map(|m| Fault { address: m.address, flags: m.flags }),
-        );
+        out.extend(msgs[..count].iter().filter(|m| m.event == UFFD_EVENT_PAGEFAULT).map(|m| Fault {
+            address: m.address,
+            flags: m.flags,
+            thread: m.feat as u32,
+        }));
         if count < msgs.len() {
             return Ok(());
         }
@@ -471,6 +474,53 @@ mod tests {
         let mut faults = Vec::new();
         uffd.read_faults(&mut faults).unwrap();
         assert!(faults.is_empty(), "no fault was taken: {faults:?}");
+        uffd.unregister(at, page as u64).unwrap();
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(base, page) };
+    }
+
+    /// With [`FEATURE_THREAD_ID`], a fault names the thread that took it.
+    #[test]
+    fn a_fault_carries_the_faulting_threads_id() {
+        let uffd = match Uffd::open(FEATURE_THREAD_ID, true) {
+            Ok(u) => u,
+            Err(OpenError::NotPermitted(_)) | Err(OpenError::Unsupported) => return,
+            Err(e) => panic!("{e}"),
+        };
+        let page = 4096usize;
+        // SAFETY: a fresh anonymous mapping of one page, unmapped below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let at = base as u64;
+        uffd.register(at, page as u64, true, false).unwrap();
+        let toucher = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            // SAFETY: inside the registered page; the read waits until the page is installed.
+            let byte = unsafe { std::ptr::read_volatile(at as *const u8) };
+            (tid, byte)
+        });
+        let mut faults = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while faults.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no fault read within 10 s");
+            uffd.poll(None, 100);
+            uffd.read_faults(&mut faults).unwrap();
+        }
+        let src = vec![0x33u8; page];
+        uffd.copy(at, src.as_ptr(), page as u64, false, true).unwrap();
+        let (tid, byte) = toucher.join().unwrap();
+        assert_eq!(byte, 0x33);
+        assert_eq!(faults[0].thread, tid, "{faults:?}");
         uffd.unregister(at, page as u64).unwrap();
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(base, page) };
