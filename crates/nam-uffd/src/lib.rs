@@ -439,69 +439,78 @@ mod tests {
         assert_eq!(std::mem::size_of::<PageRegion>(), 24);
     }
 
+    const PAGE: usize = 4096;
+
+    /// One anonymous page registered for missing-page faults with a descriptor opened with
+    /// `features`; unregistered and unmapped on drop.
+    struct OnePage {
+        uffd: Uffd,
+        base: *mut libc::c_void,
+    }
+
+    impl OnePage {
+        /// `None` where userfaultfd is not permitted or not there: nothing to test on such a
+        /// machine (the callers' tests cover their clear error).
+        fn new(features: u64) -> Option<OnePage> {
+            let uffd = match Uffd::open(features, true) {
+                Ok(u) => u,
+                Err(OpenError::NotPermitted(_)) | Err(OpenError::Unsupported) => return None,
+                Err(e) => panic!("{e}"),
+            };
+            // SAFETY: a fresh anonymous mapping of one page, unmapped on drop.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    PAGE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            uffd.register(base as u64, PAGE as u64, true, false).unwrap();
+            Some(OnePage { uffd, base })
+        }
+
+        fn at(&self) -> u64 {
+            self.base as u64
+        }
+    }
+
+    impl Drop for OnePage {
+        fn drop(&mut self) {
+            let unregistered = self.uffd.unregister(self.at(), PAGE as u64);
+            if !std::thread::panicking() {
+                unregistered.unwrap();
+            }
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.base, PAGE) };
+        }
+    }
+
     /// A missing page is installed with `copy` and read back, and a second copy reports it
     /// present.
     #[test]
     fn copy_installs_a_missing_page_once() {
-        let uffd = match Uffd::open(0, true) {
-            Ok(u) => u,
-            // Without permission there is nothing to test on this machine; the callers'
-            // tests cover their clear error.
-            Err(OpenError::NotPermitted(_)) | Err(OpenError::Unsupported) => return,
-            Err(e) => panic!("{e}"),
-        };
-        let page = 4096usize;
-        // SAFETY: a fresh anonymous mapping of one page, unmapped below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let at = base as u64;
-        uffd.register(at, page as u64, true, false).unwrap();
-        let src = vec![0x5Au8; page];
-        assert!(uffd.copy(at, src.as_ptr(), page as u64, false, true).unwrap());
-        assert!(!uffd.copy(at, src.as_ptr(), page as u64, false, true).unwrap(), "the page is there already");
+        let Some(page) = OnePage::new(0) else { return };
+        let (uffd, at) = (&page.uffd, page.at());
+        let src = vec![0x5Au8; PAGE];
+        assert!(uffd.copy(at, src.as_ptr(), PAGE as u64, false, true).unwrap());
+        assert!(!uffd.copy(at, src.as_ptr(), PAGE as u64, false, true).unwrap(), "the page is there already");
         // SAFETY: the page is installed and mapped.
-        let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, page) };
+        let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, PAGE) };
         assert!(bytes.iter().all(|&b| b == 0x5A));
         let mut faults = Vec::new();
         uffd.read_faults(&mut faults).unwrap();
         assert!(faults.is_empty(), "no fault was taken: {faults:?}");
-        uffd.unregister(at, page as u64).unwrap();
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(base, page) };
     }
 
     /// With [`FEATURE_THREAD_ID`], a fault names the thread that took it.
     #[test]
     fn a_fault_carries_the_faulting_threads_id() {
-        let uffd = match Uffd::open(FEATURE_THREAD_ID, true) {
-            Ok(u) => u,
-            Err(OpenError::NotPermitted(_)) | Err(OpenError::Unsupported) => return,
-            Err(e) => panic!("{e}"),
-        };
-        let page = 4096usize;
-        // SAFETY: a fresh anonymous mapping of one page, unmapped below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let at = base as u64;
-        uffd.register(at, page as u64, true, false).unwrap();
+        let Some(page) = OnePage::new(FEATURE_THREAD_ID) else { return };
+        let (uffd, at) = (&page.uffd, page.at());
         let toucher = std::thread::spawn(move || {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() } as u32;
@@ -516,13 +525,10 @@ mod tests {
             uffd.poll(None, 100);
             uffd.read_faults(&mut faults).unwrap();
         }
-        let src = vec![0x33u8; page];
-        uffd.copy(at, src.as_ptr(), page as u64, false, true).unwrap();
+        let src = vec![0x33u8; PAGE];
+        uffd.copy(at, src.as_ptr(), PAGE as u64, false, true).unwrap();
         let (tid, byte) = toucher.join().unwrap();
         assert_eq!(byte, 0x33);
         assert_eq!(faults[0].thread, tid, "{faults:?}");
-        uffd.unregister(at, page as u64).unwrap();
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(base, page) };
     }
 }
