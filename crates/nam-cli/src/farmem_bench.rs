@@ -128,6 +128,11 @@ pub struct FarmemBenchArgs {
     /// Pager handler busy-poll after its last work, microseconds (default: the pager's).
     #[arg(long)]
     spin_us: Option<u64>,
+    /// Hold a CPU latency bound of this many microseconds for the whole benchmark, local
+    /// runs included (`nam_farmem::CpuLatencyBound`, `/dev/cpu_dma_latency`; 0: idle cores
+    /// poll instead of sleeping). Default: the machine as it is.
+    #[arg(long)]
+    cpu_latency_us: Option<u32>,
     /// Cache line sizes of the explicit rows, comma-separated (default: the cache's default).
     #[arg(long, value_delimiter = ',')]
     line_bytes: Vec<u64>,
@@ -227,7 +232,13 @@ pub struct Run {
     /// memcached only: its LRU ("classic" or "segmented").
     #[serde(skip_serializing_if = "Option::is_none")]
     memcached_lru: Option<&'static str>,
+    /// The CPU latency bound held during the run (`--cpu-latency-us`), microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_latency_us: Option<u32>,
 }
+
+/// `--cpu-latency-us` of this benchmark, once held: every row records it (`Run::basic`).
+static CPU_LATENCY_US: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 
 impl Run {
     /// A row with the common fields; the optional ones empty.
@@ -286,6 +297,7 @@ impl Run {
             round_slowdowns: Vec::new(),
             fault_mode: None,
             memcached_lru: None,
+            cpu_latency_us: CPU_LATENCY_US.get().copied(),
         }
     }
 
@@ -447,6 +459,16 @@ pub fn run(args: FarmemBenchArgs) -> Result<()> {
             bail!("--local-fraction {f} must be in 0.01..=1");
         }
     }
+    // Held until the report is out: the local baselines run under the same bound as the
+    // far runs, so the ratios compare like with like.
+    let _cpu_latency = match args.cpu_latency_us {
+        Some(us) => {
+            let bound = nam_farmem::CpuLatencyBound::hold(us)?;
+            let _ = CPU_LATENCY_US.set(us);
+            Some(bound)
+        }
+        None => None,
+    };
     let mut runs = Vec::new();
     for &transport in &args.transport {
         let (_local, addrs) = if args.servers.is_empty() {

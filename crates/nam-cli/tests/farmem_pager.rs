@@ -4,7 +4,7 @@
 //! threads faulting at once); a server that dies under a paged region in either mode (the
 //! program gets a clear fatal message, the other server's data is intact); a SIGBUS outside
 //! a signal-mode region still reaches the program's own handler; userfaultfd denied
-//! (clear error).
+//! (clear error); the CPU latency bound a region can hold while it lives.
 //!
 //! The fault cases run in a child process (this test binary re-executed with
 //! `NAM_FARMEM_CHILD` set) because a fatal page fault ends the process.
@@ -124,6 +124,32 @@ fn signal_mode_is_the_default() {
     }
     region.evict_all().unwrap();
     assert!(mem.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "data lost");
+}
+
+#[test]
+fn a_region_holds_its_cpu_latency_bound_while_it_lives() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let mut config = PagerConfig::new(1 << 16, 1 << 14);
+    config.cpu_latency_us = Some(7);
+    config.fault_mode = FaultMode::Thread; // the mode the bound is for
+    let before = nam_farmem::cpu_latency_in_force_us();
+    match PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config) {
+        Ok(region) => {
+            let before = before.expect("a writable device is readable");
+            assert_eq!(nam_farmem::cpu_latency_in_force_us().unwrap(), before.min(7), "bound in force");
+            // SAFETY: the only view of the region.
+            let mem = unsafe { region.as_slice_mut() };
+            mem.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 253) as u8);
+            region.evict_all().unwrap();
+            assert!(mem.iter().enumerate().all(|(i, &b)| b == (i % 253) as u8), "data lost");
+            drop(region);
+            assert_eq!(nam_farmem::cpu_latency_in_force_us().unwrap(), before, "the bound outlived the region");
+        }
+        // Without root the region is refused, naming the device, rather than made without
+        // the bound the caller asked for.
+        Err(e) => assert!(e.to_string().contains(nam_farmem::CPU_LATENCY_DEVICE), "{e}"),
+    }
 }
 
 fn a_len(bytes: u64) -> usize {

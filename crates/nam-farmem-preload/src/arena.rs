@@ -120,7 +120,26 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     if let Some(us) = std::env::var("NAM_FARMEM_SPIN_US").ok().and_then(|v| v.trim().parse().ok()) {
         config.spin_us = us;
     }
+    hold_cpu_latency();
     Ok(PagedRegion::new(std::sync::Arc::new(client), config)?)
+}
+
+/// `NAM_FARMEM_CPU_LATENCY_US`: holds the CPU latency bound for the rest of the process
+/// (`nam_farmem::CpuLatencyBound`). A bound the kernel refuses is a tuning that did not
+/// happen, not a reason to leave far memory: the library says why and goes on without it.
+fn hold_cpu_latency() {
+    static BOUND: std::sync::OnceLock<nam_farmem::CpuLatencyBound> = std::sync::OnceLock::new();
+    let Ok(text) = std::env::var("NAM_FARMEM_CPU_LATENCY_US") else { return };
+    let Ok(us) = text.trim().parse::<u32>() else {
+        eprintln!("nam-farmem-preload: ignoring NAM_FARMEM_CPU_LATENCY_US={text:?}: not a number of microseconds");
+        return;
+    };
+    match nam_farmem::CpuLatencyBound::hold(us) {
+        Ok(bound) => {
+            let _ = BOUND.set(bound);
+        }
+        Err(e) => eprintln!("nam-farmem-preload: NAM_FARMEM_CPU_LATENCY_US={us} not applied: {e}"),
+    }
 }
 
 /// An on/off switch that is on unless set to `off`.

@@ -27,6 +27,10 @@
 //! `NAM_FARMEM_PREDICT_WRITES=off`, `NAM_FARMEM_EVICT_AHEAD=off` and `NAM_FARMEM_THROTTLE=off`
 //! turn off the pager's write prediction, eviction ahead and prefetch throttling
 //! (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`, `PagerConfig::throttle`).
+//! `NAM_FARMEM_CPU_LATENCY_US=0` keeps idle cores polling instead of sleeping while the
+//! program runs (`nam_farmem::CpuLatencyBound`; needs root or write access to
+//! `/dev/cpu_dma_latency`): thread-mode faults then wake the faulting thread in a few
+//! microseconds instead of tens.
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:

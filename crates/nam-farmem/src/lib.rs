@@ -22,6 +22,8 @@
 //!   with write-protection to find dirty pages and batched eviction that keeps the resident
 //!   set within the budget. Its prefetcher is
 //!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]).
+//! - [`CpuLatencyBound`] holds the kernel's CPU latency QoS bound, so that idle cores wake
+//!   quickly for thread-mode faults (opt-in: [`PagerConfig::cpu_latency_us`]).
 //!
 //! ```no_run
 //! use nam_client::{Client, ClientConfig};
@@ -43,6 +45,7 @@
 mod array;
 mod cache;
 pub mod config;
+mod cpu_latency;
 mod error;
 mod extent;
 mod far;
@@ -55,6 +58,7 @@ mod uffd;
 
 pub use array::{FarArray, Plain};
 pub use config::{FarConfig, PrefetchConfig};
+pub use cpu_latency::{cpu_latency_in_force_us, CpuLatencyBound, CPU_LATENCY_DEVICE};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
 pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};

@@ -302,43 +302,32 @@ fn row(far: &FarSide<'_>, lru: Lru, rounds: &Rounds, stderr: &str, rss: u64, req
     let (far_bytes, resident_pages) = (numbers[0], numbers[1]);
     // memcached's limit is twice the data set: a miss would mean a lost item.
     ensure!(hits == gets, "memcached under far memory lost items: {hits} hits out of {gets} gets");
+    let basic = Run::basic(
+        WorkloadKind::Memcached,
+        far.fraction,
+        far.prefetch,
+        far.servers.len(),
+        far.transport,
+        1e3 * requests as f64 / local_rps,
+        1e3 * requests as f64 / far_rps,
+        requests as f64,
+    );
     Ok(Run {
-        workload: WorkloadKind::Memcached,
-        way_in: "paged",
-        repeats: None,
-        bypassed: None,
-        in_place: None,
-        flush_ms: None,
-        slowdown_with_flush: None,
         round_slowdowns: rounds.ratios.iter().map(|r| 1.0 / r).collect(),
-        local_fraction: far.fraction,
-        prefetch: far.prefetch,
-        servers: far.servers.len(),
-        transport: far.transport,
         slowdown: 1.0 / throughput_ratio,
         throughput_ratio,
-        local_ms: 1e3 * requests as f64 / local_rps,
-        far_ms: 1e3 * requests as f64 / far_rps,
-        far_ns_per_item: 1e9 / far_rps,
-        local_ns_per_item: 1e9 / local_rps,
         misses: numbers[2],
         prefetches: numbers[3],
         evictions: numbers[4],
-        p50_us: None,
-        p99_us: None,
-        get_p50_us: None,
-        get_p99_us: None,
-        kernel_floor_p50_us: None,
         far_bytes: Some(far_bytes),
         far_resident_bytes: Some(resident_pages * 4096),
         rss_bytes: Some(rss),
         values_checked: Some(hits),
         write_faults: Some(numbers[6]),
         predicted_writes: Some(numbers[7]),
-        line_bytes: None,
-        metadata_cache: None,
         fault_mode: Some(super::mode_name(far.mode)),
         memcached_lru: Some(lru.name()),
+        ..basic
     })
 }
 

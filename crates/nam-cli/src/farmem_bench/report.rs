@@ -56,7 +56,12 @@ fn label(r: &Run) -> String {
     if let (Some(ms), Some(with)) = (r.flush_ms, r.slowdown_with_flush) {
         out += &format!(", then a flush of {ms:.1} ms: {with:.2}x with it");
     }
-    out
+    out + &cpu_latency_note(r)
+}
+
+/// `", CPU latency bound 0 us"` for rows run under `--cpu-latency-us`, else nothing.
+fn cpu_latency_note(r: &Run) -> String {
+    r.cpu_latency_us.map_or(String::new(), |us| format!(", CPU latency bound {us} us"))
 }
 
 /// Prints one run as it finishes.
@@ -143,8 +148,9 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         let get = r.get_p50_us.unwrap_or(f64::NAN);
         let floor = r.kernel_floor_p50_us.unwrap_or(f64::NAN);
         lines.push(format!(
-            "4 KiB remote page fault, {} faults, {} server(s), {:?}: median {:.2} us, p99 {:.2} us (target median <= {limit} us: {}); bare 4 KiB get in the same run: median {get:.2} us, p99 {:.2} us, so the fault adds {:.2} us; the kernel alone (an empty handler of the same mode installing a local page, same run): median {floor:.2} us, so a remote fault cannot cost less than {:.2} us here now, and the rest, nam's own work, is {:.2} us",
+            "4 KiB remote page fault, {} faults{}, {} server(s), {:?}: median {:.2} us, p99 {:.2} us (target median <= {limit} us: {}); bare 4 KiB get in the same run: median {get:.2} us, p99 {:.2} us, so the fault adds {:.2} us; the kernel alone (an empty handler of the same mode installing a local page, same run): median {floor:.2} us, so a remote fault cannot cost less than {:.2} us here now, and the rest, nam's own work, is {:.2} us",
             r.fault_mode.unwrap_or("signal"),
+            cpu_latency_note(r),
             r.servers,
             r.transport,
             p50,
