@@ -80,7 +80,20 @@ paging() {
         echo '```'
         gcc -O2 -o "$target/farmem-tcp-floor" bench/farmem-tcp-floor.c && "$target/farmem-tcp-floor"
         echo '```'
+        echo
+        echo "What a TLB shootdown costs here (\`bench/farmem-shootdown.c\`: one thread drops 16 pages"
+        echo "with one \`madvise\` while the memory map runs on the other core, or not), why eviction stays"
+        echo "on the faulting thread's core in signal mode; load average $(cut -d' ' -f1-3 /proc/loadavg):"
+        echo
+        echo '```'
+        gcc -O2 -o "$target/farmem-shootdown" bench/farmem-shootdown.c -lpthread && "$target/farmem-shootdown"
+        echo '```'
     } >> "$out"
+    # Thread mode's faulting thread sleeps, and its idle core must wake again: the same faults
+    # with idle cores polling (`--cpu-latency-us 0`, local runs included; needs root).
+    echo -e "\n## 4 KiB remote page faults with a CPU latency bound of 0 us (idle cores poll)" >> "$out"
+    "$nam" farmem-bench --workload fault-latency --fault-mode thread,signal --server-count 1 \
+        --transport shm --cpu-latency-us 0 --out "$out"
     echo -e "\n## Local-memory sweep: one server, UCX shared memory" >> "$out"
     "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.1,0.25,0.5,0.75,1 \
         --prefetch on,off --transport shm --scale 0.5 "${rounds[@]}" --out "$out" --plot-dir docs/img
