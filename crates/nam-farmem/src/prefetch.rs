@@ -19,9 +19,10 @@ use std::ops::Range;
 
 /// One entry of the table: 32 bytes, so that the eight entries of the default table span
 /// four cache lines. The table is read on every demand miss, right after the kernel's fault
-/// path has evicted it from the caches; an entry of 48 bytes whose idle counter was written
-/// on every miss made prefetch-on cost the pointer chase (no streams at all) about 0.1 us
-/// per miss against prefetch-off.
+/// path has evicted it from the caches: with 48-byte entries, three passes and an idle
+/// counter written in every entry on every miss, training took about 0.1 us per miss of
+/// the paged pointer chase, which has no streams at all (its share of `perf` samples), and
+/// about half of that since.
 #[derive(Debug, Clone, Copy, Default)]
 struct Stream {
     /// Next unit the stream expects.
