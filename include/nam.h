@@ -591,6 +591,13 @@ typedef struct {
    * back to the handler thread by itself where the kernel lacks it.
    */
   uint32_t fault_thread;
+  /**
+   * 1 keeps idle cores polling instead of sleeping while the region lives (a CPU latency
+   * bound of 0 us through `/dev/cpu_dma_latency`; region only): a handler-thread fault
+   * then wakes the faulting thread in a few microseconds instead of tens. Needs root or
+   * write access to the device (`NAM_ERR_SYSTEM` otherwise) and costs power.
+   */
+  uint32_t poll_idle_cores;
 } nam_farmem_params_t;
 
 #ifdef __cplusplus
@@ -1449,7 +1456,8 @@ nam_status_t nam_farmem_destroy(nam_farmem_t *far);
  * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
  * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
  * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
- * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
+ * refused), connection errors. If a
  * page cannot be fetched later (its server died) the process is aborted with a message.
  *
  * # Safety

@@ -44,6 +44,11 @@ pub struct nam_farmem_params_t {
     /// a system call that meets a page not resident fails with `EFAULT`. Signal mode falls
     /// back to the handler thread by itself where the kernel lacks it.
     pub fault_thread: u32,
+    /// 1 keeps idle cores polling instead of sleeping while the region lives (a CPU latency
+    /// bound of 0 us through `/dev/cpu_dma_latency`; region only): a handler-thread fault
+    /// then wakes the faulting thread in a few microseconds instead of tens. Needs root or
+    /// write access to the device (`NAM_ERR_SYSTEM` otherwise) and costs power.
+    pub poll_idle_cores: u32,
 }
 
 unsafe fn connect(config: *const crate::client::nam_config_t) -> Result<Arc<Client>, Failure> {
@@ -159,7 +164,8 @@ pub unsafe extern "C" fn nam_farmem_destroy(far: *mut nam_farmem_t) -> nam_statu
 /// Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
 /// resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
 /// Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
-/// `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM`, connection errors. If a
+/// `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
+/// refused), connection errors. If a
 /// page cannot be fetched later (its server died) the process is aborted with a message.
 ///
 /// # Safety
@@ -181,6 +187,9 @@ pub unsafe extern "C" fn nam_region_create(
         pc.prefetch.enabled = p.prefetch_off == 0;
         if p.fault_thread != 0 {
             pc.fault_mode = FaultMode::Thread;
+        }
+        if p.poll_idle_cores != 0 {
+            pc.cpu_latency_us = Some(0);
         }
         let region = PagedRegion::new(connect(config)?, pc).map_err(Failure::Far)?;
         *ptr = region.as_ptr().cast();

@@ -15,6 +15,17 @@
         }                                                                                  \
     } while (0)
 
+/* The CPU latency bound in force (microseconds), or -1 if the device cannot be read. */
+static int cpu_latency_in_force(void) {
+    int value = -1;
+    FILE *f = fopen("/dev/cpu_dma_latency", "rb");
+    if (f != NULL) {
+        if (fread(&value, sizeof value, 1, f) != 1) value = -1;
+        fclose(f);
+    }
+    return value;
+}
+
 int main(void) {
     enum { FAR = 1 << 20, LOCAL = 64 << 10 };
     unsigned char *model = malloc(FAR), *back = malloc(FAR);
@@ -58,6 +69,23 @@ int main(void) {
         return 1;
     }
     CHECK(nam_region_destroy(region));
+
+    /* Idle cores polling while a handler-thread region lives: the kernel's CPU latency bound
+     * is 0 while it lives and back to what it was after; without root the region is refused
+     * with NAM_ERR_SYSTEM. */
+    threaded.poll_idle_cores = 1;
+    int before = cpu_latency_in_force();
+    nam_status_t s = nam_region_create(NULL, &threaded, &region, &mem);
+    if (s == NAM_OK) {
+        if (cpu_latency_in_force() != 0) { fprintf(stderr, "poll_idle_cores: bound not in force\n"); return 1; }
+        memcpy(mem, model, FAR);
+        if (memcmp(mem, model, FAR) != 0) { fprintf(stderr, "paged, polling: data differs\n"); return 1; }
+        CHECK(nam_region_destroy(region));
+        if (cpu_latency_in_force() != before) { fprintf(stderr, "poll_idle_cores: bound outlived the region\n"); return 1; }
+    } else if (s != NAM_ERR_SYSTEM || strstr(nam_last_error_message(), "/dev/cpu_dma_latency") == NULL) {
+        fprintf(stderr, "poll_idle_cores refused without naming the device: %s\n", nam_last_error_message());
+        return 1;
+    }
     printf("farmem.c: ok\n");
     free(model);
     free(back);
