@@ -420,3 +420,46 @@ fn the_handler_frees_room_for_the_next_misses_between_faults() {
     region.evict_all().unwrap();
     assert!(mem[..] == model[..], "region differs from the model");
 }
+
+/// Linux 6.8 or later (`UFFDIO_MOVE`), from the running kernel's release.
+fn kernel_can_move_pages() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut numbers = release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0)) >= (6, 8)
+}
+
+#[test]
+fn written_streams_go_in_on_recycled_pages_and_keep_their_data() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 4u64 << 20;
+    for mode in [FaultMode::Signal, FaultMode::Thread] {
+        let mut config = PagerConfig::new(bytes, bytes / 4);
+        config.fault_mode = mode;
+        let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        let mut model = vec![0u8; bytes as usize];
+        // Passes that write every page in order, four times the budget each: the streams'
+        // evicted runs fill the pool, and their write misses are installed from it.
+        for pass in 0..3u8 {
+            for (i, (b, m)) in mem.iter_mut().zip(model.iter_mut()).enumerate().step_by(512) {
+                let v = (i as u8).wrapping_mul(7).wrapping_add(pass);
+                *b = v;
+                *m = v;
+            }
+        }
+        // Reads in order, then a random mix: the recycled pages hold what was written.
+        assert!(mem[..] == model[..], "{mode:?}: region differs from the model after the passes");
+        random_access(&region, mem, &mut model, 17, &format!("{mode:?} after recycling"));
+        region.evict_all().unwrap();
+        assert!(mem[..] == model[..], "{mode:?}: region differs from the model after evict_all");
+        let recycled = region.stats().recycled;
+        if kernel_can_move_pages() {
+            assert!(recycled > 0, "{mode:?}: no page was installed from the pool on Linux 6.8+");
+        } else {
+            assert_eq!(recycled, 0, "{mode:?}: recycled pages without UFFDIO_MOVE");
+        }
+        println!("{mode:?}: {recycled} pages installed from the pool");
+    }
+}

@@ -6,6 +6,9 @@
 //! - a **missing** page is fetched from the servers (span read of one page) and installed
 //!   with `UFFDIO_COPY`, read-only unless the fault was a write, and the stream prefetcher
 //!   installs the pages ahead of a detected stream;
+//! - a run of pages to be installed writable goes in on **recycled pages** where the kernel
+//!   can move pages (Linux 6.8+): fetched into a small pool that evicted stream runs were
+//!   moved into, then moved in, with no page allocated or freed (`pool.rs`);
 //! - a **write to a read-only** page marks it dirty and lifts the protection (so only pages
 //!   written since they were fetched are written back); in 1 MiB zones where reads are
 //!   usually followed by writes, read misses are installed writable at once (`writes.rs`);
@@ -63,6 +66,7 @@ pub const PAGER_SPIN_US: u64 = 1000;
 mod accuracy;
 mod evict;
 mod handler;
+mod pool;
 mod signal;
 mod writes;
 
@@ -177,6 +181,8 @@ struct Pages {
     stats: Stats,
     rng: rand::rngs::SmallRng,
     bounce: Vec<u8>,
+    /// Recycled pages for writable runs, where the kernel can move pages (`pool.rs`).
+    pool: Option<pool::Pool>,
 }
 
 /// Pages `next..end` to prefetch; `dirty` when the stream writes (installed writable).
@@ -251,6 +257,10 @@ impl PagedRegion {
             return Err(e);
         }
         let pages = len / PAGE_BYTES;
+        let pool = pool::Pool::new(&uffd).unwrap_or_else(|e| {
+            log::warn!("far-memory region: no page pool, pages are copied in: {e}");
+            None
+        });
         let span = SpanService::new(client, len, PAGE_BYTES, config.interleave_bytes.max(PAGE_BYTES));
         let state = Pages {
             state: vec![MISSING; pages as usize],
@@ -267,6 +277,7 @@ impl PagedRegion {
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
             bounce: vec![0; (PAGE_BYTES * PREFETCH_RUN_MAX) as usize],
+            pool,
         };
         let budget_pages = (config.budget_bytes / PAGE_BYTES) as usize;
         let shared = Arc::new(Shared {

@@ -38,6 +38,9 @@ pub struct Stats {
     /// Read misses installed writable because their zone is usually written after a read
     /// (pager; `PagerConfig::predict_writes`).
     pub predicted_writes: u64,
+    /// Pages installed by moving recycled pages in rather than by copying into new ones
+    /// (pager, Linux 6.8+; `pager/pool.rs`).
+    pub recycled: u64,
     /// Misses in flight now.
     pub inflight: u64,
     /// Most misses that were ever in flight at once.

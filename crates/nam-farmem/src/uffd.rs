@@ -4,13 +4,15 @@
 
 use crate::error::{Error, Result};
 pub use nam_uffd::{Fault, FAULT_WP, FAULT_WRITE};
-use nam_uffd::{OpenError, FEATURE_SIGBUS, FEATURE_THREAD_ID};
+use nam_uffd::{OpenError, FEATURE_MOVE, FEATURE_SIGBUS, FEATURE_THREAD_ID};
 
 /// A userfaultfd descriptor of a paged region.
 pub struct Uffd {
     inner: nam_uffd::Uffd,
     /// Faults from the kernel's own accesses are not reported (see [`nam_uffd::Uffd::open`]).
     pub user_mode_only: bool,
+    /// The kernel moves pages into the region without a copy ([`Uffd::move_pages`]).
+    pub can_move: bool,
 }
 
 fn sys(what: &'static str, e: std::io::Error) -> Error {
@@ -24,12 +26,18 @@ impl Uffd {
     /// Thread-mode faults carry the faulting thread's id where the kernel can say it.
     pub fn open(sigbus: bool) -> Result<Uffd> {
         let features = if sigbus { FEATURE_SIGBUS } else { FEATURE_THREAD_ID };
-        let opened = match nam_uffd::Uffd::open(features, true) {
-            Err(OpenError::Failed { what: "UFFDIO_API", .. }) if !sigbus => nam_uffd::Uffd::open(0, true),
-            other => other,
-        };
+        // Each optional feature the kernel may lack: asked for first, then done without.
+        let mut can_move = true;
+        let mut opened = nam_uffd::Uffd::open(features | FEATURE_MOVE, true);
+        if let Err(OpenError::Failed { what: "UFFDIO_API", .. }) = opened {
+            can_move = false;
+            opened = match nam_uffd::Uffd::open(features, true) {
+                Err(OpenError::Failed { what: "UFFDIO_API", .. }) if !sigbus => nam_uffd::Uffd::open(0, true),
+                other => other,
+            };
+        }
         match opened {
-            Ok(inner) => Ok(Uffd { user_mode_only: inner.user_mode_only, inner }),
+            Ok(inner) => Ok(Uffd { user_mode_only: inner.user_mode_only, can_move, inner }),
             Err(OpenError::NotPermitted(reason)) => Err(Error::UserfaultfdNotPermitted { reason }),
             Err(OpenError::Unsupported) => {
                 Err(Error::UserfaultfdNotPermitted { reason: "the kernel has no userfaultfd".into() })
@@ -41,6 +49,19 @@ impl Uffd {
     /// Registers `[start, start + len)` for missing-page and write-protect faults.
     pub fn register(&self, start: u64, len: u64) -> Result<()> {
         self.inner.register(start, len, true, true).map_err(|e| sys("UFFDIO_REGISTER (missing + write-protect)", e))
+    }
+
+    /// Registers `[start, start + len)` for missing-page faults only: a range that pages
+    /// are moved into, never touched while missing.
+    pub fn register_missing(&self, start: u64, len: u64) -> Result<()> {
+        self.inner.register(start, len, true, false).map_err(|e| sys("UFFDIO_REGISTER (missing)", e))
+    }
+
+    /// Moves `len` bytes of present pages from `src` to the missing pages at `dst` without
+    /// a copy ([`nam_uffd::move_pages`]; only when [`Uffd::can_move`]); they arrive
+    /// writable. `Err` says how much moved before the failure.
+    pub fn move_pages(&self, dst: u64, src: u64, len: u64, wake: bool) -> std::result::Result<(), nam_uffd::MoveError> {
+        self.inner.move_pages(dst, src, len, wake)
     }
 
     /// Unregisters the range (a failure leaves nothing to undo).

@@ -27,6 +27,7 @@ const UFFDIO_UNREGISTER: libc::c_ulong = 0x8010_AA01;
 const UFFDIO_WAKE: libc::c_ulong = 0x8010_AA02;
 const UFFDIO_COPY: libc::c_ulong = 0xC028_AA03;
 const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
+const UFFDIO_MOVE: libc::c_ulong = 0xC028_AA05;
 // _IO(0xAA, 0x00) on /dev/userfaultfd.
 const USERFAULTFD_IOC_NEW: libc::c_ulong = 0xAA00;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
@@ -34,6 +35,7 @@ const UFFDIO_REGISTER_MODE_WP: u64 = 2;
 const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1;
 const UFFDIO_COPY_MODE_WP: u64 = 2;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
+const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 
 /// Feature: write-protect faults carry [`FAULT_WP`].
@@ -47,6 +49,8 @@ pub const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
 /// Feature (Linux 6.7+): the kernel resolves write-protect faults itself, clearing the page's
 /// protection bit with no message and no thread; [`pagemap_scan`] reads the bits.
 pub const FEATURE_WP_ASYNC: u64 = 1 << 15;
+/// Feature (Linux 6.8+): [`move_pages`] moves pages into a registered range without a copy.
+pub const FEATURE_MOVE: u64 = 1 << 16;
 
 /// Page-fault flag: the access was a write.
 pub const FAULT_WRITE: u64 = 1;
@@ -80,6 +84,15 @@ struct CopyArg {
     len: u64,
     mode: u64,
     copy: i64,
+}
+
+#[repr(C)]
+struct MoveArg {
+    dst: u64,
+    src: u64,
+    len: u64,
+    mode: u64,
+    moved: i64,
 }
 
 #[repr(C)]
@@ -212,6 +225,11 @@ impl Uffd {
         write_protect(self.raw(), start, len, protect)
     }
 
+    /// [`move_pages`] on this descriptor.
+    pub fn move_pages(&self, dst: u64, src: u64, len: u64, wake_waiters: bool) -> Result<(), MoveError> {
+        move_pages(self.raw(), dst, src, len, wake_waiters)
+    }
+
     /// [`wake`] on this descriptor.
     pub fn wake(&self, start: u64, len: u64) {
         wake(self.raw(), start, len)
@@ -312,6 +330,39 @@ pub fn copy(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A [`move_pages`] that stopped early: the first `moved` bytes went, the rest did not.
+#[derive(Debug)]
+pub struct MoveError {
+    /// Bytes moved before the failure (a multiple of the page size).
+    pub moved: u64,
+    /// Why the rest did not move (`EEXIST`: a destination page exists; `EBUSY`: a source
+    /// page is shared, pinned or part of a huge page).
+    pub source: io::Error,
+}
+
+/// Moves the pages of `[src, src + len)` to `[dst, dst + len)` without copying them (Linux
+/// 6.8+, with [`FEATURE_MOVE`]): `dst` lies in a range registered with `fd` whose pages are
+/// missing, `src` in a private anonymous mapping of the same process whose pages are present
+/// and not shared with another process. Afterwards the source pages are missing, and the
+/// moved pages are writable at `dst` (the kernel does not carry write protection over).
+/// Wakes the threads waiting on `dst` unless `wake_waiters` is false.
+pub fn move_pages(fd: RawFd, dst: u64, src: u64, len: u64, wake_waiters: bool) -> Result<(), MoveError> {
+    let mode = if wake_waiters { 0 } else { UFFDIO_MOVE_MODE_DONTWAKE };
+    let mut done = 0;
+    while done < len {
+        let mut arg = MoveArg { dst: dst + done, src: src + done, len: len - done, mode, moved: 0 };
+        let result = ioctl(fd, UFFDIO_MOVE, &mut arg);
+        done += arg.moved.max(0) as u64;
+        match result {
+            Ok(()) => return Ok(()),
+            // Interrupted by a concurrent change of the mappings: move the rest.
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
+            Err(source) => return Err(MoveError { moved: done, source }),
+        }
+    }
+    Ok(())
 }
 
 /// Write-protects (`protect`) or releases a range; releasing wakes threads blocked on a
@@ -434,6 +485,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<RegisterArg>(), 32);
         assert_eq!(std::mem::size_of::<CopyArg>(), 40);
         assert_eq!(std::mem::size_of::<WriteProtectArg>(), 24);
+        assert_eq!(std::mem::size_of::<MoveArg>(), 40);
         assert_eq!(std::mem::size_of::<Msg>(), 32);
         assert_eq!(std::mem::size_of::<PmScanArg>(), 96);
         assert_eq!(std::mem::size_of::<PageRegion>(), 24);

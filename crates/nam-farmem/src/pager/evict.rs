@@ -160,7 +160,16 @@ impl Shared {
             }
             self.write_back_run(pages, first, end)?;
         }
-        let iov: Vec<libc::iovec> = runs
+        // A stream's run goes to the page pool while it has room (`pool.rs`); the rest of
+        // the runs are dropped together.
+        let mut dropped_runs = Vec::with_capacity(runs.len());
+        for &(first, end) in runs {
+            let rest = if end - first >= 2 { self.recycle_run(pages, first, end).unwrap_or(first) } else { first };
+            if rest < end {
+                dropped_runs.push((rest, end));
+            }
+        }
+        let iov: Vec<libc::iovec> = dropped_runs
             .iter()
             .map(|&(first, end)| libc::iovec {
                 iov_base: (self.base + first * PAGE_BYTES) as *mut libc::c_void,
@@ -169,8 +178,12 @@ impl Shared {
             .collect();
         let total: usize = iov.iter().map(|v| v.iov_len).sum();
         // SAFETY: runs of our own mapping; dropping them makes their next access fault.
-        let dropped = unsafe {
-            libc::syscall(libc::SYS_process_madvise, PIDFD_SELF, iov.as_ptr(), iov.len(), libc::MADV_DONTNEED, 0)
+        let dropped = if iov.is_empty() {
+            0
+        } else {
+            unsafe {
+                libc::syscall(libc::SYS_process_madvise, PIDFD_SELF, iov.as_ptr(), iov.len(), libc::MADV_DONTNEED, 0)
+            }
         };
         if dropped != total as i64 {
             for v in &iov {

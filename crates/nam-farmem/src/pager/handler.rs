@@ -280,6 +280,10 @@ impl Shared {
     fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
         let bytes = count * PAGE_BYTES as usize;
         self.make_room(pages, count)?;
+        // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
+        if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
+            return Ok(());
+        }
         let mut bounce = std::mem::take(&mut pages.bounce);
         let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
         pages.bounce = bounce;
@@ -308,7 +312,14 @@ impl Shared {
 
     /// Installs the missing pages `first..first + count` from `src` (their contents, one
     /// after the other) with one `UFFDIO_COPY`, or page by page if some were there already.
-    fn install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool, src: *const u8) -> Result<()> {
+    pub(super) fn install(
+        &self,
+        pages: &mut Pages,
+        first: u64,
+        count: usize,
+        dirty: bool,
+        src: *const u8,
+    ) -> Result<()> {
         let state = if dirty { DIRTY } else { CLEAN };
         let dst = self.base + first * PAGE_BYTES;
         // In signal mode no thread ever sleeps on a fault: nothing to wake.
@@ -321,14 +332,19 @@ impl Shared {
             // Some page of the run was already there: install the others one by one.
             let page_src = src.wrapping_add(i * PAGE_BYTES as usize);
             if all || self.uffd.copy(self.base + p * PAGE_BYTES, page_src, PAGE_BYTES, !dirty, wake)? {
-                pages.state[p as usize] = state;
-                pages.position[p as usize] = pages.resident.len() as u32;
-                pages.resident.push(p as u32);
-                pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
+                mark_installed(pages, p, state);
             }
         }
         Ok(())
     }
+}
+
+/// Records the missing page `p` as installed in `state` (resident, counted).
+pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
+    pages.state[p as usize] = state;
+    pages.position[p as usize] = pages.resident.len() as u32;
+    pages.resident.push(p as u32);
+    pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
 }
 
 /// Adds a prefetch window, merged with a waiting one it continues or overlaps.
