@@ -463,3 +463,30 @@ fn written_streams_go_in_on_recycled_pages_and_keep_their_data() {
         println!("{mode:?}: {recycled} pages installed from the pool");
     }
 }
+
+#[test]
+fn a_budget_of_four_pages_keeps_evicting_whatever_the_draws() {
+    // With three pages resident and the last one faulted spared, random victim draws all
+    // landed on that page one eviction in nine, and the pager then reported its budget too
+    // small and ended the process. Many passes, so that such draws come up.
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let bytes = 256u64 << 10;
+    for mode in [FaultMode::Thread, FaultMode::Signal] {
+        let mut config = PagerConfig::new(bytes, 4 * 4096);
+        config.fault_mode = mode;
+        let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        let mut model = vec![0u8; bytes as usize];
+        for pass in 0..8u8 {
+            for (i, (b, m)) in mem.iter_mut().zip(model.iter_mut()).enumerate().step_by(1024) {
+                *b = (i as u8) ^ pass;
+                *m = (i as u8) ^ pass;
+            }
+            assert!(mem[..] == model[..], "{mode:?}: pass {pass} differs from the model");
+            assert!(region.resident_pages() <= 4, "{mode:?}: {} pages resident", region.resident_pages());
+        }
+        assert!(region.stats().evictions > 8 * 64, "{mode:?}: {:?}", region.stats());
+    }
+}

@@ -141,6 +141,15 @@ impl Shared {
             chosen += end - first;
             runs.push((first, end));
         }
+        if runs.is_empty() && candidates > 0 {
+            // Every draw landed on the page just faulted: likely when only a few pages are
+            // resident (a budget of four pages, three resident: one call in nine). Any
+            // other resident page will do, rather than reporting a budget too small.
+            let last = pages.last_fault;
+            if let Some(&p) = pages.resident.iter().find(|&&p| p != last) {
+                runs.push((p as u64, p as u64 + 1));
+            }
+        }
         if runs.is_empty() {
             return Ok(false);
         }
