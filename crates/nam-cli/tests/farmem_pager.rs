@@ -421,6 +421,21 @@ fn the_handler_frees_room_for_the_next_misses_between_faults() {
     assert!(mem[..] == model[..], "region differs from the model");
 }
 
+/// A region of `bytes` over the server at `addr` with `budget` bytes resident, in `mode`.
+fn region_in_mode(addr: std::net::SocketAddr, bytes: u64, budget: u64, mode: FaultMode) -> PagedRegion {
+    let mut config = PagerConfig::new(bytes, budget);
+    config.fault_mode = mode;
+    PagedRegion::new(client(&[addr], "sm,self,tcp"), config).unwrap()
+}
+
+/// Writes `value(i)` at every `stride`-th byte `i` of `mem` and of its `model`, in order.
+fn write_in_order(mem: &mut [u8], model: &mut [u8], stride: usize, value: impl Fn(usize) -> u8) {
+    for (i, (b, m)) in mem.iter_mut().zip(model.iter_mut()).enumerate().step_by(stride) {
+        *b = value(i);
+        *m = *b;
+    }
+}
+
 /// Linux 6.8 or later (`UFFDIO_MOVE`), from the running kernel's release.
 fn kernel_can_move_pages() -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -434,20 +449,14 @@ fn written_streams_go_in_on_recycled_pages_and_keep_their_data() {
     let procs = [ServerProcess::start("sm,self,tcp", &[])];
     let bytes = 4u64 << 20;
     for mode in [FaultMode::Signal, FaultMode::Thread] {
-        let mut config = PagerConfig::new(bytes, bytes / 4);
-        config.fault_mode = mode;
-        let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+        let region = region_in_mode(procs[0].addr, bytes, bytes / 4, mode);
         // SAFETY: the only view of the region in this test.
         let mem = unsafe { region.as_slice_mut() };
         let mut model = vec![0u8; bytes as usize];
         // Passes that write every page in order, four times the budget each: the streams'
         // evicted runs fill the pool, and their write misses are installed from it.
         for pass in 0..3u8 {
-            for (i, (b, m)) in mem.iter_mut().zip(model.iter_mut()).enumerate().step_by(512) {
-                let v = (i as u8).wrapping_mul(7).wrapping_add(pass);
-                *b = v;
-                *m = v;
-            }
+            write_in_order(mem, &mut model, 512, |i| (i as u8).wrapping_mul(7).wrapping_add(pass));
         }
         // Reads in order, then a random mix: the recycled pages hold what was written.
         assert!(mem[..] == model[..], "{mode:?}: region differs from the model after the passes");
@@ -473,17 +482,12 @@ fn a_budget_of_four_pages_keeps_evicting_whatever_the_draws() {
     let procs = [ServerProcess::start("sm,self,tcp", &[])];
     let bytes = 256u64 << 10;
     for mode in [FaultMode::Thread, FaultMode::Signal] {
-        let mut config = PagerConfig::new(bytes, 4 * 4096);
-        config.fault_mode = mode;
-        let region = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), config).unwrap();
+        let region = region_in_mode(procs[0].addr, bytes, 4 * 4096, mode);
         // SAFETY: the only view of the region in this test.
         let mem = unsafe { region.as_slice_mut() };
         let mut model = vec![0u8; bytes as usize];
         for pass in 0..8u8 {
-            for (i, (b, m)) in mem.iter_mut().zip(model.iter_mut()).enumerate().step_by(1024) {
-                *b = (i as u8) ^ pass;
-                *m = (i as u8) ^ pass;
-            }
+            write_in_order(mem, &mut model, 1024, |i| (i as u8) ^ pass);
             assert!(mem[..] == model[..], "{mode:?}: pass {pass} differs from the model");
             assert!(region.resident_pages() <= 4, "{mode:?}: {} pages resident", region.resident_pages());
         }
