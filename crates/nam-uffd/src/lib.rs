@@ -36,6 +36,8 @@ const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1;
 const UFFDIO_COPY_MODE_WP: u64 = 2;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
 const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1;
+/// Tries of one [`move_pages`] before it gives up on a range that keeps changing.
+const MOVE_ATTEMPTS: usize = 16;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 
 /// Feature: write-protect faults carry [`FAULT_WP`].
@@ -351,18 +353,20 @@ pub struct MoveError {
 pub fn move_pages(fd: RawFd, dst: u64, src: u64, len: u64, wake_waiters: bool) -> Result<(), MoveError> {
     let mode = if wake_waiters { 0 } else { UFFDIO_MOVE_MODE_DONTWAKE };
     let mut done = 0;
-    while done < len {
+    // A move interrupted by a concurrent change of the mappings (EAGAIN) is retried for the
+    // rest, a bounded number of times, so that a caller never spins on it.
+    for _ in 0..MOVE_ATTEMPTS {
         let mut arg = MoveArg { dst: dst + done, src: src + done, len: len - done, mode, moved: 0 };
         let result = ioctl(fd, UFFDIO_MOVE, &mut arg);
         done += arg.moved.max(0) as u64;
         match result {
             Ok(()) => return Ok(()),
-            // Interrupted by a concurrent change of the mappings: move the rest.
+            Err(_) if done >= len => return Ok(()), // every page went before the error
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
             Err(source) => return Err(MoveError { moved: done, source }),
         }
     }
-    Ok(())
+    Err(MoveError { moved: done, source: io::Error::from_raw_os_error(libc::EAGAIN) })
 }
 
 /// Write-protects (`protect`) or releases a range; releasing wakes threads blocked on a
