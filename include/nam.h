@@ -1456,7 +1456,7 @@ nam_status_t nam_farmem_destroy(nam_farmem_t *far);
  * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
  * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
  * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
- * `NAM_ERR_BUDGET_TOO_SMALL` (below one page), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below two pages), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
  * refused), connection errors. If a
  * page cannot be fetched later (its server died) the process is aborted with a message.
  *

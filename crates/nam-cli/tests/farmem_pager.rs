@@ -474,6 +474,27 @@ fn written_streams_go_in_on_recycled_pages_and_keep_their_data() {
 }
 
 #[test]
+fn a_budget_under_two_pages_is_refused_with_the_sizes() {
+    let _serial = serial();
+    let procs = [ServerProcess::start("sm,self,tcp", &[])];
+    let refused = PagedRegion::new(client(&[procs[0].addr], "sm,self,tcp"), PagerConfig::new(1 << 16, 4096));
+    match refused {
+        Err(e @ Error::BudgetTooSmall { budget_bytes: 4096, unit_bytes: 8192 }) => {
+            assert!(e.to_string().contains("4096 bytes"), "{e}")
+        }
+        Err(e) => panic!("wrong error for a one-page budget: {e}"),
+        Ok(_) => panic!("a one-page budget was accepted: its second fault could evict nothing"),
+    }
+    // Two pages work: every fault evicts the page before the last.
+    let region = region_in_mode(procs[0].addr, 1 << 16, 2 * 4096, FaultMode::Signal);
+    // SAFETY: the only view of the region in this test.
+    let mem = unsafe { region.as_slice_mut() };
+    let mut model = vec![0u8; 1 << 16];
+    write_in_order(mem, &mut model, 4096, |i| (i / 4096) as u8 + 1);
+    assert!(mem[..] == model[..], "two-page budget: region differs from the model");
+}
+
+#[test]
 fn a_budget_of_four_pages_keeps_evicting_whatever_the_draws() {
     // With three pages resident and the last one faulted spared, random victim draws all
     // landed on that page one eviction in nine, and the pager then reported its budget too

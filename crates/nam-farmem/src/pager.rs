@@ -50,6 +50,8 @@ use std::sync::Arc;
 
 /// Page size of the pager.
 pub const PAGE_BYTES: u64 = 4096;
+/// Smallest local-memory budget of a region, in pages.
+pub const BUDGET_PAGES_MIN: u64 = 2;
 /// Most pages one eviction drops at once (one `madvise`, one TLB shootdown).
 pub const EVICT_RUN_MAX: u64 = 16;
 /// Most pages one background prefetch installs with one `UFFDIO_COPY` before it looks for
@@ -222,8 +224,13 @@ pub struct PagedRegion {
 impl PagedRegion {
     /// Maps a region over every server of `client` and starts its fault handler.
     pub fn new(client: Arc<Client>, config: PagerConfig) -> Result<PagedRegion> {
-        if config.budget_bytes < PAGE_BYTES {
-            return Err(Error::BudgetTooSmall { budget_bytes: config.budget_bytes, unit_bytes: PAGE_BYTES });
+        // Two pages at least: the page just faulted stays while the next one comes in (with
+        // one page, the second fault would find nothing it may evict).
+        if config.budget_bytes < BUDGET_PAGES_MIN * PAGE_BYTES {
+            return Err(Error::BudgetTooSmall {
+                budget_bytes: config.budget_bytes,
+                unit_bytes: BUDGET_PAGES_MIN * PAGE_BYTES,
+            });
         }
         let len = config.bytes.next_multiple_of(PAGE_BYTES);
         if len == 0 || len > FAR_BYTES_MAX {

@@ -58,7 +58,12 @@ impl Shared {
                 if pages.resident.len() + room <= self.budget_pages {
                     return Ok(());
                 }
-                return Err(Error::BudgetTooSmall { budget_bytes: PAGE_BYTES, unit_bytes: 2 * PAGE_BYTES });
+                // Nothing left to evict but the page just faulted: the budget cannot hold it
+                // and the pages to install beside it.
+                return Err(Error::BudgetTooSmall {
+                    budget_bytes: self.budget_pages as u64 * PAGE_BYTES,
+                    unit_bytes: (pages.resident.len() + room) as u64 * PAGE_BYTES,
+                });
             }
         }
         Ok(())
