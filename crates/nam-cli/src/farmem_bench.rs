@@ -120,6 +120,12 @@ pub struct FarmemBenchArgs {
     /// LD_PRELOAD library), comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "signal")]
     fault_mode: Vec<FaultModeArg>,
+    /// Page size of the paged regions (pointer chase, SAXPY, FoF), comma-separated: `base`
+    /// (4 KiB) and/or `huge` (the kernel's huge pages, `PagerConfig::with_huge_pages`; needs
+    /// `vm.nr_hugepages` reserved for the budget). With `huge`, the local baseline asks for
+    /// transparent huge pages too (`MADV_HUGEPAGE`), so both sides have them.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "base")]
+    page_size: Vec<PageSizeArg>,
     /// memcached's LRU, the same for the local and the far memcached: `classic` (one LRU per
     /// slab class, memcached 1.4's and the seed's) or `segmented` (1.5's default, whose
     /// maintainer thread keeps moving items between its hot, warm and cold lists).
@@ -235,6 +241,9 @@ pub struct Run {
     /// The CPU latency bound held during the run (`--cpu-latency-us`), microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_latency_us: Option<u32>,
+    /// Paged rows of `--page-size`: the region's page size in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_bytes: Option<u64>,
 }
 
 /// `--cpu-latency-us` of this benchmark, once held: every row records it (`Run::basic`).
@@ -298,6 +307,7 @@ impl Run {
             fault_mode: None,
             memcached_lru: None,
             cpu_latency_us: CPU_LATENCY_US.get().copied(),
+            page_bytes: None,
         }
     }
 
@@ -315,6 +325,15 @@ impl Run {
         self.repeats = Some(s.repeats);
         self.line_bytes = s.line_bytes;
     }
+}
+
+/// Page size of paged regions (`--page-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PageSizeArg {
+    /// 4 KiB pages.
+    Base,
+    /// The kernel's huge pages (hugetlb, 2 MiB on x86-64).
+    Huge,
 }
 
 /// Who serves page faults (`--fault-mode`).
@@ -450,6 +469,7 @@ struct FarSetting {
     throttle: bool,
     mode: FaultMode,
     spin_us: Option<u64>,
+    huge_pages: bool,
 }
 
 /// Entry point.
@@ -554,13 +574,16 @@ fn run_workload(
     for &n in counts {
         for &fraction in &args.local_fraction {
             for &mode in &args.fault_mode {
-                let settings: Vec<FarSetting> = (args.prefetch.iter())
-                    .map(|&p| FarSetting {
+                // Every page size and prefetch setting in the same rounds.
+                let settings: Vec<FarSetting> = (args.page_size.iter())
+                    .flat_map(|&size| args.prefetch.iter().map(move |&p| (size, p)))
+                    .map(|(size, p)| FarSetting {
                         fraction,
                         prefetch: p == OnOff::On,
                         throttle: args.throttle == OnOff::On,
                         mode: mode.into(),
                         spin_us: args.spin_us,
+                        huge_pages: size == PageSizeArg::Huge,
                     })
                     .collect();
                 let measured = paired::measure(w.as_ref(), connect(&addrs[..n], transport)?, &settings, rounds)
@@ -576,6 +599,7 @@ fn run_workload(
                     run.prefetches = m.stats.prefetches;
                     run.evictions = m.stats.evictions;
                     run.fault_mode = Some(mode_name(m.fault_mode));
+                    run.page_bytes = Some(m.page_bytes);
                     report::progress(args, &run);
                     runs.push(run);
                 }

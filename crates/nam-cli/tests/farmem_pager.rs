@@ -515,3 +515,70 @@ fn a_budget_of_four_pages_keeps_evicting_whatever_the_draws() {
         assert!(region.stats().evictions > 8 * 64, "{mode:?}: {:?}", region.stats());
     }
 }
+
+/// Makes `needed` huge pages free if this process may (root): raises `vm.nr_hugepages` by
+/// what is missing. Returns whether they are free now.
+fn free_huge_pages_for(needed: u64) -> bool {
+    let free = nam_farmem::free_huge_pages();
+    if free < needed {
+        let path = "/proc/sys/vm/nr_hugepages";
+        let total: u64 = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+        let _ = std::fs::write(path, (total + needed - free).to_string());
+    }
+    nam_farmem::free_huge_pages() >= needed
+}
+
+#[test]
+fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
+    let _serial = serial();
+    let Some(huge) = nam_farmem::huge_page_bytes() else {
+        panic!("this kernel has no huge pages (no Hugepagesize in /proc/meminfo)")
+    };
+    let procs: Vec<ServerProcess> = (0..2).map(|_| ServerProcess::start("sm,self,tcp", &[])).collect();
+    let addrs: Vec<_> = procs.iter().map(|p| p.addr).collect();
+    let (bytes, budget) = (8 * huge, 4 * huge);
+    if !free_huge_pages_for(4) {
+        // Not root and none reserved: the region must say so, naming the counts.
+        let refused =
+            PagedRegion::new(client(&addrs, "sm,self,tcp"), PagerConfig::new(bytes, budget).with_huge_pages());
+        match refused {
+            Err(Error::HugePagesUnavailable { needed: 4, page_bytes, .. }) => assert_eq!(page_bytes, huge),
+            Err(e) => panic!("wrong error without free huge pages: {e}"),
+            Ok(_) => panic!("a region on huge pages was made without free huge pages"),
+        }
+        eprintln!("no huge pages could be reserved here: checked the refusal only");
+        return;
+    }
+    for mode in [FaultMode::Thread, FaultMode::Signal] {
+        let mut config = PagerConfig::new(bytes, budget).with_huge_pages();
+        config.fault_mode = mode;
+        let region = PagedRegion::new(client(&addrs, "sm,self,tcp"), config).unwrap();
+        assert_eq!(region.page_bytes(), huge);
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        let mut model = vec![0u8; bytes as usize];
+        let what = format!("huge pages, {mode:?} faults");
+        // Passes in order (a stream: prefetched pages) and at random, each over twice the budget.
+        for pass in 0..3u8 {
+            write_in_order(mem, &mut model, 4096, |i| (i / 4096) as u8 ^ pass);
+            assert!(mem[..] == model[..], "{what}: pass {pass} differs from the model");
+            assert!(region.resident_pages() <= 4, "{what}: {} pages resident", region.resident_pages());
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..400 {
+            let len = rng.gen_range(1..6000);
+            let addr = rng.gen_range(0..bytes as usize - len);
+            if rng.gen_bool(0.5) {
+                let v: u8 = rng.gen();
+                mem[addr..addr + len].fill(v);
+                model[addr..addr + len].fill(v);
+            } else {
+                assert!(mem[addr..addr + len] == model[addr..addr + len], "{what}: bytes at {addr:#x} differ");
+            }
+        }
+        region.evict_all().unwrap();
+        assert!(mem[..] == model[..], "{what}: region differs from the model after evicting all");
+        let s = region.stats();
+        assert!(s.evictions > 0 && s.writebacks > 0, "{what}: {s:?}");
+    }
+}

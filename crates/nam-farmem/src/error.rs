@@ -78,6 +78,16 @@ pub enum Error {
         /// The kernel's answer.
         reason: String,
     },
+    /// A region on huge pages needs more huge pages than are reserved and free.
+    #[error("the region's budget needs {needed} huge pages of {page_bytes} bytes but {free} are free (none at all when the page size is 0: the kernel has no huge pages); reserve more as root with `sysctl vm.nr_hugepages=N`, or use 4 KiB pages")]
+    HugePagesUnavailable {
+        /// Huge pages the budget needs.
+        needed: u64,
+        /// Huge pages free when the region was made.
+        free: u64,
+        /// The huge page size (0: the kernel has none).
+        page_bytes: u64,
+    },
     /// A system call of the pager failed.
     #[error("{what} failed: {source}")]
     System {

@@ -62,7 +62,10 @@ pub use cpu_latency::{cpu_latency_in_force_us, CpuLatencyBound, CPU_LATENCY_DEVI
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
 pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
-pub use pager::{serving_faults, FaultMode, PagedRegion, PagerConfig, BUDGET_PAGES_MIN, SIGNAL_REGIONS_MAX};
+pub use pager::{
+    free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig, BUDGET_PAGES_MIN,
+    SIGNAL_REGIONS_MAX,
+};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;

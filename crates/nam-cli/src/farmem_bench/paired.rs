@@ -45,6 +45,8 @@ pub struct Paired {
     pub stats: Stats,
     /// Who served the faults (signal mode may have fallen back to the handler thread).
     pub fault_mode: FaultMode,
+    /// The region's page size.
+    pub page_bytes: u64,
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -73,9 +75,11 @@ fn timed(w: &dyn Workload, mem: &mut [u8], iterations: usize) -> (f64, u64) {
 /// same local runs.
 pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], rounds: Rounds) -> Result<Vec<Paired>> {
     let footprint = w.footprint();
-    let mut local = vec![0u64; footprint.div_ceil(8)];
-    // SAFETY: viewing the u64 buffer as bytes.
-    let local = unsafe { std::slice::from_raw_parts_mut(local.as_mut_ptr().cast::<u8>(), footprint) };
+    // Both sides on huge pages when some region is: the local side asks for transparent
+    // huge pages, so that no row gains its fewer TLB misses over the baseline.
+    let local_huge = settings.iter().any(|s| s.huge_pages);
+    let mut local_buf = LocalBuffer::new(footprint, local_huge)?;
+    let local = local_buf.as_mut_slice();
     w.init(local);
     let regions = settings.iter().map(|s| region(w, client.clone(), s)).collect::<Result<Vec<_>>>()?;
     // SAFETY: the only views of the regions, dropped before them.
@@ -138,6 +142,7 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
             iterations,
             stats,
             fault_mode: region.fault_mode(),
+            page_bytes: region.page_bytes(),
         });
     }
     Ok(out)
@@ -152,5 +157,52 @@ fn region(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<Paged
     config.fault_mode = s.mode;
     config.throttle.enabled = s.throttle;
     config.spin_us = s.spin_us.unwrap_or(config.spin_us);
+    if s.huge_pages {
+        config = config.with_huge_pages();
+    }
     Ok(PagedRegion::new(client, config)?)
+}
+
+/// The local side's memory: an anonymous mapping, with transparent huge pages asked for
+/// (`MADV_HUGEPAGE`) when `huge`.
+struct LocalBuffer {
+    base: *mut u8,
+    len: usize,
+}
+
+impl LocalBuffer {
+    fn new(len: usize, huge: bool) -> Result<LocalBuffer> {
+        let len = len.max(1);
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            bail!("mmap of {len} bytes for the local side: {}", std::io::Error::last_os_error());
+        }
+        if huge {
+            // SAFETY: advice on the mapping made above; refused advice changes nothing.
+            unsafe { libc::madvise(base, len, libc::MADV_HUGEPAGE) };
+        }
+        Ok(LocalBuffer { base: base.cast(), len })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping of `len` bytes made in `new`, borrowed mutably from its owner.
+        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
+    }
+}
+
+impl Drop for LocalBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer borrowed.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
 }

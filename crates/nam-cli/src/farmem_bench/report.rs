@@ -38,6 +38,9 @@ fn label(r: &Run) -> String {
     if let Some(lru) = r.memcached_lru.filter(|l| *l != Lru::Classic.name()) {
         out += &format!(" with {lru} LRU");
     }
+    if let Some(p) = r.page_bytes.filter(|&p| p != 4096) {
+        out += &format!(", {} MiB pages", p >> 20);
+    }
     if let Some(l) = r.line_bytes {
         out += &format!(" line {l} B");
     }
@@ -171,6 +174,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
                 && o.transport == on.transport
                 && o.line_bytes == on.line_bytes
                 && o.fault_mode == on.fault_mode
+                && o.page_bytes == on.page_bytes
                 && o.memcached_lru == on.memcached_lru
         });
         if let Some(off) = off {

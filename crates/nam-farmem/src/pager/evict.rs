@@ -31,7 +31,7 @@
 //! resident, installed less often, would go first, which turns replacement into LRU, the
 //! worst policy for such a loop.
 
-use super::{Pages, Shared, CLEAN, DIRTY, EVICT_RUN_MAX, MISSING, PAGE_BYTES};
+use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
 use crate::error::{Error, Result};
 use rand::Rng;
 
@@ -45,7 +45,7 @@ const VICTIM_SAMPLE: usize = 2;
 const PIDFD_SELF: libc::c_int = -10000;
 
 impl Shared {
-    /// Evicts until `room` more pages fit in the budget, in runs of up to [`EVICT_RUN_MAX`]
+    /// Evicts until `room` more pages fit in the budget, in runs of up to [`super::EVICT_RUN_BYTES`]
     /// pages; when it must evict, it frees up to an eighth of the budget beyond the room.
     pub(super) fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         if pages.resident.len() + room <= self.budget_pages {
@@ -61,8 +61,8 @@ impl Shared {
                 // Nothing left to evict but the page just faulted: the budget cannot hold it
                 // and the pages to install beside it.
                 return Err(Error::BudgetTooSmall {
-                    budget_bytes: self.budget_pages as u64 * PAGE_BYTES,
-                    unit_bytes: (pages.resident.len() + room) as u64 * PAGE_BYTES,
+                    budget_bytes: self.budget_pages as u64 * self.page_bytes,
+                    unit_bytes: (pages.resident.len() + room) as u64 * self.page_bytes,
                 });
             }
         }
@@ -71,7 +71,7 @@ impl Shared {
 
     /// The free budget eviction leaves behind it: an eighth of the budget, at most a run.
     fn slack(&self) -> usize {
-        (self.budget_pages / 8).min(EVICT_RUN_MAX as usize)
+        (self.budget_pages / 8).min(self.evict_run_max as usize)
     }
 
     /// Between faults (the handler thread when it has nothing else to do): evicts one run if
@@ -81,7 +81,7 @@ impl Shared {
     /// for budgets under two runs, which are left to [`Shared::make_room`]. Returns whether
     /// it evicted.
     pub(super) fn evict_ahead(&self) -> Result<bool> {
-        let small = self.budget_pages < 2 * EVICT_RUN_MAX as usize || self.budget_pages as u64 >= self.pages;
+        let small = self.budget_pages < 2 * self.evict_run_max as usize || self.budget_pages as u64 >= self.pages;
         if !self.evict_ahead || small {
             return Ok(false);
         }
@@ -97,12 +97,12 @@ impl Shared {
         self.evict_victim(&mut pages, slack - free)
     }
 
-    /// Evicts up to `need` (at most [`EVICT_RUN_MAX`]) resident pages other than the most
+    /// Evicts up to `need` (at most [`super::EVICT_RUN_BYTES`]) resident pages other than the most
     /// recently faulted: runs of resident pages, each starting at a random one, until `need`
     /// pages are chosen (a stream gives one long run, random access several short ones), all
     /// dropped at once. False if there is none.
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
-        let need = need.clamp(1, EVICT_RUN_MAX as usize) as u64;
+        let need = need.clamp(1, self.evict_run_max as usize) as u64;
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
         let mut chosen = 0;
         let last = pages.last_fault as usize;
@@ -186,8 +186,8 @@ impl Shared {
         let iov: Vec<libc::iovec> = dropped_runs
             .iter()
             .map(|&(first, end)| libc::iovec {
-                iov_base: (self.base + first * PAGE_BYTES) as *mut libc::c_void,
-                iov_len: ((end - first) * PAGE_BYTES) as usize,
+                iov_base: (self.base + first * self.page_bytes) as *mut libc::c_void,
+                iov_len: ((end - first) * self.page_bytes) as usize,
             })
             .collect();
         let total: usize = iov.iter().map(|v| v.iov_len).sum();
@@ -241,8 +241,8 @@ impl Shared {
         if !(first..end).any(|p| pages.state[p as usize] == DIRTY) {
             return Ok(());
         }
-        let addr = |p: u64| self.base + p * PAGE_BYTES;
-        self.uffd.write_protect(addr(first), (end - first) * PAGE_BYTES, true)?;
+        let addr = |p: u64| self.base + p * self.page_bytes;
+        self.uffd.write_protect(addr(first), (end - first) * self.page_bytes, true)?;
         let mut p = first;
         while p < end {
             if pages.state[p as usize] != DIRTY {
@@ -253,13 +253,13 @@ impl Shared {
             while q < end && pages.state[q as usize] == DIRTY {
                 q += 1;
             }
-            let len = (q - p) * PAGE_BYTES;
+            let len = (q - p) * self.page_bytes;
             // SAFETY: resident and write-protected: nobody changes these pages meanwhile.
             let data = unsafe { std::slice::from_raw_parts(addr(p) as *const u8, len as usize) };
-            if let Err(e) = self.span.write(p * PAGE_BYTES, data) {
+            if let Err(e) = self.span.write(p * self.page_bytes, data) {
                 for r in p..end {
                     if pages.state[r as usize] == DIRTY {
-                        let _ = self.uffd.write_protect(addr(r), PAGE_BYTES, false);
+                        let _ = self.uffd.write_protect(addr(r), self.page_bytes, false);
                     }
                 }
                 return Err(e);

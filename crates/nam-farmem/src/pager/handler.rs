@@ -13,7 +13,7 @@
 //! sleeping one and keeps its cores. Faults of two threads in turn also stop the spinning
 //! for a while ([`SPIN_BACKOFF`]): the program's threads then have work for every core.
 
-use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, PAGE_BYTES, PREFETCH_RUN_MAX, RECENT_MISSES};
+use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, RECENT_MISSES};
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use std::sync::atomic::Ordering;
@@ -123,15 +123,15 @@ impl Shared {
     }
 
     fn handle(&self, fault: &Fault) -> Result<()> {
-        let page = (fault.address - self.base) / PAGE_BYTES;
-        let addr = self.base + page * PAGE_BYTES;
+        let page = (fault.address - self.base) / self.page_bytes;
+        let addr = self.base + page * self.page_bytes;
         let mut pages = self.state.lock();
         let state = pages.state[page as usize];
         if fault.flags & FAULT_WP != 0 {
             return self.handle_write_protect(&mut pages, page, state);
         }
         if state != MISSING {
-            self.uffd.wake(addr, PAGE_BYTES); // installed by a prefetch meanwhile
+            self.uffd.wake(addr, self.page_bytes); // installed by a prefetch meanwhile
             return Ok(());
         }
         self.serve_missing(&mut pages, page, fault.flags & FAULT_WRITE != 0)
@@ -198,7 +198,7 @@ impl Shared {
     }
 
     /// How many pages a miss of `page` installs itself: in signal mode, the start of the
-    /// prefetch window `ahead` when it follows the page (up to [`PREFETCH_RUN_MAX`] missing
+    /// prefetch window `ahead` when it follows the page (up to [`super::PREFETCH_RUN_BYTES`] of missing
     /// pages in all, one fetch and one copy), since in signal mode the faulting threads
     /// install the windows (the rest stays queued for the next fault that reaches it);
     /// otherwise 1.
@@ -209,7 +209,7 @@ impl Shared {
             // budget could not be installed at all (the region would have to evict the page
             // just faulted).
             let room = (self.budget_pages as u64 / 2).max(1);
-            let limit = ahead.end.min(page + PREFETCH_RUN_MAX.min(room));
+            let limit = ahead.end.min(page + self.prefetch_run_max.min(room));
             while page + count < limit && pages.state[(page + count) as usize] == MISSING {
                 count += 1;
             }
@@ -218,9 +218,9 @@ impl Shared {
     }
 
     pub(super) fn handle_write_protect(&self, pages: &mut Pages, page: u64, state: u8) -> Result<()> {
-        let addr = self.base + page * PAGE_BYTES;
+        let addr = self.base + page * self.page_bytes;
         if state != CLEAN {
-            self.uffd.wake(addr, PAGE_BYTES); // evicted or already dirty: retry the access
+            self.uffd.wake(addr, self.page_bytes); // evicted or already dirty: retry the access
             return Ok(());
         }
         // A writer moving sequentially (the page before is dirty) will write the clean
@@ -238,11 +238,11 @@ impl Shared {
         pages.writes.written(page);
         pages.accuracy.written(page);
         pages.stats.write_faults += 1;
-        self.uffd.write_protect(addr, (end - page) * PAGE_BYTES, false)
+        self.uffd.write_protect(addr, (end - page) * self.page_bytes, false)
     }
 
     /// Installs the next run of the oldest waiting prefetch window, at most
-    /// [`PREFETCH_RUN_MAX`] pages, never evicting for it the page just faulted. Returns
+    /// [`super::PREFETCH_RUN_BYTES`], never evicting for it the page just faulted. Returns
     /// whether there was anything to do.
     fn prefetch_step(&self) -> Result<bool> {
         let mut pages = self.state.lock();
@@ -255,7 +255,7 @@ impl Shared {
                 continue;
             }
             let mut end = p.next + 1;
-            let limit = p.end.min(p.next + PREFETCH_RUN_MAX.min(room.max(1)));
+            let limit = p.end.min(p.next + self.prefetch_run_max.min(room.max(1)));
             while end < limit && pages.state[end as usize] == MISSING {
                 end += 1;
             }
@@ -278,7 +278,7 @@ impl Shared {
     /// Fetches the contiguous missing pages `first..first + count` and installs them with
     /// one copy, read-only unless `dirty` (then they are dirty already).
     fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
-        let bytes = count * PAGE_BYTES as usize;
+        let bytes = count * self.page_bytes as usize;
         self.make_room(pages, count)?;
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
         if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
@@ -300,7 +300,7 @@ impl Shared {
     ) -> Result<()> {
         // Over shared memory the pages are installed straight from the server's pool mapping
         // (one copy, by UFFDIO_COPY); otherwise fetched into the bounce buffer first.
-        let far = first * PAGE_BYTES;
+        let far = first * self.page_bytes;
         if let Some(installed) =
             self.span.read_in_place(far, bounce.len(), |src| self.install(pages, first, count, dirty, src))?
         {
@@ -321,17 +321,17 @@ impl Shared {
         src: *const u8,
     ) -> Result<()> {
         let state = if dirty { DIRTY } else { CLEAN };
-        let dst = self.base + first * PAGE_BYTES;
+        let dst = self.base + first * self.page_bytes;
         // In signal mode no thread ever sleeps on a fault: nothing to wake.
         let wake = !self.signal_mode;
-        let all = self.uffd.copy(dst, src, count as u64 * PAGE_BYTES, !dirty, wake)?;
+        let all = self.uffd.copy(dst, src, count as u64 * self.page_bytes, !dirty, wake)?;
         for (i, p) in (first..first + count as u64).enumerate() {
             if pages.state[p as usize] != MISSING {
                 continue;
             }
             // Some page of the run was already there: install the others one by one.
-            let page_src = src.wrapping_add(i * PAGE_BYTES as usize);
-            if all || self.uffd.copy(self.base + p * PAGE_BYTES, page_src, PAGE_BYTES, !dirty, wake)? {
+            let page_src = src.wrapping_add(i * self.page_bytes as usize);
+            if all || self.uffd.copy(self.base + p * self.page_bytes, page_src, self.page_bytes, !dirty, wake)? {
                 mark_installed(pages, p, state);
             }
         }

@@ -20,14 +20,15 @@
 //! missing-page faults with the region's descriptor (a move's destination must be): the
 //! pages `0..filled` are present (recycled, holding stale data of some evicted page), the
 //! rest are missing and never touched. Its pages are outside the budget, as the bounce
-//! buffer is: at most 128 KiB per region.
+//! buffer is: at most 128 KiB per region. Regions on huge pages have none (the kernel moves
+//! 4 KiB pages only).
 
 use super::handler::mark_installed;
 use super::{Shared, PAGE_BYTES};
 use crate::error::{Error, Result};
 
 /// Pages the pool holds at most: two eviction runs.
-pub const POOL_PAGES: u64 = 2 * super::EVICT_RUN_MAX;
+pub const POOL_PAGES: u64 = 2 * super::EVICT_RUN_BYTES / PAGE_BYTES;
 
 /// The recycled pages of a region; see the module documentation.
 pub(super) struct Pool {
@@ -112,17 +113,17 @@ impl Shared {
     pub(super) fn install_recycled(&self, pages: &mut super::Pages, first: u64, count: usize) -> Result<bool> {
         let Some(pool) = pages.pool.as_mut() else { return Ok(false) };
         let Some(src) = pool.take(count as u64) else { return Ok(false) };
-        let len = count as u64 * PAGE_BYTES;
+        let len = count as u64 * self.page_bytes;
         // SAFETY: `count` present pages of the pool, ours alone while the state is locked.
         let buf = unsafe { std::slice::from_raw_parts_mut(src as *mut u8, len as usize) };
-        if let Err(e) = self.span.read(first * PAGE_BYTES, buf) {
+        if let Err(e) = self.span.read(first * self.page_bytes, buf) {
             // Back on the stack: still present (whatever the failed read left in them does
             // not matter, a recycled page's contents are always overwritten before use).
             pool.pushed(count as u64);
             return Err(e);
         }
         let wake = !self.signal_mode;
-        match self.uffd.move_pages(self.base + first * PAGE_BYTES, src, len, wake) {
+        match self.uffd.move_pages(self.base + first * self.page_bytes, src, len, wake) {
             Ok(()) => {
                 pages.stats.recycled += count as u64;
                 (first..first + count as u64).for_each(|p| mark_installed(pages, p, super::DIRTY));
@@ -130,7 +131,7 @@ impl Shared {
             Err(e) => {
                 // The pages that did not move still hold the data: copy them, then leave
                 // the taken range missing.
-                let moved = e.moved / PAGE_BYTES;
+                let moved = e.moved / self.page_bytes;
                 pages.stats.recycled += moved;
                 (first..first + moved).for_each(|p| mark_installed(pages, p, super::DIRTY));
                 let rest = first + moved;
@@ -152,13 +153,13 @@ impl Shared {
         let pool = pages.pool.as_mut()?;
         let count = end - first;
         let dst = pool.room(count)?;
-        match self.uffd.move_pages(dst, self.base + first * PAGE_BYTES, count * PAGE_BYTES, false) {
+        match self.uffd.move_pages(dst, self.base + first * self.page_bytes, count * self.page_bytes, false) {
             Ok(()) => {
                 pool.pushed(count);
                 Some(end)
             }
             Err(e) => {
-                let moved = e.moved / PAGE_BYTES;
+                let moved = e.moved / self.page_bytes;
                 pool.pushed(moved);
                 log::debug!("UFFDIO_MOVE of an evicted run stopped after {moved} pages: {}", e.source);
                 Some(first + moved)

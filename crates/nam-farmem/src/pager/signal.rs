@@ -20,7 +20,7 @@
 //! - SIGBUS is process-wide: a SIGBUS outside every signal-mode region goes to the
 //!   disposition that was installed before (the default one ends the process as usual).
 
-use super::{fatal, Shared, PAGE_BYTES};
+use super::{fatal, Shared};
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, Once};
@@ -132,7 +132,7 @@ fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc:
         }
         // SAFETY: registered regions stay alive until they unregister.
         let shared = unsafe { &*p };
-        if addr >= shared.base && addr < shared.base + shared.pages * PAGE_BYTES {
+        if addr >= shared.base && addr < shared.base + shared.pages * shared.page_bytes {
             if let Err(e) = super::serving(|| shared.serve_signal(addr, is_write(context))) {
                 fatal(&format!("cannot serve the page fault at {addr:#x} of a far-memory region: {e}"));
             }
@@ -179,7 +179,7 @@ impl Shared {
     /// every eviction and write-protect change of either thread cost a TLB-shootdown IPI to
     /// the other (docs/farmem.md, "Signal mode installs its prefetches itself").
     fn serve_signal(&self, addr: u64, write: bool) -> Result<()> {
-        let page = (addr - self.base) / PAGE_BYTES;
+        let page = (addr - self.base) / self.page_bytes;
         let mut pages = self.state.lock();
         match pages.state[page as usize] {
             super::MISSING => self.serve_missing(&mut pages, page, write)?,

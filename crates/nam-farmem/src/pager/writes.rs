@@ -9,15 +9,15 @@
 //! costs far less over shared memory and is paid only for pages that are evicted.
 //!
 //! Whether reads are followed by writes depends on the data structure, so the predictor
-//! keeps a 2-bit saturating counter per zone of [`ZONE_PAGES`] pages (1 MiB: memcached's
+//! keeps a 2-bit saturating counter per zone of [`ZONE_BYTES`] (1 MiB: memcached's
 //! slab pages, or distinct arrays of a loop such as SAXPY's read-only `x` and updated `y`),
 //! like a bimodal branch predictor: a write fault on a clean page counts up, a clean page
 //! evicted without having been written counts down, and a read miss in a zone whose counter
 //! is in the upper half is installed writable. One in [`SAMPLE_EVERY`] such misses is still
 //! installed write-protected, so that the counter keeps learning when the zone's use changes.
 
-/// Pages per zone of the predictor (1 MiB).
-pub const ZONE_PAGES: u64 = 256;
+/// Bytes per zone of the predictor (1 MiB; one page where pages are larger).
+pub const ZONE_BYTES: u64 = 1 << 20;
 /// One in this many predicted-writable read misses is installed write-protected anyway.
 pub const SAMPLE_EVERY: u32 = 16;
 const MAX: u8 = 3;
@@ -27,34 +27,37 @@ const WRITABLE_FROM: u8 = 2;
 #[derive(Debug, Clone)]
 pub struct WritePredictor {
     counters: Vec<u8>,
+    /// Pages per zone.
+    zone_pages: u64,
     predicted: u32,
     enabled: bool,
 }
 
 impl WritePredictor {
     /// A predictor for a region of `pages` pages; every zone starts predicting read-only.
-    pub fn new(pages: u64, enabled: bool) -> WritePredictor {
-        let zones = if enabled { pages.div_ceil(ZONE_PAGES) as usize } else { 0 };
-        WritePredictor { counters: vec![0; zones], predicted: 0, enabled }
+    pub fn new(pages: u64, page_bytes: u64, enabled: bool) -> WritePredictor {
+        let zone_pages = (ZONE_BYTES / page_bytes).max(1);
+        let zones = if enabled { pages.div_ceil(zone_pages) as usize } else { 0 };
+        WritePredictor { counters: vec![0; zones], zone_pages, predicted: 0, enabled }
     }
 
     /// A read-installed (clean) page was written.
     pub fn written(&mut self, page: u64) {
-        if let Some(c) = self.counters.get_mut((page / ZONE_PAGES) as usize) {
+        if let Some(c) = self.counters.get_mut((page / self.zone_pages) as usize) {
             *c = (*c + 1).min(MAX);
         }
     }
 
     /// A clean page left local memory without having been written.
     pub fn unwritten(&mut self, page: u64) {
-        if let Some(c) = self.counters.get_mut((page / ZONE_PAGES) as usize) {
+        if let Some(c) = self.counters.get_mut((page / self.zone_pages) as usize) {
             *c = c.saturating_sub(1);
         }
     }
 
     /// Whether a read miss of `page` should be installed writable (and dirty).
     pub fn install_writable(&mut self, page: u64) -> bool {
-        if !self.enabled || self.counters.get((page / ZONE_PAGES) as usize).is_none_or(|&c| c < WRITABLE_FROM) {
+        if !self.enabled || self.counters.get((page / self.zone_pages) as usize).is_none_or(|&c| c < WRITABLE_FROM) {
             return false;
         }
         self.predicted = self.predicted.wrapping_add(1);
@@ -66,9 +69,12 @@ impl WritePredictor {
 mod tests {
     use super::*;
 
+    /// Pages of 4 KiB per zone.
+    const ZONE_PAGES: u64 = ZONE_BYTES / 4096;
+
     #[test]
     fn a_zone_written_after_reads_installs_writable_except_samples() {
-        let mut p = WritePredictor::new(4 * ZONE_PAGES, true);
+        let mut p = WritePredictor::new(4 * ZONE_PAGES, 4096, true);
         assert!(!p.install_writable(10), "starts read-only");
         p.written(10);
         assert!(!p.install_writable(11), "one write is not a pattern");
@@ -82,7 +88,7 @@ mod tests {
 
     #[test]
     fn clean_evictions_turn_a_zone_back_to_read_only() {
-        let mut p = WritePredictor::new(ZONE_PAGES, true);
+        let mut p = WritePredictor::new(ZONE_PAGES, 4096, true);
         for _ in 0..10 {
             p.written(1);
         }
@@ -96,11 +102,11 @@ mod tests {
 
     #[test]
     fn disabled_or_out_of_range_never_predicts() {
-        let mut p = WritePredictor::new(ZONE_PAGES, false);
+        let mut p = WritePredictor::new(ZONE_PAGES, 4096, false);
         p.written(0);
         p.written(0);
         assert!(!p.install_writable(0));
-        let mut p = WritePredictor::new(ZONE_PAGES, true);
+        let mut p = WritePredictor::new(ZONE_PAGES, 4096, true);
         p.written(ZONE_PAGES * 9); // beyond the region: ignored
         p.unwritten(ZONE_PAGES * 9);
         assert!(!p.install_writable(ZONE_PAGES * 9));
