@@ -295,6 +295,11 @@ typedef enum {
    * server than the one asked).
    */
   NAM_ERR_WRONG_SERVER = -52,
+  /**
+   * Far memory: a region on huge pages needs more huge pages than are reserved and free
+   * (`vm.nr_hugepages`), or the kernel has none.
+   */
+  NAM_ERR_HUGE_PAGES_UNAVAILABLE = -53,
 } nam_status_t;
 
 /**
@@ -598,6 +603,14 @@ typedef struct {
    * write access to the device (`NAM_ERR_SYSTEM` otherwise) and costs power.
    */
   uint32_t poll_idle_cores;
+  /**
+   * 1 backs the region with the kernel's huge pages (2 MiB on x86-64; region only): a
+   * fault, an install and an eviction each move a whole huge page, which suits programs
+   * that stream through memory and not those that touch it at random. `local_bytes` must
+   * fit in the huge pages reserved and free (`NAM_ERR_HUGE_PAGES_UNAVAILABLE` otherwise;
+   * reserve them as root with `sysctl vm.nr_hugepages=N`).
+   */
+  uint32_t huge_pages;
 } nam_farmem_params_t;
 
 #ifdef __cplusplus
@@ -1456,7 +1469,8 @@ nam_status_t nam_farmem_destroy(nam_farmem_t *far);
  * Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
  * resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
  * Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
- * `NAM_ERR_BUDGET_TOO_SMALL` (below two pages), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
+ * `NAM_ERR_BUDGET_TOO_SMALL` (below two pages), `NAM_ERR_HUGE_PAGES_UNAVAILABLE`
+ * (`huge_pages` asked for and too few free), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
  * refused), connection errors. If a
  * page cannot be fetched later (its server died) the process is aborted with a message.
  *

@@ -49,6 +49,12 @@ pub struct nam_farmem_params_t {
     /// then wakes the faulting thread in a few microseconds instead of tens. Needs root or
     /// write access to the device (`NAM_ERR_SYSTEM` otherwise) and costs power.
     pub poll_idle_cores: u32,
+    /// 1 backs the region with the kernel's huge pages (2 MiB on x86-64; region only): a
+    /// fault, an install and an eviction each move a whole huge page, which suits programs
+    /// that stream through memory and not those that touch it at random. `local_bytes` must
+    /// fit in the huge pages reserved and free (`NAM_ERR_HUGE_PAGES_UNAVAILABLE` otherwise;
+    /// reserve them as root with `sysctl vm.nr_hugepages=N`).
+    pub huge_pages: u32,
 }
 
 unsafe fn connect(config: *const crate::client::nam_config_t) -> Result<Arc<Client>, Failure> {
@@ -164,7 +170,8 @@ pub unsafe extern "C" fn nam_farmem_destroy(far: *mut nam_farmem_t) -> nam_statu
 /// Creates a paged region of `params->far_bytes` with at most `params->local_bytes`
 /// resident, and writes its address to `*ptr`: plain loads and stores reach far memory.
 /// Errors: `NAM_ERR_USERFAULTFD_DENIED` (the process may not use userfaultfd),
-/// `NAM_ERR_BUDGET_TOO_SMALL` (below two pages), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
+/// `NAM_ERR_BUDGET_TOO_SMALL` (below two pages), `NAM_ERR_HUGE_PAGES_UNAVAILABLE`
+/// (`huge_pages` asked for and too few free), `NAM_ERR_SYSTEM` (also: `poll_idle_cores`
 /// refused), connection errors. If a
 /// page cannot be fetched later (its server died) the process is aborted with a message.
 ///
@@ -184,6 +191,9 @@ pub unsafe extern "C" fn nam_region_create(
         *ptr = std::ptr::null_mut();
         let p = deref(params, "params")?;
         let mut pc = PagerConfig::new(p.far_bytes, p.local_bytes);
+        if p.huge_pages != 0 {
+            pc = pc.with_huge_pages();
+        }
         pc.prefetch.enabled = p.prefetch_off == 0;
         if p.fault_thread != 0 {
             pc.fault_mode = FaultMode::Thread;

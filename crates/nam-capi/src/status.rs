@@ -125,13 +125,16 @@ pub enum nam_status_t {
     /// A global address names a server this client is not connected to (or another
     /// server than the one asked).
     NAM_ERR_WRONG_SERVER = -52,
+    /// Far memory: a region on huge pages needs more huge pages than are reserved and free
+    /// (`vm.nr_hugepages`), or the kernel has none.
+    NAM_ERR_HUGE_PAGES_UNAVAILABLE = -53,
 }
 
 use nam_status_t::*;
 
 impl nam_status_t {
     /// Every code, in declaration order.
-    pub const fn all() -> [nam_status_t; 54] {
+    pub const fn all() -> [nam_status_t; 55] {
         [
             NAM_OK,
             NAM_IN_PROGRESS,
@@ -187,6 +190,7 @@ impl nam_status_t {
             NAM_ERR_REDUCE_MISMATCH,
             NAM_ERR_REDUCE_ABORTED,
             NAM_ERR_WRONG_SERVER,
+            NAM_ERR_HUGE_PAGES_UNAVAILABLE,
         ]
     }
 
@@ -252,6 +256,7 @@ impl nam_status_t {
             NAM_ERR_REDUCE_MISMATCH => "allreduce ranks disagree on length, type or operation\0",
             NAM_ERR_REDUCE_ABORTED => "allreduce aborted: a rank left or died\0",
             NAM_ERR_WRONG_SERVER => "global address names another server\0",
+            NAM_ERR_HUGE_PAGES_UNAVAILABLE => "not enough free huge pages\0",
         }
     }
 }
@@ -326,6 +331,7 @@ pub fn status_of_far_error(error: &nam_farmem::Error) -> nam_status_t {
         E::Server { source, .. } | E::OutOfCapacity { source, .. } => status_of_error(source),
         E::UserfaultfdNotPermitted { .. } => NAM_ERR_USERFAULTFD_DENIED,
         E::System { .. } => NAM_ERR_SYSTEM,
+        E::HugePagesUnavailable { .. } => NAM_ERR_HUGE_PAGES_UNAVAILABLE,
     }
 }
 

@@ -86,6 +86,27 @@ int main(void) {
         fprintf(stderr, "poll_idle_cores refused without naming the device: %s\n", nam_last_error_message());
         return 1;
     }
+
+    /* A region on huge pages: 4 of them resident at most, 8 in far memory. Where too few are
+     * reserved and free, the refusal must say how to reserve them. */
+    enum { HUGE_FAR = 16 << 20 };
+    unsigned char *huge_model = malloc(HUGE_FAR);
+    for (size_t i = 0; i < HUGE_FAR; i++) huge_model[i] = (unsigned char)(i * 13 + i / 4096);
+    nam_farmem_params_t huge = {.far_bytes = HUGE_FAR, .local_bytes = HUGE_FAR / 2, .huge_pages = 1};
+    s = nam_region_create(NULL, &huge, &region, &mem);
+    if (s == NAM_OK) {
+        memcpy(mem, huge_model, HUGE_FAR); /* the first half is evicted by the time this ends */
+        CHECK(nam_region_flush(region));
+        if (memcmp(mem, huge_model, HUGE_FAR) != 0) { fprintf(stderr, "paged, huge pages: data differs\n"); return 1; }
+        CHECK(nam_region_destroy(region));
+    } else if (s != NAM_ERR_HUGE_PAGES_UNAVAILABLE || strstr(nam_last_error_message(), "vm.nr_hugepages") == NULL) {
+        fprintf(stderr, "huge pages refused without saying how to reserve them: %s (%s)\n", nam_status_string(s),
+                nam_last_error_message());
+        return 1;
+    } else {
+        printf("farmem.c: no free huge pages, refusal checked\n");
+    }
+    free(huge_model);
     printf("farmem.c: ok\n");
     free(model);
     free(back);

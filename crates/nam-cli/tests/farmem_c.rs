@@ -1,5 +1,6 @@
 //! Far memory is usable from C: `tests/farmem.c` is compiled against `include/nam.h` and
-//! `libnam.so` (made by `cargo build --workspace`) and run against a real `nam serve`.
+//! `libnam.so` (made by `cargo build --workspace`) and run against a real `nam serve`; and an
+//! unmodified C program streams through huge far pages under the `LD_PRELOAD` library.
 
 mod common;
 
@@ -39,4 +40,62 @@ fn the_c_api_reaches_far_memory_both_ways() {
     let _ = std::fs::remove_file(&exe);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("farmem.c: ok"), "{text}");
+}
+
+/// A C program that knows nothing of nam: a large array (placed in far memory by the
+/// preload library) written and summed in three passes, each checked.
+const STREAMING_PROGRAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    size_t n = (size_t)32 << 20 >> 3;
+    unsigned long *a = malloc(n * sizeof *a);
+    if (a == NULL) return 2;
+    for (int pass = 1; pass <= 3; pass++) {
+        for (size_t i = 0; i < n; i++) a[i] = i * pass;
+        unsigned long sum = 0;
+        for (size_t i = 0; i < n; i++) sum += a[i];
+        if (sum != (unsigned long)pass * (n * (n - 1) / 2)) { printf("pass %d: wrong sum\n", pass); return 1; }
+    }
+    printf("streaming.c: ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn an_unmodified_program_streams_through_huge_pages_under_the_preload_library() {
+    let lib = lib_dir();
+    let preload = lib.join("libnam_farmem_preload.so");
+    assert!(preload.exists(), "{} missing: run `cargo build --workspace` first", preload.display());
+    let dir = std::env::temp_dir().join(format!("nam-farmem-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("streaming.c"), STREAMING_PROGRAM).unwrap();
+    let cc = Command::new("cc").arg(dir.join("streaming.c")).arg("-O2").arg("-o").arg(dir.join("streaming")).output();
+    let cc = cc.expect("run cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    // 8 MiB resident of a 32 MiB array: four huge pages.
+    let have_huge_pages = common::free_huge_pages_for(4);
+    let server = ServerProcess::start("sm,self,tcp", &[]);
+    let out = Command::new(dir.join("streaming"))
+        .env("LD_PRELOAD", &preload)
+        .env("NAM_SERVERS", server.addr.to_string())
+        .env("NAM_TRANSPORTS", "sm,self,tcp")
+        .env("NAM_FARMEM_HUGE_PAGES", "1")
+        .env("NAM_FARMEM_BYTES", "64MiB")
+        .env("NAM_FARMEM_LOCAL_BYTES", "8MiB")
+        .env("NAM_FARMEM_STATS", "1")
+        .output()
+        .expect("run the C program");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("streaming.c: ok"), "{text}");
+    if have_huge_pages {
+        let huge = nam_farmem::huge_page_bytes().expect("huge pages were reserved");
+        assert!(text.contains(&format!("page size {huge} bytes")), "not on huge pages: {text}");
+        let misses = text.split("misses ").nth(1).and_then(|t| t.split(',').next()).and_then(|m| m.parse::<u64>().ok());
+        assert!(misses.is_some_and(|m| m >= 3 * 16), "three passes over 16 huge pages with room for 4: {text}");
+    } else {
+        // The library says why and the program runs on local memory.
+        assert!(text.contains("vm.nr_hugepages"), "no huge pages, and no word of it: {text}");
+    }
 }

@@ -516,18 +516,6 @@ fn a_budget_of_four_pages_keeps_evicting_whatever_the_draws() {
     }
 }
 
-/// Makes `needed` huge pages free if this process may (root): raises `vm.nr_hugepages` by
-/// what is missing. Returns whether they are free now.
-fn free_huge_pages_for(needed: u64) -> bool {
-    let free = nam_farmem::free_huge_pages();
-    if free < needed {
-        let path = "/proc/sys/vm/nr_hugepages";
-        let total: u64 = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
-        let _ = std::fs::write(path, (total + needed - free).to_string());
-    }
-    nam_farmem::free_huge_pages() >= needed
-}
-
 #[test]
 fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
     let _serial = serial();
@@ -537,7 +525,7 @@ fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
     let procs: Vec<ServerProcess> = (0..2).map(|_| ServerProcess::start("sm,self,tcp", &[])).collect();
     let addrs: Vec<_> = procs.iter().map(|p| p.addr).collect();
     let (bytes, budget) = (8 * huge, 4 * huge);
-    if !free_huge_pages_for(4) {
+    if !common::free_huge_pages_for(4) {
         // Not root and none reserved: the region must say so, naming the counts.
         let refused =
             PagedRegion::new(client(&addrs, "sm,self,tcp"), PagerConfig::new(bytes, budget).with_huge_pages());

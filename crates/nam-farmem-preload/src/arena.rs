@@ -104,6 +104,9 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(4 << 30);
     let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(256 << 20);
     let mut config = PagerConfig::new(bytes, local);
+    if std::env::var("NAM_FARMEM_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "1" | "on")) {
+        config = config.with_huge_pages();
+    }
     let prefetch = env_on("NAM_FARMEM_PREFETCH");
     config.prefetch.enabled = prefetch; // the pager's own window, switched on or off
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
@@ -151,7 +154,7 @@ extern "C" fn print_stats() {
     if let Some(region) = region() {
         let s = region.stats();
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
@@ -161,7 +164,8 @@ extern "C" fn print_stats() {
             s.write_faults,
             s.predicted_writes,
             s.prefetch_hits,
-            s.prefetch_wasted
+            s.prefetch_wasted,
+            region.page_bytes()
         );
     }
 }

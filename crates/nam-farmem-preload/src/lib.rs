@@ -30,7 +30,9 @@
 //! `NAM_FARMEM_CPU_LATENCY_US=0` keeps idle cores polling instead of sleeping while the
 //! program runs (`nam_farmem::CpuLatencyBound`; needs root or write access to
 //! `/dev/cpu_dma_latency`): thread-mode faults then wake the faulting thread in a few
-//! microseconds instead of tens.
+//! microseconds instead of tens. `NAM_FARMEM_HUGE_PAGES=1` backs the far arena with the
+//! kernel's huge pages (`PagerConfig::with_huge_pages`; `NAM_FARMEM_LOCAL_BYTES` must fit in
+//! the huge pages reserved and free): for programs that stream through their large arrays.
 //!
 //! ```no_run
 //! // The library is used through LD_PRELOAD; from Rust its arena is reachable directly:

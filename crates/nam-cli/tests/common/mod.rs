@@ -132,3 +132,16 @@ pub fn lib_dir() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     exe.parent().and_then(Path::parent).expect("test binary lives in <target>/<profile>/deps").to_path_buf()
 }
+
+/// Makes `needed` huge pages free if this process may (root): raises `vm.nr_hugepages` by
+/// what is missing. Returns whether they are free now.
+#[allow(dead_code)] // not every test binary has regions on huge pages
+pub fn free_huge_pages_for(needed: u64) -> bool {
+    let free = nam_farmem::free_huge_pages();
+    if free < needed {
+        let path = "/proc/sys/vm/nr_hugepages";
+        let total: u64 = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+        let _ = std::fs::write(path, (total + needed - free).to_string());
+    }
+    nam_farmem::free_huge_pages() >= needed
+}
