@@ -201,6 +201,10 @@ struct Pages {
     writes: writes::WritePredictor,
     /// Prefetch windows not installed yet, served between faults.
     pending: VecDeque<Pending>,
+    /// Pages that came in with a stream, in the order they came in, with their install
+    /// count then (an entry whose page has come in again since is stale): the victims taken
+    /// first once newer stream pages arrived after them (`evict.rs`, drop-behind).
+    behind: VecDeque<(u32, u16)>,
     stats: Stats,
     rng: rand::rngs::SmallRng,
     bounce: Vec<u8>,
@@ -324,6 +328,7 @@ impl PagedRegion {
             accuracy: accuracy::Accuracy::new(pages, config.throttle),
             writes: writes::WritePredictor::new(pages, page_bytes, config.predict_writes),
             pending: VecDeque::new(),
+            behind: VecDeque::new(),
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
             bounce: vec![0; (page_bytes * prefetch_run_max) as usize],

@@ -104,7 +104,7 @@ impl Shared {
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
         let need = need.clamp(1, self.evict_run_max as usize) as u64;
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
-        let mut chosen = 0;
+        let mut chosen = self.drop_behind(pages, need, &mut runs);
         let last = pages.last_fault as usize;
         let mru_resident = last < pages.position.len() && pages.position[last] != u32::MAX;
         let candidates = pages.resident.len() as u64 - mru_resident as u64;
@@ -160,6 +160,40 @@ impl Shared {
         }
         self.evict_runs(pages, &runs)?;
         Ok(true)
+    }
+
+    /// Drop-behind: takes up to `need` resident pages that came in with a stream, the most
+    /// recent first after the newest [`Shared::behind_keep`] (which a stream may still use),
+    /// as runs of adjacent pages into `runs`. Returns how many it took.
+    ///
+    /// The most recent, not the oldest: a loop over more data than the budget then keeps
+    /// the pages it came in with first, and finds them again on its next pass, where taking
+    /// the oldest (first in, first out) would evict each page just before the loop comes
+    /// back to it.
+    fn drop_behind(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
+        let keep = self.behind_keep(pages);
+        let mut chosen = 0;
+        while chosen < need && pages.behind.len() > keep {
+            let (q, installs) = pages.behind.remove(pages.behind.len() - keep - 1).expect("longer than keep");
+            let q = q as u64;
+            let current = pages.installs[q as usize] == installs && pages.position[q as usize] != u32::MAX;
+            if !current || q == pages.last_fault as u64 || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((first, _)) if *first == q + 1 => *first = q,
+                _ => runs.push((q, q + 1)),
+            }
+            chosen += 1;
+        }
+        chosen
+    }
+
+    /// The newest stream pages drop-behind leaves alone: those a stream may still be using
+    /// (two streams' prefetch windows, and a page behind each), an eighth of the budget at least.
+    fn behind_keep(&self, pages: &Pages) -> usize {
+        let depth = pages.prefetcher.config().depth;
+        (self.budget_pages / 8).max(2 * depth + 4)
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,

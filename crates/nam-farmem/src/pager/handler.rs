@@ -181,6 +181,9 @@ impl Shared {
         let count = self.inline_run(pages, page, &wanted_next);
         self.fetch_install(pages, page, count as usize, dirty)?;
         pages.streamed[page as usize] = in_stream || count > 1;
+        if in_stream || count > 1 {
+            (page..page + count).for_each(|q| streamed_in(pages, q));
+        }
         if sequential {
             // The miss before was this stream's first, taken for a random one then.
             pages.streamed[page as usize - 1] = true;
@@ -265,6 +268,7 @@ impl Shared {
             for q in p.next..end {
                 pages.accuracy.prefetched(q);
                 pages.streamed[q as usize] = true;
+                streamed_in(&mut pages, q);
             }
             p.next = end;
             if p.next < p.end {
@@ -345,6 +349,14 @@ pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
     pages.position[p as usize] = pages.resident.len() as u32;
     pages.resident.push(p as u32);
     pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
+}
+
+/// Records that page `q` came in with a stream (a victim for drop-behind, `evict.rs`).
+fn streamed_in(pages: &mut Pages, q: u64) {
+    if pages.behind.len() >= pages.position.len() {
+        pages.behind.pop_front();
+    }
+    pages.behind.push_back((q as u32, pages.installs[q as usize]));
 }
 
 /// Adds a prefetch window, merged with a waiting one it continues or overlaps.
