@@ -88,6 +88,14 @@ paging() {
         echo '```'
         gcc -O2 -o "$target/farmem-shootdown" bench/farmem-shootdown.c -lpthread && "$target/farmem-shootdown"
         echo '```'
+        echo
+        echo "The floor of paged SAXPY without nam (\`bench/farmem-copy-floor.c\`: the local loop's pass against"
+        echo "copying the pages a pass must bring in and write back at 50% local memory, 2 MiB at a time,"
+        echo "and a pass beside a thread that copies pages); load average $(cut -d' ' -f1-3 /proc/loadavg):"
+        echo
+        echo '```'
+        gcc -O3 -o "$target/farmem-copy-floor" bench/farmem-copy-floor.c -lpthread && "$target/farmem-copy-floor"
+        echo '```'
     } >> "$out"
     # Thread mode's faulting thread sleeps, and its idle core must wake again: the same faults
     # with idle cores polling (`--cpu-latency-us 0`, local runs included; needs root).
