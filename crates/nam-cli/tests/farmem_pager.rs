@@ -575,7 +575,7 @@ fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
 fn a_loop_over_twice_the_budget_finds_part_of_its_pages_again_on_each_pass() {
     // Drop-behind: a stream's most recent pages (after the few it may still use) leave first,
     // so the pages a loop came in with first stay for its next pass: about 36% of them here
-    // (a budget of 512 pages, less 132 kept for the stream and a slack of 16). Random
+    // (a budget of 512 pages, less 130 kept for the stream and a slack of 16). Random
     // victims alone kept 20% (819 misses a pass), oldest-first none.
     let _serial = serial();
     let procs = [ServerProcess::start("sm,self,tcp", &[])];

@@ -189,11 +189,12 @@ impl Shared {
         chosen
     }
 
-    /// The newest stream pages drop-behind leaves alone: those a stream may still be using
-    /// (two streams' prefetch windows, and a page behind each), an eighth of the budget at least.
+    /// The newest stream pages drop-behind leaves alone: those streams may still be using
+    /// (two streams' prefetch windows and the page each is on; SAXPY has two), an eighth of
+    /// the budget at least.
     fn behind_keep(&self, pages: &Pages) -> usize {
         let depth = pages.prefetcher.config().depth;
-        (self.budget_pages / 8).max(2 * depth + 4)
+        (self.budget_pages / 8).max(2 * (depth + 1))
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,
