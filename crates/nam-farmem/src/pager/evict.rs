@@ -30,6 +30,12 @@
 //! than the budget installs each of its pages once per pass, and the pages that stayed
 //! resident, installed less often, would go first, which turns replacement into LRU, the
 //! worst policy for such a loop.
+//!
+//! **Streams drop behind.** Before any random draw, eviction takes the pages a stream brought
+//! in most recently, after the few it may still be on ([`Shared::drop_behind`]): for a loop
+//! over more than the budget that is MRU replacement, which keeps the pages the loop came in
+//! with first until its next pass comes back to them, where random victims kept few of them
+//! and first-in-first-out none.
 
 use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
 use crate::error::{Error, Result};
@@ -45,8 +51,8 @@ const VICTIM_SAMPLE: usize = 2;
 const PIDFD_SELF: libc::c_int = -10000;
 
 impl Shared {
-    /// Evicts until `room` more pages fit in the budget, in runs of up to [`super::EVICT_RUN_BYTES`]
-    /// pages; when it must evict, it frees up to an eighth of the budget beyond the room.
+    /// Evicts until `room` more pages fit in the budget, in runs of up to
+    /// [`super::EVICT_RUN_BYTES`]; when it must evict, it frees up to an eighth of the budget beyond the room.
     pub(super) fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         if pages.resident.len() + room <= self.budget_pages {
             return Ok(());
@@ -97,9 +103,10 @@ impl Shared {
         self.evict_victim(&mut pages, slack - free)
     }
 
-    /// Evicts up to `need` (at most [`super::EVICT_RUN_BYTES`]) resident pages other than the most
-    /// recently faulted: runs of resident pages, each starting at a random one, until `need`
-    /// pages are chosen (a stream gives one long run, random access several short ones), all
+    /// Evicts up to `need` resident pages (at most [`super::EVICT_RUN_BYTES`]) other than the
+    /// most recently faulted: first a stream's pages dropped behind it
+    /// ([`Shared::drop_behind`]), then runs of resident pages, each starting at a random one,
+    /// until `need` pages are chosen (a stream gives one long run, random access several short ones), all
     /// dropped at once. False if there is none.
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
         let need = need.clamp(1, self.evict_run_max as usize) as u64;
