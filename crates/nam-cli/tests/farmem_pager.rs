@@ -574,9 +574,9 @@ fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
 #[test]
 fn a_loop_over_twice_the_budget_finds_part_of_its_pages_again_on_each_pass() {
     // Drop-behind: a stream's most recent pages (after the few it may still use) leave first,
-    // so the pages a loop came in with first stay for its next pass: about 36% of them here
-    // (a budget of 512 pages, less 130 kept for the stream and a slack of 16). Random
-    // victims alone kept 20% (819 misses a pass), oldest-first none.
+    // so the pages a loop came in with first stay for its next pass: about 48% of them here
+    // (a budget of 512 pages, less a slack of 16 and the 4 newest; 536 misses a pass).
+    // Random victims alone kept 20% (819 misses a pass), oldest-first none.
     let _serial = serial();
     let procs = [ServerProcess::start("sm,self,tcp", &[])];
     let (bytes, pages) = (4u64 << 20, 1024u64);
@@ -595,7 +595,7 @@ fn a_loop_over_twice_the_budget_finds_part_of_its_pages_again_on_each_pass() {
             assert_eq!(sum, model.iter().step_by(4096).map(|&b| b as u64).sum::<u64>(), "{mode:?}: pass {pass}");
         }
         let per_pass = (region.stats().misses - before) as f64 / 3.0;
-        assert!(per_pass <= 0.72 * pages as f64, "{mode:?}: {per_pass} misses a pass over {pages} pages");
+        assert!(per_pass <= 0.65 * pages as f64, "{mode:?}: {per_pass} misses a pass over {pages} pages");
         assert!(per_pass >= 0.3 * pages as f64, "{mode:?}: only {per_pass} misses a pass: over budget?");
     }
 }

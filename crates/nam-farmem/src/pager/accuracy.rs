@@ -103,6 +103,11 @@ impl Accuracy {
         }
     }
 
+    /// Whether `page` was prefetched and the demand has not been seen to reach it yet.
+    pub fn awaiting_use(&self, page: u64) -> bool {
+        self.tags[page as usize] == PREFETCHED
+    }
+
     /// `page` was installed by a prefetch.
     pub fn prefetched(&mut self, page: u64) {
         self.tags[page as usize] = PREFETCHED;

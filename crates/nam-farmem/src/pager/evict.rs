@@ -32,7 +32,7 @@
 //! worst policy for such a loop.
 //!
 //! **Streams drop behind.** Before any random draw, eviction takes the pages a stream brought
-//! in most recently, after the few it may still be on ([`Shared::drop_behind`]): for a loop
+//! in most recently that the demand has gone through ([`Shared::drop_behind`]): for a loop
 //! over more than the budget that is MRU replacement, which keeps the pages the loop came in
 //! with first until its next pass comes back to them, where random victims kept few of them
 //! and first-in-first-out none.
@@ -49,6 +49,12 @@ const VICTIM_SAMPLE: usize = 2;
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
+
+/// The newest stream pages drop-behind leaves alone (a stream may step back onto them).
+const BEHIND_KEEP: usize = 4;
+/// Most entries of the stream list one eviction looks at (prefetched pages not reached yet
+/// are passed over and stay listed).
+const BEHIND_SCAN: usize = 512;
 
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to
@@ -169,24 +175,34 @@ impl Shared {
         Ok(true)
     }
 
-    /// Drop-behind: takes up to `need` resident pages that came in with a stream, the most
-    /// recent first after the newest [`Shared::behind_keep`] (which a stream may still use),
-    /// as runs of adjacent pages into `runs`. Returns how many it took.
+    /// Drop-behind: takes up to `need` resident pages that came in with a stream and that
+    /// the demand has gone through, the most recent first, as runs of adjacent pages into
+    /// `runs`. Returns how many it took.
     ///
     /// The most recent, not the oldest: a loop over more data than the budget then keeps
     /// the pages it came in with first, and finds them again on its next pass, where taking
     /// the oldest (first in, first out) would evict each page just before the loop comes
-    /// back to it.
+    /// back to it. Left alone: prefetched pages the demand has not reached yet (evicting
+    /// them would waste the prefetch, and the throttle would count it so and prefetch less),
+    /// the last few misses' pages (where streams are now), and the newest [`BEHIND_KEEP`]
+    /// entries. At most [`BEHIND_SCAN`] entries are looked at per eviction.
     fn drop_behind(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
-        let keep = self.behind_keep(pages);
         let mut chosen = 0;
-        while chosen < need && pages.behind.len() > keep {
-            let (q, installs) = pages.behind.remove(pages.behind.len() - keep - 1).expect("longer than keep");
+        let mut at = pages.behind.len().saturating_sub(BEHIND_KEEP);
+        let stop = at.saturating_sub(BEHIND_SCAN);
+        while chosen < need && at > stop {
+            at -= 1;
+            let (q, installs) = pages.behind[at];
             let q = q as u64;
-            let current = pages.installs[q as usize] == installs && pages.position[q as usize] != u32::MAX;
-            if !current || q == pages.last_fault as u64 || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+            if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
+                pages.behind.remove(at); // installed again since, or gone: a stale entry
                 continue;
             }
+            let streams_are_here = pages.recent_misses.contains(&(q as u32));
+            if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+                continue;
+            }
+            pages.behind.remove(at);
             match runs.last_mut() {
                 Some((first, _)) if *first == q + 1 => *first = q,
                 _ => runs.push((q, q + 1)),
@@ -194,14 +210,6 @@ impl Shared {
             chosen += 1;
         }
         chosen
-    }
-
-    /// The newest stream pages drop-behind leaves alone: those streams may still be using
-    /// (two streams' prefetch windows and the page each is on; SAXPY has two), an eighth of
-    /// the budget at least.
-    fn behind_keep(&self, pages: &Pages) -> usize {
-        let depth = pages.prefetcher.config().depth;
-        (self.budget_pages / 8).max(2 * (depth + 1))
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,
