@@ -12,9 +12,10 @@
 //! - a **write to a read-only** page marks it dirty and lifts the protection (so only pages
 //!   written since they were fetched are written back); in 1 MiB zones where reads are
 //!   usually followed by writes, read misses are installed writable at once (`writes.rs`);
-//! - the **resident set** stays within the budget: before installing, runs of resident
-//!   pages starting at random ones (other than the most recently faulted) are evicted in
-//!   batches: write-protected, dirty pages written back, then dropped with one
+//! - the **resident set** stays within the budget: before installing, the pages a stream
+//!   brought in most recently and has gone through are evicted first (drop-behind: a loop
+//!   over more than the budget keeps the pages it came in with first), then runs of resident
+//!   pages starting at random ones (other than the most recently faulted), in batches: write-protected, dirty pages written back, then dropped with one
 //!   `MADV_DONTNEED` (their next access faults again); a run only takes pages that came in
 //!   with a stream, so random victims stay random (`evict.rs`); between faults the handler
 //!   evicts ahead, so that the next misses find room;
@@ -28,6 +29,9 @@
 //!   when a region falls back to thread mode), and installs the prefetch windows itself, a
 //!   run at a time as its demand reaches them: waking the handler thread for them put the
 //!   memory map on a second core, and every eviction then cost a TLB-shootdown IPI.
+//!
+//! A region can have the kernel's **huge pages** instead of 4 KiB pages
+//! ([`PagerConfig::with_huge_pages`]): then every one of the steps above moves 2 MiB.
 //!
 //! A fault that cannot be served (its server died) cannot be returned to the program as an
 //! error: the handler prints what failed, naming the server, and aborts the process rather
@@ -203,7 +207,7 @@ struct Pages {
     pending: VecDeque<Pending>,
     /// Pages that came in with a stream, in the order they came in, with their install
     /// count then (an entry whose page has come in again since is stale): the victims taken
-    /// first once newer stream pages arrived after them (`evict.rs`, drop-behind).
+    /// first, the most recent the demand has gone through first (`evict.rs`, drop-behind).
     behind: VecDeque<(u32, u16)>,
     stats: Stats,
     rng: rand::rngs::SmallRng,
