@@ -552,18 +552,7 @@ fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
             assert!(mem[..] == model[..], "{what}: pass {pass} differs from the model");
             assert!(region.resident_pages() <= 4, "{what}: {} pages resident", region.resident_pages());
         }
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        for _ in 0..400 {
-            let len = rng.gen_range(1..6000);
-            let addr = rng.gen_range(0..bytes as usize - len);
-            if rng.gen_bool(0.5) {
-                let v: u8 = rng.gen();
-                mem[addr..addr + len].fill(v);
-                model[addr..addr + len].fill(v);
-            } else {
-                assert!(mem[addr..addr + len] == model[addr..addr + len], "{what}: bytes at {addr:#x} differ");
-            }
-        }
+        random_access(&region, mem, &mut model, 7, &what);
         region.evict_all().unwrap();
         assert!(mem[..] == model[..], "{what}: region differs from the model after evicting all");
         let s = region.stats();
