@@ -62,7 +62,7 @@ fn codes_are_distinct_and_have_strings() {
         assert!(!text.is_empty() && text != "unknown status", "{status:?} has no string");
         assert!(strings.insert(text), "{status:?} shares its string {text:?}");
     }
-    for unknown in [2, -53, -1000, i32::MIN, i32::MAX] {
+    for unknown in [2, -54, -1000, i32::MIN, i32::MAX] {
         let text = unsafe { CStr::from_ptr(nam_status_string(unknown)) };
         assert_eq!(text.to_str().unwrap(), "unknown status");
     }
@@ -253,6 +253,7 @@ fn far_errors() -> Vec<nam_farmem::Error> {
         E::Unaligned { addr: 1, len: 1, span_bytes: 64 },
         E::UserfaultfdNotPermitted { reason: "EPERM".into() },
         E::System { what: "mmap", source: std::sync::Arc::new(std::io::Error::from_raw_os_error(12)) },
+        E::HugePagesUnavailable { needed: 4, free: 0, page_bytes: 2 << 20 },
     ]
 }
 
