@@ -128,7 +128,8 @@ pub struct PagerConfig {
     /// would follow, at the price of writing the page back at eviction even if unchanged.
     pub predict_writes: bool,
     /// Between faults, the handler evicts ahead so that an eighth of the budget (at most
-    /// one run of `EVICT_RUN_BYTES`, 16 pages of 4 KiB) stays free and the next misses need not evict.
+    /// one run of `EVICT_RUN_BYTES`, 16 pages of 4 KiB) stays free and the next misses need
+    /// not evict.
     pub evict_ahead: bool,
     /// Feedback-directed throttling of the prefetcher by its measured accuracy
     /// (`crate::throttle`, `pager/accuracy.rs`).
