@@ -1491,6 +1491,34 @@ nam_status_t nam_region_create(const nam_config_t *config,
 nam_status_t nam_region_flush(nam_region_t *region);
 
 /**
+ * Fetches the missing pages of `len` bytes at byte `offset` of the region now (as
+ * `madvise(MADV_WILLNEED)` would), so that the accesses that follow do not fault; at most
+ * half the local budget per call. `*installed` (if not NULL) gets the number of pages
+ * brought in. `NAM_ERR_OUT_OF_BOUNDS` if the range leaves the region (nothing fetched).
+ *
+ * # Safety
+ * `region` is from `nam_region_create`; `installed` is NULL or writable.
+ */
+nam_status_t nam_region_fetch(nam_region_t *region,
+                              uint64_t offset,
+                              uint64_t len,
+                              uint64_t *installed);
+
+/**
+ * Writes the dirty pages of `len` bytes at byte `offset` of the region back and drops every
+ * resident page there from local memory (as `madvise(MADV_PAGEOUT)` would). `*evicted` (if
+ * not NULL) gets the number of pages dropped. `NAM_ERR_OUT_OF_BOUNDS` if the range leaves
+ * the region; after a server's failure the pages not yet written back stay resident.
+ *
+ * # Safety
+ * `region` is from `nam_region_create`; `evicted` is NULL or writable.
+ */
+nam_status_t nam_region_evict(nam_region_t *region,
+                              uint64_t offset,
+                              uint64_t len,
+                              uint64_t *evicted);
+
+/**
  * Unmaps the region and frees its far memory; its memory must not be touched afterwards.
  *
  * # Safety

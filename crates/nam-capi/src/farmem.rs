@@ -220,6 +220,52 @@ pub unsafe extern "C" fn nam_region_flush(region: *mut nam_region_t) -> nam_stat
     })
 }
 
+/// Fetches the missing pages of `len` bytes at byte `offset` of the region now (as
+/// `madvise(MADV_WILLNEED)` would), so that the accesses that follow do not fault; at most
+/// half the local budget per call. `*installed` (if not NULL) gets the number of pages
+/// brought in. `NAM_ERR_OUT_OF_BOUNDS` if the range leaves the region (nothing fetched).
+///
+/// # Safety
+/// `region` is from `nam_region_create`; `installed` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_fetch(
+    region: *mut nam_region_t,
+    offset: u64,
+    len: u64,
+    installed: *mut u64,
+) -> nam_status_t {
+    guard("nam_region_fetch", || {
+        let n = deref(region, "region")?.region.fetch_ranges(&[(offset, len)]).map_err(Failure::Far)?;
+        if !installed.is_null() {
+            *installed = n;
+        }
+        Ok(NAM_OK)
+    })
+}
+
+/// Writes the dirty pages of `len` bytes at byte `offset` of the region back and drops every
+/// resident page there from local memory (as `madvise(MADV_PAGEOUT)` would). `*evicted` (if
+/// not NULL) gets the number of pages dropped. `NAM_ERR_OUT_OF_BOUNDS` if the range leaves
+/// the region; after a server's failure the pages not yet written back stay resident.
+///
+/// # Safety
+/// `region` is from `nam_region_create`; `evicted` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_evict(
+    region: *mut nam_region_t,
+    offset: u64,
+    len: u64,
+    evicted: *mut u64,
+) -> nam_status_t {
+    guard("nam_region_evict", || {
+        let n = deref(region, "region")?.region.evict_range(offset, len).map_err(Failure::Far)?;
+        if !evicted.is_null() {
+            *evicted = n;
+        }
+        Ok(NAM_OK)
+    })
+}
+
 /// Unmaps the region and frees its far memory; its memory must not be touched afterwards.
 ///
 /// # Safety

@@ -1,6 +1,7 @@
 /* Far memory from C: the explicit cache and a paged region over the servers in NAM_SERVERS,
  * checked against a local copy, and the typed errors. Built and run by tests/farmem_c.rs. */
 #include <nam.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,19 @@ int main(void) {
     memcpy(mem, model, FAR); /* evictions: only LOCAL bytes stay resident */
     CHECK(nam_region_flush(region));
     if (memcmp(mem, model, FAR) != 0) { fprintf(stderr, "paged: data differs\n"); return 1; }
+    /* Asking for pages and dropping them: everything resident is written back and dropped,
+     * the last two pages come back in one call, and ranges past the end are refused. */
+    uint64_t pages = 0;
+    CHECK(nam_region_evict(region, 0, FAR, &pages));
+    if (pages == 0 || pages > LOCAL / 4096) { fprintf(stderr, "evicted %llu pages\n", (unsigned long long)pages); return 1; }
+    CHECK(nam_region_fetch(region, FAR - 8192, 8192, &pages));
+    if (pages != 2) { fprintf(stderr, "fetched %llu pages, not 2\n", (unsigned long long)pages); return 1; }
+    if (memcmp((char *)mem + FAR - 8192, model + FAR - 8192, 8192) != 0) { fprintf(stderr, "fetched: data differs\n"); return 1; }
+    if (nam_region_fetch(region, FAR - 4, 8, &pages) != NAM_ERR_OUT_OF_BOUNDS ||
+        nam_region_evict(region, FAR, 1, NULL) != NAM_ERR_OUT_OF_BOUNDS) {
+        fprintf(stderr, "a range past the region's end was accepted\n");
+        return 1;
+    }
     CHECK(nam_region_destroy(region));
 
     /* Handler-thread faults: a system call may write into a page that is not resident

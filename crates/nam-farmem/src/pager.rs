@@ -75,6 +75,7 @@ pub const PAGER_SPIN_US: u64 = 1000;
 mod accuracy;
 mod evict;
 mod handler;
+mod hints;
 mod huge;
 mod pool;
 mod signal;
@@ -431,6 +432,45 @@ impl PagedRegion {
 }
 
 impl PagedRegion {
+    /// Fetches the missing pages of the byte ranges `ranges` (each `(offset, len)` in the
+    /// region) now, as `madvise(MADV_WILLNEED)` would, so that the accesses that follow do
+    /// not fault: for a program that knows what it reads next (the neighbour lists of a
+    /// query's friends), one call instead of a fault per page. Contiguous missing pages come
+    /// with one fetch and one `UFFDIO_COPY`. Installs at most half the budget per call (more
+    /// would evict pages it just brought in) and returns how many pages it installed; the
+    /// pages already resident are left as they are.
+    ///
+    /// Errors: [`Error::OutOfRange`] if a range leaves the region (nothing is fetched), or the
+    /// failure of a server ([`Error::Server`], naming it): the pages installed before it stay,
+    /// and nothing stored changes.
+    pub fn fetch_ranges(&self, ranges: &[(u64, u64)]) -> Result<u64> {
+        for &(offset, len) in ranges {
+            self.check_range(offset, len)?;
+        }
+        serving(|| self.shared.fetch_ranges(&mut self.shared.state.lock(), ranges))
+    }
+
+    /// Writes the dirty pages of `offset..offset + len` back and drops every resident page
+    /// there from local memory, as `madvise(MADV_PAGEOUT)` would: for a program done with a
+    /// range, which leaves the budget to what it reads next. Returns how many pages it
+    /// dropped. Errors: [`Error::OutOfRange`], or a server's failure, after which the pages not
+    /// yet written back stay resident and dirty (nothing is lost).
+    pub fn evict_range(&self, offset: u64, len: u64) -> Result<u64> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset / page_bytes, (offset + len).div_ceil(page_bytes));
+        let dropped = serving(|| self.shared.evict_pages(&mut self.shared.state.lock(), first, end))?;
+        self.shared.span.flush()?;
+        Ok(dropped)
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::OutOfRange { addr: offset, len, size: self.len }),
+        }
+    }
+
     /// Writes every dirty page back and drops every page from local memory: the next
     /// access to any page fetches it from the servers.
     pub fn evict_all(&self) -> Result<()> {

@@ -215,7 +215,7 @@ impl Shared {
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,
     /// then drops them all with one `process_madvise(2)` (one TLB flush for all of them,
     /// Linux 6.15 and later) or, where that is not available, one `madvise` per run.
-    fn evict_runs(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
+    pub(super) fn evict_runs(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
         for &(first, end) in runs {
             for page in first..end {
                 if pages.state[page as usize] == CLEAN {

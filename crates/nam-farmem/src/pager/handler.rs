@@ -281,7 +281,7 @@ impl Shared {
 
     /// Fetches the contiguous missing pages `first..first + count` and installs them with
     /// one copy, read-only unless `dirty` (then they are dirty already).
-    fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
+    pub(super) fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
         let bytes = count * self.page_bytes as usize;
         self.make_room(pages, count)?;
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).

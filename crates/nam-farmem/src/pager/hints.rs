@@ -1,0 +1,107 @@
+//! What the program tells the pager: fetch these ranges now, or drop those now.
+//!
+//! A program that knows what it reads next (a graph query holds its friends' ids before it
+//! reads their lists) can have the pages installed in one call instead of taking a fault for
+//! each: `madvise(MADV_WILLNEED)` and UMap's `umap_prefetch` do the same. A fault costs the
+//! signal's delivery and return, or two thread switches, on top of the install; a call pays
+//! one lock and installs every missing page of its ranges, contiguous ones with one fetch and
+//! one `UFFDIO_COPY`. Dropping a range (`MADV_PAGEOUT`) writes its dirty pages back and frees
+//! the budget for what comes next, instead of leaving random replacement to find out.
+
+use super::{Pages, Shared, MISSING};
+use crate::error::Result;
+
+impl Shared {
+    /// Installs the missing pages of the byte ranges `ranges` (each `(offset, len)`, checked
+    /// by the caller), contiguous ones in runs of up to [`super::PREFETCH_RUN_BYTES`], and
+    /// returns how many it installed. At most half the budget per call: more would evict
+    /// pages the same call brought in. Room for them all is made first, so installing one
+    /// run never evicts another; the random victims may still be resident pages of the
+    /// ranges (rarely: they are a few of the budget's pages). The prefetcher does not learn
+    /// from these pages (they were asked for, not guessed) and they count as prefetches.
+    pub(super) fn fetch_ranges(&self, pages: &mut Pages, ranges: &[(u64, u64)]) -> Result<u64> {
+        let runs = self.missing_runs(pages, ranges);
+        let total: u64 = runs.iter().map(|&(first, end)| end - first).sum();
+        if total == 0 {
+            return Ok(0);
+        }
+        self.make_room(pages, total as usize)?;
+        for &(first, end) in &runs {
+            let count = end - first;
+            self.fetch_install(pages, first, count as usize, false)?;
+            for page in first..end {
+                pages.streamed[page as usize] = count > 1;
+            }
+            pages.stats.prefetches += count;
+        }
+        Ok(total)
+    }
+
+    /// The missing pages of `ranges`, merged and in order, as runs of at most
+    /// `prefetch_run_max` pages, half the budget in all at most.
+    fn missing_runs(&self, pages: &Pages, ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let page_bytes = self.page_bytes;
+        let mut spans: Vec<(u64, u64)> = (ranges.iter())
+            .filter(|&&(_, len)| len > 0)
+            .map(|&(offset, len)| (offset / page_bytes, (offset + len).div_ceil(page_bytes)))
+            .collect();
+        spans.sort_unstable();
+        let limit = (self.budget_pages as u64 / 2).max(1);
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut total = 0;
+        let mut next = 0; // pages before this one were looked at already (spans overlap)
+        for (first, end) in spans {
+            let mut page = first.max(next);
+            while page < end && total < limit {
+                if pages.state[page as usize] != MISSING {
+                    page += 1;
+                    continue;
+                }
+                let mut run_end = page + 1;
+                while run_end < end
+                    && run_end - page < self.prefetch_run_max
+                    && total + (run_end - page) < limit
+                    && pages.state[run_end as usize] == MISSING
+                {
+                    run_end += 1;
+                }
+                total += run_end - page;
+                runs.push((page, run_end));
+                page = run_end;
+            }
+            next = next.max(end);
+        }
+        runs
+    }
+
+    /// Writes back the dirty resident pages of `first..end` and drops every resident page
+    /// there, in batches of runs (one `process_madvise` each). Returns how many it dropped.
+    /// On error the pages not yet written back stay resident and dirty.
+    pub(super) fn evict_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        const RUNS_PER_BATCH: usize = 64;
+        let mut batch: Vec<(u64, u64)> = Vec::with_capacity(RUNS_PER_BATCH);
+        let mut dropped = 0;
+        let mut page = first;
+        while page < end {
+            if pages.state[page as usize] == MISSING {
+                page += 1;
+                continue;
+            }
+            let mut run_end = page + 1;
+            while run_end < end && run_end - page < self.evict_run_max && pages.state[run_end as usize] != MISSING {
+                run_end += 1;
+            }
+            batch.push((page, run_end));
+            dropped += run_end - page;
+            page = run_end;
+            if batch.len() == RUNS_PER_BATCH {
+                self.evict_runs(pages, &batch)?;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            self.evict_runs(pages, &batch)?;
+        }
+        Ok(dropped)
+    }
+}
