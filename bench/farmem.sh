@@ -149,6 +149,19 @@ paging() {
         "$nam" farmem-bench --workload fof --local-fraction 0.5 --prefetch on,off --transport shm \
             --scale "$scale" --repeat 3 --min-ms 40 --out "$out"
     done
+    # A program changed by a few lines: each query asks the region for its pages first.
+    echo -e "\n## Friends-of-friends asking for its pages (\`PagedRegion::fetch_ranges\`), paged, 50% local memory" >> "$out"
+    {
+        echo
+        echo "\`fof-hinted\` runs the same queries in a paged region, each asking for its friends' offsets,"
+        echo "then for their neighbour lists, before reading them (two calls of \`fetch_ranges\` a query);"
+        echo "its local side runs the plain queries. In the same invocation as the unchanged \`fof\`, in both"
+        echo "fault modes."
+    } >> "$out"
+    for scale in 0.5 2; do
+        "$nam" farmem-bench --workload fof,fof-hinted --local-fraction 0.5 --prefetch on --fault-mode signal,thread \
+            --transport shm --scale "$scale" --repeat 3 --min-ms 40 --out "$out"
+    done
     echo -e "\n## One to three servers, UCX shared memory, 50% local memory" >> "$out"
     "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off \
         --server-count 1,2,3 --transport shm --scale 0.5 --repeat 3 --min-ms 40 --out "$out"

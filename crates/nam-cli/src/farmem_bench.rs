@@ -40,6 +40,9 @@ pub enum WorkloadKind {
     Fof,
     /// Friends-of-friends through the explicit API with batched misses.
     FofExplicit,
+    /// Friends-of-friends in a paged region, asking for each query's pages first
+    /// (`PagedRegion::fetch_ranges`).
+    FofHinted,
     /// A 4 KiB remote page fault, one page at a time.
     FaultLatency,
     /// memcached through the LD_PRELOAD library under a load generator.
@@ -296,6 +299,7 @@ impl Run {
                 | WorkloadKind::CacheSweep
                 | WorkloadKind::ExplicitSeq
                 | WorkloadKind::ExplicitChase => "explicit",
+                WorkloadKind::FofHinted => "paged, hinted,",
                 _ => "paged",
             },
             repeats: None,
@@ -407,6 +411,7 @@ fn workload(kind: WorkloadKind, scale: f64) -> Box<dyn Workload> {
         }
         WorkloadKind::Saxpy => Box::new(saxpy(scale)),
         WorkloadKind::Fof => Box::new(fof(scale)),
+        WorkloadKind::FofHinted => Box::new(workloads::HintedFriendsOfFriends(fof(scale))),
         _ => unreachable!("measured by their own modules"),
     }
 }

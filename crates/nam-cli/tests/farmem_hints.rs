@@ -183,3 +183,24 @@ fn a_fetch_from_a_dead_server_is_an_error_naming_it_and_the_live_servers_pages_s
     }
     drop(region); // releasing its chunks on the dead server fails with a warning, and ends
 }
+
+#[test]
+fn the_hinted_graph_query_computes_what_the_local_one_does_with_few_misses() {
+    // The benchmark fails if a round's checksum differs between the local and the paged run.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nam"))
+        .args(["farmem-bench", "--workload", "fof,fof-hinted", "--scale", "0.2", "--json"])
+        .args(["--local-fraction", "0.5", "--repeat", "1", "--transport", "shm"])
+        .output()
+        .expect("run nam farmem-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    let runs: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 2, "{stdout}");
+    let misses = |workload: &str| -> u64 {
+        let run = runs.iter().find(|r| r["workload"] == workload).expect(workload);
+        run["misses"].as_u64().unwrap()
+    };
+    let (plain, hinted) = (misses("fof"), misses("fof-hinted"));
+    // The queries ask for every page they read; what still misses was evicted in between.
+    assert!(plain > 1000 && hinted * 4 < plain, "misses: {plain} plain, {hinted} hinted");
+}

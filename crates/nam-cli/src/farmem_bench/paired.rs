@@ -69,6 +69,26 @@ fn timed(w: &dyn Workload, mem: &mut [u8], iterations: usize) -> (f64, u64) {
     (t.elapsed().as_secs_f64() * 1e3, sum)
 }
 
+/// [`timed`] in `region` (whose memory `mem` is), serving the workload's requests for pages.
+fn timed_far(w: &dyn Workload, region: &PagedRegion, mem: &mut [u8], iterations: usize) -> Result<(f64, u64)> {
+    let mut failed = None;
+    let mut fetch = |ranges: &[(u64, u64)]| {
+        if let (None, Err(e)) = (&failed, region.fetch_ranges(ranges)) {
+            failed = Some(e);
+        }
+    };
+    let t = Instant::now();
+    let mut sum = 0;
+    for _ in 0..iterations {
+        sum = w.run_paged(mem, &mut fetch);
+    }
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    match failed {
+        Some(e) => bail!("asking the region for pages: {e}"),
+        None => Ok((ms, sum)),
+    }
+}
+
 /// Measures `w` locally and in one region over `client` per setting of `settings` (prefetch
 /// on and off, say), all in the same rounds: each round times the local side and then every
 /// region right after it, so the settings are compared under the same load and against the
@@ -100,8 +120,8 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
     for pass in 0..3 {
         let (ms, l) = timed(w, local, 1);
         warm_ms = warm_ms.min(ms);
-        for far in fars.iter_mut() {
-            check("warm-up", l, timed(w, far, 1).1)?;
+        for (far, region) in fars.iter_mut().zip(&regions) {
+            check("warm-up", l, timed_far(w, region, far, 1)?.1)?;
         }
         if pass == 0 && warm_ms >= rounds.min_ms {
             break;
@@ -118,7 +138,7 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
         // local side (whose caches and frequency it would inherit).
         for k in 0..fars.len() {
             let i = (k + round) % fars.len();
-            let (fms, f) = timed(w, fars[i], iterations);
+            let (fms, f) = timed_far(w, &regions[i], fars[i], iterations)?;
             check(&format!("round {round}"), l, f)?;
             far_ms[i].push(fms);
             ratios[i].push(fms / lms);

@@ -106,6 +106,7 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         (WorkloadKind::SaxpyExplicit, 1.25),
         (WorkloadKind::Fof, 1.6),
         (WorkloadKind::FofExplicit, 1.6),
+        (WorkloadKind::FofHinted, 1.6),
     ];
     for (w, limit) in targets {
         for r in at_half(w) {
