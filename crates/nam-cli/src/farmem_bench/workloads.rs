@@ -4,6 +4,10 @@
 
 use rand::{Rng, SeedableRng};
 
+/// Asks for byte ranges `(offset, len)` of a workload's memory before it reads them
+/// (`PagedRegion::fetch_ranges` in a paged region).
+pub type Fetch<'f> = dyn FnMut(&[(u64, u64)]) + 'f;
+
 /// A workload over `footprint()` bytes: `init` lays its data out, `run` is what is timed and
 /// returns a checksum that must agree between local and far memory.
 pub trait Workload {
@@ -18,7 +22,7 @@ pub trait Workload {
     /// The timed part in a paged region, where the program may ask for byte ranges of `mem`
     /// before it reads them (`fetch`: `PagedRegion::fetch_ranges`). `run` unless the
     /// workload asks.
-    fn run_paged(&self, mem: &mut [u8], fetch: &mut dyn FnMut(&[(u64, u64)])) -> u64 {
+    fn run_paged(&self, mem: &mut [u8], fetch: &mut Fetch) -> u64 {
         let _ = fetch;
         self.run(mem)
     }
@@ -271,7 +275,7 @@ impl Workload for HintedFriendsOfFriends {
     fn run(&self, mem: &mut [u8]) -> u64 {
         self.0.run(mem)
     }
-    fn run_paged(&self, mem: &mut [u8], fetch: &mut dyn FnMut(&[(u64, u64)])) -> u64 {
+    fn run_paged(&self, mem: &mut [u8], fetch: &mut Fetch) -> u64 {
         let words = as_u32(mem);
         let (offsets, neighbors) = words.split_at(self.0.vertices + 1);
         let mut graph = HintedGraph { offsets, neighbors, fetch, ranges: Vec::new() };
@@ -287,7 +291,7 @@ impl Workload for HintedFriendsOfFriends {
 struct HintedGraph<'a, 'f> {
     offsets: &'a [u32],
     neighbors: &'a [u32],
-    fetch: &'f mut dyn FnMut(&[(u64, u64)]),
+    fetch: &'f mut Fetch<'f>,
     /// The requests' ranges (kept to spare an allocation per query).
     ranges: Vec<(u64, u64)>,
 }
