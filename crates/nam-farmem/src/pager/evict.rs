@@ -269,7 +269,7 @@ impl Shared {
     }
 
     /// Marks the dropped run `first..end` missing and takes it out of the resident set.
-    fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
+    pub(super) fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
         for page in first..end {
             pages.state[page as usize] = MISSING;
             let k = pages.position[page as usize] as usize;

@@ -131,7 +131,10 @@ impl Shared {
             return self.handle_write_protect(&mut pages, page, state);
         }
         if state != MISSING {
-            self.uffd.wake(addr, self.page_bytes); // installed by a prefetch meanwhile
+            // Installed by a prefetch meanwhile, or dropped by the program's own madvise.
+            if !self.serve_dropped(&mut pages, page, fault.flags & FAULT_WRITE != 0)? {
+                self.uffd.wake(addr, self.page_bytes);
+            }
             return Ok(());
         }
         self.serve_missing(&mut pages, page, fault.flags & FAULT_WRITE != 0)

@@ -9,9 +9,25 @@
 //! the budget for what comes next, instead of leaving random replacement to find out.
 
 use super::{Pages, Shared, MISSING};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl Shared {
+    /// Serves a missing-page fault of `page`, which the pager holds resident, if the program
+    /// dropped it itself (`madvise(MADV_DONTNEED)` of region memory): the pager forgets it
+    /// and serves the fault as a miss, from the servers as of the page's last write-back (as
+    /// for a file-backed mapping; the changes since are gone, as the madvise said they may
+    /// be). Without this the access would fault again forever: the pager would take each
+    /// fault for one that a concurrent install had served already. Returns false if the page
+    /// is there (installed meanwhile: retry the access).
+    pub(super) fn serve_dropped(&self, pages: &mut Pages, page: u64, write: bool) -> Result<bool> {
+        if present(self.base + page * self.page_bytes, self.page_bytes)? {
+            return Ok(false);
+        }
+        self.forget_run(pages, page, page + 1);
+        self.serve_missing(pages, page, write)?;
+        Ok(true)
+    }
+
     /// Installs the missing pages of the byte ranges `ranges` (each `(offset, len)`, checked
     /// by the caller), contiguous ones in runs of up to [`super::PREFETCH_RUN_BYTES`], and
     /// returns how many it installed. At most half the budget per call: more would evict
@@ -104,4 +120,15 @@ impl Shared {
         }
         Ok(dropped)
     }
+}
+
+/// Whether the page at `addr` is in memory (`mincore(2)`; a page the program dropped with
+/// `madvise(MADV_DONTNEED)` is not).
+fn present(addr: u64, len: u64) -> Result<bool> {
+    let mut vec = [0u8; 1];
+    // SAFETY: a page of our own mapping; the kernel writes one byte per page (one page here).
+    if unsafe { libc::mincore(addr as *mut libc::c_void, len.min(4096) as usize, vec.as_mut_ptr()) } != 0 {
+        return Err(Error::last_os("mincore of a far-memory page"));
+    }
+    Ok(vec[0] & 1 != 0)
 }

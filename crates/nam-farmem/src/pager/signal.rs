@@ -88,18 +88,29 @@ fn install() {
     }
 }
 
-/// Whether the faulting access was a write (the page-fault error code's write bit).
-fn is_write(context: *mut libc::c_void) -> bool {
+/// What the faulting access was.
+#[derive(Clone, Copy)]
+struct Access {
+    /// A write (the page-fault error code's write bit).
+    write: bool,
+    /// To a page that was there (the error code's present bit: a write-protect fault). On
+    /// other architectures than x86-64, unknown (taken as false).
+    present: bool,
+}
+
+fn access(context: *mut libc::c_void) -> Access {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the kernel passes a ucontext_t to SA_SIGINFO handlers.
         let uc = unsafe { &*(context as *const libc::ucontext_t) };
-        uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0
+        let error = uc.uc_mcontext.gregs[libc::REG_ERR as usize];
+        Access { write: error & 2 != 0, present: error & 1 != 0 }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = context;
-        false // installed read-only; a write then faults once more and marks it dirty
+        // Installed read-only; a write then faults once more and marks it dirty.
+        Access { write: false, present: false }
     }
 }
 
@@ -133,7 +144,7 @@ fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc:
         // SAFETY: registered regions stay alive until they unregister.
         let shared = unsafe { &*p };
         if addr >= shared.base && addr < shared.base + shared.pages * shared.page_bytes {
-            if let Err(e) = super::serving(|| shared.serve_signal(addr, is_write(context))) {
+            if let Err(e) = super::serving(|| shared.serve_signal(addr, access(context))) {
                 fatal(&format!("cannot serve the page fault at {addr:#x} of a far-memory region: {e}"));
             }
             return;
@@ -178,13 +189,21 @@ impl Shared {
     /// A woken handler thread made the program's memory map live on a second core, so that
     /// every eviction and write-protect change of either thread cost a TLB-shootdown IPI to
     /// the other (docs/farmem.md, "Signal mode installs its prefetches itself").
-    fn serve_signal(&self, addr: u64, write: bool) -> Result<()> {
+    fn serve_signal(&self, addr: u64, access: Access) -> Result<()> {
         let page = (addr - self.base) / self.page_bytes;
         let mut pages = self.state.lock();
-        match pages.state[page as usize] {
-            super::MISSING => self.serve_missing(&mut pages, page, write)?,
-            super::CLEAN => self.handle_write_protect(&mut pages, page, super::CLEAN)?,
-            _ => {} // installed by another thread meanwhile: retry the access
+        let state = pages.state[page as usize];
+        if state == super::MISSING {
+            return self.serve_missing(&mut pages, page, access.write);
+        }
+        // A fault on a page the pager holds resident: a write to a write-protected page, or
+        // a page that another thread installed meanwhile (retry the access), or one that the
+        // program dropped itself.
+        if !access.present && self.serve_dropped(&mut pages, page, access.write)? {
+            return Ok(());
+        }
+        if state == super::CLEAN {
+            self.handle_write_protect(&mut pages, page, super::CLEAN)?;
         }
         Ok(())
     }
