@@ -1,6 +1,8 @@
 //! Far memory is usable from C: `tests/farmem.c` is compiled against `include/nam.h` and
 //! `libnam.so` (made by `cargo build --workspace`) and run against a real `nam serve`; and an
-//! unmodified C program streams through huge far pages under the `LD_PRELOAD` library.
+//! unmodified C program streams through huge far pages under the `LD_PRELOAD` library, and
+//! another one's `madvise` of far memory reaches the pager (without UCX's memory hooks) or
+//! at least leaves the program running to its end with its data (with them).
 
 mod common;
 
@@ -104,4 +106,81 @@ fn an_unmodified_program_streams_through_huge_pages_under_the_preload_library() 
         // The library says why and the program runs on local memory.
         assert!(text.contains("vm.nr_hugepages"), "no huge pages, and no word of it: {text}");
     }
+}
+
+/// A C program that advises the kernel about a large allocation (placed in far memory by
+/// the preload library), which must reach the pager instead.
+const ADVICE_PROGRAM: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#define MIB ((size_t)1 << 20)
+/* With an argument, the advice must have reached the pager: dropped pages read as zeros. */
+int main(int argc, char **argv) {
+    int exact = argc > 1;
+    size_t len = 16 * MIB;
+    unsigned char *a = aligned_alloc(4096, len);
+    if (a == NULL) return 2;
+    memset(a, 7, len);
+    if (madvise(a, len, MADV_PAGEOUT) != 0) { perror("MADV_PAGEOUT"); return 1; }
+    if (madvise(a, MIB, MADV_WILLNEED) != 0) { perror("MADV_WILLNEED"); return 1; }
+    if (posix_madvise(a + MIB, MIB, POSIX_MADV_WILLNEED) != 0) { printf("POSIX_MADV_WILLNEED failed\n"); return 1; }
+    for (size_t i = 0; i < len; i += 512)
+        if (a[i] != 7) { printf("after MADV_PAGEOUT byte %zu is %d, not 7\n", i, a[i]); return 1; }
+    if (madvise(a + 4096, 8192, MADV_DONTNEED) != 0) { perror("MADV_DONTNEED"); return 1; }
+    for (size_t i = 0; i < 4 * 4096; i++) {
+        int dropped = i >= 4096 && i < 3 * 4096;
+        if (a[i] != (dropped ? 0 : 7) && (exact || !dropped || a[i] != 7)) {
+            printf("after MADV_DONTNEED byte %zu is %d\n", i, a[i]);
+            return 1;
+        }
+    }
+    if (madvise(a + len - 4096, 4096, MADV_FREE) != 0) { perror("MADV_FREE"); return 1; }
+    if (madvise(a + 1, 4096, MADV_WILLNEED) == 0 || errno != EINVAL) { printf("an unaligned range was taken\n"); return 1; }
+    free(a);
+    printf("advice.c: ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn an_unmodified_programs_madvise_on_far_memory_reaches_the_pager_or_at_least_ends() {
+    let preload = lib_dir().join("libnam_farmem_preload.so");
+    assert!(preload.exists(), "{} missing: run `cargo build --workspace` first", preload.display());
+    let dir = std::env::temp_dir().join(format!("nam-farmem-advice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("advice.c"), ADVICE_PROGRAM).unwrap();
+    let cc = Command::new("cc").arg(dir.join("advice.c")).arg("-O2").arg("-o").arg(dir.join("advice")).output();
+    let cc = cc.expect("run cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let server = ServerProcess::start("sm,self,tcp", &[]);
+    // With UCX's memory hooks (its default) the advice reaches the kernel, and the program
+    // must still run to its end; without them it reaches the pager.
+    for (mode, hooks) in [("signal", false), ("thread", false), ("signal", true), ("thread", true)] {
+        let mut program = Command::new(dir.join("advice"));
+        if !hooks {
+            program.arg("exact").env("UCX_MEM_EVENTS", "no");
+        }
+        let out = program
+            .env("LD_PRELOAD", &preload)
+            .env("NAM_SERVERS", server.addr.to_string())
+            .env("NAM_TRANSPORTS", "sm,self,tcp")
+            .env("NAM_FARMEM_FAULT_MODE", mode)
+            .env("NAM_FARMEM_PREFETCH", "off") // every prefetch counted is the program's advice
+            .env("NAM_FARMEM_BYTES", "64MiB")
+            .env("NAM_FARMEM_LOCAL_BYTES", "4MiB")
+            .env("NAM_FARMEM_STATS", "1")
+            .output()
+            .expect("run the C program");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("advice.c: ok"), "{mode}, UCX hooks {hooks}: {text}");
+        if !hooks {
+            let prefetches = text.split(" prefetches ").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
+            // The two MiB asked for, 512 pages, came in ahead of their reads.
+            assert!(prefetches.is_some_and(|n| n >= 512), "{mode}: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

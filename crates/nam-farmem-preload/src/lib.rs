@@ -18,6 +18,9 @@
 //!   `sendto` and `sendmsg`, retried after touching their far buffers when they fail with
 //!   `EFAULT`, so that the pager's signal fault mode (`NAM_FARMEM_FAULT_MODE=signal`, default
 //!   `thread`) serves programs that pass far memory to those calls.
+//! - [`advice`]: `madvise` and `posix_madvise` on far memory go to the pager
+//!   (`MADV_WILLNEED` fetches, `MADV_PAGEOUT` writes back and drops, `MADV_DONTNEED` zeroes
+//!   and drops), the rest to the kernel.
 //!
 //! The region is made on the first large allocation. If it cannot be made (no server,
 //! userfaultfd not permitted) the library says why once on stderr and the program runs
@@ -41,6 +44,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod advice;
 pub mod arena;
 pub mod hooks;
 mod libc_alloc;

@@ -115,7 +115,7 @@ fn errno() -> libc::c_int {
 }
 
 /// The next definition of `name` (glibc's), looked up once into `slot`.
-fn next(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+pub(crate) fn next(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let mut f = slot.load(Ordering::Acquire);
     if f == 0 {
         // SAFETY: dlsym with a NUL-terminated name.
