@@ -21,7 +21,9 @@
 //!   handler thread that also installs prefetched pages in the background (thread mode),
 //!   with write-protection to find dirty pages and batched eviction that keeps the resident
 //!   set within the budget. Its prefetcher is
-//!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]).
+//!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]). A program that
+//!   knows what it reads next asks for it with [`PagedRegion::fetch_ranges`] and gives up
+//!   what it is done with with [`PagedRegion::evict_range`].
 //! - [`CpuLatencyBound`] holds the kernel's CPU latency QoS bound, so that idle cores wake
 //!   quickly for thread-mode faults (opt-in: [`PagerConfig::cpu_latency_us`]).
 //!
