@@ -299,7 +299,7 @@ impl Run {
                 | WorkloadKind::CacheSweep
                 | WorkloadKind::ExplicitSeq
                 | WorkloadKind::ExplicitChase => "explicit",
-                WorkloadKind::FofHinted => "paged, hinted,",
+                WorkloadKind::FofHinted => "hinted paging",
                 _ => "paged",
             },
             repeats: None,

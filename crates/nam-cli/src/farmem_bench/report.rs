@@ -14,7 +14,7 @@ fn row(r: &Run) -> String {
         "| {:?}{}{} | {:.2} | {} | {} | {:?} | {:.1} | {:.1} | {:.2}x | {:.0} | {} | {} | {} | {} | {} |",
         r.workload,
         label(r),
-        r.fault_mode.filter(|m| *m != "signal").map_or(String::new(), |m| format!(" ({m} faults)")),
+        fault_mode_note(r).strip_prefix(", ").map_or(String::new(), |m| format!(" ({m})")),
         r.local_fraction,
         if r.prefetch { "on" } else { "off" },
         r.servers,
@@ -60,6 +60,12 @@ fn label(r: &Run) -> String {
         out += &format!(", then a flush of {ms:.1} ms: {with:.2}x with it");
     }
     out + &cpu_latency_note(r)
+}
+
+/// `", thread faults"` for rows whose faults a handler thread served, else nothing (signal
+/// mode is the default).
+fn fault_mode_note(r: &Run) -> String {
+    r.fault_mode.filter(|m| *m != "signal").map_or(String::new(), |m| format!(", {m} faults"))
 }
 
 /// `", CPU latency bound 0 us"` for rows run under `--cpu-latency-us`, else nothing.
@@ -111,9 +117,10 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
     for (w, limit) in targets {
         for r in at_half(w) {
             lines.push(format!(
-                "{w:?} ({} way in{}) at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time{} (target <= {limit}x: {})",
+                "{w:?} ({} way in{}{}) at 50% local memory, prefetch on, {} server(s), {:?}: {:.2}x local time{} (target <= {limit}x: {})",
                 r.way_in,
                 label(r),
+                fault_mode_note(r),
                 r.servers,
                 r.transport,
                 r.slowdown,
@@ -181,10 +188,11 @@ pub fn targets(runs: &[Run]) -> Vec<String> {
         if let Some(off) = off {
             let ratio = on_off_ratio(on, off);
             lines.push(format!(
-                "prefetch on/off, {:?} ({} way in{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it{} (target <= 1.05x: {})",
+                "prefetch on/off, {:?} ({} way in{}{}) at {:.0}% local, {} server(s), {:?}: {:.2}x the time without it{} (target <= 1.05x: {})",
                 on.workload,
                 on.way_in,
                 label(on),
+                fault_mode_note(on),
                 on.local_fraction * 100.0,
                 on.servers,
                 on.transport,
