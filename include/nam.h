@@ -613,6 +613,87 @@ typedef struct {
   uint32_t huge_pages;
 } nam_farmem_params_t;
 
+/**
+ * What a far-memory cache or region did so far (`nam_farmem_stats`, `nam_region_stats`).
+ * A field that does not apply to one of them (a cache takes no write faults, a region has
+ * no metadata cache) stays 0.
+ */
+typedef struct {
+  /**
+   * Accesses found in local memory (cache).
+   */
+  uint64_t hits;
+  /**
+   * Accesses that had to fetch: cache misses, or page faults on missing pages.
+   */
+  uint64_t misses;
+  /**
+   * Misses merged into a fetch already in flight for the same line (cache).
+   */
+  uint64_t merged;
+  /**
+   * Lines or pages fetched ahead of their first access: by the prefetcher, and for a
+   * region also those asked for with `nam_region_fetch`.
+   */
+  uint64_t prefetches;
+  /**
+   * Prefetched lines or pages the program then used.
+   */
+  uint64_t prefetch_hits;
+  /**
+   * Prefetched lines or pages that left local memory unused.
+   */
+  uint64_t prefetch_wasted;
+  /**
+   * Lines or pages removed from local memory.
+   */
+  uint64_t evictions;
+  /**
+   * Dirty lines or pages written back to the servers.
+   */
+  uint64_t writebacks;
+  /**
+   * Streaming reads served from a staging copy without taking a line (cache).
+   */
+  uint64_t bypassed;
+  /**
+   * Streaming reads served in place in a server's memory mapped here (cache).
+   */
+  uint64_t in_place;
+  /**
+   * Whole-line writes that skipped the fetch (cache).
+   */
+  uint64_t full_line_writes;
+  /**
+   * Lookups answered by the metadata cache (cache).
+   */
+  uint64_t metadata_hits;
+  /**
+   * Lookups that scanned a set's tags (cache).
+   */
+  uint64_t metadata_misses;
+  /**
+   * First writes to clean, write-protected pages (region).
+   */
+  uint64_t write_faults;
+  /**
+   * Read misses installed writable because their zone is usually written (region).
+   */
+  uint64_t predicted_writes;
+  /**
+   * Pages moved in on recycled pages instead of copied into new ones (region).
+   */
+  uint64_t recycled;
+  /**
+   * Misses in flight now.
+   */
+  uint64_t inflight;
+  /**
+   * Most misses ever in flight at once.
+   */
+  uint64_t inflight_max;
+} nam_farmem_stats_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1517,6 +1598,27 @@ nam_status_t nam_region_evict(nam_region_t *region,
                               uint64_t offset,
                               uint64_t len,
                               uint64_t *evicted);
+
+/**
+ * The counters of the cache `far` so far, into `*out`.
+ *
+ * # Safety
+ * `far` is from `nam_farmem_create`; `out` is a valid pointer.
+ */
+nam_status_t nam_farmem_stats(const nam_farmem_t *far,
+                              nam_farmem_stats_t *out);
+
+/**
+ * The counters of the paged region so far, into `*out`; `*resident` (if not NULL) gets the
+ * number of pages resident now.
+ *
+ * # Safety
+ * `region` is from `nam_region_create`; `out` is a valid pointer; `resident` is NULL or
+ * writable.
+ */
+nam_status_t nam_region_stats(const nam_region_t *region,
+                              nam_farmem_stats_t *out,
+                              uint64_t *resident);
 
 /**
  * Unmaps the region and frees its far memory; its memory must not be touched afterwards.

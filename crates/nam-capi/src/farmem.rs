@@ -3,10 +3,10 @@
 //! `nam_config_t` (or the `NAM_*` environment when it is NULL).
 
 use crate::client::client_config;
-use crate::ffi::{deref, deref_mut, guard, sink, source, Failure};
+use crate::ffi::{deref, deref_mut, guard, sink, source, write_optional, Failure};
 use crate::status::nam_status_t::{self, NAM_OK};
 use nam_client::{Client, ClientConfig};
-use nam_farmem::{FarConfig, FarMemory, FaultMode, PagedRegion, PagerConfig};
+use nam_farmem::{FarConfig, FarMemory, FaultMode, PagedRegion, PagerConfig, Stats};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -55,6 +55,76 @@ pub struct nam_farmem_params_t {
     /// fit in the huge pages reserved and free (`NAM_ERR_HUGE_PAGES_UNAVAILABLE` otherwise;
     /// reserve them as root with `sysctl vm.nr_hugepages=N`).
     pub huge_pages: u32,
+}
+
+/// What a far-memory cache or region did so far (`nam_farmem_stats`, `nam_region_stats`).
+/// A field that does not apply to one of them (a cache takes no write faults, a region has
+/// no metadata cache) stays 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct nam_farmem_stats_t {
+    /// Accesses found in local memory (cache).
+    pub hits: u64,
+    /// Accesses that had to fetch: cache misses, or page faults on missing pages.
+    pub misses: u64,
+    /// Misses merged into a fetch already in flight for the same line (cache).
+    pub merged: u64,
+    /// Lines or pages fetched ahead of their first access: by the prefetcher, and for a
+    /// region also those asked for with `nam_region_fetch`.
+    pub prefetches: u64,
+    /// Prefetched lines or pages the program then used.
+    pub prefetch_hits: u64,
+    /// Prefetched lines or pages that left local memory unused.
+    pub prefetch_wasted: u64,
+    /// Lines or pages removed from local memory.
+    pub evictions: u64,
+    /// Dirty lines or pages written back to the servers.
+    pub writebacks: u64,
+    /// Streaming reads served from a staging copy without taking a line (cache).
+    pub bypassed: u64,
+    /// Streaming reads served in place in a server's memory mapped here (cache).
+    pub in_place: u64,
+    /// Whole-line writes that skipped the fetch (cache).
+    pub full_line_writes: u64,
+    /// Lookups answered by the metadata cache (cache).
+    pub metadata_hits: u64,
+    /// Lookups that scanned a set's tags (cache).
+    pub metadata_misses: u64,
+    /// First writes to clean, write-protected pages (region).
+    pub write_faults: u64,
+    /// Read misses installed writable because their zone is usually written (region).
+    pub predicted_writes: u64,
+    /// Pages moved in on recycled pages instead of copied into new ones (region).
+    pub recycled: u64,
+    /// Misses in flight now.
+    pub inflight: u64,
+    /// Most misses ever in flight at once.
+    pub inflight_max: u64,
+}
+
+impl From<Stats> for nam_farmem_stats_t {
+    fn from(s: Stats) -> Self {
+        nam_farmem_stats_t {
+            hits: s.hits,
+            misses: s.misses,
+            merged: s.merged,
+            prefetches: s.prefetches,
+            prefetch_hits: s.prefetch_hits,
+            prefetch_wasted: s.prefetch_wasted,
+            evictions: s.evictions,
+            writebacks: s.writebacks,
+            bypassed: s.bypassed,
+            in_place: s.in_place,
+            full_line_writes: s.full_line_writes,
+            metadata_hits: s.metadata_hits,
+            metadata_misses: s.metadata_misses,
+            write_faults: s.write_faults,
+            predicted_writes: s.predicted_writes,
+            recycled: s.recycled,
+            inflight: s.inflight,
+            inflight_max: s.inflight_max,
+        }
+    }
 }
 
 unsafe fn connect(config: *const crate::client::nam_config_t) -> Result<Arc<Client>, Failure> {
@@ -236,9 +306,7 @@ pub unsafe extern "C" fn nam_region_fetch(
 ) -> nam_status_t {
     guard("nam_region_fetch", || {
         let n = deref(region, "region")?.region.fetch_ranges(&[(offset, len)]).map_err(Failure::Far)?;
-        if !installed.is_null() {
-            *installed = n;
-        }
+        write_optional(installed, n);
         Ok(NAM_OK)
     })
 }
@@ -259,9 +327,40 @@ pub unsafe extern "C" fn nam_region_evict(
 ) -> nam_status_t {
     guard("nam_region_evict", || {
         let n = deref(region, "region")?.region.evict_range(offset, len).map_err(Failure::Far)?;
-        if !evicted.is_null() {
-            *evicted = n;
-        }
+        write_optional(evicted, n);
+        Ok(NAM_OK)
+    })
+}
+
+/// The counters of the cache `far` so far, into `*out`.
+///
+/// # Safety
+/// `far` is from `nam_farmem_create`; `out` is a valid pointer.
+#[no_mangle]
+pub unsafe extern "C" fn nam_farmem_stats(far: *const nam_farmem_t, out: *mut nam_farmem_stats_t) -> nam_status_t {
+    guard("nam_farmem_stats", || {
+        let stats = deref(far, "far")?.far.stats();
+        *deref_mut(out, "out")? = stats.into();
+        Ok(NAM_OK)
+    })
+}
+
+/// The counters of the paged region so far, into `*out`; `*resident` (if not NULL) gets the
+/// number of pages resident now.
+///
+/// # Safety
+/// `region` is from `nam_region_create`; `out` is a valid pointer; `resident` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nam_region_stats(
+    region: *const nam_region_t,
+    out: *mut nam_farmem_stats_t,
+    resident: *mut u64,
+) -> nam_status_t {
+    guard("nam_region_stats", || {
+        let region = &deref(region, "region")?.region;
+        *deref_mut(out, "out")? = region.stats().into();
+        write_optional(resident, region.resident_pages() as u64);
         Ok(NAM_OK)
     })
 }

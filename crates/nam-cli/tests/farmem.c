@@ -39,6 +39,13 @@ int main(void) {
     CHECK(nam_farmem_flush(far));
     CHECK(nam_farmem_read(far, 0, back, FAR));
     if (memcmp(model, back, FAR) != 0) { fprintf(stderr, "explicit: data differs\n"); return 1; }
+    nam_farmem_stats_t stats;
+    CHECK(nam_farmem_stats(far, &stats));
+    if (stats.misses == 0 || stats.evictions == 0 || stats.writebacks == 0) {
+        fprintf(stderr, "explicit: counters %llu misses, %llu evictions, %llu write-backs\n",
+                (unsigned long long)stats.misses, (unsigned long long)stats.evictions, (unsigned long long)stats.writebacks);
+        return 1;
+    }
     if (nam_farmem_read(far, FAR - 4, back, 8) != NAM_ERR_OUT_OF_BOUNDS) { fprintf(stderr, "no bounds check\n"); return 1; }
     CHECK(nam_farmem_destroy(far));
 
@@ -59,8 +66,18 @@ int main(void) {
     uint64_t pages = 0;
     CHECK(nam_region_evict(region, 0, FAR, &pages));
     if (pages == 0 || pages > LOCAL / 4096) { fprintf(stderr, "evicted %llu pages\n", (unsigned long long)pages); return 1; }
+    uint64_t resident = 0, prefetched = 0;
+    CHECK(nam_region_stats(region, &stats, &resident));
+    if (resident != 0) { fprintf(stderr, "%llu pages resident after dropping all\n", (unsigned long long)resident); return 1; }
+    prefetched = stats.prefetches;
     CHECK(nam_region_fetch(region, FAR - 8192, 8192, &pages));
     if (pages != 2) { fprintf(stderr, "fetched %llu pages, not 2\n", (unsigned long long)pages); return 1; }
+    CHECK(nam_region_stats(region, &stats, &resident));
+    if (resident != 2 || stats.prefetches != prefetched + 2 || stats.misses == 0) {
+        fprintf(stderr, "after a fetch of 2 pages: %llu resident, %llu prefetches (%llu before)\n",
+                (unsigned long long)resident, (unsigned long long)stats.prefetches, (unsigned long long)prefetched);
+        return 1;
+    }
     if (memcmp((char *)mem + FAR - 8192, model + FAR - 8192, 8192) != 0) { fprintf(stderr, "fetched: data differs\n"); return 1; }
     if (nam_region_fetch(region, FAR - 4, 8, &pages) != NAM_ERR_OUT_OF_BOUNDS ||
         nam_region_evict(region, FAR, 1, NULL) != NAM_ERR_OUT_OF_BOUNDS) {
