@@ -44,6 +44,20 @@ fn the_c_api_reaches_far_memory_both_ways() {
     assert!(out.status.success() && text.contains("farmem.c: ok"), "{text}");
 }
 
+/// The preload library, and the C program `source` compiled as `name` in a directory of its
+/// own (removed by the caller): (library, directory, program).
+fn preload_and_program(name: &str, source: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let preload = lib_dir().join("libnam_farmem_preload.so");
+    assert!(preload.exists(), "{} missing: run `cargo build --workspace` first", preload.display());
+    let dir = std::env::temp_dir().join(format!("nam-farmem-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, program) = (dir.join(format!("{name}.c")), dir.join(name));
+    std::fs::write(&c, source).unwrap();
+    let cc = Command::new("cc").arg(&c).arg("-O2").arg("-o").arg(&program).output().expect("run cc");
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    (preload, dir, program)
+}
+
 /// A C program that knows nothing of nam: a large array (placed in far memory by the
 /// preload library) written and summed in three passes, each checked.
 const STREAMING_PROGRAM: &str = r#"
@@ -66,19 +80,11 @@ int main(void) {
 
 #[test]
 fn an_unmodified_program_streams_through_huge_pages_under_the_preload_library() {
-    let lib = lib_dir();
-    let preload = lib.join("libnam_farmem_preload.so");
-    assert!(preload.exists(), "{} missing: run `cargo build --workspace` first", preload.display());
-    let dir = std::env::temp_dir().join(format!("nam-farmem-huge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("streaming.c"), STREAMING_PROGRAM).unwrap();
-    let cc = Command::new("cc").arg(dir.join("streaming.c")).arg("-O2").arg("-o").arg(dir.join("streaming")).output();
-    let cc = cc.expect("run cc");
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let (preload, dir, program) = preload_and_program("streaming", STREAMING_PROGRAM);
     // 8 MiB resident of a 32 MiB array: four huge pages.
     let have_huge_pages = common::free_huge_pages_for(4);
     let server = ServerProcess::start("sm,self,tcp", &[]);
-    let out = Command::new(dir.join("streaming"))
+    let out = Command::new(&program)
         .env("LD_PRELOAD", &preload)
         .env("NAM_SERVERS", server.addr.to_string())
         .env("NAM_TRANSPORTS", "sm,self,tcp")
@@ -147,19 +153,12 @@ int main(int argc, char **argv) {
 
 #[test]
 fn an_unmodified_programs_madvise_on_far_memory_reaches_the_pager_or_at_least_ends() {
-    let preload = lib_dir().join("libnam_farmem_preload.so");
-    assert!(preload.exists(), "{} missing: run `cargo build --workspace` first", preload.display());
-    let dir = std::env::temp_dir().join(format!("nam-farmem-advice-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("advice.c"), ADVICE_PROGRAM).unwrap();
-    let cc = Command::new("cc").arg(dir.join("advice.c")).arg("-O2").arg("-o").arg(dir.join("advice")).output();
-    let cc = cc.expect("run cc");
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let (preload, dir, program_path) = preload_and_program("advice", ADVICE_PROGRAM);
     let server = ServerProcess::start("sm,self,tcp", &[]);
     // With UCX's memory hooks (its default) the advice reaches the kernel, and the program
     // must still run to its end; without them it reaches the pager.
     for (mode, hooks) in [("signal", false), ("thread", false), ("signal", true), ("thread", true)] {
-        let mut program = Command::new(dir.join("advice"));
+        let mut program = Command::new(&program_path);
         if !hooks {
             program.arg("exact").env("UCX_MEM_EVENTS", "no");
         }
