@@ -183,3 +183,69 @@ fn an_unmodified_programs_madvise_on_far_memory_reaches_the_pager_or_at_least_en
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A C program that reads a file into a large allocation and writes it out again (`pread`,
+/// `read`, `pwrite`, `write`), 2 MiB a call with 2 MiB of local memory: most of the buffer is
+/// never resident when the call starts.
+const POSITIONED_IO_PROGRAM: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#define MIB ((size_t)1 << 20)
+int main(int argc, char **argv) {
+    size_t len = 4 * MIB;
+    unsigned char *local = malloc(4096), *far = malloc(16 * MIB);
+    if (local == NULL || far == NULL || argc < 2) return 2;
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/in", argv[1]);
+    snprintf(out, sizeof out, "%s/out", argv[1]);
+    int fd = open(in, O_CREAT | O_TRUNC | O_RDWR, 0600), fo = open(out, O_CREAT | O_TRUNC | O_RDWR, 0600);
+    if (fd < 0 || fo < 0) { perror("open"); return 2; }
+    for (size_t at = 0; at < len; at += 4096) {
+        for (size_t i = 0; i < 4096; i++) local[i] = (unsigned char)((at + i) * 13 / 7);
+        if (write(fd, local, 4096) != 4096) { perror("write"); return 2; }
+    }
+    memset(far, 1, 16 * MIB); /* 2 MiB stay resident: the first MiBs are not */
+    if (pread(fd, far, len / 2, 0) != (ssize_t)(len / 2)) { perror("pread into far memory"); return 1; }
+    if (lseek(fd, len / 2, SEEK_SET) < 0 || read(fd, far + len / 2, len / 2) != (ssize_t)(len / 2)) {
+        perror("read into far memory");
+        return 1;
+    }
+    memset(far + len, 1, 12 * MIB); /* out of local memory again */
+    if (pwrite(fo, far, len / 2, 0) != (ssize_t)(len / 2)) { perror("pwrite from far memory"); return 1; }
+    if (lseek(fo, len / 2, SEEK_SET) < 0 || write(fo, far + len / 2, len / 2) != (ssize_t)(len / 2)) {
+        perror("write from far memory");
+        return 1;
+    }
+    for (size_t at = 0; at < len; at += 4096) {
+        if (pread(fo, local, 4096, at) != 4096) { perror("pread"); return 1; }
+        for (size_t i = 0; i < 4096; i++)
+            if (local[i] != (unsigned char)((at + i) * 13 / 7)) { printf("byte %zu differs\n", at + i); return 1; }
+    }
+    printf("positioned-io.c: ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn file_reads_and_writes_larger_than_local_memory_move_every_byte_in_both_fault_modes() {
+    let (preload, dir, program) = preload_and_program("positioned-io", POSITIONED_IO_PROGRAM);
+    let server = ServerProcess::start("sm,self,tcp", &[]);
+    for mode in ["signal", "thread"] {
+        let out = Command::new(&program)
+            .arg(&dir)
+            .env("LD_PRELOAD", &preload)
+            .env("NAM_SERVERS", server.addr.to_string())
+            .env("NAM_TRANSPORTS", "sm,self,tcp")
+            .env("NAM_FARMEM_FAULT_MODE", mode)
+            .env("NAM_FARMEM_BYTES", "64MiB")
+            .env("NAM_FARMEM_LOCAL_BYTES", "2MiB")
+            .output()
+            .expect("run the C program");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("positioned-io.c: ok"), "{mode}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

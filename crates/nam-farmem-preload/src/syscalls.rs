@@ -16,6 +16,17 @@
 //! tiny, so the retries are bounded ([`RETRIES`]); an `EFAULT` on memory outside the arena
 //! is returned at once, as without the library.
 //!
+//! **File transfers are completed in pieces.** A transfer that meets a missing page after
+//! its first bytes does not fail: the kernel stops there and returns the bytes it moved. A
+//! program may take that short count for the end of the file, and a buffer larger than the
+//! local budget could never be touched resident as a whole for a retry. So `read`, `write`
+//! (on regular files), `pread` and `pwrite` (and their `64` forms) whose far buffer was cut
+//! short or refused are carried on in pieces of [`PIECE`] bytes, each touched first, until
+//! the whole count is moved, the file ends, or the kernel reports an error (then the bytes
+//! moved so far are returned, as the kernel does). A regular file's rest can be asked for
+//! again without changing what the call means; a socket's or a pipe's short count may just
+//! mean that no more data was there, so those calls keep the `EFAULT` retry only.
+//!
 //! The calls are reached past this library with `dlsym(RTLD_NEXT)`, keeping glibc's
 //! cancellation points. In thread fault mode none of this triggers: the kernel waits for
 //! the pager's handler thread instead of failing.
@@ -26,6 +37,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most times one call is retried after touching its far buffers.
 pub const RETRIES: usize = 16;
+/// Bytes touched and moved per round when a file transfer is completed in pieces: 16 pages,
+/// which stay resident together under any budget of more than 16 pages.
+pub const PIECE: usize = 16 * PAGE;
 const PAGE: usize = 4096;
 
 /// Whether the kernel reads the buffer (the call sends it) or writes it (receives into it).
@@ -110,6 +124,58 @@ fn retrying(mut call: impl FnMut() -> isize, mut touch: impl FnMut() -> bool) ->
     n
 }
 
+/// Whether any byte of `buf..buf + len` is in the far arena.
+fn in_arena(buf: *const u8, len: usize) -> bool {
+    let (start, end) = (buf as usize, (buf as usize).saturating_add(len));
+    arena::bounds().is_some_and(|(base, arena_end)| start.max(base) < end.min(arena_end))
+}
+
+/// Whether a transfer of `count` bytes that returned `first` was cut short by the kernel
+/// (fewer bytes, or `EFAULT`) where the rest of its buffer `buf` is far memory.
+fn cut_short_on_far_memory(buf: *const u8, count: usize, first: isize) -> bool {
+    let cut = (first >= 0 && (first as usize) < count) || (first < 0 && errno() == libc::EFAULT);
+    cut && in_arena(buf.wrapping_add(first.max(0) as usize), count - first.max(0) as usize)
+}
+
+/// Carries on a file transfer of `count` bytes at `buf` that the kernel cut short at
+/// `first` (see the module documentation): `call(done, len)` moves `len` bytes at
+/// `buf + done` (and, for positioned calls, at the file offset plus `done`), in pieces of
+/// [`PIECE`] bytes, each touched first. A piece refused again is retried at most [`RETRIES`]
+/// times. Returns the bytes moved in all, or the error if none were.
+fn carry_on(
+    buf: *const u8,
+    count: usize,
+    access: Access,
+    first: isize,
+    mut call: impl FnMut(usize, usize) -> isize,
+) -> isize {
+    let mut done = first.max(0) as usize;
+    let mut refused = 0;
+    while done < count {
+        let piece = (count - done).min(PIECE);
+        touch(buf.wrapping_add(done), piece, access);
+        let n = call(done, piece);
+        if n < 0 && errno() == libc::EFAULT && refused < RETRIES {
+            refused += 1; // evicted again before the call: a tiny budget
+            continue;
+        }
+        if n <= 0 {
+            // The end of the file, or an error: what was moved, or the error if nothing was.
+            return if done > 0 { done as isize } else { n };
+        }
+        done += n as usize;
+    }
+    done as isize
+}
+
+/// Whether `fd` is a regular file (whose transfers [`carry_on`] may complete).
+fn regular_file(fd: libc::c_int) -> bool {
+    // SAFETY: a zeroed stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`.
+    unsafe { libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG }
+}
+
 fn errno() -> libc::c_int {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -142,6 +208,7 @@ macro_rules! wrap {
         /// Looks up glibc's definitions of the wrapped calls, before the first fault can
         /// need them in a signal handler (where `dlsym` must not run).
         pub fn resolve() {
+            files::resolve();
             $(next(&slot::$name, std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()).expect("a C name"));)*
         }
 
@@ -163,9 +230,6 @@ macro_rules! wrap {
 }
 
 wrap! {
-    /// `read(2)`.
-    fn read(fd: libc::c_int, buf: *mut c_void, count: usize) -> isize;
-    touch = touch(buf as *const u8, count, Access::KernelWrites);
     /// `recv(2)`.
     fn recv(fd: libc::c_int, buf: *mut c_void, len: usize, flags: libc::c_int) -> isize;
     touch = touch(buf as *const u8, len, Access::KernelWrites);
@@ -185,9 +249,6 @@ wrap! {
     /// `recvmsg(2)`.
     fn recvmsg(fd: libc::c_int, msg: *mut libc::msghdr, flags: libc::c_int) -> isize;
     touch = touch_msg(msg, Access::KernelWrites);
-    /// `write(2)`.
-    fn write(fd: libc::c_int, buf: *const c_void, count: usize) -> isize;
-    touch = touch(buf as *const u8, count, Access::KernelReads);
     /// `send(2)`.
     fn send(fd: libc::c_int, buf: *const c_void, len: usize, flags: libc::c_int) -> isize;
     touch = touch(buf as *const u8, len, Access::KernelReads);
@@ -207,4 +268,125 @@ wrap! {
     /// `sendmsg(2)`.
     fn sendmsg(fd: libc::c_int, msg: *const libc::msghdr, flags: libc::c_int) -> isize;
     touch = touch_msg(msg, Access::KernelReads);
+}
+
+/// The file transfers: `read`, `write`, `pread`, `pwrite` and their `64` forms, carried on in
+/// pieces when the kernel cuts them short on far memory ([`carry_on`]); `read` and `write` on
+/// anything but a regular file keep the `EFAULT` retry of the other wrappers.
+mod files {
+    use super::{carry_on, cut_short_on_far_memory, next, regular_file, retrying, touch, Access};
+    use std::ffi::{c_int, c_void, CStr};
+    use std::sync::atomic::AtomicUsize;
+
+    static READ: AtomicUsize = AtomicUsize::new(0);
+    static WRITE: AtomicUsize = AtomicUsize::new(0);
+    static PREAD: AtomicUsize = AtomicUsize::new(0);
+    static PWRITE: AtomicUsize = AtomicUsize::new(0);
+
+    type Transfer = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
+    type Positioned = unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize;
+
+    fn glibc<F>(slot: &AtomicUsize, name: &CStr) -> F {
+        let f = next(slot, name);
+        // SAFETY: glibc's function of the signature the caller names (`Transfer` or
+        // `Positioned`, which `F` is); `F` is a function pointer of the size of `usize`.
+        unsafe { std::mem::transmute_copy(&f) }
+    }
+
+    /// Looks the functions up before the first fault can need them in a signal handler.
+    pub(super) fn resolve() {
+        let _: Transfer = glibc(&READ, c"read");
+        let _: Transfer = glibc(&WRITE, c"write");
+        let _: Positioned = glibc(&PREAD, c"pread64");
+        let _: Positioned = glibc(&PWRITE, c"pwrite64");
+    }
+
+    fn transfer(slot: &AtomicUsize, name: &CStr, fd: c_int, buf: *mut c_void, count: usize, access: Access) -> isize {
+        let f: Transfer = glibc(slot, name);
+        // SAFETY: the caller's arguments, passed on as they came (pieces lie inside them).
+        let call = |done: usize, len: usize| unsafe { f(fd, buf.cast::<u8>().add(done).cast(), len) };
+        let first = call(0, count);
+        // Only the slow path asks what `fd` is: a transfer on local memory never does.
+        if !cut_short_on_far_memory(buf as *const u8, count, first) {
+            first
+        } else if regular_file(fd) {
+            carry_on(buf as *const u8, count, access, first, call)
+        } else if first < 0 {
+            retrying(|| call(0, count), || touch(buf as *const u8, count, access))
+        } else {
+            first // a socket's or a pipe's short count: all there was, maybe
+        }
+    }
+
+    fn positioned(
+        slot: &AtomicUsize,
+        name: &CStr,
+        (fd, buf, count, offset): (c_int, *mut c_void, usize, i64),
+        access: Access,
+    ) -> isize {
+        let f: Positioned = glibc(slot, name);
+        // SAFETY: as in `transfer`; a piece's file offset moves with its place in the buffer.
+        let call =
+            |done: usize, len: usize| unsafe { f(fd, buf.cast::<u8>().add(done).cast(), len, offset + done as i64) };
+        let first = call(0, count);
+        if cut_short_on_far_memory(buf as *const u8, count, first) {
+            carry_on(buf as *const u8, count, access, first, call)
+        } else {
+            first
+        }
+    }
+
+    /// `read(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize {
+        transfer(&READ, c"read", fd, buf, count, Access::KernelWrites)
+    }
+
+    /// `write(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
+        transfer(&WRITE, c"write", fd, buf as *mut c_void, count, Access::KernelReads)
+    }
+
+    /// `pread(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: usize, offset: i64) -> isize {
+        positioned(&PREAD, c"pread64", (fd, buf, count, offset), Access::KernelWrites)
+    }
+
+    /// `pread64(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, count: usize, offset: i64) -> isize {
+        positioned(&PREAD, c"pread64", (fd, buf, count, offset), Access::KernelWrites)
+    }
+
+    /// `pwrite(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: usize, offset: i64) -> isize {
+        positioned(&PWRITE, c"pwrite64", (fd, buf as *mut c_void, count, offset), Access::KernelReads)
+    }
+
+    /// `pwrite64(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: usize, offset: i64) -> isize {
+        positioned(&PWRITE, c"pwrite64", (fd, buf as *mut c_void, count, offset), Access::KernelReads)
+    }
 }
