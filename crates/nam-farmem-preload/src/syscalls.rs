@@ -130,11 +130,15 @@ fn in_arena(buf: *const u8, len: usize) -> bool {
     arena::bounds().is_some_and(|(base, arena_end)| start.max(base) < end.min(arena_end))
 }
 
-/// Whether a transfer of `count` bytes that returned `first` was cut short by the kernel
-/// (fewer bytes, or `EFAULT`) where the rest of its buffer `buf` is far memory.
+/// Whether a transfer of `count` bytes that returned `first` may have been cut short by the
+/// kernel at a missing far page: it failed with `EFAULT`, or it moved fewer bytes and stopped
+/// on a page boundary (where a copy meets a missing page; a socket's short count ends there
+/// only by chance), with far memory after that.
 fn cut_short_on_far_memory(buf: *const u8, count: usize, first: isize) -> bool {
-    let cut = (first >= 0 && (first as usize) < count) || (first < 0 && errno() == libc::EFAULT);
-    cut && in_arena(buf.wrapping_add(first.max(0) as usize), count - first.max(0) as usize)
+    let end = buf.wrapping_add(first.max(0) as usize);
+    let cut = (first >= 0 && (first as usize) < count && (end as usize).is_multiple_of(PAGE))
+        || (first < 0 && errno() == libc::EFAULT);
+    cut && in_arena(end, count - first.max(0) as usize)
 }
 
 /// Carries on a file transfer of `count` bytes at `buf` that the kernel cut short at
