@@ -111,10 +111,11 @@ fn touch_msg(msg: *const libc::msghdr, access: Access) -> bool {
     !msg.is_null() && unsafe { touch_iov((*msg).msg_iov, (*msg).msg_iovlen as libc::c_int, access) }
 }
 
-/// Makes the call until it does not fail with `EFAULT` on far memory (at most [`RETRIES`]
-/// retries), touching the far buffers with `touch` before each retry.
-fn retrying(mut call: impl FnMut() -> isize, mut touch: impl FnMut() -> bool) -> isize {
-    let mut n = call();
+/// Makes the call again, while it fails with `EFAULT` on far memory (at most [`RETRIES`]
+/// retries), touching the far buffers with `touch` before each retry; `first` is what the
+/// first call returned.
+fn retrying(first: isize, mut call: impl FnMut() -> isize, mut touch: impl FnMut() -> bool) -> isize {
+    let mut n = first;
     for _ in 0..RETRIES {
         if n >= 0 || errno() != libc::EFAULT || !touch() {
             break;
@@ -227,7 +228,8 @@ macro_rules! wrap {
             let f = next(&slot::$name, name.expect("a C name"));
             // SAFETY: glibc's function of the same signature.
             let f: unsafe extern "C" fn($($ty),*) -> isize = std::mem::transmute(f);
-            retrying(|| f($($arg),*), || $touch)
+            let call = || f($($arg),*);
+            retrying(call(), call, || $touch)
         }
         )*
     };
@@ -316,7 +318,7 @@ mod files {
         } else if regular_file(fd) {
             carry_on(buf as *const u8, count, access, first, call)
         } else if first < 0 {
-            retrying(|| call(0, count), || touch(buf as *const u8, count, access))
+            retrying(first, || call(0, count), || touch(buf as *const u8, count, access))
         } else {
             first // a socket's or a pipe's short count: all there was, maybe
         }
