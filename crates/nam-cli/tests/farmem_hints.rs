@@ -1,7 +1,9 @@
 //! What a program can tell a paged region, against real `nam serve` processes: fetch these
 //! ranges now (`PagedRegion::fetch_ranges`, `madvise(MADV_WILLNEED)`'s counterpart) and drop
 //! that range now (`PagedRegion::evict_range`, `MADV_PAGEOUT`'s), in both fault modes, with
-//! the data checked against a local model; ranges outside the region; a server that died.
+//! the data checked against a local model; ranges outside the region; a server that died;
+//! pages the program drops behind the pager's back with `madvise(MADV_DONTNEED)`; and the
+//! benchmark's graph query that asks for its pages (`--workload fof-hinted`).
 
 mod common;
 
