@@ -211,31 +211,41 @@ fn the_hinted_graph_query_computes_what_the_local_one_does_with_few_misses() {
 fn pages_the_program_drops_itself_come_back_from_the_servers_instead_of_faulting_forever() {
     let _serial = serial();
     let server = ServerProcess::start("sm,self,tcp", &[]);
-    for mode in [FaultMode::Signal, FaultMode::Thread] {
-        let region = region(&[&server], "sm,self,tcp", 1 << 20, 1 << 20, mode);
+    // On huge pages too where they can be reserved (as root; the refusal is tested elsewhere).
+    let huge = common::free_huge_pages_for(4);
+    for (mode, huge) in [(FaultMode::Signal, false), (FaultMode::Thread, false), (FaultMode::Signal, huge)] {
+        let what = format!("{mode:?} faults, huge pages {huge}");
+        let page = if huge { nam_farmem::huge_page_bytes().expect("huge pages reserved") } else { PAGE } as usize;
+        let mut config = ClientConfig::new(vec![server.addr]);
+        config.transports = Some("sm,self,tcp".into());
+        let client = Arc::new(Client::connect(config).expect("connect"));
+        let mut pager = PagerConfig::new(4 * page as u64, 4 * page as u64);
+        pager.fault_mode = mode;
+        if huge {
+            pager = pager.with_huge_pages();
+        }
+        let region = PagedRegion::new(client, pager).expect("region");
         // SAFETY: the only view of the region in this loop.
         let mem = unsafe { region.as_slice_mut() };
-        mem[..3 * PAGE as usize].fill(5);
+        mem[..3 * page].fill(5);
         region.flush().unwrap();
-        mem[..PAGE as usize].fill(6); // dirty again, not written back
-                                      // SAFETY: advice on region memory, whose contents the program gives up.
-        assert_eq!(unsafe { libc::madvise(mem.as_mut_ptr().cast(), 2 * PAGE as usize, libc::MADV_DONTNEED) }, 0);
+        mem[..page].fill(6); // dirty again, not written back
+                             // SAFETY: advice on region memory, whose contents the program gives up.
+        assert_eq!(unsafe { libc::madvise(mem.as_mut_ptr().cast(), 2 * page, libc::MADV_DONTNEED) }, 0, "{what}");
         // Before the pager checked, these reads faulted again and again, for ever: read them
         // on another thread and give up on it after a while.
         let (tx, rx) = std::sync::mpsc::channel();
-        let (page0, page1) = (mem.as_ptr() as usize, mem.as_ptr() as usize + PAGE as usize);
+        let (page0, page1) = (mem.as_ptr() as usize, mem.as_ptr() as usize + page);
         std::thread::spawn(move || {
             // SAFETY: region memory, alive until the test ends (or leaked with this thread).
             let read = |at: usize| unsafe { std::ptr::read_volatile(at as *const u8) };
             let _ = tx.send((read(page0), read(page1)));
         });
-        let got = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{mode:?}: the read never ended"));
-        assert_eq!(got, (5, 5), "{mode:?}: pages come back as of their last write-back");
-        mem[..PAGE as usize].fill(7);
+        let got = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{what}: the read never ended"));
+        assert_eq!(got, (5, 5), "{what}: pages come back as of their last write-back");
+        mem[..page].fill(7);
         region.evict_all().unwrap();
-        assert!(
-            mem[..PAGE as usize].iter().all(|&b| b == 7)
-                && mem[PAGE as usize..3 * PAGE as usize].iter().all(|&b| b == 5)
-        );
+        let kept = mem[..page].iter().all(|&b| b == 7) && mem[page..3 * page].iter().all(|&b| b == 5);
+        assert!(kept, "{what}: region differs from the model");
     }
 }
