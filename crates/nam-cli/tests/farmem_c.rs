@@ -184,19 +184,32 @@ fn an_unmodified_programs_madvise_on_far_memory_reaches_the_pager_or_at_least_en
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A C program that reads a file into a large allocation and writes it out again (`pread`,
-/// `read`, `pwrite`, `write`), 2 MiB a call with 2 MiB of local memory: most of the buffer is
-/// never resident when the call starts.
-const POSITIONED_IO_PROGRAM: &str = r#"
+/// A C program that reads a file into a large allocation and writes it out again with every
+/// file transfer call (`pread`, `preadv`, `read`, `readv`, then `pwrite`, `pwritev`, `write`,
+/// `writev`), 1 MiB a call with 2 MiB of local memory. Before each phase the buffer is paged
+/// out (`MADV_PAGEOUT`) and the first page of each call's part touched again, so that every
+/// call meets a resident page and then missing ones.
+const FILE_IO_PROGRAM: &str = r#"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #define MIB ((size_t)1 << 20)
+static void page_out(unsigned char *far, size_t len) {
+    madvise(far, len, MADV_PAGEOUT);
+    for (size_t at = 0; at < len; at += MIB) far[at] ^= 0; /* a resident page, then missing ones */
+}
+static int all(ssize_t n, size_t want, const char *what) {
+    if (n == (ssize_t)want) return 0;
+    printf("%s moved %zd bytes of %zu\n", what, n, want);
+    return 1;
+}
 int main(int argc, char **argv) {
-    size_t len = 4 * MIB;
-    unsigned char *local = malloc(4096), *far = malloc(16 * MIB);
+    size_t len = 4 * MIB, half = MIB / 2;
+    unsigned char *local = malloc(4096), *far = aligned_alloc(4096, 16 * MIB);
     if (local == NULL || far == NULL || argc < 2) return 2;
     char in[4096], out[4096];
     snprintf(in, sizeof in, "%s/in", argv[1]);
@@ -207,31 +220,30 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < 4096; i++) local[i] = (unsigned char)((at + i) * 13 / 7);
         if (write(fd, local, 4096) != 4096) { perror("write"); return 2; }
     }
-    memset(far, 1, 16 * MIB); /* 2 MiB stay resident: the first MiBs are not */
-    if (pread(fd, far, len / 2, 0) != (ssize_t)(len / 2)) { perror("pread into far memory"); return 1; }
-    if (lseek(fd, len / 2, SEEK_SET) < 0 || read(fd, far + len / 2, len / 2) != (ssize_t)(len / 2)) {
-        perror("read into far memory");
-        return 1;
-    }
-    memset(far + len, 1, 12 * MIB); /* out of local memory again */
-    if (pwrite(fo, far, len / 2, 0) != (ssize_t)(len / 2)) { perror("pwrite from far memory"); return 1; }
-    if (lseek(fo, len / 2, SEEK_SET) < 0 || write(fo, far + len / 2, len / 2) != (ssize_t)(len / 2)) {
-        perror("write from far memory");
-        return 1;
-    }
+    memset(far, 1, 16 * MIB);
+    page_out(far, len);
+    struct iovec two[2] = {{far + MIB, half}, {far + MIB + half, half}};
+    struct iovec three[2] = {{far + 3 * MIB, half}, {far + 3 * MIB + half, half}};
+    if (all(pread(fd, far, MIB, 0), MIB, "pread") || all(preadv(fd, two, 2, MIB), MIB, "preadv")) return 1;
+    if (lseek(fd, 2 * MIB, SEEK_SET) < 0 || all(read(fd, far + 2 * MIB, MIB), MIB, "read")) return 1;
+    if (all(readv(fd, three, 2), MIB, "readv")) return 1;
+    page_out(far, len);
+    if (all(pwrite(fo, far, MIB, 0), MIB, "pwrite") || all(pwritev(fo, two, 2, MIB), MIB, "pwritev")) return 1;
+    if (lseek(fo, 2 * MIB, SEEK_SET) < 0 || all(write(fo, far + 2 * MIB, MIB), MIB, "write")) return 1;
+    if (all(writev(fo, three, 2), MIB, "writev")) return 1;
     for (size_t at = 0; at < len; at += 4096) {
         if (pread(fo, local, 4096, at) != 4096) { perror("pread"); return 1; }
         for (size_t i = 0; i < 4096; i++)
             if (local[i] != (unsigned char)((at + i) * 13 / 7)) { printf("byte %zu differs\n", at + i); return 1; }
     }
-    printf("positioned-io.c: ok\n");
+    printf("file-io.c: ok\n");
     return 0;
 }
 "#;
 
 #[test]
-fn file_reads_and_writes_larger_than_local_memory_move_every_byte_in_both_fault_modes() {
-    let (preload, dir, program) = preload_and_program("positioned-io", POSITIONED_IO_PROGRAM);
+fn file_transfers_over_mostly_missing_far_pages_move_every_byte_in_both_fault_modes() {
+    let (preload, dir, program) = preload_and_program("file-io", FILE_IO_PROGRAM);
     let server = ServerProcess::start("sm,self,tcp", &[]);
     for mode in ["signal", "thread"] {
         let out = Command::new(&program)
@@ -240,12 +252,13 @@ fn file_reads_and_writes_larger_than_local_memory_move_every_byte_in_both_fault_
             .env("NAM_SERVERS", server.addr.to_string())
             .env("NAM_TRANSPORTS", "sm,self,tcp")
             .env("NAM_FARMEM_FAULT_MODE", mode)
+            .env("UCX_MEM_EVENTS", "no") // so that MADV_PAGEOUT reaches the pager
             .env("NAM_FARMEM_BYTES", "64MiB")
             .env("NAM_FARMEM_LOCAL_BYTES", "2MiB")
             .output()
             .expect("run the C program");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && text.contains("positioned-io.c: ok"), "{mode}: {text}");
+        assert!(out.status.success() && text.contains("file-io.c: ok"), "{mode}: {text}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,8 @@
 //!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
 //! - [`syscalls`]: `read`, `readv`, `recv`, `recvfrom`, `recvmsg`, `write`, `writev`, `send`,
 //!   `sendto` and `sendmsg`, retried after touching their far buffers when they fail with
-//!   `EFAULT`, and file transfers (`read`, `write`, `pread`, `pwrite`) carried on in pieces
+//!   `EFAULT`, and file transfers (`read`, `write`, `pread`, `pwrite`, and the vectored
+//!   ones) carried on in pieces
 //!   where the kernel cut them short at a missing far page, so that the pager's signal fault
 //!   mode (`NAM_FARMEM_FAULT_MODE=signal`, default `thread`) serves programs that pass far
 //!   memory to those calls.

@@ -19,9 +19,10 @@
 //! **File transfers are completed in pieces.** A transfer that meets a missing page after
 //! its first bytes does not fail: the kernel stops there and returns the bytes it moved. A
 //! program may take that short count for the end of the file, and a buffer larger than the
-//! local budget could never be touched resident as a whole for a retry. So `read`, `write`
-//! (on regular files), `pread` and `pwrite` (and their `64` forms) whose far buffer was cut
-//! short or refused are carried on in pieces of [`PIECE`] bytes, each touched first, until
+//! local budget could never be touched resident as a whole for a retry. So `read`, `readv`,
+//! `write` and `writev` (on regular files), and `pread`, `preadv`, `pwrite` and `pwritev`
+//! (and their `64` forms), whose far buffers were cut short or refused, are carried on in
+//! pieces of [`PIECE`] bytes, each touched first, until
 //! the whole count is moved, the file ends, or the kernel reports an error (then the bytes
 //! moved so far are returned, as the kernel does). A regular file's rest can be asked for
 //! again without changing what the call means; a socket's or a pipe's short count may just
@@ -142,23 +143,23 @@ fn cut_short_on_far_memory(buf: *const u8, count: usize, first: isize) -> bool {
     cut && in_arena(end, count - first.max(0) as usize)
 }
 
-/// Carries on a file transfer of `count` bytes at `buf` that the kernel cut short at
-/// `first` (see the module documentation): `call(done, len)` moves `len` bytes at
-/// `buf + done` (and, for positioned calls, at the file offset plus `done`), in pieces of
-/// [`PIECE`] bytes, each touched first. A piece refused again is retried at most [`RETRIES`]
-/// times. Returns the bytes moved in all, or the error if none were.
+/// Carries on a file transfer of `count` bytes that the kernel cut short at `first` (see
+/// the module documentation): `call(done, len)` moves the `len` bytes after the first `done`
+/// of the buffer (and, for positioned calls, at the file offset plus `done`), in pieces of
+/// [`PIECE`] bytes, each made resident with `touch(done, len)` first. A piece refused again
+/// is retried at most [`RETRIES`] times. Returns the bytes moved in all, or the error if none
+/// were.
 fn carry_on(
-    buf: *const u8,
     count: usize,
-    access: Access,
     first: isize,
+    mut touch: impl FnMut(usize, usize) -> bool,
     mut call: impl FnMut(usize, usize) -> isize,
 ) -> isize {
     let mut done = first.max(0) as usize;
     let mut refused = 0;
     while done < count {
         let piece = (count - done).min(PIECE);
-        touch(buf.wrapping_add(done), piece, access);
+        touch(done, piece);
         let n = call(done, piece);
         if n < 0 && errno() == libc::EFAULT && refused < RETRIES {
             refused += 1; // evicted again before the call: a tiny budget
@@ -171,6 +172,34 @@ fn carry_on(
         done += n as usize;
     }
     done as isize
+}
+
+/// The bytes `skip..skip + len` of the buffers `iov`, as buffers.
+fn part_of(iov: &[libc::iovec], mut skip: usize, mut len: usize) -> Vec<libc::iovec> {
+    let mut part = Vec::new();
+    for v in iov {
+        if len == 0 {
+            break;
+        }
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        let take = (v.iov_len - skip).min(len);
+        part.push(libc::iovec { iov_base: v.iov_base.cast::<u8>().wrapping_add(skip).cast(), iov_len: take });
+        (skip, len) = (0, len - take);
+    }
+    part
+}
+
+/// [`cut_short_on_far_memory`] for a vectored transfer over the buffers `iov`.
+fn vector_cut_short_on_far_memory(iov: &[libc::iovec], first: isize) -> bool {
+    let total: usize = iov.iter().map(|v| v.iov_len).sum();
+    let rest = part_of(iov, first.max(0) as usize, total);
+    let stopped_at = rest.first().map_or(0, |v| v.iov_base as usize);
+    let cut = (first >= 0 && (first as usize) < total && stopped_at.is_multiple_of(PAGE))
+        || (first < 0 && errno() == libc::EFAULT);
+    cut && rest.iter().any(|v| in_arena(v.iov_base as *const u8, v.iov_len))
 }
 
 /// Whether `fd` is a regular file (whose transfers [`carry_on`] may complete).
@@ -249,9 +278,6 @@ wrap! {
         addrlen: *mut libc::socklen_t
     ) -> isize;
     touch = touch(buf as *const u8, len, Access::KernelWrites);
-    /// `readv(2)`.
-    fn readv(fd: libc::c_int, iov: *const libc::iovec, count: libc::c_int) -> isize;
-    touch = touch_iov(iov, count, Access::KernelWrites);
     /// `recvmsg(2)`.
     fn recvmsg(fd: libc::c_int, msg: *mut libc::msghdr, flags: libc::c_int) -> isize;
     touch = touch_msg(msg, Access::KernelWrites);
@@ -268,19 +294,20 @@ wrap! {
         addrlen: libc::socklen_t
     ) -> isize;
     touch = touch(buf as *const u8, len, Access::KernelReads);
-    /// `writev(2)`.
-    fn writev(fd: libc::c_int, iov: *const libc::iovec, count: libc::c_int) -> isize;
-    touch = touch_iov(iov, count, Access::KernelReads);
     /// `sendmsg(2)`.
     fn sendmsg(fd: libc::c_int, msg: *const libc::msghdr, flags: libc::c_int) -> isize;
     touch = touch_msg(msg, Access::KernelReads);
 }
 
-/// The file transfers: `read`, `write`, `pread`, `pwrite` and their `64` forms, carried on in
-/// pieces when the kernel cuts them short on far memory ([`carry_on`]); `read` and `write` on
-/// anything but a regular file keep the `EFAULT` retry of the other wrappers.
+/// The file transfers: `read`, `readv`, `write`, `writev`, `pread`, `preadv`, `pwrite`,
+/// `pwritev` and the `64` forms, carried on in pieces when the kernel cuts them short on far
+/// memory ([`carry_on`]); the unpositioned ones on anything but a regular file keep the
+/// `EFAULT` retry of the other wrappers.
 mod files {
-    use super::{carry_on, cut_short_on_far_memory, next, regular_file, retrying, touch, Access};
+    use super::{
+        carry_on, cut_short_on_far_memory, next, part_of, regular_file, retrying, touch, touch_iov,
+        vector_cut_short_on_far_memory, Access,
+    };
     use std::ffi::{c_int, c_void, CStr};
     use std::sync::atomic::AtomicUsize;
 
@@ -288,9 +315,15 @@ mod files {
     static WRITE: AtomicUsize = AtomicUsize::new(0);
     static PREAD: AtomicUsize = AtomicUsize::new(0);
     static PWRITE: AtomicUsize = AtomicUsize::new(0);
+    static READV: AtomicUsize = AtomicUsize::new(0);
+    static WRITEV: AtomicUsize = AtomicUsize::new(0);
+    static PREADV: AtomicUsize = AtomicUsize::new(0);
+    static PWRITEV: AtomicUsize = AtomicUsize::new(0);
 
     type Transfer = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
     type Positioned = unsafe extern "C" fn(c_int, *mut c_void, usize, i64) -> isize;
+    type Vectored = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize;
+    type PositionedVectored = unsafe extern "C" fn(c_int, *const libc::iovec, c_int, i64) -> isize;
 
     fn glibc<F>(slot: &AtomicUsize, name: &CStr) -> F {
         let f = next(slot, name);
@@ -305,6 +338,123 @@ mod files {
         let _: Transfer = glibc(&WRITE, c"write");
         let _: Positioned = glibc(&PREAD, c"pread64");
         let _: Positioned = glibc(&PWRITE, c"pwrite64");
+        let _: Vectored = glibc(&READV, c"readv");
+        let _: Vectored = glibc(&WRITEV, c"writev");
+        let _: PositionedVectored = glibc(&PREADV, c"preadv64");
+        let _: PositionedVectored = glibc(&PWRITEV, c"pwritev64");
+    }
+
+    /// The caller's `count` buffers at `iov`.
+    ///
+    /// # Safety
+    /// `iov` points at `count` iovecs (when `count` is positive), as the C call requires.
+    unsafe fn buffers<'a>(iov: *const libc::iovec, count: c_int) -> &'a [libc::iovec] {
+        if iov.is_null() || count <= 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(iov, count as usize)
+        }
+    }
+
+    /// `transfer` for the vectored calls: `call(part)` moves the buffers `part`, and `at` is
+    /// where a part starts in the file (for positioned calls), given the bytes before it.
+    fn vectored(
+        (iov, count): (*const libc::iovec, c_int),
+        access: Access,
+        regular: impl FnOnce() -> bool,
+        call: impl Fn(&[libc::iovec], usize) -> isize,
+    ) -> isize {
+        // SAFETY: the caller's vector, as the call itself reads it.
+        let all = unsafe { buffers(iov, count) };
+        let first = call(all, 0);
+        let total: usize = all.iter().map(|v| v.iov_len).sum();
+        if !vector_cut_short_on_far_memory(all, first) {
+            first
+        } else if regular() {
+            let touch_part = |done: usize, len: usize| {
+                let part = part_of(all, done, len);
+                touch_iov(part.as_ptr(), part.len() as c_int, access)
+            };
+            carry_on(total, first, touch_part, |done, len| call(&part_of(all, done, len), done))
+        } else if first < 0 {
+            retrying(first, || call(all, 0), || touch_iov(iov, count, access))
+        } else {
+            first // a socket's or a pipe's short count: all there was, maybe
+        }
+    }
+
+    /// `readv(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, count: c_int) -> isize {
+        let f: Vectored = glibc(&READV, c"readv");
+        // SAFETY: the caller's arguments, a part of its buffers at a time.
+        let call = |part: &[libc::iovec], _: usize| unsafe { f(fd, part.as_ptr(), part.len() as c_int) };
+        vectored((iov, count), Access::KernelWrites, || regular_file(fd), call)
+    }
+
+    /// `writev(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, count: c_int) -> isize {
+        let f: Vectored = glibc(&WRITEV, c"writev");
+        // SAFETY: as in `readv`.
+        let call = |part: &[libc::iovec], _: usize| unsafe { f(fd, part.as_ptr(), part.len() as c_int) };
+        vectored((iov, count), Access::KernelReads, || regular_file(fd), call)
+    }
+
+    fn positioned_vectored(
+        slot: &AtomicUsize,
+        name: &CStr,
+        (fd, iov, count, offset): (c_int, *const libc::iovec, c_int, i64),
+        access: Access,
+    ) -> isize {
+        let f: PositionedVectored = glibc(slot, name);
+        // SAFETY: as in `readv`; a part's file offset moves with its place in the buffers.
+        let call = |part: &[libc::iovec], done: usize| unsafe {
+            f(fd, part.as_ptr(), part.len() as c_int, offset + done as i64)
+        };
+        vectored((iov, count), access, || true, call)
+    }
+
+    /// `preadv(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn preadv(fd: c_int, iov: *const libc::iovec, count: c_int, offset: i64) -> isize {
+        positioned_vectored(&PREADV, c"preadv64", (fd, iov, count, offset), Access::KernelWrites)
+    }
+
+    /// `preadv64(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const libc::iovec, count: c_int, offset: i64) -> isize {
+        positioned_vectored(&PREADV, c"preadv64", (fd, iov, count, offset), Access::KernelWrites)
+    }
+
+    /// `pwritev(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const libc::iovec, count: c_int, offset: i64) -> isize {
+        positioned_vectored(&PWRITEV, c"pwritev64", (fd, iov, count, offset), Access::KernelReads)
+    }
+
+    /// `pwritev64(2)`.
+    ///
+    /// # Safety
+    /// As the C function.
+    #[no_mangle]
+    pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const libc::iovec, count: c_int, offset: i64) -> isize {
+        positioned_vectored(&PWRITEV, c"pwritev64", (fd, iov, count, offset), Access::KernelReads)
     }
 
     fn transfer(slot: &AtomicUsize, name: &CStr, fd: c_int, buf: *mut c_void, count: usize, access: Access) -> isize {
@@ -316,7 +466,7 @@ mod files {
         if !cut_short_on_far_memory(buf as *const u8, count, first) {
             first
         } else if regular_file(fd) {
-            carry_on(buf as *const u8, count, access, first, call)
+            carry_on(count, first, |done, len| touch(buf.cast::<u8>().wrapping_add(done), len, access), call)
         } else if first < 0 {
             retrying(first, || call(0, count), || touch(buf as *const u8, count, access))
         } else {
@@ -336,7 +486,7 @@ mod files {
             |done: usize, len: usize| unsafe { f(fd, buf.cast::<u8>().add(done).cast(), len, offset + done as i64) };
         let first = call(0, count);
         if cut_short_on_far_memory(buf as *const u8, count, first) {
-            carry_on(buf as *const u8, count, access, first, call)
+            carry_on(count, first, |done, len| touch(buf.cast::<u8>().wrapping_add(done), len, access), call)
         } else {
             first
         }
