@@ -195,11 +195,13 @@ fn part_of(iov: &[libc::iovec], mut skip: usize, mut len: usize) -> Vec<libc::io
 /// [`cut_short_on_far_memory`] for a vectored transfer over the buffers `iov`.
 fn vector_cut_short_on_far_memory(iov: &[libc::iovec], first: isize) -> bool {
     let total: usize = iov.iter().map(|v| v.iov_len).sum();
+    // The common case first, without looking at the buffers: all moved, or another error.
+    if (first >= 0 && first as usize >= total) || (first < 0 && errno() != libc::EFAULT) {
+        return false;
+    }
     let rest = part_of(iov, first.max(0) as usize, total);
     let stopped_at = rest.first().map_or(0, |v| v.iov_base as usize);
-    let cut = (first >= 0 && (first as usize) < total && stopped_at.is_multiple_of(PAGE))
-        || (first < 0 && errno() == libc::EFAULT);
-    cut && rest.iter().any(|v| in_arena(v.iov_base as *const u8, v.iov_len))
+    (first < 0 || stopped_at.is_multiple_of(PAGE)) && rest.iter().any(|v| in_arena(v.iov_base as *const u8, v.iov_len))
 }
 
 /// Whether `fd` is a regular file (whose transfers [`carry_on`] may complete).
