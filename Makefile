@@ -7,12 +7,15 @@ PREFIX ?= /usr/local
 setup:
 	scripts/setup.sh
 
-# Installs anything missing, builds everything (the C tests link the libnam.so this makes),
-# then runs every test.
+# Installs anything missing, checks formatting and lints, builds everything (the C tests
+# link the libnam.so this makes), then runs every test binary, reporting every failure
+# (--no-fail-fast: one failing binary does not hide the ones after it).
 test:
 	scripts/setup.sh --deps-only
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --no-fail-fast
 
 # Benchmarks with their baselines measured in the same run; writes docs/benchmarks.md.
 bench:

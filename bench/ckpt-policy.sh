@@ -13,6 +13,10 @@
 #   * the RAM level's write bandwidth against a plain memcpy of the same bytes (alternating);
 #   * checkpoint time with an asynchronous L3 flush against none.
 set -euo pipefail
+# Open MPI session directories of this run's own (leftovers or concurrent jobs in /tmp make
+# mpirun abort with "orte_session_dir failed").
+OMPI_MCA_orte_tmpdir_base=$(mktemp -d -t nam-bench-mpi.XXXXXX)
+export OMPI_MCA_orte_tmpdir_base
 cd "$(dirname "$0")/.."
 
 RANKS="${RANKS:-2}"

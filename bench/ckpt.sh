@@ -4,6 +4,10 @@
 # Local storage on disk (fsync) and on tmpfs; a segment-size sweep for NAM-XOR's default.
 # Writes docs/benchmarks-ckpt.md from the outputs (never by hand).
 set -euo pipefail
+# Open MPI session directories of this run's own (leftovers or concurrent jobs in /tmp make
+# mpirun abort with "orte_session_dir failed").
+OMPI_MCA_orte_tmpdir_base=$(mktemp -d -t nam-bench-mpi.XXXXXX)
+export OMPI_MCA_orte_tmpdir_base
 cd "$(dirname "$0")/.."
 cargo build --release -p nam-cli
 nam=$PWD/target/release/nam

@@ -13,6 +13,10 @@
 #   * put/get latency 4 B..1 MiB through the direct load/store path, UCX RMA, and the crossover
 #     measured on connecting (nam bench --path direct,rma,auto).
 set -euo pipefail
+# Open MPI session directories of this run's own (leftovers or concurrent jobs in /tmp make
+# mpirun abort with "orte_session_dir failed").
+OMPI_MCA_orte_tmpdir_base=$(mktemp -d -t nam-bench-mpi.XXXXXX)
+export OMPI_MCA_orte_tmpdir_base
 cd "$(dirname "$0")/.."
 
 RANKS="${RANKS:-2,4,8,16}"

@@ -38,6 +38,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 rust_ok || { echo "setup: no cargo >= 1.87 after installing; install Rust (rustup or cargo-web)" >&2; exit 1; }
+# The test command checks formatting and lints (cargo fmt, cargo clippy).
+for tool in fmt clippy; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+        component=$([ "$tool" = fmt ] && echo rustfmt || echo clippy)
+        command -v rustup >/dev/null 2>&1 && rustup component add "$component"
+        cargo "$tool" --version >/dev/null 2>&1 ||
+            { echo "setup: cargo $tool is missing (rustup component add $component)" >&2; exit 1; }
+    fi
+done
 pkg-config --exists ucx || { echo "setup: pkg-config cannot find ucx" >&2; exit 1; }
 echo "setup: dependencies present (UCX $(pkg-config --modversion ucx), $(cargo --version))"
 

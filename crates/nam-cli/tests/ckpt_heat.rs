@@ -41,14 +41,12 @@ fn build_heat(dir: &Path) -> PathBuf {
 }
 
 fn heat(program: &Path, config: &Path, args: &[&str]) -> (bool, String) {
-    let mut cmd = Command::new("mpirun");
+    let mut cmd = ckpt_support::mpi::mpirun_command();
     cmd.args(["--oversubscribe", "--mca", "btl", "self,vader,tcp", "-np", "4", "-x", "NAM_EMULATE_NODES=4"])
         .args(["-x", &format!("NAM_CKPT_CONFIG={}", config.display())])
         .args(["-x", &format!("LD_LIBRARY_PATH={}", lib_dir().display())])
         .arg(program)
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        .args(args);
     let out = run(cmd);
     (out.status.success(), text(&out))
 }

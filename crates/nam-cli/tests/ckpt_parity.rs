@@ -502,7 +502,7 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
         let cmd = ckpt_support::mpirun(4, 4, &[]);
         let mut args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         args.pop();
-        let mut c = std::process::Command::new("mpirun");
+        let mut c = ckpt_support::mpi::mpirun_command();
         c.args(&args[..])
             .args([
                 "-x",

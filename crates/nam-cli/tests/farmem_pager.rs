@@ -256,15 +256,31 @@ fn spawn_child(test: &str, scenario: &str, servers: &str) -> std::process::Child
         .unwrap()
 }
 
-fn wait_output(child: std::process::Child, deadline: Duration) -> (std::process::ExitStatus, String, String) {
-    let id = child.id();
-    let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(deadline);
-        unsafe { libc::kill(id as i32, libc::SIGKILL) };
-    });
-    drop(watchdog);
-    let out = child.wait_with_output().unwrap();
-    (out.status, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+fn wait_output(mut child: std::process::Child, deadline: Duration) -> (std::process::ExitStatus, String, String) {
+    // Both pipes drain on threads of their own, so a chatty child never blocks on them.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let killed_at = std::time::Instant::now() + deadline;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= killed_at {
+            let _ = child.kill(); // the output says how far it got
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
 }
 
 #[test]
@@ -334,7 +350,7 @@ fn the_prefetcher_issues_no_work_when_nothing_misses() {
     // SAFETY: the only view of the region in this test.
     let mem = unsafe { region.as_slice_mut() };
     mem.fill(3); // every page resident: the budget is the whole region
-    std::thread::sleep(Duration::from_millis(50)); // let queued prefetch windows drain
+    assert!(region.wait_settled(Duration::from_secs(10)), "queued prefetch windows never drained");
     let before = region.stats();
     let mut sum = 0u64;
     for _ in 0..4 {
@@ -525,17 +541,21 @@ fn a_region_on_huge_pages_keeps_data_under_random_access_with_evictions() {
     let procs: Vec<ServerProcess> = (0..2).map(|_| ServerProcess::start("sm,self,tcp", &[])).collect();
     let addrs: Vec<_> = procs.iter().map(|p| p.addr).collect();
     let (bytes, budget) = (8 * huge, 4 * huge);
-    if !common::free_huge_pages_for(4) {
-        // Not root and none reserved: the region must say so, naming the counts.
-        let refused =
-            PagedRegion::new(client(&addrs, "sm,self,tcp"), PagerConfig::new(bytes, budget).with_huge_pages());
-        match refused {
-            Err(Error::HugePagesUnavailable { needed: 4, page_bytes, .. }) => assert_eq!(page_bytes, huge),
-            Err(e) => panic!("wrong error without free huge pages: {e}"),
-            Ok(_) => panic!("a region on huge pages was made without free huge pages"),
+    // Four pages of budget, and one for an install in flight.
+    let _huge_pages = common::reserve_huge_pages(5);
+    // A budget of every free page leaves none for an install in flight: the region must
+    // refuse, naming the counts.
+    let free = nam_farmem::free_huge_pages();
+    let refused = PagedRegion::new(
+        client(&addrs, "sm,self,tcp"),
+        PagerConfig::new(2 * free * huge, free * huge).with_huge_pages(),
+    );
+    match refused {
+        Err(Error::HugePagesUnavailable { needed, free: seen, page_bytes }) => {
+            assert_eq!((needed, seen, page_bytes), (free + 1, free, huge))
         }
-        eprintln!("no huge pages could be reserved here: checked the refusal only");
-        return;
+        Err(e) => panic!("wrong error without enough free huge pages: {e}"),
+        Ok(_) => panic!("a region on huge pages was made without enough free huge pages"),
     }
     for mode in [FaultMode::Thread, FaultMode::Signal] {
         let mut config = PagerConfig::new(bytes, budget).with_huge_pages();

@@ -25,9 +25,10 @@ fn read_page(mem: &[u8], page: usize) {
     assert!(mem[page * PAGE..(page + 1) * PAGE].iter().all(|&b| b == want), "page {page} corrupted");
 }
 
-/// Lets the handler install the prefetch windows it has queued, then reads the counters.
+/// Waits until the handler has installed the prefetch windows it has queued, then reads the
+/// counters.
 fn settled(region: &PagedRegion) -> Stats {
-    std::thread::sleep(Duration::from_millis(50));
+    assert!(region.wait_settled(Duration::from_secs(10)), "the pager's handler never settled");
     region.stats()
 }
 

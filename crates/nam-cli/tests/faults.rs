@@ -195,7 +195,9 @@ fn killing_the_server_gives_errors_within_the_deadline() {
                 }
             })
         };
-        std::thread::sleep(Duration::from_millis(300));
+        // Kill it once the mover is well under way (its counter has moved a few times).
+        let moving = eventually(Duration::from_secs(20), || client.fetch(&a, 0).is_ok_and(|n| n >= 3));
+        assert!(moving, "the mover never got going over {tls}");
         server.kill();
         let (error, stalled) = mover.join().unwrap();
         assert!(stalled < Duration::from_secs(4), "the failing operation took {stalled:?} over {tls}");
@@ -269,7 +271,6 @@ fn a_killed_client_loses_its_allocations_after_the_lease() {
         let status = || nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
         assert!(eventually(Duration::from_secs(20), || status().allocations == 1), "the holder never allocated");
         assert_eq!(status().clients, 1);
-        std::thread::sleep(Duration::from_millis(200));
         holder.kill().unwrap();
         holder.wait().unwrap();
         assert!(eventually(Duration::from_secs(10), || status().clients == 0), "the server never noticed");

@@ -280,19 +280,26 @@ fn allreduce_fails_every_rank_on_mismatch_and_when_a_rank_dies() {
             assert!(child_out.read_line(&mut line).unwrap() > 0, "rank 2 exited before attaching");
         }
         let started = Instant::now();
+        let attached = std::sync::atomic::AtomicUsize::new(0);
         let statuses: Vec<Status> = std::thread::scope(|s| {
             let handles: Vec<_> = clients[..2]
                 .iter()
                 .enumerate()
                 .map(|(rank, client)| {
+                    let attached = &attached;
                     s.spawn(move || {
                         let mut group = ReduceGroup::attach(client, "doomed", 3, rank as u32, 1024, 0).unwrap();
+                        attached.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                         let mut recv = [0u8; 8];
                         refusal(group.allreduce(client, ReduceOp::Max, DataType::F64, &[0u8; 8], &mut recv))
                     })
                 })
                 .collect();
-            std::thread::sleep(Duration::from_millis(300));
+            // Kill rank 2 once both others are in the group.
+            let both = common::eventually(Duration::from_secs(20), || {
+                attached.load(std::sync::atomic::Ordering::Acquire) == 2
+            });
+            assert!(both, "ranks 0 and 1 never attached over {transports}");
             rank2.kill().unwrap();
             rank2.wait().unwrap();
             handles.into_iter().map(|h| h.join().unwrap()).collect()

@@ -179,8 +179,12 @@ fn a_left_groups_memory_handed_to_others_is_not_written_by_the_server() {
         blocks.push(allocation);
     }
     assert!(blocks.len() as u64 * block >= 2 << 20, "the pool gave out only {} blocks", blocks.len());
-    for _ in 0..5 {
-        std::thread::sleep(Duration::from_millis(50)); // well past the server's idle spin: it sleeps
+    // The server's progress loop (its main thread) sleeps in poll(2) on the worker's
+    // event fd once idle past its spin.
+    let wchan = format!("/proc/{0}/task/{0}/wchan", server.child.id());
+    let asleep = || std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("poll"));
+    for round in 0..5 {
+        assert!(common::eventually(Duration::from_secs(10), asleep), "the server never slept (round {round})");
         owner.status(0).unwrap(); // and wakes
     }
     let mut back = vec![0u8; block as usize];

@@ -35,8 +35,8 @@ fn mpi_ranks_share_global_addresses_and_allreduce_at_the_server() {
     let program = build(&temp_dir("gas-mpi"));
     for transports in TRANSPORTS {
         let server = ServerProcess::start(transports, &["--capacity", "16MiB"]);
-        let mut child = Command::new("mpirun")
-            .args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader,tcp", "-np", "3"])
+        let mut child = common::mpi::mpirun_command()
+            .args(["--oversubscribe", "--mca", "btl", "self,vader,tcp", "-np", "3"])
             .args(["-x", "NAM_SERVERS", "-x", "NAM_TRANSPORTS", "-x", "NAM_TIMEOUT_MS"])
             .arg(&program)
             .env("NAM_SERVERS", server.addr.to_string())

@@ -49,7 +49,7 @@ use nam_client::Client;
 use parking_lot::Mutex;
 use rand::SeedableRng;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Page size of the pager (unless the region has huge pages, [`PagerConfig::huge_pages`]).
@@ -243,6 +243,8 @@ struct Shared {
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
+    /// Rounds of the handler's loop that found nothing to do ([`PagedRegion::wait_settled`]).
+    idle_rounds: AtomicU64,
     /// Faults are served by the faulting threads (SIGBUS), which also install the prefetch
     /// windows as their demand reaches them; the handler thread only evicts ahead when its
     /// poll times out.
@@ -276,7 +278,7 @@ impl PagedRegion {
         }
         let budget_pages = (config.budget_bytes / page_bytes).min(len / page_bytes);
         if config.huge_pages {
-            huge::check_free(budget_pages, page_bytes)?;
+            huge::check_free(budget_pages + huge::INSTALL_SPARE_PAGES, page_bytes)?;
         }
         // First, so that a refused bound fails the region before anything is set up.
         let cpu_latency = config.cpu_latency_us.map(CpuLatencyBound::hold).transpose()?;
@@ -355,6 +357,7 @@ impl PagedRegion {
             spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
+            idle_rounds: AtomicU64::new(0),
             signal_mode,
         });
         if signal_mode {
@@ -412,6 +415,27 @@ impl PagedRegion {
         let totals = pages.accuracy.throttle.totals;
         (stats.prefetch_hits, stats.prefetch_wasted) = (totals.used, totals.wasted);
         stats
+    }
+
+    /// Waits until the fault handler has done the work it does on its own (the prefetch
+    /// windows queued for it in thread mode, evictions ahead of the next misses), so that
+    /// counters read next are stable; false if it still had work after `timeout`.
+    ///
+    /// Settled means a whole round of the handler's loop, begun after this call, found
+    /// nothing to do. In signal mode the faulting threads install the prefetch windows, so
+    /// windows no fault has reached stay queued.
+    pub fn wait_settled(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        // The first idle round counted after this call may have begun before it; the second
+        // began after the first ended.
+        let target = self.shared.idle_rounds.load(Ordering::Acquire) + 2;
+        while self.shared.idle_rounds.load(Ordering::Acquire) < target {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
     }
 
     /// Pages resident now.

@@ -106,6 +106,9 @@ pub(crate) struct Inner {
     pub extra_peak: AtomicU64,
     /// Fault injection: the writer commits no interval from this one on ([`Engine::hold_next_commit`]).
     pub held_from: AtomicU32,
+    /// The interval the writer is parked before committing, `u32::MAX` when none
+    /// ([`Engine::commit_held`]).
+    pub parked: AtomicU32,
 }
 
 /// Incremental checkpointing of protected memory regions.
@@ -157,6 +160,7 @@ impl Engine {
             stall_ns: AtomicU64::new(0),
             extra_peak: AtomicU64::new(0),
             held_from: AtomicU32::new(u32::MAX),
+            parked: AtomicU32::new(u32::MAX),
         });
         let background = matches!(inner.config.mode, Mode::PartiallyNonBlocking | Mode::EarlyLate);
         let writer = background.then(|| {
@@ -397,6 +401,19 @@ impl Engine {
         let shared = self.inner.shared.lock();
         self.inner.held_from.store(shared.interval, Ordering::Release);
         true
+    }
+
+    /// The interval whose copy is done and whose commit the writer holds now (after
+    /// [`Engine::hold_next_commit`]), if it has got that far.
+    pub fn commit_held(&self) -> Option<u32> {
+        Some(self.inner.parked.load(Ordering::Acquire)).filter(|&i| i != u32::MAX)
+    }
+
+    /// Pages a write of the application is waiting for now (they are still to be persisted
+    /// by the writer, which copies them first).
+    pub fn pages_awaited(&self) -> usize {
+        let regions = self.inner.regions.read();
+        regions.iter().filter_map(|r| r.table).map(|t| t.urgent_count.load(Ordering::Acquire)).sum()
     }
 
     /// The newest complete checkpoint.

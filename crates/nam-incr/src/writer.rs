@@ -149,6 +149,7 @@ fn park_if_held(inner: &Inner, interval: u32) -> Result<(), IncrError> {
     if interval < inner.held_from.load(Ordering::Acquire) {
         return Ok(());
     }
+    inner.parked.store(interval, Ordering::Release);
     while !shared.stop {
         inner.cv.wait(&mut shared);
     }

@@ -145,18 +145,21 @@ fn restart_from_an_interval_whose_late_copy_was_running() {
     let expected = map.bytes().to_vec();
     store.hold();
     assert_eq!(engine.checkpoint().unwrap(), 2);
-    // Late copying of interval 2 runs now (the store holds it for 100 ms); every write below
-    // must wait for its page.
-    let releaser = {
+    // Late copying of interval 2 runs now (the store holds it until the writes below have
+    // hit pages not yet persisted); every write below must wait for its page.
+    let stalled = std::thread::scope(|s| {
+        let engine = &engine;
         let store = store.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
+        s.spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while engine.pages_awaited() == 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             store.release();
-        })
-    };
-    fill(map.bytes(), 3);
-    releaser.join().unwrap();
-    let stalled = engine.stats().stall_ns;
+        });
+        fill(map.bytes(), 3);
+        engine.stats().stall_ns
+    });
     assert_eq!(engine.wait().unwrap(), Some(2));
     assert_eq!(restore(&*store).unwrap().regions[0], expected, "restart must give interval 2, not the newer writes");
     assert!(engine.stats().faults > 0);
@@ -181,7 +184,12 @@ fn held_commit_leaves_the_interval_incomplete_and_the_previous_one_restorable() 
     assert!(engine.hold_next_commit());
     fill(map.bytes(), 2);
     assert_eq!(engine.checkpoint().unwrap(), 2);
-    std::thread::sleep(Duration::from_millis(200));
+    // Once interval 2 is copied, the writer stops before its commit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while engine.commit_held() != Some(2) {
+        assert!(std::time::Instant::now() < deadline, "the writer never reached the held commit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(engine.committed(), Some(1), "a held commit happened");
     let started = std::time::Instant::now();
     drop(engine);

@@ -80,7 +80,12 @@ fn build_driver(dir: &Path) -> Result<PathBuf> {
 /// Runs the driver on `ranks` ranks; returns its RESULT lines as points.
 fn run_job(program: &Path, ranks: u32, server: &str, transport: Transport, min: u64, max: u64) -> Result<Vec<Point>> {
     let log = program.with_extension(format!("{ranks}.log"));
+    // A session directory of the job's own: concurrent or leftover Open MPI sessions in
+    // /tmp make mpirun abort (orte_session_dir failed).
+    let session = program.with_extension(format!("{ranks}.session"));
+    std::fs::create_dir_all(&session)?;
     let mut child = Command::new("mpirun")
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
         .args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader,tcp"])
         .args(["-np", &ranks.to_string(), "-x", "NAM_SERVERS", "-x", "NAM_TRANSPORTS", "-x", "NAM_TIMEOUT_MS"])
         .arg(program)

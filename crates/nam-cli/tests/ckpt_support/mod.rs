@@ -7,6 +7,9 @@
 #[allow(clippy::duplicate_mod)]
 #[path = "../common/fds.rs"]
 mod fds;
+#[allow(clippy::duplicate_mod)]
+#[path = "../common/mpi.rs"]
+pub mod mpi;
 
 use fds::NoInheritedFds;
 use std::path::PathBuf;
@@ -26,13 +29,11 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 /// The command `mpirun -np <ranks> nam <args>`, ranks spread over `nodes` emulated nodes.
 pub fn mpirun(ranks: usize, nodes: usize, args: &[&str]) -> Command {
-    let mut cmd = Command::new("mpirun");
+    let mut cmd = mpi::mpirun_command();
     cmd.args(["--oversubscribe", "--mca", "btl", "self,vader,tcp", "-np", &ranks.to_string()])
         .args(["-x", &format!("NAM_EMULATE_NODES={nodes}")])
         .arg(env!("CARGO_BIN_EXE_nam"))
         .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
         .no_inherited_fds();
     cmd

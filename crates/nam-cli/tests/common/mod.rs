@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fds;
+pub mod mpi;
 // The `nam` binary's own helper: a test process that crashes leaves no server behind holding
 // its ports and output pipes.
 #[path = "../../src/child.rs"]
@@ -133,15 +134,69 @@ pub fn lib_dir() -> std::path::PathBuf {
     exe.parent().and_then(Path::parent).expect("test binary lives in <target>/<profile>/deps").to_path_buf()
 }
 
-/// Makes `needed` huge pages free if this process may (root): raises `vm.nr_hugepages` by
-/// what is missing. Returns whether they are free now.
-#[allow(dead_code)] // not every test binary has regions on huge pages
-pub fn free_huge_pages_for(needed: u64) -> bool {
+/// `needed` free huge pages held for one test, returned when dropped.
+///
+/// Tests in other binaries run at the same time, so the reservation holds an exclusive lock
+/// (one huge-page test at a time on this machine) from before it reads `vm.nr_hugepages`
+/// until it has put the old value back. UCX is kept off huge pages in every test process
+/// (`.cargo/config.toml`), so nothing but the test's own regions takes the pages reserved.
+pub struct HugePageReservation {
+    /// The locked file; the lock goes with it.
+    _lock: std::fs::File,
+    /// `vm.nr_hugepages` before the reservation, restored on drop.
+    restore_to: u64,
+}
+
+const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+fn nr_hugepages() -> u64 {
+    let text = std::fs::read_to_string(NR_HUGEPAGES).expect("read /proc/sys/vm/nr_hugepages");
+    text.trim().parse().expect("vm.nr_hugepages is a number")
+}
+
+/// Makes `needed` huge pages free for this test by raising `vm.nr_hugepages` (as root), or
+/// fails the test saying why it could not.
+pub fn reserve_huge_pages(needed: u64) -> HugePageReservation {
+    use std::os::unix::io::AsRawFd;
+    if nam_farmem::huge_page_bytes().is_none() {
+        panic!("this test needs huge pages, and this kernel has none (no Hugepagesize in /proc/meminfo)");
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("nam-test-huge-pages.lock"))
+        .expect("open the huge-page lock file");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    // SAFETY: flock on a descriptor this function owns.
+    while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        assert!(Instant::now() < deadline, "another test held the huge-page lock for 10 minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let restore_to = nr_hugepages();
+    let reservation = HugePageReservation { _lock: lock, restore_to };
     let free = nam_farmem::free_huge_pages();
     if free < needed {
-        let path = "/proc/sys/vm/nr_hugepages";
-        let total: u64 = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
-        let _ = std::fs::write(path, (total + needed - free).to_string());
+        let want = restore_to + needed - free;
+        if let Err(e) = std::fs::write(NR_HUGEPAGES, want.to_string()) {
+            panic!("this test needs {needed} free huge pages and {free} are; raising vm.nr_hugepages to {want} failed: {e} (run as root, or reserve them: sysctl -w vm.nr_hugepages={want})");
+        }
     }
-    nam_farmem::free_huge_pages() >= needed
+    let free = nam_farmem::free_huge_pages();
+    assert!(
+        free >= needed,
+        "this test needs {needed} free huge pages; after raising vm.nr_hugepages to {} only {free} are free (memory too fragmented?)",
+        nr_hugepages()
+    );
+    reservation
+}
+
+impl Drop for HugePageReservation {
+    fn drop(&mut self) {
+        // Pages still mapped stay until unmapped (the kernel makes them surplus), so this
+        // never takes memory from under a region.
+        if let Err(e) = std::fs::write(NR_HUGEPAGES, self.restore_to.to_string()) {
+            eprintln!("could not restore vm.nr_hugepages to {}: {e}", self.restore_to);
+        }
+    }
 }

@@ -114,9 +114,11 @@ impl Shared {
                 idle = false;
             } else if spin.may_spin(last_work.elapsed()) {
                 idle = true;
+                self.idle_rounds.fetch_add(1, Ordering::Release);
                 std::hint::spin_loop();
             } else {
                 idle = true;
+                self.idle_rounds.fetch_add(1, Ordering::Release);
                 self.uffd.poll(100);
             }
         }
