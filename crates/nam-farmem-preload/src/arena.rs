@@ -75,6 +75,7 @@ fn make() -> bool {
     }
     // Before the first fault: a signal-mode fault must not look symbols up.
     crate::syscalls::resolve();
+    exit_on_panic();
     match make_region() {
         Ok(region) => {
             let region: &'static PagedRegion = Box::leak(Box::new(region));
@@ -97,6 +98,16 @@ fn make() -> bool {
             false
         }
     }
+}
+
+/// Makes a panic in this library's code (a bug) end the process as a far-memory failure
+/// does: a C program cannot catch it, and the `abort()` a panic in an `extern "C"` function
+/// ends in would run the program's SIGABRT handler, which may touch far memory that can no
+/// longer be served (or block on a lock the panicking code held).
+fn exit_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        nam_farmem::exit_fatal(&format!("panic in the far-memory library: {info}"));
+    }));
 }
 
 fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
@@ -214,8 +225,9 @@ pub fn release(ptr: *mut u8) {
     let mut off = ptr as u64 - BASE.load(Ordering::Relaxed);
     let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(mut len) = blocks.used.remove(&off) else {
-        eprintln!("nam-farmem-preload: free of {ptr:p}, which is not an allocated far block");
-        std::process::abort();
+        // Not abort(): the program's SIGABRT handler could touch far memory or free again.
+        drop(blocks);
+        nam_farmem::exit_fatal(&format!("free of {ptr:p}, which is not an allocated far block (freed twice?)"));
     };
     if let Some((&next, &next_len)) = blocks.free.range(off + len..).next() {
         if next == off + len {

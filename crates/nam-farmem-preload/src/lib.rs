@@ -9,8 +9,11 @@
 //! A tour:
 //! - [`hooks`]: `malloc`, `calloc`, `realloc`, `free`, `posix_memalign`, `aligned_alloc`,
 //!   `memalign` and `malloc_usable_size`. Requests of at least `NAM_FARMEM_THRESHOLD` bytes
-//!   (default 1 MiB) are served from the far arena; everything else, and everything this
-//!   library allocates itself, goes to glibc's own allocator (`__libc_malloc`).
+//!   (default 1 MiB) are served from the far arena; everything else goes to the program's
+//!   own allocator ([`program_alloc`]: jemalloc, tcmalloc or mimalloc when the program is
+//!   linked with one, glibc otherwise), and every block not in the far arena is handed
+//!   back to that same allocator. What this library allocates itself goes to glibc's
+//!   allocator by its internal names (`__libc_malloc`), apart from the program's.
 //! - [`arena`]: a first-fit allocator of page-aligned blocks over one
 //!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default 4 GiB of address space)
 //!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
@@ -27,7 +30,10 @@
 //!
 //! The region is made on the first large allocation. If it cannot be made (no server,
 //! userfaultfd not permitted) the library says why once on stderr and the program runs
-//! with local memory. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
+//! with local memory. A far-memory failure the program cannot be told about (a server died
+//! under a page it needs, a panic in this library) ends the process with
+//! [`nam_farmem::FATAL_EXIT_STATUS`] after one line on stderr, whatever signal handlers the
+//! program installed. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
 //! `NAM_FARMEM_PREFETCH=off` turns the prefetcher off; `NAM_FARMEM_SPIN_US` sets how long the
 //! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`);
 //! `NAM_FARMEM_PREDICT_WRITES=off`, `NAM_FARMEM_EVICT_AHEAD=off` and `NAM_FARMEM_THROTTLE=off`
@@ -51,6 +57,7 @@ pub mod advice;
 pub mod arena;
 pub mod hooks;
 mod libc_alloc;
+pub mod program_alloc;
 pub mod syscalls;
 
 #[global_allocator]

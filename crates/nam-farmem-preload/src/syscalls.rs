@@ -223,8 +223,7 @@ pub(crate) fn next(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
         // SAFETY: dlsym with a NUL-terminated name.
         f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
         if f == 0 {
-            eprintln!("nam-farmem-preload: fatal: no {name:?} past this library");
-            std::process::abort();
+            nam_farmem::exit_fatal(&format!("no {} past the far-memory library", name.to_string_lossy()));
         }
         slot.store(f, Ordering::Release);
     }

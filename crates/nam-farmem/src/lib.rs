@@ -51,6 +51,7 @@ mod cpu_latency;
 mod error;
 mod extent;
 mod far;
+mod fatal;
 mod pager;
 mod prefetch;
 mod span;
@@ -64,6 +65,7 @@ pub use cpu_latency::{cpu_latency_in_force_us, CpuLatencyBound, CPU_LATENCY_DEVI
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
 pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
+pub use fatal::{exit_fatal, FATAL_EXIT_STATUS};
 pub use pager::{
     free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig, BUDGET_PAGES_MIN,
     SIGNAL_REGIONS_MAX,

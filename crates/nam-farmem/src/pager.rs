@@ -34,8 +34,8 @@
 //! ([`PagerConfig::with_huge_pages`]): then every one of the steps above moves 2 MiB.
 //!
 //! A fault that cannot be served (its server died) cannot be returned to the program as an
-//! error: the handler prints what failed, naming the server, and aborts the process rather
-//! than let the faulting thread hang or read wrong data.
+//! error: the handler prints what failed, naming the server, and ends the process with
+//! [`crate::FATAL_EXIT_STATUS`] rather than let the faulting thread hang or read wrong data.
 
 use crate::config::{PrefetchConfig, FAR_BYTES_MAX};
 use crate::cpu_latency::CpuLatencyBound;
@@ -367,7 +367,7 @@ impl PagedRegion {
         let worker = shared.clone();
         let handler = std::thread::Builder::new()
             .name("nam-farmem-pager".into())
-            .spawn(move || serving(|| worker.serve()))
+            .spawn(move || serving(|| worker.serve_or_exit()))
             .map_err(|e| Error::System { what: "spawning the pager thread", source: Arc::new(e) })?;
         Ok(PagedRegion { shared, len, handler: Some(handler), _cpu_latency: cpu_latency })
     }
@@ -568,15 +568,8 @@ fn serving<T>(f: impl FnOnce() -> T) -> T {
     })
 }
 
-/// A page fault that cannot be served: say why and stop the process.
-///
-/// The message goes to file descriptor 2 with one `write(2)`, not through `eprintln!`:
-/// this runs in a SIGBUS handler too, where taking the standard-error lock the interrupted
-/// code may hold would hang, and a test harness's output capture (which `eprintln!` honours)
-/// would swallow the last words of a process that is about to abort.
+/// A page fault that cannot be served: say why and end the process (see
+/// [`crate::exit_fatal`] for why it cannot be `abort()`).
 fn fatal(message: &str) -> ! {
-    let line = format!("nam-farmem: fatal: {message}; the program cannot continue\n");
-    // SAFETY: writes the bytes of `line` to fd 2; a failed write changes nothing here.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-    std::process::abort()
+    crate::fatal::exit_fatal(message)
 }

@@ -78,6 +78,20 @@ impl Spin {
 }
 
 impl Shared {
+    /// [`Shared::serve`] on the handler thread: a panic there would end the only thread that
+    /// serves this region's faults and leave every later fault waiting for ever, so it ends
+    /// the process instead, saying what panicked.
+    pub(super) fn serve_or_exit(&self) {
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve())) {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            fatal(&format!("panic on the pager's handler thread: {what}"));
+        }
+    }
+
     pub(super) fn serve(&self) {
         let mut faults: Vec<Fault> = Vec::with_capacity(64);
         let mut last_work = Instant::now();

@@ -1,0 +1,150 @@
+//! The program's own allocator: the `malloc` family that the program would have called
+//! without this library, that is each function's next definition past this library in
+//! symbol lookup order (`dlsym(RTLD_NEXT)`): jemalloc's, tcmalloc's or mimalloc's when the
+//! program is linked with one of them (Debian's `redis-server` needs `libjemalloc.so.2`),
+//! glibc's otherwise.
+//!
+//! Every block that is not far is the program's allocator's, and every question about it
+//! (`free`, `realloc`, `malloc_usable_size`) goes to that same allocator: asking one
+//! allocator about another's block is undefined (jemalloc's `malloc_usable_size` of a
+//! glibc block crashed Redis at startup). Allocator functions this library does not
+//! interpose (`valloc`, `reallocarray`, jemalloc's `mallocx`, C++ `operator new` of an
+//! allocator that replaces it) then hand out blocks that the interposed `free` and
+//! `malloc_usable_size` pass on to the right allocator too.
+//!
+//! Looking the functions up may itself allocate (the dynamic linker's bookkeeping, older
+//! glibc's `dlerror` buffer); while it runs, requests are served from a small static
+//! bootstrap buffer, whose blocks are never reused ([`in_bootstrap`]).
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+/// The program allocator's functions.
+pub(crate) struct Next {
+    pub malloc: unsafe extern "C" fn(usize) -> *mut c_void,
+    pub calloc: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+    pub realloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    pub free: unsafe extern "C" fn(*mut c_void),
+    pub memalign: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+    pub aligned_alloc: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+    pub posix_memalign: unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> libc::c_int,
+    pub malloc_usable_size: unsafe extern "C" fn(*mut c_void) -> usize,
+    /// Whether `malloc_usable_size` is defined where `malloc` is (it may not be when the
+    /// program brings a `malloc` of its own without one): only then may this library ask
+    /// it how large a block is, to move the block into far memory.
+    pub sizes_known: bool,
+}
+
+const UNRESOLVED: u8 = 0;
+const RESOLVING: u8 = 1;
+const RESOLVED: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+static mut NEXT: Option<Next> = None;
+
+/// The program's allocator, or `None` while it is being looked up (by this thread, whose
+/// lookup allocates, or by another one): then the caller uses the bootstrap buffer.
+#[inline]
+pub(crate) fn next() -> Option<&'static Next> {
+    if STATE.load(Ordering::Acquire) == RESOLVED {
+        // SAFETY: written once before RESOLVED was published with Release; never again.
+        return unsafe { (*std::ptr::addr_of!(NEXT)).as_ref() };
+    }
+    resolve()
+}
+
+#[cold]
+fn resolve() -> Option<&'static Next> {
+    if STATE.compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return None; // resolving now; RESOLVED was checked by the caller
+    }
+    // SAFETY: each name is looked up as the C function of that name and type.
+    let next = unsafe {
+        Next {
+            malloc: std::mem::transmute::<usize, _>(lookup(c"malloc")),
+            calloc: std::mem::transmute::<usize, _>(lookup(c"calloc")),
+            realloc: std::mem::transmute::<usize, _>(lookup(c"realloc")),
+            free: std::mem::transmute::<usize, _>(lookup(c"free")),
+            memalign: std::mem::transmute::<usize, _>(lookup(c"memalign")),
+            aligned_alloc: std::mem::transmute::<usize, _>(lookup(c"aligned_alloc")),
+            posix_memalign: std::mem::transmute::<usize, _>(lookup(c"posix_memalign")),
+            malloc_usable_size: std::mem::transmute::<usize, _>(lookup(c"malloc_usable_size")),
+            sizes_known: same_object(lookup(c"malloc"), lookup(c"malloc_usable_size")),
+        }
+    };
+    // SAFETY: only this thread got past RESOLVING; readers wait for RESOLVED.
+    unsafe { NEXT = Some(next) };
+    STATE.store(RESOLVED, Ordering::Release);
+    // SAFETY: just written.
+    unsafe { (*std::ptr::addr_of!(NEXT)).as_ref() }
+}
+
+/// The next definition of `name`. glibc defines them all, so a miss means a broken process.
+fn lookup(name: &CStr) -> usize {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if f == 0 {
+        nam_farmem::exit_fatal(&format!("no {} past the far-memory library", name.to_string_lossy()));
+    }
+    f
+}
+
+/// Whether the functions at `a` and `b` are defined in the same loaded object.
+fn same_object(a: usize, b: usize) -> bool {
+    let base = |f: usize| {
+        // SAFETY: a zeroed Dl_info is a valid out-buffer; dladdr only reads the address.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        (unsafe { libc::dladdr(f as *const c_void, &mut info) } != 0).then_some(info.dli_fbase as usize)
+    };
+    matches!((base(a), base(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Bytes of the bootstrap buffer: the few small blocks the lookup needs, with room to spare.
+const BOOTSTRAP_BYTES: usize = 64 << 10;
+/// Alignment of bootstrap blocks, and the header before each, which holds its size.
+const BOOTSTRAP_ALIGN: usize = 16;
+
+#[repr(C, align(4096))]
+struct Bootstrap([u8; BOOTSTRAP_BYTES]);
+static mut BOOTSTRAP: Bootstrap = Bootstrap([0; BOOTSTRAP_BYTES]);
+static BOOTSTRAP_USED: AtomicUsize = AtomicUsize::new(0);
+
+fn bootstrap_base() -> usize {
+    std::ptr::addr_of!(BOOTSTRAP) as usize
+}
+
+/// A zeroed block of the bootstrap buffer (its memory is never handed out twice), or null
+/// when the buffer is used up.
+pub(crate) fn bootstrap_alloc(size: usize, align: usize) -> *mut c_void {
+    let align = align.max(BOOTSTRAP_ALIGN);
+    let mut used = BOOTSTRAP_USED.load(Ordering::Relaxed);
+    loop {
+        let start = (bootstrap_base() + used + BOOTSTRAP_ALIGN).next_multiple_of(align);
+        let end = start.saturating_add(size);
+        if end > bootstrap_base() + BOOTSTRAP_BYTES {
+            return std::ptr::null_mut();
+        }
+        match BOOTSTRAP_USED.compare_exchange_weak(used, end - bootstrap_base(), Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => {
+                // SAFETY: the header lies inside the part of the buffer just claimed.
+                unsafe { ((start - BOOTSTRAP_ALIGN) as *mut usize).write(size) };
+                return start as *mut c_void;
+            }
+            Err(now) => used = now,
+        }
+    }
+}
+
+/// Whether `ptr` is a block of the bootstrap buffer (freeing one does nothing).
+#[inline]
+pub(crate) fn in_bootstrap(ptr: *const c_void) -> bool {
+    let p = ptr as usize;
+    p >= bootstrap_base() && p < bootstrap_base() + BOOTSTRAP_BYTES
+}
+
+/// The size asked for of the bootstrap block at `ptr`.
+pub(crate) fn bootstrap_size(ptr: *const c_void) -> usize {
+    // SAFETY: a bootstrap block is preceded by its header ([`bootstrap_alloc`]).
+    unsafe { ((ptr as usize - BOOTSTRAP_ALIGN) as *const usize).read() }
+}
