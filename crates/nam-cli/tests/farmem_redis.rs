@@ -3,10 +3,11 @@
 //! value checked, and shuts down cleanly; and when the memory server under its far values
 //! dies while it serves them, it ends with the library's fatal message and
 //! `nam_farmem::FATAL_EXIT_STATUS` within a deadline, although it has its own SIGABRT and
-//! SIGSEGV handlers (which touch memory the pager can no longer serve: with `abort()` it
-//! hung there for ever). Before the library kept small blocks with the program's own
-//! allocator, Redis crashed at startup (jemalloc's `malloc_usable_size` was asked about a
-//! block glibc had made).
+//! SIGSEGV handlers (a crash report that may read far memory the pager can no longer serve:
+//! with `abort()` it has been seen to hang there; in this test's runs it ended by SIGABRT
+//! after its report, which the status check tells apart). Before the library kept small
+//! blocks with the program's own allocator, Redis crashed at startup (jemalloc's
+//! `malloc_usable_size` was asked about a block glibc had made).
 //!
 //! Each test starts its own Redis on a Unix socket in a directory of its own (`--port 0`:
 //! no TCP port to collide with anything), never the system's service.

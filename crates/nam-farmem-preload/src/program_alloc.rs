@@ -19,16 +19,24 @@
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
+type AllocFn = unsafe extern "C" fn(usize) -> *mut c_void;
+type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+type FreeFn = unsafe extern "C" fn(*mut c_void);
+type AlignedFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+type PosixMemalignFn = unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> libc::c_int;
+type UsableSizeFn = unsafe extern "C" fn(*mut c_void) -> usize;
+
 /// The program allocator's functions.
 pub(crate) struct Next {
-    pub malloc: unsafe extern "C" fn(usize) -> *mut c_void,
-    pub calloc: unsafe extern "C" fn(usize, usize) -> *mut c_void,
-    pub realloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    pub free: unsafe extern "C" fn(*mut c_void),
-    pub memalign: unsafe extern "C" fn(usize, usize) -> *mut c_void,
-    pub aligned_alloc: unsafe extern "C" fn(usize, usize) -> *mut c_void,
-    pub posix_memalign: unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> libc::c_int,
-    pub malloc_usable_size: unsafe extern "C" fn(*mut c_void) -> usize,
+    pub malloc: AllocFn,
+    pub calloc: CallocFn,
+    pub realloc: ReallocFn,
+    pub free: FreeFn,
+    pub memalign: AlignedFn,
+    pub aligned_alloc: AlignedFn,
+    pub posix_memalign: PosixMemalignFn,
+    pub malloc_usable_size: UsableSizeFn,
     /// Whether `malloc_usable_size` is defined where `malloc` is (it may not be when the
     /// program brings a `malloc` of its own without one): only then may this library ask
     /// it how large a block is, to move the block into far memory.
@@ -61,14 +69,14 @@ fn resolve() -> Option<&'static Next> {
     // SAFETY: each name is looked up as the C function of that name and type.
     let next = unsafe {
         Next {
-            malloc: std::mem::transmute::<usize, _>(lookup(c"malloc")),
-            calloc: std::mem::transmute::<usize, _>(lookup(c"calloc")),
-            realloc: std::mem::transmute::<usize, _>(lookup(c"realloc")),
-            free: std::mem::transmute::<usize, _>(lookup(c"free")),
-            memalign: std::mem::transmute::<usize, _>(lookup(c"memalign")),
-            aligned_alloc: std::mem::transmute::<usize, _>(lookup(c"aligned_alloc")),
-            posix_memalign: std::mem::transmute::<usize, _>(lookup(c"posix_memalign")),
-            malloc_usable_size: std::mem::transmute::<usize, _>(lookup(c"malloc_usable_size")),
+            malloc: std::mem::transmute::<usize, AllocFn>(lookup(c"malloc")),
+            calloc: std::mem::transmute::<usize, CallocFn>(lookup(c"calloc")),
+            realloc: std::mem::transmute::<usize, ReallocFn>(lookup(c"realloc")),
+            free: std::mem::transmute::<usize, FreeFn>(lookup(c"free")),
+            memalign: std::mem::transmute::<usize, AlignedFn>(lookup(c"memalign")),
+            aligned_alloc: std::mem::transmute::<usize, AlignedFn>(lookup(c"aligned_alloc")),
+            posix_memalign: std::mem::transmute::<usize, PosixMemalignFn>(lookup(c"posix_memalign")),
+            malloc_usable_size: std::mem::transmute::<usize, UsableSizeFn>(lookup(c"malloc_usable_size")),
             sizes_known: same_object(lookup(c"malloc"), lookup(c"malloc_usable_size")),
         }
     };
