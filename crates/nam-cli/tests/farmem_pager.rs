@@ -308,7 +308,7 @@ fn a_dead_server_under_a_paged_region_is_a_clear_fatal_error_not_a_hang() {
         let (status, _, stderr) = wait_output(child, Duration::from_secs(60));
         assert!(rest.contains("live server intact"), "{scenario}: stdout: {rest}\nstderr: {stderr}");
         assert!(!rest.contains("without an error"), "{scenario}: a dead server's page was read: {rest}");
-        assert!(!status.success());
+        assert_eq!(status.code(), Some(nam_farmem::FATAL_EXIT_STATUS), "{scenario}: {status}: {stderr}");
         let fatal = stderr.contains("nam-farmem: fatal") && stderr.contains(&dead.to_string());
         assert!(fatal, "{scenario}: stderr: {stderr}");
     }

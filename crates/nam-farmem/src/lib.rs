@@ -24,6 +24,8 @@
 //!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]). A program that
 //!   knows what it reads next asks for it with [`PagedRegion::fetch_ranges`] and gives up
 //!   what it is done with with [`PagedRegion::evict_range`].
+//! - [`exit_fatal`] ends a process whose far memory failed (a page fault that cannot be
+//!   served) with one line on stderr and [`FATAL_EXIT_STATUS`], past any signal handler.
 //! - [`CpuLatencyBound`] holds the kernel's CPU latency QoS bound, so that idle cores wake
 //!   quickly for thread-mode faults (opt-in: [`PagerConfig::cpu_latency_us`]).
 //!
