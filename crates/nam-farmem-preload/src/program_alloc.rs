@@ -156,3 +156,40 @@ pub(crate) fn bootstrap_size(ptr: *const c_void) -> usize {
     // SAFETY: a bootstrap block is preceded by its header ([`bootstrap_alloc`]).
     unsafe { ((ptr as usize - BOOTSTRAP_ALIGN) as *const usize).read() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_blocks_are_aligned_zeroed_sized_and_recognised() {
+        let mut last_end = 0;
+        for (size, align) in [(1, 1), (24, 16), (100, 64), (3000, 4096), (7, 0)] {
+            let p = bootstrap_alloc(size, align);
+            assert!(!p.is_null());
+            assert!(in_bootstrap(p) && in_bootstrap(p.cast::<u8>().wrapping_add(size - 1).cast()));
+            assert_eq!(p as usize % align.max(BOOTSTRAP_ALIGN), 0);
+            assert_eq!(bootstrap_size(p), size);
+            assert!(p as usize > last_end, "blocks overlap");
+            last_end = p as usize + size;
+            // SAFETY: `size` bytes were just handed out.
+            assert!(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) }.iter().all(|&b| b == 0));
+        }
+        assert!(bootstrap_alloc(BOOTSTRAP_BYTES, 16).is_null(), "more than the buffer holds");
+        let local = 0u64;
+        assert!(!in_bootstrap((&local as *const u64).cast()));
+    }
+
+    #[test]
+    fn the_next_allocator_is_found_with_its_own_size_function() {
+        let next = next().expect("resolved on first use");
+        assert!(next.sizes_known, "glibc defines malloc and malloc_usable_size together");
+        // SAFETY: the program allocator's own functions, used as C would.
+        unsafe {
+            let p = (next.malloc)(100);
+            assert!(!p.is_null() && !in_bootstrap(p));
+            assert!((next.malloc_usable_size)(p) >= 100);
+            (next.free)(p);
+        }
+    }
+}
