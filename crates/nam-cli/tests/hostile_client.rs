@@ -44,8 +44,8 @@ enum Outcome {
 }
 
 impl RawClient {
-    fn connect(addr: std::net::SocketAddr) -> RawClient {
-        let context = Context::new(Features::CLIENT).expect("UCX context");
+    fn connect(addr: std::net::SocketAddr, transports: &str) -> RawClient {
+        let context = Context::with_transports(Features::CLIENT, Some(transports)).expect("UCX context");
         let worker = Worker::new(&context).expect("UCX worker");
         let replies: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let sink = replies.clone();
@@ -355,7 +355,7 @@ fn well_behaved(server: &ServerProcess, stop: Arc<AtomicBool>, ops: Arc<AtomicU6
             round += 1;
             let size = 256 + (round % 16) * 512;
             let a = client.alloc(size, &AllocOptions::default()).expect("alice allocates");
-            let data: Vec<u8> = (0..size).map(|i| (i as u64 ^ round) as u8).collect();
+            let data: Vec<u8> = (0..size).map(|i| (i ^ round) as u8).collect();
             client.put(&a, 0, &data).expect("alice puts");
             let mut back = vec![0u8; size as usize];
             client.get(&a, 0, &mut back).expect("alice gets");
@@ -385,6 +385,83 @@ fn assert_alive(server: &mut ServerProcess, what: &str, seed: u64, lost: bool) {
     }
 }
 
+/// Polls `Query` of `group_id` until `done` says so.
+fn query_until(
+    client: &mut RawClient,
+    group_id: u64,
+    what: &str,
+    done: impl Fn(&nam_proto::ckpt::CkptInfo) -> bool,
+) -> nam_proto::ckpt::CkptInfo {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.call(&Request::Ckpt(CkptRequest::Query { group_id })) {
+            Outcome::Reply(Reply::Ckpt(nam_proto::ckpt::CkptReply::Info(info))) if done(&info) => return info,
+            Outcome::Reply(Reply::Ckpt(_)) => {}
+            Outcome::Reply(other) => panic!("{what}: query answered {other:?}"),
+            Outcome::Lost(why) => panic!("{what}: query lost: {why}"),
+        }
+        assert!(Instant::now() < deadline, "{what}: not done within 30 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A rank that says it runs on another host is pulled through its own connection: the
+/// worker address it sends (garbage here) is not used, its epoch completes, and a restore
+/// from the parity gives back its bytes.
+fn rank_elsewhere_is_pulled_through_its_connection(server: &ServerProcess) {
+    let mut bob = RawClient::connect(server.addr, &server.transports);
+    bob.hello("bob", "b-secret");
+    let len = 96 << 10;
+    let region = MemRegion::allocate(&bob.context, len).expect("map a buffer");
+    let pattern: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+    // SAFETY: the region maps at least `len` writable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), region.address(), len) };
+    let join = CkptJoin {
+        group: "elsewhere".into(),
+        ranks: 1,
+        rank: 0,
+        segment_bytes: 0,
+        in_flight: 0,
+        timeout_ms: 20_000,
+        node: "far".into(),
+        host: "another host".into(),
+        buffer_len: len as u64,
+        buffer_addr: region.address() as u64,
+        rkey: region.pack_rkey().expect("pack rkey"),
+        worker_address: vec![0xff; 16],
+    };
+    let group_id = match bob.call(&Request::Ckpt(CkptRequest::Join(join))) {
+        Outcome::Reply(Reply::Ckpt(nam_proto::ckpt::CkptReply::Joined(j))) => j.group_id,
+        Outcome::Reply(other) => panic!("join from another host refused: {other:?}"),
+        Outcome::Lost(why) => panic!("join from another host lost: {why}"),
+    };
+    match bob.call(&Request::Ckpt(CkptRequest::Ready { group_id, rank: 0, epoch: 1 })) {
+        Outcome::Reply(Reply::Done) => {}
+        other => panic!("ready: {:?}", matches!(other, Outcome::Lost(_))),
+    }
+    let info = query_until(&mut bob, group_id, "epoch 1", |i| i.complete_epoch == 1 || i.last_status != Status::Ok);
+    assert_eq!((info.complete_epoch, info.last_status), (1, Status::Ok), "{}", info.last_error);
+    let grant = match bob.call(&Request::Ckpt(CkptRequest::Restore { group_id, lost_rank: 0, epoch: 0, flags: 0 })) {
+        Outcome::Reply(Reply::Alloc(grant)) => grant,
+        Outcome::Reply(other) => panic!("restore refused: {other:?}"),
+        Outcome::Lost(why) => panic!("restore lost: {why}"),
+    };
+    let info = query_until(&mut bob, group_id, "restore", |i| i.running_epoch == 0);
+    assert_eq!(info.last_status, Status::Ok, "{}", info.last_error);
+    let mut restored = Vec::new();
+    while restored.len() < len {
+        let chunk = (len - restored.len()).min(32 << 10) as u32;
+        let get = Request::Get { handle: grant.handle, offset: restored.len() as u64, len: chunk };
+        match bob.call(&get) {
+            Outcome::Reply(Reply::Data(data)) => restored.extend(data),
+            Outcome::Reply(other) => panic!("reading the restored bytes: {other:?}"),
+            Outcome::Lost(why) => panic!("reading the restored bytes: {why}"),
+        }
+    }
+    assert!(restored == pattern, "the restore from another host's rank differs from its buffer");
+    let _ = bob.call(&Request::Ckpt(CkptRequest::Destroy { group_id }));
+}
+
 fn run_transport(transports: &str, seed: u64, budget: Duration) {
     let dir = temp_dir(&format!("hostile-{}", transports.replace(',', "-")));
     let config = config(&dir);
@@ -392,12 +469,13 @@ fn run_transport(transports: &str, seed: u64, budget: Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let alice = well_behaved(&server, stop.clone(), ops.clone());
+    rank_elsewhere_is_pulled_through_its_connection(&server);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let server_host = nam_proto::host_id();
 
-    let mut bob = RawClient::connect(server.addr);
+    let mut bob = RawClient::connect(server.addr, &server.transports);
     bob.hello("bob", "b-secret");
-    let mut stranger = RawClient::connect(server.addr);
+    let mut stranger = RawClient::connect(server.addr, &server.transports);
     // The hostile client's own buffer, registered in its context: the real values to mutate.
     let region = MemRegion::allocate(&bob.context, 64 << 10).expect("map a buffer");
     let real = RealValues {
@@ -441,7 +519,7 @@ fn run_transport(transports: &str, seed: u64, budget: Duration) {
         for (client, tenant) in [(&mut bob, Some("bob")), (&mut stranger, None)] {
             if client.endpoint.failure().is_some() || step.is_multiple_of(200) {
                 tally.reconnects += 1;
-                let fresh = RawClient::connect(server.addr);
+                let fresh = RawClient::connect(server.addr, &server.transports);
                 let old = std::mem::replace(client, fresh);
                 drop(old);
                 if let Some(t) = tenant {

@@ -486,7 +486,12 @@ impl Endpoint {
     /// reads it without a length) only after `layout` accepts it ([`crate::RkeyLayout::check`]).
     pub fn unpack_peer_rkey(&self, packed: &[u8], layout: &crate::RkeyLayout) -> Result<RemoteKey> {
         layout.check(packed)?;
-        self.unpack_rkey(packed)
+        // A memory domain's unpack reads a blob of the size its own UCX packs, at most 255
+        // bytes: followed by that many zeros, no read leaves the buffer.
+        let mut padded = Vec::with_capacity(packed.len() + 256);
+        padded.extend_from_slice(packed);
+        padded.resize(packed.len() + 256, 0);
+        self.unpack_rkey(&padded)
     }
 
     /// Unpacks a remote key that a trusted peer packed with [`crate::MemRegion::pack_rkey`].

@@ -171,7 +171,8 @@ fn parse_devices(c: &mut Cursor<'_>, version: u8, ifaces: &mut Vec<Iface>) -> st
 /// Checks a peer's packed worker address before any of it reaches UCX: its layout must
 /// parse within its length (ending exactly there), with the header version and flags of
 /// `reference` (this process's own address: a peer on this host runs the same UCX), and
-/// each transport it lists must be one `reference` lists: the same memory domain index, the
+/// each transport it lists that `reference` lists too must be listed as there: the same
+/// memory domain index, the
 /// same device address (a peer on this host has this host's devices: its IP addresses, its
 /// boot id for shared memory), the same interface attributes (UCX scores lanes with their
 /// floats, and asserts on a negative score) and an interface address of the same size. Only
@@ -188,17 +189,24 @@ pub fn check_worker_address(peer: &[u8], reference: &[u8]) -> Result<()> {
         )));
     }
     // A transport may sit on several devices (TCP on each network interface): any of this
-    // process's will do.
+    // process's will do. A transport this process does not have is never reachable (UCX
+    // compares the name checksum with its own transports first), so only its bounds matter.
     for iface in &theirs.ifaces {
+        if iface.ep_addrs != 0 {
+            return Err(bad(format!("transport {:#06x} carries endpoint addresses", iface.tl_name_csum)));
+        }
+        if !own.ifaces.iter().any(|o| o.tl_name_csum == iface.tl_name_csum) {
+            continue;
+        }
         let known = own.ifaces.iter().any(|o| {
             (o.tl_name_csum, o.md_index, &o.dev_addr, &o.attr, o.iface_addr_len)
                 == (iface.tl_name_csum, iface.md_index, &iface.dev_addr, &iface.attr, iface.iface_addr_len)
         });
-        if !known || iface.ep_addrs != 0 {
+        if !known {
             return Err(bad(format!(
                 "transport {:#06x} on memory domain {} (device address {:02x?}, attributes {:02x?}, {}-byte \
-                 interface address, {} endpoint addresses) is not one of this host's",
-                iface.tl_name_csum, iface.md_index, iface.dev_addr, iface.attr, iface.iface_addr_len, iface.ep_addrs
+                 interface address) is not as this host's UCX packs it",
+                iface.tl_name_csum, iface.md_index, iface.dev_addr, iface.attr, iface.iface_addr_len
             )));
         }
     }
@@ -253,8 +261,11 @@ impl RkeyLayout {
 
     /// Checks a peer's packed remote key against the layout: `u64` memory-domain map, a
     /// memory type (host only), then for each bit of the map a size byte and that many bytes,
-    /// ending exactly at the end of the key; every memory domain named must be one of this
-    /// layout's, with its size.
+    /// ending exactly at the end of the key; every memory domain named must be one this
+    /// layout has, with its size. (A domain this process has but did not pack a probe key for
+    /// is refused too: UCX would unpack its blob if the endpoint reaches it, and the shared
+    /// memory components assert on a bad one.) [`crate::Endpoint::unpack_peer_rkey`] also
+    /// hands UCX the key followed by zeros, so no component reads past it.
     pub fn check(&self, peer: &[u8]) -> Result<()> {
         let bad = |reason: String| Error::Malformed { what: "remote key", reason };
         for (md, blob) in parse_rkey(peer).map_err(bad)? {
@@ -266,7 +277,12 @@ impl RkeyLayout {
                         blob.len()
                     )))
                 }
-                None => return Err(bad(format!("memory domain {md} is not one this process has"))),
+                None => {
+                    return Err(bad(format!(
+                        "memory domain {md} is not one this UCX packs keys for (are the peer's UCX_TLS \
+                         the server's?)"
+                    )))
+                }
             }
         }
         Ok(())

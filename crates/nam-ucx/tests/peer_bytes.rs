@@ -89,7 +89,10 @@ fn remote_keys_are_checked_against_this_ucx() {
     assert!(refused(layout.check(&device_memory)));
     let mut unknown_md = packed.clone();
     unknown_md[7] |= 0x80;
-    assert!(refused(layout.check(&unknown_md)));
+    assert!(refused(layout.check(&unknown_md)), "a map bit without its blob");
+    unknown_md.push(3);
+    unknown_md.extend([7, 7, 7]);
+    assert!(refused(layout.check(&unknown_md)), "a memory domain this process does not pack keys for");
 
     // Keys that pass the check, however mutated, unpack without crashing the process.
     let endpoint =
