@@ -484,10 +484,8 @@ impl Endpoint {
 
     /// [`Endpoint::unpack_rkey`] for a key an untrusted peer sent: it reaches UCX (which
     /// reads it without a length) only after `layout` accepts it ([`crate::RkeyLayout::check`]),
-    /// and then first in a forked child ([`unpack_in_child`]): the layout fixes every length,
-    /// but the contents of a memory domain's blob (a shared-memory segment's id, length,
-    /// owner address) are read by that transport's unpack, which may assert on them. Only a
-    /// key the child unpacked without dying is unpacked here.
+    /// followed by zeros. The layout fixes every length; the contents of a memory domain's
+    /// blob (a shared-memory segment's id, owner address) are the peer's (`docs/security.md`).
     pub fn unpack_peer_rkey(&self, packed: &[u8], layout: &crate::RkeyLayout) -> Result<RemoteKey> {
         layout.check(packed)?;
         // A memory domain's unpack reads a blob of the size its own UCX packs, at most 255
@@ -495,7 +493,6 @@ impl Endpoint {
         let mut padded = Vec::with_capacity(packed.len() + 256);
         padded.extend_from_slice(packed);
         padded.resize(packed.len() + 256, 0);
-        unpack_in_child(self.live()?, &padded)?;
         self.unpack_rkey(&padded)
     }
 
@@ -510,57 +507,6 @@ impl Endpoint {
             ffi::ucp_ep_rkey_unpack(ep, packed.as_ptr() as *const c_void, &mut raw)
         })?;
         Ok(RemoteKey::new(raw, self.inner.clone()))
-    }
-}
-
-/// How long a forked child may take to unpack a peer's key (it maps a segment at most).
-const UNPACK_CHILD_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Unpacks `packed` on `ep` in a forked child that exits at once: a key that makes UCX
-/// assert or fault kills the child, not this process. The child only unpacks (no progress,
-/// no sends) and leaves with `_exit`, so it touches no peer and runs no destructor. A child
-/// that does not finish in time (it could block on a lock another thread held at the fork)
-/// is killed and the key refused.
-fn unpack_in_child(ep: ffi::ucp_ep_h, packed: &[u8]) -> Result<()> {
-    let refused = |reason: String| Error::Malformed { what: "remote key", reason };
-    // SAFETY: the child calls only ucp_ep_rkey_unpack on memory valid in its copy of this
-    // process, then _exit; the parent only waits for it.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(refused(format!("cannot fork to try it: {}", std::io::Error::last_os_error())));
-    }
-    if pid == 0 {
-        let mut raw: ffi::ucp_rkey_h = ptr::null_mut();
-        // SAFETY: as above; the child never returns from this block.
-        unsafe {
-            let status = ffi::ucp_ep_rkey_unpack(ep, packed.as_ptr() as *const c_void, &mut raw);
-            libc::_exit(if status == ffi::UCS_OK { 0 } else { 1 });
-        }
-    }
-    let deadline = Instant::now() + UNPACK_CHILD_TIMEOUT;
-    let mut wstatus = 0;
-    loop {
-        // SAFETY: pid is our child; wstatus is an out-pointer.
-        let done = unsafe { libc::waitpid(pid, &mut wstatus, libc::WNOHANG) };
-        if done == pid {
-            break;
-        }
-        if done < 0 || Instant::now() >= deadline {
-            // SAFETY: pid is our child, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut wstatus, 0);
-            }
-            return Err(refused(format!("unpacking it did not finish within {UNPACK_CHILD_TIMEOUT:?}")));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    if libc::WIFSIGNALED(wstatus) {
-        return Err(refused(format!("UCX died unpacking it (signal {})", libc::WTERMSIG(wstatus))));
-    }
-    match libc::WEXITSTATUS(wstatus) {
-        0 => Ok(()),
-        _ => Err(refused("UCX could not unpack it".into())),
     }
 }
 

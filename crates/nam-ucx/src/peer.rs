@@ -168,14 +168,31 @@ fn parse_devices(c: &mut Cursor<'_>, version: u8, ifaces: &mut Vec<Iface>) -> st
     }
 }
 
+/// Whether a peer's interface attributes may stand beside this process's own for the same
+/// transport and device. The v1 form is three floats (overhead, bandwidth, latency) and a word
+/// of priority and capability flags. The floats depend on the distance of the packing
+/// process's CPU to the device (two processes bound to different sockets differ), so they
+/// must only be usable: finite, not negative, a positive bandwidth (UCX asserts on a negative
+/// lane score). The flags must be this process's. The v2 form (compact, fp8) must be equal.
+fn attrs_compatible(version: u8, own: &[u8], theirs: &[u8]) -> bool {
+    if version != ADDRESS_V1 {
+        return own == theirs;
+    }
+    let float = |i: usize| f32::from_le_bytes([theirs[i], theirs[i + 1], theirs[i + 2], theirs[i + 3]]);
+    let (overhead, bandwidth, latency) = (float(0), float(4), float(8));
+    let usable = |x: f32| x.is_finite() && x >= 0.0;
+    usable(overhead) && usable(latency) && usable(bandwidth) && bandwidth > 0.0 && own[12..16] == theirs[12..16]
+}
+
 /// Checks a peer's packed worker address before any of it reaches UCX: its layout must
 /// parse within its length (ending exactly there), with the header version and flags of
 /// `reference` (this process's own address: a peer on this host runs the same UCX), and
 /// each transport it lists that `reference` lists too must be listed as there: the same
 /// memory domain index, the
 /// same device address (a peer on this host has this host's devices: its IP addresses, its
-/// boot id for shared memory), the same interface attributes (UCX scores lanes with their
-/// floats, and asserts on a negative score) and an interface address of the same size. Only
+/// boot id for shared memory), compatible interface attributes (UCX scores lanes with their
+/// floats, and asserts on a negative score: see `attrs_compatible`) and an interface address
+/// of the same size. Only
 /// the interface address's contents (a port, a process's segment id) are the peer's own. No
 /// endpoint addresses (those belong to wire-up messages, not to a worker's address).
 pub fn check_worker_address(peer: &[u8], reference: &[u8]) -> Result<()> {
@@ -199,8 +216,9 @@ pub fn check_worker_address(peer: &[u8], reference: &[u8]) -> Result<()> {
             continue;
         }
         let known = own.ifaces.iter().any(|o| {
-            (o.tl_name_csum, o.md_index, &o.dev_addr, &o.attr, o.iface_addr_len)
-                == (iface.tl_name_csum, iface.md_index, &iface.dev_addr, &iface.attr, iface.iface_addr_len)
+            (o.tl_name_csum, o.md_index, &o.dev_addr, o.iface_addr_len)
+                == (iface.tl_name_csum, iface.md_index, &iface.dev_addr, iface.iface_addr_len)
+                && attrs_compatible(theirs.version, &o.attr, &iface.attr)
         });
         if !known {
             return Err(bad(format!(
