@@ -12,7 +12,7 @@ use nam_proto::{
     decode_header, AllocReply, AtomicKind, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
     AM_ID_REQUEST,
 };
-use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, Worker};
+use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, RkeyLayout, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -87,6 +87,7 @@ pub struct Server {
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
     worker_address: Vec<u8>,
+    rkey_layout: RkeyLayout,
     listener: Listener,
     pool: Pool,
     worker: Worker,
@@ -124,6 +125,8 @@ impl Server {
             })
             .map_err(transport("cannot register the request handler"))?;
         let worker_address = worker.address().map_err(transport("cannot query the worker address"))?;
+        let rkey_layout =
+            RkeyLayout::of_context(&context).map_err(transport("cannot learn the layout of this UCX's remote keys"))?;
         let listener = Listener::bind(&worker, config.listen)
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
         Ok(Server {
@@ -139,6 +142,7 @@ impl Server {
             next_client_id: 1,
             manifest_path,
             worker_address,
+            rkey_layout,
             listener,
             pool,
             worker,
@@ -296,7 +300,15 @@ impl Server {
                 reserved_name(self.manager.name_of(handle).unwrap_or_default())
             }
             Request::Ckpt(request) => {
-                let mut ctx = EngineCtx { manager: &mut self.manager, pool: &self.pool, worker: &self.worker };
+                let connection = connection.endpoint.clone();
+                let mut ctx = EngineCtx {
+                    manager: &mut self.manager,
+                    pool: &self.pool,
+                    worker: &self.worker,
+                    own_address: &self.worker_address,
+                    rkey_layout: &self.rkey_layout,
+                    connection: &connection,
+                };
                 Ok(match self.ckpt.execute(&mut ctx, client, request)? {
                     crate::ckpt::Reply::Joined(j) => Reply::Ckpt(CkptReply::Joined(j)),
                     crate::ckpt::Reply::Info(i) => Reply::Ckpt(CkptReply::Info(i)),

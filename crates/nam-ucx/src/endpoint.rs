@@ -184,6 +184,19 @@ impl Endpoint {
         Endpoint::create(worker, params, detect_peer_failure)
     }
 
+    /// [`Endpoint::connect_to_worker`] for an address a peer sent: it reaches UCX only after
+    /// [`crate::check_worker_address`] against `own_address` (this worker's address; a peer
+    /// whose address is used this way runs on this host, with this UCX) accepts it.
+    pub fn connect_to_peer_worker(
+        worker: &Worker,
+        address: &[u8],
+        own_address: &[u8],
+        detect_peer_failure: bool,
+    ) -> Result<Endpoint> {
+        crate::peer::check_worker_address(address, own_address)?;
+        Endpoint::connect_to_worker(worker, address, detect_peer_failure)
+    }
+
     /// Accepts a connection request that arrived on a [`crate::Listener`].
     pub fn accept(worker: &Worker, request: crate::listener::ConnRequest) -> Result<Endpoint> {
         let params = ffi::ucp_ep_params_t {
@@ -469,11 +482,27 @@ impl Endpoint {
         Posted::from_status_ptr("ucp_am_send_nbx", ptr)
     }
 
-    /// Unpacks a remote key that a peer packed with [`crate::MemRegion::pack_rkey`].
+    /// [`Endpoint::unpack_rkey`] for a key an untrusted peer sent: it reaches UCX (which
+    /// reads it without a length) only after `layout` accepts it ([`crate::RkeyLayout::check`]),
+    /// followed by zeros. The layout fixes every length; the contents of a memory domain's
+    /// blob (a shared-memory segment's id, owner address) are the peer's (`docs/security.md`).
+    pub fn unpack_peer_rkey(&self, packed: &[u8], layout: &crate::RkeyLayout) -> Result<RemoteKey> {
+        layout.check(packed)?;
+        // A memory domain's unpack reads a blob of the size its own UCX packs, at most 255
+        // bytes: followed by that many zeros, no read leaves the buffer.
+        let mut padded = Vec::with_capacity(packed.len() + 256);
+        padded.extend_from_slice(packed);
+        padded.resize(packed.len() + 256, 0);
+        self.unpack_rkey(&padded)
+    }
+
+    /// Unpacks a remote key that a trusted peer packed with [`crate::MemRegion::pack_rkey`].
+    /// UCX reads the bytes without a length and trusts them: keys from untrusted peers go
+    /// through [`Endpoint::unpack_peer_rkey`].
     pub fn unpack_rkey(&self, packed: &[u8]) -> Result<RemoteKey> {
         let ep = self.live()?;
         let mut raw: ffi::ucp_rkey_h = ptr::null_mut();
-        // SAFETY: packed is a readable buffer; UCX validates its contents.
+        // SAFETY: packed is a readable buffer that a trusted peer packed (UCX does not check it).
         check("ucp_ep_rkey_unpack", unsafe {
             ffi::ucp_ep_rkey_unpack(ep, packed.as_ptr() as *const c_void, &mut raw)
         })?;

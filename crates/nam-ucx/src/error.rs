@@ -39,6 +39,15 @@ pub enum Error {
     /// A socket address could not be used.
     #[error("invalid socket address: {0}")]
     InvalidAddress(String),
+    /// Bytes a peer sent (a packed worker address or remote key) do not have the layout this
+    /// UCX packs; they were not handed to UCX.
+    #[error("malformed {what} from a peer: {reason}")]
+    Malformed {
+        /// What the bytes were meant to be.
+        what: &'static str,
+        /// Which part of the layout is wrong.
+        reason: String,
+    },
     /// An argument violates the wrapper's contract (for example an unaligned atomic).
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),

@@ -9,6 +9,9 @@
 //!   messages, fence and flush.
 //! - [`MemRegion`] maps memory for RMA and packs its remote key; [`RemoteKey`] is a peer's
 //!   key unpacked on an endpoint.
+//! - [`check_worker_address`] and [`RkeyLayout`] check a peer's packed worker address and
+//!   remote key against the layouts this UCX packs before any of it reaches UCX
+//!   ([`Endpoint::connect_to_peer_worker`], [`Endpoint::unpack_peer_rkey`]).
 //!
 //! Every blocking call takes a timeout. When an operation outlives it, the endpoint is
 //! force-closed so that UCX completes all its requests and releases their buffers, and the
@@ -31,6 +34,7 @@ mod error;
 pub mod ffi;
 mod listener;
 mod memory;
+mod peer;
 mod request;
 mod sockaddr;
 mod worker;
@@ -40,5 +44,6 @@ pub use endpoint::{AtomicOp, Endpoint};
 pub use error::{Error, Result};
 pub use listener::{ConnRequest, Listener};
 pub use memory::{MemRegion, RemoteKey};
+pub use peer::{check_worker_address, RkeyLayout};
 pub use request::{Posted, Request};
 pub use worker::{AmMessage, EndpointId, Worker};

@@ -49,6 +49,9 @@ impl Drop for WorkerInner {
             // still in flight would be left pointing into freed transport state. Leaking one
             // worker, on this rare path, is the safe choice; its handlers stay with it.
             log::warn!("leaving a UCX worker undestroyed: an endpoint close did not finish in time");
+            // Its context stays too: ucp_cleanup under a live worker asserts (memory regions
+            // the worker's transports still reference).
+            std::mem::forget(self._context.clone());
             return;
         }
         // SAFETY: endpoints and listeners hold an Arc to this inner, so none is alive.

@@ -10,6 +10,7 @@
 
 pub mod fold;
 pub mod job;
+mod mapping;
 pub mod slot;
 
 use crate::manager::{Manager, Refusal};
@@ -18,7 +19,7 @@ use job::{Job, JobFailure, Purpose, RankSource, RestoreInto, RestoreTarget};
 use nam_proto::ckpt::*;
 use nam_proto::limits::*;
 use nam_proto::{Alloc, AllocReply, Status, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
-use nam_ucx::{Endpoint, Posted, RemoteKey, Worker};
+use nam_ucx::{Endpoint, Posted, RemoteKey, RkeyLayout, Worker};
 use slot::{Slot, SlotHeader, SlotState};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -31,12 +32,23 @@ pub struct EngineCtx<'a> {
     pub pool: &'a Pool,
     /// The server's worker, for endpoints to the ranks.
     pub worker: &'a Worker,
+    /// The server worker's own packed address: a rank's address is checked against it.
+    pub own_address: &'a [u8],
+    /// The remote-key layout of the server's UCX context: a rank's key is checked against it.
+    pub rkey_layout: &'a RkeyLayout,
+    /// The endpoint of the requesting client's own connection (accepted from the listener).
+    pub connection: &'a Endpoint,
 }
 
 struct Peer {
     client: u64,
     node: String,
+    /// The checked worker address the dedicated endpoint was made from; empty when the
+    /// engine uses the client's connection endpoint.
     worker_address: Vec<u8>,
+    /// Whether `endpoint` is the engine's own (to a rank on this host, by its checked worker
+    /// address) rather than the client's connection, which only the server closes.
+    dedicated: bool,
     len: u64,
     addr: u64,
     // Field order: the key is released before its endpoint. `None` for an empty buffer.
@@ -157,33 +169,25 @@ impl CkptEngine {
                 ),
             );
         }
-        // A rank joining again from the same worker (a new buffer size) keeps its endpoint:
-        // creating one costs a wire-up round trip.
-        let previous = group.peers[join.rank as usize].take().filter(|p| p.worker_address == join.worker_address);
-        let endpoint = match previous {
-            Some(p) => {
-                drop(p.rkey);
-                p.endpoint
-            }
-            None => {
-                let same_host = join.host == nam_proto::host_id();
-                Endpoint::connect_to_worker(ctx.worker, &join.worker_address, !same_host).map_err(|e| Refusal {
-                    status: Status::CkptRankFailed,
-                    message: format!("cannot reach rank {}: {e}", join.rank),
-                })?
-            }
-        };
-        // UCX cannot validate a packed key; an empty one would crash it, so an empty buffer
-        // (a replacement rank that has not learnt its size) carries none.
+        let (endpoint, dedicated, worker_address) = rank_endpoint(ctx, group.peers[join.rank as usize].take(), &join)?;
+        // UCX cannot validate a packed key (it reads it without a length), so it is checked
+        // against this UCX's layout first; an empty buffer (a replacement rank that has not
+        // learnt its size) carries none.
         let rkey = match (join.buffer_len, join.rkey.is_empty()) {
             (0, _) => None,
             (_, true) => return refuse(Status::InvalidArgument, format!("rank {} sent no remote key", join.rank)),
-            (_, false) => Some(endpoint.unpack_rkey(&join.rkey).map_err(|e| Refusal {
+            (_, false) => Some(endpoint.unpack_peer_rkey(&join.rkey, ctx.rkey_layout).map_err(|e| Refusal {
                 status: Status::InvalidArgument,
-                message: format!("rank {}'s remote key does not unpack: {e}", join.rank),
+                message: format!("rank {}'s remote key: {e}", join.rank),
             })?),
         };
         if let Some(base) = rkey.as_ref().and_then(|k| k.local_ptr(join.buffer_addr)) {
+            // UCX computes the pointer without bounds: the whole buffer must lie in one
+            // shared mapping of the rank's, not in this server's own memory.
+            mapping::check_rank_buffer(base, join.buffer_len, ctx.pool).map_err(|message| Refusal {
+                status: Status::InvalidArgument,
+                message: format!("rank {}'s buffer: {message}", join.rank),
+            })?;
             prefault(base, join.buffer_len as usize, libc::MADV_POPULATE_READ);
         }
         let control_grant = ctx.manager.open(client, &format!("{CKPT_NAME_PREFIX}{}:control", join.group))?;
@@ -192,7 +196,8 @@ impl CkptEngine {
         group.peers[join.rank as usize] = Some(Peer {
             client,
             node: join.node,
-            worker_address: join.worker_address,
+            worker_address,
+            dedicated,
             len: join.buffer_len,
             addr: join.buffer_addr,
             rkey,
@@ -524,6 +529,36 @@ fn prefault(base: *mut u8, len: usize, advice: libc::c_int) {
     }
 }
 
+/// The endpoint the engine pulls a joining rank's buffer through, whether it is the engine's
+/// own, and the worker address it was made from. A rank on this server's host gets an
+/// endpoint to its worker address (after [`nam_ucx::check_worker_address`]), without peer
+/// failure detection so that UCX may use shared memory and map the buffer; any other rank
+/// is reached through its client's own connection, so no address it sends reaches UCX.
+/// A rank joining again keeps its endpoint (creating one costs a wire-up round trip).
+fn rank_endpoint(
+    ctx: &EngineCtx<'_>,
+    previous: Option<Peer>,
+    join: &CkptJoin,
+) -> Result<(Endpoint, bool, Vec<u8>), Refusal> {
+    if join.host != nam_proto::host_id() {
+        return Ok((ctx.connection.clone(), false, Vec::new()));
+    }
+    if let Some(p) = previous.filter(|p| p.dedicated && p.worker_address == join.worker_address) {
+        let Peer { rkey, endpoint, .. } = p;
+        drop(rkey);
+        return Ok((endpoint, true, join.worker_address.clone()));
+    }
+    let endpoint = Endpoint::connect_to_peer_worker(ctx.worker, &join.worker_address, ctx.own_address, false).map_err(
+        |e| match e {
+            nam_ucx::Error::Malformed { .. } => {
+                Refusal { status: Status::InvalidArgument, message: format!("rank {}: {e}", join.rank) }
+            }
+            e => Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) },
+        },
+    )?;
+    Ok((endpoint, true, join.worker_address.clone()))
+}
+
 fn validate_join(join: &CkptJoin) -> Result<(), Refusal> {
     let bad = |m: String| refuse(Status::InvalidArgument, m);
     if join.group.is_empty() {
@@ -819,9 +854,13 @@ impl Group {
         // GETs still in flight go to ranks that may be gone: close those endpoints so UCX
         // ends the GETs; those ranks join again before the next epoch.
         if job.has_pending() {
+            // A client's connection is not the engine's to close: the server closes it when the
+            // client fails, which ends the GETs on it too.
             for peer in &mut self.peers {
                 if let Some(p) = peer.take() {
-                    p.endpoint.abort();
+                    if p.dedicated {
+                        p.endpoint.abort();
+                    }
                 }
             }
         }
