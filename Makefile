@@ -8,13 +8,14 @@ setup:
 	scripts/setup.sh
 
 # Installs anything missing, checks formatting and lints, builds everything (the C tests
-# link the libnam.so this makes), then runs every test binary, reporting every failure
-# (--no-fail-fast: one failing binary does not hide the ones after it).
+# link the libnam.so this makes; --all-targets builds the dependencies once, with the
+# features the tests' dev-dependencies add), then runs every test binary, reporting every
+# failure (--no-fail-fast: one failing binary does not hide the ones after it).
 test:
 	scripts/setup.sh --deps-only
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) build --workspace
+	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace --no-fail-fast
 
 # Benchmarks with their baselines measured in the same run; writes docs/benchmarks.md.
