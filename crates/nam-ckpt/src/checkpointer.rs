@@ -305,7 +305,10 @@ impl Checkpointer {
         };
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: opts.fsync };
-        let protect = match self.scheme.as_nam_xor() {
+        // The scheme agrees within its sets only (NAM-XOR's and XOR's sets are sub-communicators),
+        // so its outcome rides on the commit's allreduce: a set that failed must not leave the
+        // others alone in the next collective.
+        let protected = match self.scheme.as_nam_xor() {
             // The memory server's parity costs this rank no CPU: flag the buffer before the
             // fsync, so the server pulls while the rank waits for its disk (the commit still
             // waits for both, and a failed write fails the checkpoint on every rank). Not
@@ -313,21 +316,23 @@ impl Checkpointer {
             // into the page cache for the cores and the memory bus (docs/checkpoint.md).
             Some(nam) => {
                 inject_fault("die-before-protect", version, rank);
-                nam.protect_while(data, &target, finish)?
+                nam.protect_while(data, &target, finish)
             }
             // Partner, XOR and RS compute on this rank: write first, then protect, as SCR does.
             None => {
                 let written = finish(data);
                 redundancy::agree(self.comm.raw(), written, "writing checkpoint files")?;
                 inject_fault("die-before-protect", version, rank);
-                self.scheme.protect(data, &target)?
+                self.scheme.protect(data, &target)
             }
         };
-        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
-        inject_fault("die-before-commit", version, rank);
-        let committed = std::fs::write(level.marker(name, version, rank), b"")
-            .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e));
-        // One allreduce agrees on the commit and finds the slowest rank's time.
+        let committed = protected.and_then(|protect| {
+            inject_fault("die-before-commit", version, rank);
+            std::fs::write(level.marker(name, version, rank), b"")
+                .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e))
+                .map(|_| protect)
+        });
+        // One allreduce agrees on the protect and the commit and finds the slowest rank's time.
         let local = [if committed.is_ok() { 0.0 } else { 1.0 }, clock.wall_seconds()];
         let mut max = [0f64; 2];
         mpi::traits::CommunicatorCollectives::all_reduce_into(
@@ -336,7 +341,8 @@ impl Checkpointer {
             &mut max[..],
             mpi::collective::SystemOperation::max(),
         );
-        redundancy::agreed(self.comm.raw(), committed, max[0] == 0.0, "committing the checkpoint")?;
+        let protect = self.comm.agreed(committed, max[0] == 0.0, "the checkpoint")?;
+        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
         Ok((file_bytes, write_seconds, protect, max[1]))
     }
 

@@ -121,13 +121,21 @@ impl Checkpointer {
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: false };
         let have = local.as_ref().ok().map(|l| l.data.as_slice());
-        let rebuilt = self.scheme.rebuild(have, &target).map_err(|e| self.with_local_causes(&local, e))?;
+        // The scheme agrees within its sets only: every rank learns here whether every set
+        // rebuilt, so all go on to the next candidate together, or to the restore together.
+        let rebuilt = self.scheme.rebuild(have, &target);
+        if !self.comm.all_agree(rebuilt.is_ok()) {
+            let failed = self.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
+            let error = failed.err().expect("agreed fails on every rank when one failed");
+            return Err(self.with_local_causes(&local, error));
+        }
+        let rebuilt = rebuilt.expect("every rank rebuilt");
         let loaded = match (local, rebuilt.data) {
-            (Ok(l), _) => l,
-            (Err(_), Some(data)) => self.rewrite(&level, name, version, data)?,
-            (Err(e), None) => return Err(e),
+            (Ok(l), _) => Ok(l),
+            (Err(_), Some(data)) => self.rewrite(&level, name, version, data),
+            (Err(e), None) => Err(e),
         };
-        Ok((loaded, rebuilt.lost))
+        self.comm.agree(loaded, &format!("reading version {version}")).map(|l| (l, rebuilt.lost))
     }
 
     /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the

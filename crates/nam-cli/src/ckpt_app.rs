@@ -71,7 +71,10 @@ fn step(state: &mut [u8], rank: usize, step: u64) {
 
 /// Runs the application.
 pub fn run(args: AppArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-check app", |universe| app(args, universe))
+}
+
+fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let rank = comm.rank();
     let config = Config::load(args.config.as_deref())?;

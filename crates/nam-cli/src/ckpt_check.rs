@@ -80,7 +80,10 @@ pub fn run(args: CkptCheckArgs) -> Result<()> {
 }
 
 fn redundancy_check(args: RedundancyArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-check redundancy", |universe| check_redundancy(args, universe))
+}
+
+fn check_redundancy(args: RedundancyArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let (rank, ranks) = (comm.rank(), comm.size());
     let size = if args.uneven {
