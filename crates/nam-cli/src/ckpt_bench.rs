@@ -231,8 +231,8 @@ fn bench(args: CkptBenchArgs, universe: &mpi::environment::Universe) -> Result<(
     } else {
         args.servers.clone()
     };
-    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)
-        .with_context(|| format!("rank {}", comm.rank()))?;
+    // An error names its rank already (crate::mpi_tool).
+    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)?;
     if let Some(mut child) = server {
         let _ = child.kill();
         let _ = child.wait();
@@ -492,7 +492,8 @@ fn compare(
             comm.agree(discarded, &format!("scheme {}: discarding checkpoint {}", lane.run.name(), n.max(1) - 1))?;
             let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
             let start = Instant::now();
-            let stats = protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
+            let stats =
+                protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
             // A scheme agrees within its sets only (NAM-XOR's sets may live on different
             // servers): every rank must learn of a failed set before the next collective.
             let stats = comm.agree(stats, &format!("scheme {}: checkpoint {n}", lane.run.name()))?;
@@ -502,7 +503,8 @@ fn compare(
             }
             let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
             let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
-            let work = comm.agree(protector.server_work(), "asking the memory server for its work")?.unwrap_or_default();
+            let work =
+                comm.agree(protector.server_work(), "asking the memory server for its work")?.unwrap_or_default();
             if n > 0 {
                 lane.samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
             }
@@ -510,7 +512,8 @@ fn compare(
     }
     // What every restart must give back: the arrays as the last checkpoint saw them (a
     // NAM-XOR restart overwrites the lost rank's, which live in its buffer).
-    let expected = comm.agree(app_state(&mut own, &mut protectors, home, len).map(|s| s.to_vec()), "reading the state")?;
+    let expected =
+        comm.agree(app_state(&mut own, &mut protectors, home, len).map(|s| s.to_vec()), "reading the state")?;
     drop(own);
     let mut scratch = vec![0u8; len];
     let mut results = Vec::new();

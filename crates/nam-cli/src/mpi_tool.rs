@@ -27,7 +27,9 @@ pub fn run_ranks(tool: &str, body: impl FnOnce(&Universe) -> Result<()>) -> Resu
     let Err(error) = body(&universe) else {
         return Ok(());
     };
-    eprintln!("nam {tool}: rank {rank} on {}: error: {error:#}", nam_ckpt::node::hostname());
+    // One write, so that the ranks' lines, which mpirun forwards to one stream, stay whole.
+    let line = format!("nam {tool}: rank {rank} on {}: error: {error:#}\n", nam_ckpt::node::hostname());
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     std::thread::spawn(|| {
         std::thread::sleep(FINALIZE_DEADLINE);
         eprintln!("nam: MPI_Finalize did not return within {FINALIZE_DEADLINE:?}; exiting without it");

@@ -255,10 +255,11 @@ fn four_node_cluster_runs_nam_xor_farmem_and_survives_a_cut_link() {
     let dir = std::env::temp_dir().join(format!("nam-cluster-{}", cluster.name));
     std::fs::create_dir_all(&dir).unwrap();
     let _a = Server::start(&cluster, "n1", SERVER_A);
-    let mut b = Some(Server::start(&cluster, "n2", SERVER_B));
+    let _b = Server::start(&cluster, "n2", SERVER_B);
     nam_xor_checkpoint_and_lost_rank(&cluster, &dir);
     farmem_interleaved_over_both_servers(&cluster);
-    cut_link_during_checkpoints(&cluster, &dir, &mut b);
+    cut_link_during_ckpt_bench(&cluster, &dir);
+    cut_link_during_checkpoints(&cluster, &dir);
 }
 
 /// (a) `nam ckpt-bench --scheme nam-xor` over both servers: two sets (one per server), each
@@ -390,7 +391,7 @@ fn last_version(lines: &[String]) -> Option<u64> {
 /// checkpoint): every rank prints an error within its deadline, the job ends, and after the
 /// link is back a restart comes from the last complete version and ends with the answer of
 /// an uninterrupted run.
-fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path, b: &mut Option<Server>) {
+fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
     let app_dir = dir.join("app");
     std::fs::create_dir_all(&app_dir).unwrap();
     let cfg = app_config(&app_dir);
@@ -401,39 +402,13 @@ fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path, b: &mut Option<Ser
         args.extend(extra);
         cluster.mpirun(&[("NAM_CKPT_GROUP", "app")], &args)
     };
-    let mut cmd = app("400", "1", &[]);
-    let mut job = Job::watch(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun starts"));
-    if let Err(lines) = job.wait_for("checkpoint version=3 ", JOB_DEADLINE) {
-        job.kill();
-        panic!("no third checkpoint:\n{lines}");
-    }
-    cluster.link("n2", "down");
-    let cut = Instant::now();
-    // Every rank notices within its client deadline (NAM_TIMEOUT_MS), agrees, prints and
-    // leaves: well within this.
-    let deadline = Duration::from_millis(TIMEOUT_MS) * 4 + Duration::from_secs(20);
-    while !job.exited() && cut.elapsed() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let hung = !job.exited();
-    let out = if hung { job.kill() } else { job.finish() };
-    let failed = text(&out);
-    assert!(!hung, "the job did not end within {deadline:?} of the cut:\n{failed}");
-    assert!(!out.status.success(), "{failed}");
-    for rank in 0..RANKS {
-        assert!(
-            failed.contains(&format!("nam ckpt-check app: rank {rank} on ")),
-            "rank {rank} printed no error within {:?}:\n{failed}",
-            cut.elapsed()
-        );
-    }
+    let failed = cut_n2_during(cluster, app("400", "1", &[]), "checkpoint version=3 ", "ckpt-check app");
     let lines: Vec<String> = failed.lines().map(str::to_string).collect();
     let complete = last_version(&lines).expect("a complete version");
     // The cut came after version 3 and before the job's next checkpoint completed: the job
     // failed in the checkpoint of the version after the last complete one.
     assert!((3..400).contains(&complete), "{failed}");
     assert!(failed.contains("the checkpoint failed on rank"), "the healthy set names the failed peer:\n{failed}");
-    cluster.link("n2", "up");
     // The reference: an uninterrupted run of as many steps, without checkpoints.
     let steps = (complete + 4).to_string();
     let reference = run(app(&steps, "1000", &[]), JOB_DEADLINE);
@@ -444,5 +419,66 @@ fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path, b: &mut Option<Ser
     assert!(restarted.status.success(), "{restarted_text}");
     assert!(restarted_text.contains(&format!("restart version={complete} ")), "{restarted_text}");
     assert_eq!(final_of(&restarted_text), final_of(&text(&reference)), "{restarted_text}");
-    drop(b.take());
+}
+
+/// Runs `cmd` (an mpirun of `nam TOOL`) until it prints `progress`, cuts n2's link, and
+/// waits for the job to end, which it must within a few client deadlines (NAM_TIMEOUT_MS):
+/// every rank notices or learns of the failure, agrees, prints its error and leaves. Brings
+/// the link back up and returns the job's output.
+fn cut_n2_during(cluster: &Cluster, mut cmd: Command, progress: &str, tool: &str) -> String {
+    let mut job = Job::watch(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun starts"));
+    if let Err(lines) = job.wait_for(progress, JOB_DEADLINE) {
+        job.kill();
+        panic!("no {progress:?} from {tool}:\n{lines}");
+    }
+    cluster.link("n2", "down");
+    let cut = Instant::now();
+    let deadline = Duration::from_millis(TIMEOUT_MS) * 4 + Duration::from_secs(20);
+    while !job.exited() && cut.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hung = !job.exited();
+    let out = if hung { job.kill() } else { job.finish() };
+    let ended = cut.elapsed();
+    cluster.link("n2", "up");
+    let failed = text(&out);
+    assert!(!hung, "{tool} did not end within {deadline:?} of the cut:\n{failed}");
+    assert!(!out.status.success(), "{failed}");
+    for rank in 0..RANKS {
+        let line = format!("nam {tool}: rank {rank} on ");
+        assert!(failed.contains(&line), "rank {rank} printed no error within {ended:?} of the cut:\n{failed}");
+    }
+    eprintln!("{tool}: every rank printed its error {ended:?} after the cut");
+    failed
+}
+
+/// (b, and item 6 of the issue) `nam ckpt-bench --scheme nam-xor` over both servers with
+/// n2's link cut between checkpoints of 4 MiB that follow each other with 1 ms of compute:
+/// the set on n2 fails, and the set on n1, whose checkpoints succeed, learns which rank
+/// failed and why instead of waiting in the next collective for ever.
+fn cut_link_during_ckpt_bench(cluster: &Cluster, dir: &Path) {
+    let servers = format!("{SERVER_A},{SERVER_B}");
+    let bench_dir = dir.join("cut-bench");
+    let args = [
+        "ckpt-bench",
+        "--scheme",
+        "nam-xor",
+        "--servers",
+        &servers,
+        "--set-size",
+        "2",
+        "--size-per-rank",
+        "4MiB",
+        "--checkpoints",
+        "1000",
+        "--compute-ms",
+        "1",
+        "--no-fsync",
+        "--dir",
+        bench_dir.to_str().unwrap(),
+    ];
+    let cmd = cluster.mpirun(&[("NAM_CKPT_GROUP", "cut-bench")], &args);
+    let failed = cut_n2_during(cluster, cmd, "scheme nam-xor checkpoint 3 done", "ckpt-bench");
+    assert!(failed.contains("failed on rank"), "the healthy set names the failed peer:\n{failed}");
+    assert!(failed.contains(SERVER_B), "the failed set names its server:\n{failed}");
 }
