@@ -8,9 +8,10 @@ deps_only=false
 [ "${1:-}" = "--deps-only" ] && deps_only=true
 
 # System packages: UCX (library, headers, ucx_perftest), bindgen's libclang, Open MPI, a C
-# toolchain for the C API and its tests, and the font the benchmark plots use.
+# toolchain for the C API and its tests, the font the benchmark plots use, and iproute2 for the
+# 4-node cluster of network namespaces (scripts/cluster.sh) that a test builds.
 packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
-          build-essential binutils fonts-dejavu-core ca-certificates memcached)
+          build-essential binutils fonts-dejavu-core ca-certificates memcached iproute2)
 
 # A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.
 if [ -f "$HOME/.cargo/env" ]; then

@@ -216,12 +216,17 @@ impl Checkpointer {
         // Versions whose flush has finished since the last checkpoint retire now, so the RAM
         // level can reuse their file for this one.
         let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
-        level.retain(&name, self.comm.rank(), &pinned)?;
+        // Each step that can fail on some ranks only is agreed, so a rank never returns from
+        // this collective call while the others go on into the next collective.
+        let retained = level.retain(&name, self.comm.rank(), &pinned);
+        self.comm.agree(retained, "removing old versions")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(&level, &name, version, &parts, &file_data, &clock)?;
-        let flushed = self.after_commit(&level, &name, version)?;
+        let after = self.after_commit(&level, &name, version);
         // T_chk of Eq. 4.3 is this rank's whole call, retention included.
-        self.clc.record(decision.placement, clock.wall_seconds(), file_bytes)?;
+        let after = after
+            .and_then(|flushed| self.clc.record(decision.placement, clock.wall_seconds(), file_bytes).map(|_| flushed));
+        let flushed = self.comm.agree(after, "retention and the wear record after the commit")?;
         Ok(CheckpointOutcome {
             version,
             level: Some(level.kind),

@@ -126,7 +126,7 @@ impl Checkpointer {
         let rebuilt = self.scheme.rebuild(have, &target);
         if !self.comm.all_agree(rebuilt.is_ok()) {
             let failed = self.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
-            let error = failed.err().expect("agreed fails on every rank when one failed");
+            let error = failed.expect_err("agreed fails on every rank when one failed");
             return Err(self.with_local_causes(&local, error));
         }
         let rebuilt = rebuilt.expect("every rank rebuilt");

@@ -52,6 +52,7 @@ impl Cluster {
         let reason = if unsafe { libc::geteuid() } != 0 {
             Some("network namespaces need root".to_string())
         } else {
+            remove_clusters_of_dead_tests();
             let out = cluster.script_cmd(&["up"]);
             (!out.status.success()).then(|| format!("scripts/cluster.sh up failed: {}", text(&out)))
         };
@@ -113,6 +114,25 @@ impl Cluster {
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         cmd
+    }
+}
+
+/// Removes the clusters that test processes no longer alive left behind (killed before their
+/// guard ran): harmless to this test, but they would pile up.
+fn remove_clusters_of_dead_tests() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return };
+    let mut dead: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace().next()?.strip_prefix("nt")?.split_once('-').map(|(pid, _)| pid.to_string())
+        })
+        .filter(|pid| pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists())
+        .collect();
+    dead.dedup();
+    for pid in dead {
+        let mut cmd = Command::new(script("cluster.sh"));
+        cmd.arg("down").env("NAM_CLUSTER", format!("nt{pid}")).no_inherited_fds();
+        let _ = run(cmd, Duration::from_secs(30));
     }
 }
 
