@@ -91,6 +91,10 @@ pub struct CkptBenchArgs {
     /// Also write the JSON objects (one per line) here (rank 0).
     #[arg(long)]
     json_file: Option<PathBuf>,
+    /// Rank 0 prints to stderr when each checkpoint starts and ends, and each restart ends
+    /// (a fault test times a cut link with these).
+    #[arg(long)]
+    progress: bool,
 }
 
 /// Where NAM-XOR's checkpoint buffer comes from (`--nam-buffer`).
@@ -491,14 +495,16 @@ fn compare(
             // The agreement's allreduce is also the barrier the checkpoint is timed from.
             comm.agree(discarded, &format!("scheme {}: discarding checkpoint {}", lane.run.name(), n.max(1) - 1))?;
             let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
+            if args.progress && comm.rank() == 0 {
+                eprintln!("ckpt-bench: scheme {} checkpoint {n} started", lane.run.name());
+            }
             let start = Instant::now();
             let stats =
                 protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
             // A scheme agrees within its sets only (NAM-XOR's sets may live on different
             // servers): every rank must learn of a failed set before the next collective.
             let stats = comm.agree(stats, &format!("scheme {}: checkpoint {n}", lane.run.name()))?;
-            if comm.rank() == 0 {
-                // Progress, so a fault test can tell when checkpoints are running.
+            if args.progress && comm.rank() == 0 {
                 eprintln!("ckpt-bench: scheme {} checkpoint {n} done", lane.run.name());
             }
             let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
@@ -523,7 +529,7 @@ fn compare(
         for _ in 0..args.restores.max(1) {
             let restarted = restart(comm, args, protector, &mut scratch, &expected, &lane.dir, &name)
                 .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
-            if comm.rank() == 0 {
+            if args.progress && comm.rank() == 0 {
                 eprintln!("ckpt-bench: scheme {} restart done", lane.run.name());
             }
             restarts.push(restarted);

@@ -6,9 +6,10 @@
 //! - NAM-XOR checkpoints with one set on each server, a rank's data lost and rebuilt by its
 //!   server (`nam ckpt-bench --scheme nam-xor --servers n1,n2`);
 //! - far memory interleaved over both servers, every read compared with a local model;
-//! - n2's link cut while the checkpoint library's job checkpoints with NAM-XOR: every rank
-//!   prints an error within its deadline (none hangs, item 6 of the issue), and once the link
-//!   is back the job restarts from the last complete version to the uninterrupted answer.
+//! - n2's link cut in the middle of a checkpoint, of `ckpt-bench` and of a job on the
+//!   checkpoint library (NAM-XOR): every rank prints an error within its deadline (none hangs,
+//!   item 6 of the issue), and once the link is back the library's job restarts from the last
+//!   complete version to the uninterrupted answer.
 //!
 //! Needs root (namespaces). Without it the test fails saying so, unless `NAM_SKIP_CLUSTER=1`.
 //! The cluster's namespaces carry a name of this test process (`nt<pid>`) and are removed
@@ -407,8 +408,8 @@ fn last_version(lines: &[String]) -> Option<u64> {
     lines.iter().rev().find_map(|l| l.strip_prefix("checkpoint version=")?.split_whitespace().next()?.parse().ok())
 }
 
-/// (b) n2's link is cut while the job checkpoints every step (each round is mostly the
-/// checkpoint): every rank prints an error within its deadline, the job ends, and after the
+/// (b) n2's link is cut while the job writes version 4 (it checkpoints every step): every
+/// rank prints an error within its deadline, the job ends, and after the
 /// link is back a restart comes from the last complete version and ends with the answer of
 /// an uninterrupted run.
 fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
@@ -422,12 +423,12 @@ fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
         args.extend(extra);
         cluster.mpirun(&[("NAM_CKPT_GROUP", "app")], &args)
     };
-    let failed = cut_n2_during(cluster, app("400", "1", &[]), "checkpoint version=3 ", "ckpt-check app");
+    let cmd = app("400", "1", &["--progress"]);
+    let failed = cut_n2_during(cluster, cmd, ("checkpointing version=4", "checkpoint version=4 "), "ckpt-check app");
     let lines: Vec<String> = failed.lines().map(str::to_string).collect();
+    // The cut came while version 4 was being written: version 3 is the last complete one.
     let complete = last_version(&lines).expect("a complete version");
-    // The cut came after version 3 and before the job's next checkpoint completed: the job
-    // failed in the checkpoint of the version after the last complete one.
-    assert!((3..400).contains(&complete), "{failed}");
+    assert_eq!(complete, 3, "{failed}");
     assert!(failed.contains("the checkpoint failed on rank"), "the healthy set names the failed peer:\n{failed}");
     // The reference: an uninterrupted run of as many steps, without checkpoints.
     let steps = (complete + 4).to_string();
@@ -441,15 +442,17 @@ fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
     assert_eq!(final_of(&restarted_text), final_of(&text(&reference)), "{restarted_text}");
 }
 
-/// Runs `cmd` (an mpirun of `nam TOOL`) until it prints `progress`, cuts n2's link, and
-/// waits for the job to end, which it must within a few client deadlines (NAM_TIMEOUT_MS):
-/// every rank notices or learns of the failure, agrees, prints its error and leaves. Brings
-/// the link back up and returns the job's output.
-fn cut_n2_during(cluster: &Cluster, mut cmd: Command, progress: &str, tool: &str) -> String {
+/// Runs `cmd` (an mpirun of `nam TOOL`) until it prints that a checkpoint started
+/// (`started`), cuts n2's link, and waits for the job to end, which it must within a few
+/// client deadlines (NAM_TIMEOUT_MS): every rank notices or learns of the failure, agrees,
+/// prints its error and leaves. Checks that the checkpoint running at the cut never
+/// printed its end (`finished`), so the cut came in the middle of it. Brings the link back
+/// up and returns the job's output.
+fn cut_n2_during(cluster: &Cluster, mut cmd: Command, (started, finished): (&str, &str), tool: &str) -> String {
     let mut job = Job::watch(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun starts"));
-    if let Err(lines) = job.wait_for(progress, JOB_DEADLINE) {
+    if let Err(lines) = job.wait_for(started, JOB_DEADLINE) {
         job.kill();
-        panic!("no {progress:?} from {tool}:\n{lines}");
+        panic!("no {started:?} from {tool}:\n{lines}");
     }
     cluster.link("n2", "down");
     let cut = Instant::now();
@@ -468,12 +471,13 @@ fn cut_n2_during(cluster: &Cluster, mut cmd: Command, progress: &str, tool: &str
         let line = format!("nam {tool}: rank {rank} on ");
         assert!(failed.contains(&line), "rank {rank} printed no error within {ended:?} of the cut:\n{failed}");
     }
+    assert!(!failed.contains(finished), "the checkpoint finished before the cut took effect:\n{failed}");
     eprintln!("{tool}: every rank printed its error {ended:?} after the cut");
     failed
 }
 
 /// (b, and item 6 of the issue) `nam ckpt-bench --scheme nam-xor` over both servers with
-/// n2's link cut between checkpoints of 4 MiB that follow each other with 1 ms of compute:
+/// n2's link cut during its fourth checkpoint (of 4 MiB per rank):
 /// the set on n2 fails, and the set on n1, whose checkpoints succeed, learns which rank
 /// failed and why instead of waiting in the next collective for ever.
 fn cut_link_during_ckpt_bench(cluster: &Cluster, dir: &Path) {
@@ -494,11 +498,13 @@ fn cut_link_during_ckpt_bench(cluster: &Cluster, dir: &Path) {
         "--compute-ms",
         "1",
         "--no-fsync",
+        "--progress",
         "--dir",
         bench_dir.to_str().unwrap(),
     ];
     let cmd = cluster.mpirun(&[("NAM_CKPT_GROUP", "cut-bench")], &args);
-    let failed = cut_n2_during(cluster, cmd, "scheme nam-xor checkpoint 3 done", "ckpt-bench");
+    let progress = ("scheme nam-xor checkpoint 3 started", "scheme nam-xor checkpoint 3 done");
+    let failed = cut_n2_during(cluster, cmd, progress, "ckpt-bench");
     assert!(failed.contains("failed on rank"), "the healthy set names the failed peer:\n{failed}");
     assert!(failed.contains(SERVER_B), "the failed set names its server:\n{failed}");
 }
