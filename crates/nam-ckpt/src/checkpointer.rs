@@ -346,7 +346,13 @@ impl Checkpointer {
             &mut max[..],
             mpi::collective::SystemOperation::max(),
         );
-        let protect = self.comm.agreed(committed, max[0] == 0.0, "the checkpoint")?;
+        let agreed = self.comm.agreed(committed, max[0] == 0.0, "the checkpoint");
+        if agreed.is_err() {
+            // Another set may have failed after this rank committed: the version is incomplete,
+            // and no marker of it may suggest otherwise to a restart.
+            let _ = std::fs::remove_file(level.marker(name, version, rank));
+        }
+        let protect = agreed?;
         let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
         Ok((file_bytes, write_seconds, protect, max[1]))
     }
