@@ -75,11 +75,13 @@ impl Checkpointer {
     pub fn init(comm: Comm, config: Config) -> Result<Checkpointer> {
         let local = Self::check_dirs(&config);
         crate::redundancy::agree(comm.raw(), local, "checking checkpoint directories")?;
-        let scheme = redundancy::build(&comm, &config.redundancy_config())?;
+        // NAM-XOR connects each set to its own server and agrees within the set only.
+        let scheme = comm.agree(redundancy::build(&comm, &config.redundancy_config()), "setting up the L2 scheme")?;
         let node = comm.nodes().names[comm.nodes().node_of[comm.rank()]].clone();
         let wear_file =
             config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
-        let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw)?;
+        let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw);
+        let wear = comm.agree(wear, "opening the SSD wear record")?;
         let kind = PolicyKind::parse(&config.policy.kind)?.with_ratio(config.policy.ratio);
         let mut clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
         if clc.wants_ssd_cost() && config.policy.ssd_probe.0 > 0 {

@@ -312,16 +312,26 @@ fn nam_xor_checkpoint_and_lost_rank(cluster: &Cluster, dir: &Path) {
         bench_dir.to_str().unwrap(),
     ];
     let out = run(cluster.mpirun(&[("NAM_CKPT_GROUP", "bench")], &args), JOB_DEADLINE);
-    let text = text(&out);
-    assert!(out.status.success(), "{text}");
-    let row: serde_json::Value =
-        serde_json::from_str(text.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no row:\n{text}")))
-            .unwrap();
+    let output = text(&out);
+    assert!(out.status.success(), "{output}");
+    let row: serde_json::Value = serde_json::from_str(
+        output.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no row:\n{output}")),
+    )
+    .unwrap();
     assert_eq!(row["scheme"], "nam-xor", "{row}");
     assert_eq!(row["ranks"], RANKS, "{row}");
     // Two hosts of ranks, told apart by their host names alone (no NAM_EMULATE_NODES).
     assert_eq!(row["nodes"], 2, "{row}");
     assert_eq!(row["bytes_match"], true, "{row}");
+    // Each server keeps its set's parity (two slots), asked from the head node.
+    for server in [SERVER_A, SERVER_B] {
+        let mut cmd = cluster.exec("head", env!("CARGO_BIN_EXE_nam"));
+        cmd.args(["status", server, "--json"]).env("UCX_TLS", "tcp").env("UCX_NET_DEVICES", "br0");
+        let out = run(cmd, Duration::from_secs(30));
+        assert!(out.status.success(), "nam status {server}: {}", text(&out));
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+        assert!(status["allocations"].as_u64().unwrap_or(0) >= 2, "{server} holds no parity: {status}");
+    }
 }
 
 /// (c) Far memory interleaved over both servers, from a client on n3: this test binary
