@@ -135,7 +135,27 @@ impl Checkpointer {
             (Err(_), Some(data)) => self.rewrite(&level, name, version, data),
             (Err(e), None) => Err(e),
         };
-        self.comm.agree(loaded, &format!("reading version {version}")).map(|l| (l, rebuilt.lost))
+        let loaded = self.comm.agree(loaded, &format!("reading version {version}"))?;
+        // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
+        Ok((loaded, self.all_lost(&rebuilt.lost)))
+    }
+
+    /// Collective: the union, in order, of every rank's `lost` ranks.
+    fn all_lost(&self, lost: &[usize]) -> Vec<usize> {
+        // A count word first: Open MPI refuses an all-gather of no bytes at all.
+        let words = std::iter::once(lost.len() as u64).chain(lost.iter().map(|&r| r as u64));
+        let mine: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
+        let mut all: Vec<usize> = self
+            .comm
+            .all_gather_bytes(&mine)
+            .iter()
+            .flat_map(|b| {
+                b.chunks_exact(8).skip(1).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
+            })
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the
