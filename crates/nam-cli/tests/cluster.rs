@@ -9,7 +9,7 @@
 //! - n2's link cut in the middle of a checkpoint, of `ckpt-bench` and of a job on the
 //!   checkpoint library (NAM-XOR): every rank prints an error within its deadline (none hangs,
 //!   item 6 of the issue), and once the link is back the library's job restarts from the last
-//!   complete version to the uninterrupted answer.
+//!   complete version, n2 rebuilding a rank that lost its files, to the uninterrupted answer.
 //!
 //! Needs root (namespaces). Without it the test fails saying so, unless `NAM_SKIP_CLUSTER=1`.
 //! The cluster's namespaces carry a name of this test process (`nt<pid>`) and are removed
@@ -419,9 +419,9 @@ fn last_version(lines: &[String]) -> Option<u64> {
 }
 
 /// (b) n2's link is cut while the job writes version 4 (it checkpoints every step): every
-/// rank prints an error within its deadline, the job ends, and after the
-/// link is back a restart comes from the last complete version and ends with the answer of
-/// an uninterrupted run.
+/// rank prints an error within its deadline and the job ends. After the link is back, and
+/// with rank 1's files of version 3 gone too, a restart comes from version 3 (n2 rebuilding
+/// rank 1) and ends with the answer of an uninterrupted run.
 fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
     let app_dir = dir.join("app");
     std::fs::create_dir_all(&app_dir).unwrap();
