@@ -50,6 +50,7 @@ impl Cluster {
     /// Brings the cluster up; `None` when it cannot and `NAM_SKIP_CLUSTER=1` says to skip.
     fn up() -> Option<Cluster> {
         let cluster = Cluster { name: format!("nt{}", std::process::id()), jobs: Default::default() };
+        // SAFETY: geteuid has no preconditions.
         let reason = if unsafe { libc::geteuid() } != 0 {
             Some("network namespaces need root".to_string())
         } else {
