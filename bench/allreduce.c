@@ -9,10 +9,15 @@
  *
  * and checks that both give the same result. Arguments: min_bytes max_bytes. The memory
  * server comes from NAM_SERVERS. `nam bench allreduce` builds and launches this with mpirun.
+ *
+ * Failures are agreed (agree_or_exit): every rank contributes whether its nam calls succeeded
+ * before the next MPI collective, so no rank enters one alone; on a failure every rank prints
+ * an error (its own, or the lowest failed rank's number and cause) and all leave together.
  */
 #include <mpi.h>
 #include <nam.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +52,24 @@ static double average_us(double seconds, int iters, int ranks) {
     return sum / ranks;
 }
 
+/* Collective: returns when every rank's s is NAM_OK; otherwise every rank prints an error
+ * (its own, or that of the lowest failed rank), finalizes MPI and exits with status 1. */
+static void agree_or_exit(int rank, nam_status_t s, const char *what) {
+    int failed = s != NAM_OK ? rank : INT_MAX, first = INT_MAX;
+    MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == INT_MAX) return;
+    char cause[512] = "";
+    if (rank == first) snprintf(cause, sizeof cause, "%s: %s", nam_status_string(s), nam_last_error_message());
+    MPI_Bcast(cause, (int)sizeof cause, MPI_CHAR, first, MPI_COMM_WORLD);
+    if (s != NAM_OK)
+        fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, nam_status_string(s), nam_last_error_message());
+    else
+        fprintf(stderr, "rank %d: %s failed on rank %d: %s\n", rank, what, first, cause);
+    fflush(stderr);
+    MPI_Finalize();
+    exit(1);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, ranks;
@@ -63,22 +86,20 @@ int main(int argc, char **argv) {
         uint64_t chunk = max_bytes < (4u << 20) ? max_bytes : (4u << 20);
         s = nam_reduce_create(nam, name, (uint32_t)ranks, (uint32_t)rank, (chunk + 7) / 8 * 8, &group);
     }
-    if (s != NAM_OK) {
-        fprintf(stderr, "rank %d: %s: %s\n", rank, nam_status_string(s), nam_last_error_message());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    agree_or_exit(rank, s, "nam_init/nam_reduce_create");
     float *send = malloc(max_bytes), *mpi_out = malloc(max_bytes), *nam_out = malloc(max_bytes);
     for (size_t i = 0; i < max_bytes / 4; i++) send[i] = (float)((i + (size_t)rank) % 64);
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
         int count = (int)(bytes / 4), iters = iterations(bytes), warmup = iters / 10 + 1;
         for (int i = 0; i < warmup; i++) {
             MPI_Allreduce(send, mpi_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            s = nam_allreduce(group, send, nam_out, (size_t)count, NAM_FLOAT, NAM_OP_SUM);
+            if (s == NAM_OK) s = nam_allreduce(group, send, nam_out, (size_t)count, NAM_FLOAT, NAM_OP_SUM);
         }
         int reps = repeats(bytes);
         double nam_us[16], mpi_us[16];
-        for (int r = 0; r < reps && s == NAM_OK; r++) {
-            MPI_Barrier(MPI_COMM_WORLD);
+        for (int r = 0; r < reps; r++) {
+            /* Also the barrier the MPI loop is timed from. */
+            agree_or_exit(rank, s, "nam_allreduce");
             double t0 = MPI_Wtime();
             for (int i = 0; i < iters; i++) MPI_Allreduce(send, mpi_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             double mpi_s = MPI_Wtime() - t0;
@@ -90,10 +111,7 @@ int main(int argc, char **argv) {
             mpi_us[r] = average_us(mpi_s, iters, ranks);
             nam_us[r] = average_us(nam_s, iters, ranks);
         }
-        if (s != NAM_OK) {
-            fprintf(stderr, "rank %d: nam_allreduce: %s\n", rank, nam_last_error_message());
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        agree_or_exit(rank, s, "nam_allreduce");
         int same = memcmp(mpi_out, nam_out, bytes) == 0, all_same = 0;
         MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
         if (rank == 0) {

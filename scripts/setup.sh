@@ -8,12 +8,13 @@ deps_only=false
 [ "${1:-}" = "--deps-only" ] && deps_only=true
 
 # System packages: UCX (library, headers, ucx_perftest), bindgen's libclang, Open MPI, a C
-# toolchain for the C API and its tests, the font the benchmark plots use, and the programs
-# and allocators the far-memory tests run under the LD_PRELOAD library (memcached, Redis
-# with its jemalloc, tcmalloc and mimalloc). The tests start their own memcached and Redis;
-# the services these packages install are not used.
+# toolchain for the C API and its tests, the font the benchmark plots use, iproute2 for the
+# 4-node cluster of network namespaces (scripts/cluster.sh) that a test builds, and the
+# programs and allocators the far-memory tests run under the LD_PRELOAD library (memcached,
+# Redis with its jemalloc, tcmalloc and mimalloc). The tests start their own memcached and
+# Redis; the services these packages install are not used.
 packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
-          build-essential binutils fonts-dejavu-core ca-certificates memcached
+          build-essential binutils fonts-dejavu-core ca-certificates memcached iproute2
           redis-server redis-tools libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
 
 # A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.

@@ -54,6 +54,7 @@ pub fn status_of_ckpt_error(error: &CkptError) -> nam_status_t {
         CkptError::Flush { .. } => NAM_ERR_CKPT_FLUSH,
         CkptError::Io { .. } => NAM_ERR_CKPT_IO,
         CkptError::State(_) => NAM_ERR_CKPT_STATE,
+        CkptError::Peer { .. } => NAM_ERR_CKPT_RANK_FAILED,
         CkptError::Incremental(_) => NAM_ERR_CKPT_IO,
     }
 }

@@ -75,11 +75,13 @@ impl Checkpointer {
     pub fn init(comm: Comm, config: Config) -> Result<Checkpointer> {
         let local = Self::check_dirs(&config);
         crate::redundancy::agree(comm.raw(), local, "checking checkpoint directories")?;
-        let scheme = redundancy::build(&comm, &config.redundancy_config())?;
+        // NAM-XOR connects each set to its own server and agrees within the set only.
+        let scheme = comm.agree(redundancy::build(&comm, &config.redundancy_config()), "setting up the L2 scheme")?;
         let node = comm.nodes().names[comm.nodes().node_of[comm.rank()]].clone();
         let wear_file =
             config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
-        let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw)?;
+        let wear = Wear::open(&comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw);
+        let wear = comm.agree(wear, "opening the SSD wear record")?;
         let kind = PolicyKind::parse(&config.policy.kind)?.with_ratio(config.policy.ratio);
         let mut clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
         if clc.wants_ssd_cost() && config.policy.ssd_probe.0 > 0 {
@@ -216,12 +218,17 @@ impl Checkpointer {
         // Versions whose flush has finished since the last checkpoint retire now, so the RAM
         // level can reuse their file for this one.
         let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
-        level.retain(&name, self.comm.rank(), &pinned)?;
+        // Each step that can fail on some ranks only is agreed, so a rank never returns from
+        // this collective call while the others go on into the next collective.
+        let retained = level.retain(&name, self.comm.rank(), &pinned);
+        self.comm.agree(retained, "removing old versions")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(&level, &name, version, &parts, &file_data, &clock)?;
-        let flushed = self.after_commit(&level, &name, version)?;
+        let after = self.after_commit(&level, &name, version);
         // T_chk of Eq. 4.3 is this rank's whole call, retention included.
-        self.clc.record(decision.placement, clock.wall_seconds(), file_bytes)?;
+        let after = after
+            .and_then(|flushed| self.clc.record(decision.placement, clock.wall_seconds(), file_bytes).map(|_| flushed));
+        let flushed = self.comm.agree(after, "retention and the wear record after the commit")?;
         Ok(CheckpointOutcome {
             version,
             level: Some(level.kind),
@@ -305,7 +312,10 @@ impl Checkpointer {
         };
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: opts.fsync };
-        let protect = match self.scheme.as_nam_xor() {
+        // The scheme agrees within its sets only (NAM-XOR's and XOR's sets are sub-communicators),
+        // so its outcome rides on the commit's allreduce: a set that failed must not leave the
+        // others alone in the next collective.
+        let protected = match self.scheme.as_nam_xor() {
             // The memory server's parity costs this rank no CPU: flag the buffer before the
             // fsync, so the server pulls while the rank waits for its disk (the commit still
             // waits for both, and a failed write fails the checkpoint on every rank). Not
@@ -313,21 +323,23 @@ impl Checkpointer {
             // into the page cache for the cores and the memory bus (docs/checkpoint.md).
             Some(nam) => {
                 inject_fault("die-before-protect", version, rank);
-                nam.protect_while(data, &target, finish)?
+                nam.protect_while(data, &target, finish)
             }
             // Partner, XOR and RS compute on this rank: write first, then protect, as SCR does.
             None => {
                 let written = finish(data);
                 redundancy::agree(self.comm.raw(), written, "writing checkpoint files")?;
                 inject_fault("die-before-protect", version, rank);
-                self.scheme.protect(data, &target)?
+                self.scheme.protect(data, &target)
             }
         };
-        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
-        inject_fault("die-before-commit", version, rank);
-        let committed = std::fs::write(level.marker(name, version, rank), b"")
-            .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e));
-        // One allreduce agrees on the commit and finds the slowest rank's time.
+        let committed = protected.and_then(|protect| {
+            inject_fault("die-before-commit", version, rank);
+            std::fs::write(level.marker(name, version, rank), b"")
+                .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e))
+                .map(|_| protect)
+        });
+        // One allreduce agrees on the protect and the commit and finds the slowest rank's time.
         let local = [if committed.is_ok() { 0.0 } else { 1.0 }, clock.wall_seconds()];
         let mut max = [0f64; 2];
         mpi::traits::CommunicatorCollectives::all_reduce_into(
@@ -336,7 +348,14 @@ impl Checkpointer {
             &mut max[..],
             mpi::collective::SystemOperation::max(),
         );
-        redundancy::agreed(self.comm.raw(), committed, max[0] == 0.0, "committing the checkpoint")?;
+        let agreed = self.comm.agreed(committed, max[0] == 0.0, "the checkpoint");
+        if agreed.is_err() {
+            // Another set may have failed after this rank committed: the version is incomplete,
+            // and no marker of it may suggest otherwise to a restart.
+            let _ = std::fs::remove_file(level.marker(name, version, rank));
+        }
+        let protect = agreed?;
+        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
         Ok((file_bytes, write_seconds, protect, max[1]))
     }
 

@@ -4,6 +4,7 @@
 //! library's messages never match the application's, and learns the node of every rank
 //! ([`crate::node`]). Sub-communicators for redundancy sets come from [`Comm::split`].
 
+use crate::error::CkptError;
 use crate::node::{node_id_of, NodeMap};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
@@ -135,6 +136,51 @@ impl Comm {
     /// Collective barrier.
     pub fn barrier(&self) {
         self.comm.barrier();
+    }
+
+    /// Collective: every rank contributes whether its step (`what`) succeeded, so that no rank
+    /// enters the next collective while another has stopped. Where every rank's `local` is
+    /// `Ok` it is returned unchanged (one allreduce of one byte). Otherwise every rank returns
+    /// an error: a rank that failed keeps its own, and the others get [`CkptError::Peer`]
+    /// naming the lowest failed rank, its node and its error (a second collective gathers
+    /// the causes, only then).
+    pub fn agree<T, E>(&self, local: Result<T, E>, what: &str) -> Result<T, E>
+    where
+        E: std::fmt::Display + From<CkptError>,
+    {
+        let all_ok = self.all_agree(local.is_ok());
+        self.agreed(local, all_ok, what)
+    }
+
+    /// [`Comm::agree`] when whether every rank succeeded (`all_ok`) is already known from
+    /// another collective (one that carried the outcome with other values): the causes are
+    /// gathered only when a rank failed. Collective when `all_ok` is false.
+    pub fn agreed<T, E>(&self, local: Result<T, E>, all_ok: bool, what: &str) -> Result<T, E>
+    where
+        E: std::fmt::Display + From<CkptError>,
+    {
+        if all_ok {
+            return local;
+        }
+        let mine = match &local {
+            // `{:#}`: an anyhow error prints its whole chain of causes.
+            Err(e) => Some(format!("{e:#}")).filter(|m| !m.is_empty()).unwrap_or_else(|| "(no message)".into()),
+            Ok(_) => String::new(),
+        };
+        let causes = self.all_gather_bytes(mine.as_bytes());
+        match local {
+            Err(e) => Err(e),
+            Ok(_) => {
+                let Some((rank, cause)) = causes.iter().enumerate().find(|(_, c)| !c.is_empty()) else {
+                    // all_ok was false, yet no rank names a cause: the caller's collective
+                    // disagreed with this one. Still an error on every rank.
+                    return Err(CkptError::State(format!("{what}: ranks disagree on whether it failed")).into());
+                };
+                let node = self.map.names[self.map.node_of[rank]].clone();
+                let cause = String::from_utf8_lossy(cause).into_owned();
+                Err(CkptError::Peer { what: what.to_string(), rank, node, cause }.into())
+            }
+        }
     }
 }
 

@@ -96,6 +96,20 @@ pub enum CkptError {
     /// increments; the previous complete version stays the restart point.
     #[error("incremental checkpoint: {0}")]
     Incremental(nam_incr::IncrError),
+    /// Another rank failed a step every rank takes together: this rank stops too, with the
+    /// failed rank's cause, so no rank goes on into the next collective alone
+    /// ([`crate::comm::Comm::agree`]).
+    #[error("{what} failed on rank {rank} (node {node}): {cause}")]
+    Peer {
+        /// The step.
+        what: String,
+        /// The first rank (lowest number) that failed.
+        rank: usize,
+        /// That rank's node.
+        node: String,
+        /// That rank's error, as it printed it.
+        cause: String,
+    },
     /// The library was used in the wrong order (e.g. after finalize).
     #[error("invalid use: {0}")]
     State(String),

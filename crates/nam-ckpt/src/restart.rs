@@ -121,13 +121,41 @@ impl Checkpointer {
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: false };
         let have = local.as_ref().ok().map(|l| l.data.as_slice());
-        let rebuilt = self.scheme.rebuild(have, &target).map_err(|e| self.with_local_causes(&local, e))?;
+        // The scheme agrees within its sets only: every rank learns here whether every set
+        // rebuilt, so all go on to the next candidate together, or to the restore together.
+        let rebuilt = self.scheme.rebuild(have, &target);
+        if !self.comm.all_agree(rebuilt.is_ok()) {
+            let failed = self.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
+            let error = failed.expect_err("agreed fails on every rank when one failed");
+            return Err(self.with_local_causes(&local, error));
+        }
+        let rebuilt = rebuilt.expect("every rank rebuilt");
         let loaded = match (local, rebuilt.data) {
-            (Ok(l), _) => l,
-            (Err(_), Some(data)) => self.rewrite(&level, name, version, data)?,
-            (Err(e), None) => return Err(e),
+            (Ok(l), _) => Ok(l),
+            (Err(_), Some(data)) => self.rewrite(&level, name, version, data),
+            (Err(e), None) => Err(e),
         };
-        Ok((loaded, rebuilt.lost))
+        let loaded = self.comm.agree(loaded, &format!("reading version {version}"))?;
+        // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
+        Ok((loaded, self.all_lost(&rebuilt.lost)))
+    }
+
+    /// Collective: the union, in order, of every rank's `lost` ranks.
+    fn all_lost(&self, lost: &[usize]) -> Vec<usize> {
+        // A count word first: Open MPI refuses an all-gather of no bytes at all.
+        let words = std::iter::once(lost.len() as u64).chain(lost.iter().map(|&r| r as u64));
+        let mine: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
+        let mut all: Vec<usize> = self
+            .comm
+            .all_gather_bytes(&mine)
+            .iter()
+            .flat_map(|b| {
+                b.chunks_exact(8).skip(1).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
+            })
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the

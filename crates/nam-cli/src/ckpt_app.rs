@@ -55,6 +55,10 @@ pub struct AppArgs {
     /// the inode of each reserved file.
     #[arg(long)]
     reserve: bool,
+    /// Rank 0 also prints `checkpointing version=V` when it starts each checkpoint (a fault
+    /// test times a cut link with it).
+    #[arg(long)]
+    progress: bool,
     /// Wait for this rank's L3 flush after every checkpoint (so flushes of consecutive
     /// versions never overlap across ranks).
     #[arg(long)]
@@ -71,7 +75,10 @@ fn step(state: &mut [u8], rank: usize, step: u64) {
 
 /// Runs the application.
 pub fn run(args: AppArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-check app", |universe| app(args, universe))
+}
+
+fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let rank = comm.rank();
     let config = Config::load(args.config.as_deref())?;
@@ -125,6 +132,9 @@ pub fn run(args: AppArgs) -> Result<()> {
             std::fs::write(&path, format!("step {s} of rank {rank}\n"))?;
         }
         if s % args.every == 0 {
+            if args.progress && rank == 0 {
+                println!("checkpointing version={s}");
+            }
             let out = ckpt.checkpoint(None, s)?;
             if rank == 0 {
                 let level = out.level.map(LevelKind::name).unwrap_or("skipped");

@@ -91,6 +91,10 @@ pub struct CkptBenchArgs {
     /// Also write the JSON objects (one per line) here (rank 0).
     #[arg(long)]
     json_file: Option<PathBuf>,
+    /// Rank 0 prints to stderr when each checkpoint starts and ends, and each restart ends
+    /// (a fault test times a cut link with these).
+    #[arg(long)]
+    progress: bool,
 }
 
 /// Where NAM-XOR's checkpoint buffer comes from (`--nam-buffer`).
@@ -208,7 +212,10 @@ impl Run {
 
 /// Runs `nam ckpt-bench` (under mpirun).
 pub fn run(args: CkptBenchArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-bench", |universe| bench(args, universe))
+}
+
+fn bench(args: CkptBenchArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let schemes = Run::list(&args.scheme, args.no_fsync)?;
     let len = match args.scaling.as_str() {
@@ -228,8 +235,8 @@ pub fn run(args: CkptBenchArgs) -> Result<()> {
     } else {
         args.servers.clone()
     };
-    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)
-        .with_context(|| format!("rank {}", comm.rank()))?;
+    // An error names its rank already (crate::mpi_tool).
+    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)?;
     if let Some(mut child) = server {
         let _ = child.kill();
         let _ = child.wait();
@@ -444,8 +451,9 @@ fn compare(
         let protector = match protectors.iter().position(|(s, _)| *s == run.scheme) {
             Some(p) => p,
             None => {
-                let built = Protector::build(comm, args, run.scheme, servers)
-                    .with_context(|| format!("setting up {}", run.name()))?;
+                // Set up in sets (NAM-XOR's on different servers): every rank learns of a failure.
+                let built = Protector::build(comm, args, run.scheme, servers);
+                let built = comm.agree(built, &format!("setting up {}", run.name()))?;
                 protectors.push((run.scheme, built));
                 protectors.len() - 1
             }
@@ -460,9 +468,7 @@ fn compare(
     // others in the next collective).
     let home = protectors.iter().position(|(s, _)| *s == Scheme::NamXor);
     let joined: Result<()> = home.map_or(Ok(()), |h| join_nam_xor(&mut protectors[h].1, args.nam_buffer, len));
-    if !comm.all_agree(joined.is_ok()) {
-        return Err(joined.err().unwrap_or_else(|| anyhow::anyhow!("another rank could not set up its buffer")));
-    }
+    comm.agree(joined, "joining NAM-XOR's group with the buffer")?;
     let mut own = if home.is_some() { Vec::new() } else { vec![0u8; len] };
     mockup::init(app_state(&mut own, &mut protectors, home, len)?, rank);
     let mut name = String::new();
@@ -475,23 +481,36 @@ fn compare(
         for k in 0..count {
             let lane = &mut lanes[(k + n) % count];
             let (state, protector) = state_and_protector(&mut own, &mut protectors, home, lane.protector, len)?;
-            if n > 0 {
-                // The previous checkpoint goes before the next is written, so that every
-                // scheme's files fit in tmpfs at once (a job would keep it until the new one
-                // is complete; the space, not the time, differs).
-                let old = format!("ckpt.{}", n - 1);
-                let _ = std::fs::remove_file(lane.dir.join(format!("{old}.data")));
-                protector.discard(&Target { dir: &lane.dir, name: &old, fsync: false })?;
-            }
+            // The previous checkpoint goes before the next is written, so that every
+            // scheme's files fit in tmpfs at once (a job would keep it until the new one is
+            // complete; the space, not the time, differs).
+            let discarded = match n {
+                0 => Ok(()),
+                _ => {
+                    let old = format!("ckpt.{}", n - 1);
+                    let _ = std::fs::remove_file(lane.dir.join(format!("{old}.data")));
+                    protector.discard(&Target { dir: &lane.dir, name: &old, fsync: false })
+                }
+            };
+            // The agreement's allreduce is also the barrier the checkpoint is timed from.
+            comm.agree(discarded, &format!("scheme {}: discarding checkpoint {}", lane.run.name(), n.max(1) - 1))?;
             let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
-            comm.barrier();
+            if args.progress && comm.rank() == 0 {
+                eprintln!("ckpt-bench: scheme {} checkpoint {n} started", lane.run.name());
+            }
             let start = Instant::now();
-            let stats = protector
-                .checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag)
-                .with_context(|| format!("scheme {}: checkpoint {n}", lane.run.name()))?;
+            let stats =
+                protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
+            // A scheme agrees within its sets only (NAM-XOR's sets may live on different
+            // servers): every rank must learn of a failed set before the next collective.
+            let stats = comm.agree(stats, &format!("scheme {}: checkpoint {n}", lane.run.name()))?;
+            if args.progress && comm.rank() == 0 {
+                eprintln!("ckpt-bench: scheme {} checkpoint {n} done", lane.run.name());
+            }
             let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
             let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
-            let work = protector.server_work()?.unwrap_or_default();
+            let work =
+                comm.agree(protector.server_work(), "asking the memory server for its work")?.unwrap_or_default();
             if n > 0 {
                 lane.samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
             }
@@ -499,7 +518,8 @@ fn compare(
     }
     // What every restart must give back: the arrays as the last checkpoint saw them (a
     // NAM-XOR restart overwrites the lost rank's, which live in its buffer).
-    let expected = app_state(&mut own, &mut protectors, home, len)?.to_vec();
+    let expected =
+        comm.agree(app_state(&mut own, &mut protectors, home, len).map(|s| s.to_vec()), "reading the state")?;
     drop(own);
     let mut scratch = vec![0u8; len];
     let mut results = Vec::new();
@@ -509,6 +529,9 @@ fn compare(
         for _ in 0..args.restores.max(1) {
             let restarted = restart(comm, args, protector, &mut scratch, &expected, &lane.dir, &name)
                 .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
+            if args.progress && comm.rank() == 0 {
+                eprintln!("ckpt-bench: scheme {} restart done", lane.run.name());
+            }
             restarts.push(restarted);
         }
         // Node-local storage may be tmpfs: give the space back before the next restarts.
@@ -653,28 +676,32 @@ fn restart(
 ) -> Result<Restart> {
     let len = expected.len();
     let lost = comm.rank() == args.lose;
-    if lost {
-        std::fs::remove_dir_all(dir)?;
-        std::fs::create_dir_all(dir)?;
-        // The lost rank's memory is gone too: whatever its buffer held must not pass the
-        // comparison unless the rebuild wrote it.
-        protector.buffer(scratch, len)?.fill(0xA5);
-    }
-    comm.barrier();
+    let erased = match lost {
+        false => Ok(()),
+        true => (|| {
+            std::fs::remove_dir_all(dir)?;
+            std::fs::create_dir_all(dir)?;
+            // The lost rank's memory is gone too: whatever its buffer held must not pass the
+            // comparison unless the rebuild wrote it.
+            protector.buffer(scratch, len)?.fill(0xA5);
+            anyhow::Ok(())
+        })(),
+    };
+    comm.agree(erased, "erasing the lost rank's data")?;
     let start = Instant::now();
     let target = Target { dir, name, fsync: !args.no_fsync };
     let have = !lost;
-    if have {
-        let buffer = protector.buffer(scratch, len)?;
-        read_local(&dir.join(format!("{name}.data")), buffer)?;
-    }
+    let read = match have {
+        false => Ok(()),
+        true => protector.buffer(scratch, len).and_then(|b| read_local(&dir.join(format!("{name}.data")), b)),
+    };
     // The restore's own time starts when every survivor has its data back (the lost rank
     // would otherwise count the survivors' local reads); the restart time counts them.
-    comm.barrier();
-    let rebuilt = protector.rebuild(scratch, have, len, &target)?;
+    comm.agree(read, "reading the local checkpoint")?;
+    let rebuilt = comm.agree(protector.rebuild(scratch, have, len, &target), "the rebuild")?;
     let ok = match rebuilt.data {
         Some(data) => data == expected,
-        None => *protector.buffer(scratch, len)? == *expected,
+        None => protector.buffer(scratch, len).is_ok_and(|b| *b == *expected),
     };
     let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
     let rebuild_s = comm.max_f64(rebuilt.seconds);

@@ -80,7 +80,10 @@ pub fn run(args: CkptCheckArgs) -> Result<()> {
 }
 
 fn redundancy_check(args: RedundancyArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-check redundancy", |universe| check_redundancy(args, universe))
+}
+
+fn check_redundancy(args: RedundancyArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let (rank, ranks) = (comm.rank(), comm.size());
     let size = if args.uneven {
@@ -89,7 +92,9 @@ fn redundancy_check(args: RedundancyArgs) -> Result<()> {
         args.size_per_rank as usize
     };
     let dir = args.dir.join(format!("rank-{rank}"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Every step that can fail on some ranks only is agreed (crate::mpi_tool).
+    let created = std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()));
+    comm.agree(created, "creating the rank's directory")?;
     let config = RedundancyConfig {
         scheme: Scheme::parse(&args.scheme)?,
         set_size: args.set_size,
@@ -97,24 +102,26 @@ fn redundancy_check(args: RedundancyArgs) -> Result<()> {
         block_bytes: args.block as usize,
         servers: args.servers.clone(),
     };
-    let mut scheme = redundancy::build(&comm, &config)?;
+    let mut scheme = comm.agree(redundancy::build(&comm, &config), "setting up the scheme")?;
     let data = pattern(rank, size);
     let target = Target { dir: &dir, name: "check.1", fsync: false };
-    std::fs::write(dir.join("check.1.data"), &data)?;
-    let stats = scheme.protect(&data, &target)?;
+    comm.agree(std::fs::write(dir.join("check.1.data"), &data).map_err(anyhow::Error::from), "writing the data")?;
+    let stats = comm.agree(scheme.protect(&data, &target), "protecting")?;
     let total_s = comm.max_f64(stats.seconds);
     let cpu_s = comm.sum_f64(stats.cpu_seconds);
-    comm.barrier();
-    if args.lose.contains(&rank) {
-        std::fs::remove_dir_all(&dir)?;
-        std::fs::create_dir_all(&dir)?;
-    }
-    if args.corrupt_redundancy_of == Some(rank) {
-        corrupt_one(&dir)?;
-    }
-    comm.barrier();
+    let lost = || -> Result<()> {
+        if args.lose.contains(&rank) {
+            std::fs::remove_dir_all(&dir)?;
+            std::fs::create_dir_all(&dir)?;
+        }
+        if args.corrupt_redundancy_of == Some(rank) {
+            corrupt_one(&dir)?;
+        }
+        Ok(())
+    };
+    comm.agree(lost(), "losing the data")?;
     let local = std::fs::read(dir.join("check.1.data")).ok();
-    let rebuilt = scheme.rebuild(local.as_deref(), &target);
+    let rebuilt = comm.agree(scheme.rebuild(local.as_deref(), &target), "the rebuild");
     let rebuilt = match rebuilt {
         Ok(r) => r,
         Err(e) => {

@@ -107,7 +107,10 @@ fn compute(data: &mut [u64], passes: u64) {
 
 /// Runs the benchmark.
 pub fn run(args: PolicyBenchArgs) -> Result<()> {
-    let universe = mpi::initialize().context("MPI is already initialized")?;
+    crate::mpi_tool::run_ranks("ckpt-policy-bench", |universe| bench(args, universe))
+}
+
+fn bench(args: PolicyBenchArgs, universe: &mpi::environment::Universe) -> Result<()> {
     let comm = Comm::new(&universe.world());
     let words = (args.size_per_rank / 8) as usize;
     let data_ptr = Box::leak(vec![1u64; words].into_boxed_slice()).as_mut_ptr();

@@ -10,6 +10,7 @@ mod ckpt_policy_bench;
 mod demo;
 mod ecc_sim;
 mod farmem_bench;
+mod mpi_tool;
 mod plot;
 mod serve;
 mod sim;

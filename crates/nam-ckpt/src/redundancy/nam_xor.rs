@@ -73,8 +73,9 @@ fn client_error(what: &str) -> impl Fn(nam_client::Error) -> CkptError + '_ {
 
 impl NamXor {
     /// Forms sets on distinct nodes, assigns each to one of `servers` (round-robin over
-    /// sets), and connects to it. The tenant, token and UCX transports come from
-    /// `NAM_TENANT`, `NAM_TOKEN` and `NAM_TRANSPORTS`; `NAM_CKPT_GROUP` prefixes the group
+    /// sets), and connects to it. The tenant, token, UCX transports and deadlines come from
+    /// `NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS` and `NAM_TIMEOUT_MS` (the client's
+    /// variables, `ClientConfig::apply_env`); `NAM_CKPT_GROUP` prefixes the group
     /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
         Self::with_tuning(comm, set_size, servers, 0, 0)
@@ -185,17 +186,13 @@ fn connect(server: SocketAddr) -> Result<&'static Client> {
     Ok(Box::leak(Box::new(open_client(server)?)))
 }
 
-/// A client of `server` (`NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS` from the environment),
-/// retrying a refused connection a few times.
+/// A client of `server` (`NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS`, `NAM_TIMEOUT_MS` and the
+/// other client variables of `ClientConfig::apply_env` from the environment), retrying a
+/// refused connection a few times.
 pub(crate) fn open_client(server: SocketAddr) -> Result<Client> {
     let mut config = ClientConfig::new(vec![server]);
-    if let Ok(t) = std::env::var("NAM_TENANT") {
-        config.tenant = t;
-    }
-    if let Ok(t) = std::env::var("NAM_TOKEN") {
-        config.token = t;
-    }
-    config.transports = std::env::var("NAM_TRANSPORTS").ok();
+    // NAM_TIMEOUT_MS among them: how soon a rank notices a memory server it cannot reach.
+    config.apply_env().map_err(|e| CkptError::Config(format!("NAM-XOR client: {e}")))?;
     // A whole job connects at once; on a loaded server a connection request can be refused
     // (UCX: "Endpoint is not connected"). Try a few times before giving up.
     let mut attempt = 0;
