@@ -6,7 +6,7 @@
 #   RANKS=4 SIZE=32MiB ITERATIONS=10 bench/ckpt-policy.sh
 #
 # Measures, in one run on this machine (nam ckpt-policy-bench under mpirun):
-#   * seed 001's microbenchmark for always-RAM, always-SSD, static N:1, LE and LE+PLE:
+#   * Abeyratne 2017's microbenchmark for always-RAM, always-SSD, static N:1, LE and LE+PLE:
 #     slowdown against runs without checkpoints right before and after each policy run,
 #     bytes per level, and the projected SSD lifetime (Eq. 4.2 at the end of each run);
 #     the sequence is repeated REPEATS times and each policy reports its median repeat;

@@ -137,9 +137,9 @@ paging() {
         --transport shm --scale 2 --repeat 3 --min-ms 40 --out "$out"
     "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on --page-size base,huge \
         --transport shm --scale 4 --repeat 3 --out "$out"
-    # Seed 004's Table 8.1 doubles the graph; so do these rows. The smallest graphs fit in this
+    # Mao 2020's Table 8.1 doubles the graph; so do these rows. The smallest graphs fit in this
     # machine's last-level cache, where the local baseline never waits for DRAM.
-    echo -e "\n## Friends-of-friends at growing graph sizes (seed 004 Table 8.1), paged, 50% local memory" >> "$out"
+    echo -e "\n## Friends-of-friends at growing graph sizes (Mao 2020 Table 8.1), paged, 50% local memory" >> "$out"
     {
         echo
         echo "Last-level cache of this machine: $(lscpu | awk -F: '/L3 cache/ {gsub(/^ +/, "", $2); print $2}')."

@@ -48,7 +48,7 @@ mkdir -p "$(dirname "$OUT")"
   echo "  load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared: single runs are noisy)"
   echo "- targets of issue 9: allreduce <= 1.0x MPI_Allreduce for vectors <= 4 KiB on 8 ranks; mailbox round"
   echo "  trip <= 1.5x an 8-byte put+signal round trip; auto within 10% of the faster of direct and RMA at"
-  echo "  every size (and the largest direct/RMA speedup at small sizes, seed 002: up to 7x)"
+  echo "  every size (and the largest direct/RMA speedup at small sizes, the Unimem MPhil thesis: up to 7x)"
   echo "- ranks and the memory server share the 2 cores: MPI jobs of more than 2 ranks are oversubscribed"
   echo
   cat "$TMP/allreduce.md"

@@ -50,7 +50,7 @@ pub struct RamConfig {
     /// Directory on a tmpfs (node-local).
     pub dir: PathBuf,
     /// Bytes of this directory the checkpoints of all ranks of a node may use; a rank's
-    /// share is `capacity / ranks on the node` (seed 001's TMPFS_SIZE/numMPIRanks).
+    /// share is `capacity / ranks on the node` (Abeyratne 2017's TMPFS_SIZE/numMPIRanks).
     pub capacity: Size,
     /// Versions kept (at least 1; 2 keeps the previous one while the next is written).
     pub keep: usize,
@@ -89,7 +89,7 @@ pub struct SsdConfig {
     pub chunk: Size,
     /// Rated endurance of the device, petabytes written.
     pub rated_pbw: f64,
-    /// Rated lifetime, years (seed 001: 5).
+    /// Rated lifetime, years (Abeyratne 2017: 5).
     pub rated_years: f64,
     /// Petabytes already written when the wear file is first created (from `nvme smart-log`
     /// or `smartctl`); later runs read the wear file.
@@ -168,7 +168,7 @@ pub struct PolicyConfig {
     /// `always-ram`, `always-ssd`, `ratio` (N to RAM, then 1 to SSD), `le` (lifetime
     /// estimation), `le-ple` (lifetime and performance-loss estimation: Algorithm 1).
     pub kind: String,
-    /// N of the `ratio` policy (9 gives seed 001's static 9:1).
+    /// N of the `ratio` policy (9 gives Abeyratne 2017's static 9:1).
     pub ratio: u64,
     /// Bound on the fraction of run time spent checkpointing (PLE), e.g. 0.10.
     pub bound: f64,

@@ -8,7 +8,7 @@
 //! u32 LE footer length, "NAMCKPT1"
 //! ```
 //! Every data and parity chunk carries a CRC32C. A chunk that fails it is an erasure: the
-//! stripe's parity rebuilds up to p of them in place (the software counterpart of seed 001's
+//! stripe's parity rebuilds up to p of them in place (the software counterpart of Abeyratne 2017's
 //! strong ECC for checkpoint pages). More than that is [`CkptError::Corrupt`], never data.
 //! Files are written under a temporary name and renamed when complete, so a torn write leaves
 //! no file that looks complete; a truncated file lacks its magic and is refused.

@@ -8,7 +8,7 @@
 //!   version); `finalize`. The C API (`nam_ckpt_*` in nam.h) wraps it.
 //! - Levels ([`LevelKind`], [`level`]): L1 RAM (tmpfs, size-capped, chunk parity) or SSD
 //!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
-//!   CLC of seed 001, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
+//!   CLC of Abeyratne 2017, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
 //!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
 //! - Incremental checkpoints ([`incremental`], `[incremental]` in the configuration): a
 //!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and

@@ -1,5 +1,5 @@
 //! Placement between the RAM and SSD levels: the Checkpoint Location Controller (CLC) of
-//! seed 001 (Algorithm 1) and static policies.
+//! Abeyratne 2017 (Algorithm 1) and static policies.
 //!
 //! **Lifetime estimation** (Eq. 4.1-4.2): `L_expected = (PBW_rated - PBW_used) * years_rated /
 //! PBW_rated` and `L_estimated = (PBW_rated - PBW_used) / B_SSD`, with `B_SSD` the node's
@@ -297,7 +297,7 @@ fn write_probe(path: &std::path::Path, data: &[u8], fsync: bool) -> Result<()> {
     Ok(())
 }
 
-/// Algorithm 1 of seed 001 for checkpoint number `i` (from 0), on inputs combined over all
+/// Algorithm 1 of Abeyratne 2017 for checkpoint number `i` (from 0), on inputs combined over all
 /// ranks so that every rank gets the same answer. PLE tests the loss predicted after an SSD
 /// checkpoint (see the module doc).
 pub fn algorithm1(kind: PolicyKind, bound: f64, force_ssd_every: u64, i: u64, inputs: Inputs) -> Placement {

@@ -1,5 +1,5 @@
 //! Restart: find the newest restorable version, fall back level by level, then version by
-//! version (seed 001 §4.3.4: RAM first, then SSD; here also L2 rebuild and the L3 copy).
+//! version (Abeyratne 2017 §4.3.4: RAM first, then SSD; here also L2 rebuild and the L3 copy).
 
 use crate::checkpointer::Checkpointer;
 use crate::error::{CkptError, Result};

@@ -1,4 +1,4 @@
-//! `nam ckpt-bench`: seed 000 §5.2's comparison of checkpoint redundancy schemes, run under
+//! `nam ckpt-bench`: Schmidt 2017 §5.2's comparison of checkpoint redundancy schemes, run under
 //! `mpirun`. An iPic3D-like mockup alternates a compute phase (a particle push over the
 //! rank's state) with a checkpoint: write the state to node-local storage (`--dir`), then add
 //! redundancy with the scheme: partner copies, XOR on the nodes, or NAM-XOR (the memory server

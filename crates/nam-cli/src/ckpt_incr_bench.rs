@@ -1,4 +1,4 @@
-//! `nam ckpt-incr-bench`: every incremental-checkpoint mode on the write patterns of seed 001
+//! `nam ckpt-incr-bench`: every incremental-checkpoint mode on the write patterns of Abeyratne 2017
 //! Table 5.2 / Fig. 5.8, against the same workload run without checkpoints in the same
 //! invocation: overhead, bytes written, peak extra memory and stall time.
 

@@ -1,4 +1,4 @@
-//! `nam ckpt-policy-bench`, under `mpirun`: seed 001's microbenchmark (§4.5). Each rank runs
+//! `nam ckpt-policy-bench`, under `mpirun`: Abeyratne 2017's microbenchmark (§4.5). Each rank runs
 //! iterations of a compute phase over its data, then checkpoints it through nam-ckpt, once
 //! per placement policy (always-RAM, always-SSD, static N:1, LE, LE+PLE), each between two
 //! runs without checkpoints whose mean is its baseline; the sequence is repeated and each
@@ -38,7 +38,7 @@ pub struct PolicyBenchArgs {
     /// L3 flush directory for the flush-overhead measurement.
     #[arg(long, default_value = "/var/tmp/nam-ckpt-bench-pfs")]
     flush_dir: PathBuf,
-    /// Rated endurance of the SSD, petabytes written (seed 001: Intel DC S3700, 14.6).
+    /// Rated endurance of the SSD, petabytes written (Abeyratne 2017: Intel DC S3700, 14.6).
     #[arg(long, default_value_t = 14.6)]
     ssd_rated_pbw: f64,
     /// Rated SSD lifetime, years.

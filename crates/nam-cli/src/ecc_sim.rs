@@ -1,4 +1,4 @@
-//! `nam ecc-sim`: rerun the DRAM fault-injection study of seed 001 (Table 4.4) with the codes
+//! `nam ecc-sim`: rerun the DRAM fault-injection study of Abeyratne 2017 (Table 4.4) with the codes
 //! of `nam-ecc`, or benchmark them.
 
 use anyhow::{bail, Context};

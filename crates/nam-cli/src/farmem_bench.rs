@@ -36,7 +36,7 @@ pub enum WorkloadKind {
     Saxpy,
     /// SAXPY through the explicit API, computed in place on cache lines.
     SaxpyExplicit,
-    /// Friends-of-friends on a power-law graph (seed 004 Fig. 8.7).
+    /// Friends-of-friends on a power-law graph (Mao 2020 Fig. 8.7).
     Fof,
     /// Friends-of-friends through the explicit API with batched misses.
     FofExplicit,

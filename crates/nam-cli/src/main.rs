@@ -37,10 +37,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Start a local server and show allocation, put/get, atomics, signals and a benchmark.
     Demo(demo::DemoArgs),
-    /// Rerun the DRAM fault-injection study of seed 001 (Table 4.4) or benchmark its codes.
+    /// Rerun the DRAM fault-injection study of Abeyratne 2017 (Table 4.4) or benchmark its codes.
     #[command(name = "ecc-sim")]
     EccSim(ecc_sim::EccSimArgs),
-    /// Interconnect simulator: on-chip topologies (seed 001 Ch. III) and the ExaNeSt torus.
+    /// Interconnect simulator: on-chip topologies (Abeyratne 2017 Ch. III) and the ExaNeSt torus.
     Sim(sim::SimArgs),
     /// Far memory against local memory: pointer chase, SAXPY, friends-of-friends, page faults.
     #[command(name = "farmem-bench")]
@@ -51,10 +51,10 @@ enum Command {
     CkptBench(ckpt_bench::CkptBenchArgs),
     #[command(name = "ckpt-check")]
     CkptCheck(ckpt_check::CkptCheckArgs),
-    /// Under mpirun: seed 001's RAM/SSD placement microbenchmark over every policy.
+    /// Under mpirun: Abeyratne 2017's RAM/SSD placement microbenchmark over every policy.
     #[command(name = "ckpt-policy-bench")]
     CkptPolicyBench(ckpt_policy_bench::PolicyBenchArgs),
-    /// Incremental checkpointing modes (seed 001 Ch. V) against runs without checkpoints.
+    /// Incremental checkpointing modes (Abeyratne 2017 Ch. V) against runs without checkpoints.
     #[command(name = "ckpt-incr-bench")]
     CkptIncrBench(ckpt_incr_bench::CkptIncrBenchArgs),
 }

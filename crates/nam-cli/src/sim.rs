@@ -2,7 +2,7 @@
 //!
 //! * `nam sim noc` runs one load point or a sweep (`--sweep`) for one or more topologies and
 //!   prints a table, `--json`, `--csv FILE` and `--plot FILE.png` (latency against injection rate).
-//! * `nam sim exanest-latency` evaluates seed 003's path latency model (Table 1-2) and broadcast
+//! * `nam sim exanest-latency` evaluates Ploumidis et al. 2023's path latency model (Table 1-2) and broadcast
 //!   model (Eq. 1) and simulates the same paths on the ExaNeSt torus.
 //! * `nam sim bench` is the benchmark of issue 7: fidelity against the analytic models and the
 //!   seeds' numbers, and simulator speed, with baselines measured in the same run; it can write
@@ -29,7 +29,7 @@ pub struct SimArgs {
 enum SimCommand {
     /// Simulate on-chip / system networks (one load point, or a sweep with --sweep).
     Noc(NocArgs),
-    /// Seed 003's ExaNeSt latency model (Table 2, Eq. 1) beside the cycle-level simulation.
+    /// Ploumidis et al. 2023's ExaNeSt latency model (Table 2, Eq. 1) beside the cycle-level simulation.
     ExanestLatency(ExanestArgs),
     /// The issue-7 benchmark: fidelity and speed, with baselines measured in the same run.
     Bench(BenchArgs),
@@ -449,7 +449,7 @@ fn exanest_latency(a: ExanestArgs) -> Result<()> {
             rows.iter().enumerate().filter_map(|(i, r)| f(r).map(|y| (i as f64, y))).collect()
         };
         let series = vec![
-            ("seed 003 measured (Table 2)".to_string(), idx(&|r| Some(r.measured_us))),
+            ("Ploumidis et al. 2023 measured (Table 2)".to_string(), idx(&|r| Some(r.measured_us))),
             ("path model".to_string(), idx(&|r| Some(r.model_us))),
             ("1.17 us + cycle-level network".to_string(), idx(&|r| r.simulated_total_us)),
         ];
@@ -466,7 +466,7 @@ fn exanest_latency(a: ExanestArgs) -> Result<()> {
 }
 
 fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> String {
-    let mut s = String::from("ExaNeSt path latency, zero-byte MPI message (seed 003 §6.1.1, Table 1-2)\n");
+    let mut s = String::from("ExaNeSt path latency, zero-byte MPI message (Ploumidis et al. 2023 §6.1.1, Table 1-2)\n");
     let m = PathModel::default();
     let _ = writeln!(
         s,
@@ -491,7 +491,7 @@ fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> 
             r.simulated_total_us.map(|x| format!("{x:.3}")).unwrap_or("-".into())
         );
     }
-    s.push_str("\nBroadcast (seed 003 Eq. 1, binomial tree, 4 ranks/MPSoC, 4 MPSoCs/QFDB; one-way latencies = Table 2 zero-byte values)\n");
+    s.push_str("\nBroadcast (Ploumidis et al. 2023 Eq. 1, binomial tree, 4 ranks/MPSoC, 4 MPSoCs/QFDB; one-way latencies = Table 2 zero-byte values)\n");
     let _ = writeln!(s, "{:>6} {:>20} {:>12}", "ranks", "steps (MPSoC,QFDB,mezz)", "expected_us");
     for (n, st, l) in bcast {
         let _ = writeln!(s, "{:>6} {:>20} {:>12.3}", n, format!("{},{},{}", st.0, st.1, st.2), l);
@@ -499,7 +499,7 @@ fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> 
     s
 }
 
-/// Seed 001 §3.5.1 numbers: (topology, average latency before saturation ns, saturation
+/// Abeyratne 2017 §3.5.1 numbers: (topology, average latency before saturation ns, saturation
 /// packets/ns/node).
 const SEED_FIG_3_11: [(&str, f64, f64); 7] = [
     ("mesh", 16.8, 0.14),
@@ -565,14 +565,14 @@ fn bench(a: BenchArgs) -> Result<()> {
         points
     );
 
-    // 1. Seed 001 topologies on the 24x24 layout, uniform random traffic.
+    // 1. Abeyratne 2017 topologies on the 24x24 layout, uniform random traffic.
     let mut results = Vec::new();
     for (name, _, _) in SEED_FIG_3_11 {
         let t = build(name, &TopologyParams::default())?;
         eprintln!("sweeping {name} ...");
         results.push(sweep(&t, &cfg, &[], points)?);
     }
-    let _ = writeln!(md, "## Seed 001 topologies, uniform random traffic (seed 001 §3.5.1, Fig. 3.11)\n");
+    let _ = writeln!(md, "## Abeyratne 2017 topologies, uniform random traffic (Abeyratne 2017 §3.5.1, Fig. 3.11)\n");
     let _ = writeln!(md, "| topology | zero-load sim (ns) | analytic (ns) | error | within 5% | saturation (pkt/ns/node) | channel-load bound | sat/bound | below bound | avg latency before saturation (ns) | seed latency (ns) | seed saturation | sat ours/seed |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (r, (_, seed_lat, seed_sat)) in results.iter().zip(SEED_FIG_3_11) {
@@ -629,7 +629,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     let _ = writeln!(md, "- Super-Star latency before saturation {:.2} ns vs mesh {:.2} ns: {:.0}% lower (need >= 30%; seed 9.3 vs 16.8 ns = 45%): {}\n", lat("superstar"), lat("mesh"), 100.0 * gain, check(gain >= 0.30));
 
     // 2. Static properties against Table 3.2 / 3.3.
-    let _ = writeln!(md, "## Static properties (seed 001 Table 3.2, Table 3.3)\n");
+    let _ = writeln!(md, "## Static properties (Abeyratne 2017 Table 3.2, Table 3.3)\n");
     let _ = writeln!(md, "| topology | routers L/G | radix L/G | clock L/G (GHz) | avg link L/G (mm) | area est. (mm^2) | bisection wires |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for r in &results {
@@ -652,7 +652,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     }
 
     // 3. Super-Star with 1..8 global routers (seed Fig. 3.14).
-    let _ = writeln!(md, "\n## Super-Star throughput against global routers (seed 001 Fig. 3.14)\n");
+    let _ = writeln!(md, "\n## Super-Star throughput against global routers (Abeyratne 2017 Fig. 3.14)\n");
     let _ = writeln!(md, "| global routers | saturation (pkt/ns/node) | channel-load bound | zero-load (ns) |");
     let _ = writeln!(md, "|---|---|---|---|");
     let mut gr = Vec::new();
@@ -677,7 +677,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     // 4. ExaNeSt latency model.
     let rows = exanest_rows()?;
     let inter = rows.iter().find(|r| r.path == "Inter-mezz(3,1,2)").map(|r| r.model_us).unwrap_or(0.0);
-    let _ = writeln!(md, "## ExaNeSt path latency model (seed 003 §6.1.1, Table 2)\n");
+    let _ = writeln!(md, "## ExaNeSt path latency model (Ploumidis et al. 2023 §6.1.1, Table 2)\n");
     let _ = writeln!(md, "Inter-mezz(3,1,2): model {inter:.3} us; seed's own prediction 2.615 us (ratio {:.4}): {}; measured 2.555 us.\n", inter / 2.615, check((inter - 2.615).abs() < 1e-9));
     md.push_str("```\n");
     let bc: Vec<(u32, (u32, u32, u32), f64)> = Vec::new();

@@ -1,7 +1,7 @@
 //! The direct path: on a shared-memory data path the server's pool is mapped into this
 //! process (UCX's `ucp_rkey_ptr`), so puts and gets are plain copies and atomics are CPU
 //! atomics on the mapped words, with neither the client lock nor a UCX request: the native
-//! load/store path of seeds 000 and 002. It is coherent with every other way a word is
+//! load/store path of Schmidt 2017 and the Unimem MPhil thesis. It is coherent with every other way a word is
 //! reached: UCX's shared-memory atomics and the server's message path use the same CPU
 //! atomics on the same memory.
 

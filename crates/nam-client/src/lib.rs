@@ -1,5 +1,5 @@
-//! The nam client library: one-sided access to memory servers (libNAM of seed 000, the
-//! ExaNeSt RDMA user API of seed 003), over UCX.
+//! The nam client library: one-sided access to memory servers (libNAM of Schmidt 2017, the
+//! ExaNeSt RDMA user API of Ploumidis et al. 2023), over UCX.
 //!
 //! A tour:
 //! - [`Client`]: connects to one or several servers ([`ClientConfig`], or `NAM_SERVERS`),

@@ -1,5 +1,5 @@
 //! Mailboxes: many-to-one queues of small messages in server memory (the packetizer and
-//! mailbox of seed 003 §4.4). The owner creates one and hands out its global address;
+//! mailbox of Ploumidis et al. 2023 §4.4). The owner creates one and hands out its global address;
 //! senders of the same protection domain open it by that address and send with one-sided
 //! operations only: a compare-and-swap takes a ticket, a put with a signal fills the slot.
 //! The server does no work per message; its domain check guards who may open the mailbox.

@@ -1,4 +1,4 @@
-//! Transfer-path choice on the same host (seed 002 Ch. 4: native stores below a threshold,
+//! Transfer-path choice on the same host (the Unimem MPhil thesis Ch. 4: native stores below a threshold,
 //! the RDMA engine above it). A server whose pool is mapped here can be reached two ways:
 //! the direct path (plain loads and stores into the mapping, [`crate::direct`]) and UCX
 //! RMA over shared memory. Transfers up to a crossover size take the direct path, larger

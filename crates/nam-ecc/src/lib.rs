@@ -1,4 +1,4 @@
-//! DRAM fault codes in software: the dual-mode Reed-Solomon ECC of seed 001 (§4.4, §4.6.2) and
+//! DRAM fault codes in software: the dual-mode Reed-Solomon ECC of Abeyratne 2017 (§4.4, §4.6.2) and
 //! its fault-injection study.
 //!
 //! Checkpoints kept in DRAM need a stronger code than ordinary data. The seed protects normal

@@ -1,5 +1,5 @@
 //! The cache's storage: a set-associative array of lines whose tags and states live in
-//! their own arrays, apart from the data (seed 004 §7.1 keeps metadata apart in DRAM), an
+//! their own arrays, apart from the data (Mao 2020 §7.1 keeps metadata apart in DRAM), an
 //! optional small direct-mapped metadata cache that answers "which slot holds line L"
 //! without scanning the set, and random-except-most-recent replacement that prefers clean
 //! victims (a clean line leaves for free, a dirty one costs a write-back).

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 
-/// Size of one extent of the far address space (seed 004 maps memory in large extents).
+/// Size of one extent of the far address space (Mao 2020 maps memory in large extents).
 pub const EXTENT_BYTES: u64 = 1 << 30;
 /// Smallest cache line.
 pub const LINE_BYTES_MIN: u64 = 64;
@@ -16,7 +16,7 @@ pub const STREAMS_MAX: usize = 64;
 /// Largest far address space one client maps (1 TiB).
 pub const FAR_BYTES_MAX: u64 = 1 << 40;
 
-/// The stream prefetcher (seed 004 §7.3).
+/// The stream prefetcher (Mao 2020 §7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PrefetchConfig {
     /// Whether it runs.

@@ -1,5 +1,5 @@
 //! The extent table: the client's far address space, cut into 1 GiB extents, each striped
-//! across the servers in interleaving granules (seed 004 Fig. 8.2 interleaves pages across
+//! across the servers in interleaving granules (Mao 2020 Fig. 8.2 interleaves pages across
 //! memory blades). A far address maps to (extent, server, offset in that server's chunk of
 //! the extent); chunks are allocated on a server the first time data is written to them,
 //! so never-written far memory costs nothing and reads as zeros.

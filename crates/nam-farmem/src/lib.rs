@@ -1,4 +1,4 @@
-//! Far memory over nam memory servers (seed 004 Ch. 6-8): memory servers act as memory
+//! Far memory over nam memory servers (Mao 2020 Ch. 6-8): memory servers act as memory
 //! blades, and this process keeps a cache of their memory in a local-memory budget.
 //!
 //! A tour:

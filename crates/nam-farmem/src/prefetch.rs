@@ -1,4 +1,4 @@
-//! The stream prefetcher of seed 004 §7.3: a small fully associative table of streams,
+//! The stream prefetcher of Mao 2020 §7.3: a small fully associative table of streams,
 //! trained on demand misses. Each entry remembers where its stream goes next, a counter of
 //! matches, and an idle timer; once the counter reaches the threshold, a match asks for the
 //! units (lines or pages) ahead of the demand, never more than `depth` beyond it.

@@ -1,4 +1,4 @@
-//! The memory-blade span service (seed 004 Ch. 6) over nam's one-sided operations.
+//! The memory-blade span service (Mao 2020 Ch. 6) over nam's one-sided operations.
 //!
 //! A span read is a GET of `span_bytes` from the (server, allocation, offset) the extent
 //! table gives; a span write is a PUT. The seed's transaction id becomes the UCX request,

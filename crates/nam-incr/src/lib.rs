@@ -1,4 +1,4 @@
-//! Incremental checkpointing that overlaps the application (seed 001 Ch. V, in software).
+//! Incremental checkpointing that overlaps the application (Abeyratne 2017 Ch. V, in software).
 //!
 //! A tour:
 //! - [`Engine`]: protect memory regions ([`Engine::protect`], any alignment), then call

@@ -4,7 +4,7 @@ use crate::record::RECORD_BYTES_DEFAULT;
 use crate::tracker::TrackerChoice;
 use std::time::Duration;
 
-/// How a checkpoint is taken (seed 001 §5.2-5.3).
+/// How a checkpoint is taken (Abeyratne 2017 §5.2-5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Baseline: stop, copy every byte of every region into one image, fsync, resume.

@@ -1,5 +1,5 @@
-//! Builders for the named topologies on the seed's 24x24-tile, 576-node layout (seed 001 §3.2.1,
-//! tile edge 0.9 mm) and for the ExaNeSt 3-D torus (seed 003 §4.1).
+//! Builders for the named topologies on the seed's 24x24-tile, 576-node layout (Abeyratne 2017 §3.2.1,
+//! tile edge 0.9 mm) and for the ExaNeSt 3-D torus (Ploumidis et al. 2023 §4.1).
 
 use crate::error::{invalid, NetsimError, Result};
 use crate::physical::TILE_MM;
@@ -9,13 +9,13 @@ use crate::topology::{RoutingKind, Topology};
 pub const TOPOLOGY_NAMES: [&str; 10] =
     ["mesh", "torus", "cmesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx", "superring", "exanest"];
 
-/// Cluster edge (tiles) of Super-Star's local routers: 16 tiles per cluster (seed 001 §3.3.2).
+/// Cluster edge (tiles) of Super-Star's local routers: 16 tiles per cluster (Abeyratne 2017 §3.3.2).
 pub const SUPERSTAR_CLUSTER_EDGE: usize = 4;
-/// ExaNeSt serial link latency L_l (seed 003 §6.1.1: about 120 ns).
+/// ExaNeSt serial link latency L_l (Ploumidis et al. 2023 §6.1.1: about 120 ns).
 pub const EXANEST_LINK_NS: f64 = 120.0;
-/// ExaNeSt routing block latency L_ER (seed 003 §6.1.1: (409 - 120) / 2 = 145 ns).
+/// ExaNeSt routing block latency L_ER (Ploumidis et al. 2023 §6.1.1: (409 - 120) / 2 = 145 ns).
 pub const EXANEST_ROUTER_NS: f64 = 145.0;
-/// ExaNeSt switch clock (seed 003 §4.2: the NI and switches run at 150 MHz).
+/// ExaNeSt switch clock (Ploumidis et al. 2023 §4.2: the NI and switches run at 150 MHz).
 pub const EXANEST_FREQ_GHZ: f64 = 0.15;
 
 /// Parameters of the named topologies. `Default` gives the seed's configurations.
@@ -207,7 +207,7 @@ fn global_positions(g: usize, chip_mm: f64) -> Vec<(f64, f64)> {
 }
 
 /// Super-Star (and Super-StarX when `threshold` is set): 16-tile clusters on local routers,
-/// every local router connected to every global router (seed 001 §3.3.2.1-2).
+/// every local router connected to every global router (Abeyratne 2017 §3.3.2.1-2).
 fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -> Result<Topology> {
     if globals == 0 || globals > 16 {
         return Err(invalid("global_routers", format!("{globals} is outside 1..=16")));
@@ -252,7 +252,7 @@ fn superstar(name: &str, tiles: usize, globals: usize, threshold: Option<u32>) -
 }
 
 /// Super-Ring: four quadrants, one global router each at the quadrant centre, global routers
-/// in a bidirectional ring (seed 001 §3.3.2.3).
+/// in a bidirectional ring (Abeyratne 2017 §3.3.2.3).
 fn superring(tiles: usize) -> Result<Topology> {
     let edge = concentration_edge(tiles, SUPERSTAR_CLUSTER_EDGE * SUPERSTAR_CLUSTER_EDGE)?;
     let k = tiles / edge;
@@ -298,7 +298,7 @@ fn superring(tiles: usize) -> Result<Topology> {
 }
 
 /// The ExaNeSt prototype: QFDBs of 4 fully connected MPSoCs (16 Gb/s links), network MPSoCs
-/// on a 3-D torus (seed 003 §4.1), all switches at 150 MHz (§4.2). Intra-QFDB channels carry the
+/// on a 3-D torus (Ploumidis et al. 2023 §4.1), all switches at 150 MHz (§4.2). Intra-QFDB channels carry the
 /// link latency L_l; torus channels carry L_l plus the routing block latency L_ER (§6.1.1).
 fn exanest(dims: [usize; 3]) -> Result<Topology> {
     if dims.iter().any(|&d| d == 0 || d > 16) {

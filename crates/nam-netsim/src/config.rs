@@ -7,7 +7,7 @@ use serde::Serialize;
 /// Offered load per node.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Injection {
-    /// Packets per nanosecond per node (the unit of seed 001's figures).
+    /// Packets per nanosecond per node (the unit of Abeyratne 2017's figures).
     PacketsPerNsPerNode(f64),
     /// Flits per node per cycle of the reference clock (the fastest router nodes attach to).
     FlitsPerNodePerCycle(f64),
@@ -16,11 +16,11 @@ pub enum Injection {
 /// Everything a run needs besides the topology.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// Virtual channels per port (seed 001 §3.4.1: 4).
+    /// Virtual channels per port (Abeyratne 2017 §3.4.1: 4).
     pub vcs: usize,
-    /// Buffer depth per VC in flits (seed 001 §3.4.1: 5).
+    /// Buffer depth per VC in flits (Abeyratne 2017 §3.4.1: 5).
     pub vc_depth_flits: usize,
-    /// Flits per packet (seed 001 §3.4.3: 4 flits of 128 bits).
+    /// Flits per packet (Abeyratne 2017 §3.4.3: 4 flits of 128 bits).
     pub packet_flits: usize,
     /// Offered load.
     pub injection: Injection,

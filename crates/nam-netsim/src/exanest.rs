@@ -1,9 +1,9 @@
-//! Seed 003's ExaNeSt latency models: the per-path MPI latency model of §6.1.1 (Table 1-2) and
+//! Ploumidis et al. 2023's ExaNeSt latency models: the per-path MPI latency model of §6.1.1 (Table 1-2) and
 //! the broadcast model of §6.1.4 (Eq. 1).
 
 use serde::Serialize;
 
-/// Per-hop parameters of the path model (seed 003 §6.1.1).
+/// Per-hop parameters of the path model (Ploumidis et al. 2023 §6.1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PathModel {
     /// Latency of an empty MPI message between two ranks of one MPSoC, µs (1.17).
@@ -31,7 +31,7 @@ impl PathModel {
     }
 }
 
-/// One row of seed 003 Table 1-2.
+/// One row of Ploumidis et al. 2023 Table 1-2.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PathCase {
     /// Label as in the seed.
@@ -42,11 +42,11 @@ pub struct PathCase {
     pub intra_mezz: u32,
     /// Intra-QFDB hops.
     pub intra_qfdb: u32,
-    /// Measured zero-byte osu_latency, µs (seed 003 Table 2).
+    /// Measured zero-byte osu_latency, µs (Ploumidis et al. 2023 Table 2).
     pub measured_us: f64,
 }
 
-/// The paths of seed 003 Table 2 with their measured latency.
+/// The paths of Ploumidis et al. 2023 Table 2 with their measured latency.
 pub const TABLE2: [PathCase; 6] = [
     PathCase { name: "Intra-FPGA", inter_mezz: 0, intra_mezz: 0, intra_qfdb: 0, measured_us: 1.17 },
     PathCase { name: "Intra-QFDB-sh", inter_mezz: 0, intra_mezz: 0, intra_qfdb: 1, measured_us: 1.293 },
@@ -74,7 +74,7 @@ pub fn broadcast_steps(ranks: u32, per_mpsoc: u32, mpsoc_per_qfdb: u32) -> (u32,
     steps
 }
 
-/// Seed 003 Eq. 1: `L_exp = Ns_MPSoC * L_MPSoC + Ns_QFDB * L_QFDB + Ns_mezz * L_mezz`.
+/// Ploumidis et al. 2023 Eq. 1: `L_exp = Ns_MPSoC * L_MPSoC + Ns_QFDB * L_QFDB + Ns_mezz * L_mezz`.
 pub fn broadcast_latency_us(steps: (u32, u32, u32), l_mpsoc_us: f64, l_qfdb_us: f64, l_mezz_us: f64) -> f64 {
     steps.0 as f64 * l_mpsoc_us + steps.1 as f64 * l_qfdb_us + steps.2 as f64 * l_mezz_us
 }
@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn broadcast_512_ranks_matches_seed_schedule() {
-        // Seed 003 §6.1.4: 512 ranks -> 5 inter-QFDB, 2 intra-QFDB, 2 intra-MPSoC steps.
+        // Ploumidis et al. 2023 §6.1.4: 512 ranks -> 5 inter-QFDB, 2 intra-QFDB, 2 intra-MPSoC steps.
         assert_eq!(broadcast_steps(512, 4, 4), (2, 2, 5));
         assert_eq!(broadcast_steps(4, 4, 4), (2, 0, 0));
     }

@@ -1,9 +1,9 @@
 //! # nam-netsim: a cycle-level, flit-level interconnect simulator
 //!
 //! nam-netsim models on-chip and system networks at the level of flits and router clock cycles,
-//! to reproduce the asymmetric high-radix topologies of seed 001 Ch. III (Super-Star,
+//! to reproduce the asymmetric high-radix topologies of Abeyratne 2017 Ch. III (Super-Star,
 //! Super-StarX, Super-Ring against mesh, concentrated mesh and flattened butterfly on a 24x24-tile,
-//! 576-node chip) and the ExaNeSt 3-D torus of seed 003 §4.1, and to let users try their own
+//! 576-node chip) and the ExaNeSt 3-D torus of Ploumidis et al. 2023 §4.1, and to let users try their own
 //! networks from a text file.
 //!
 //! ## Tour
@@ -21,7 +21,7 @@
 //!   links pipelined at 66 ps/mm.
 //! * [`sweep::sweep`] runs a latency-throughput curve in parallel (rayon) and adds the analytic
 //!   zero-load latency and channel-load bound from [`analytic`].
-//! * [`exanest`] holds seed 003's per-path latency model and broadcast model.
+//! * [`exanest`] holds Ploumidis et al. 2023's per-path latency model and broadcast model.
 //! * [`physical`] holds the frequency, energy, area and wire models with their seed sources.
 //!
 //! ## Example

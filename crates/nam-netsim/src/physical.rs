@@ -1,6 +1,6 @@
 //! Physical models: router frequency and energy against radix, wire delay and energy, area.
 //!
-//! Every constant here comes from seed 001 Ch. III (thesis on asymmetric high-radix topologies):
+//! Every constant here comes from Abeyratne 2017 Ch. III (thesis on asymmetric high-radix topologies):
 //!
 //! * wire delay 66 ps/mm and wire energy 0.07 pJ/bit/mm (§3.4.2);
 //! * Swizzle-Switch frequency against radix at 128-bit datapath: radix 40 at 2.2 GHz and radix 52
@@ -18,27 +18,27 @@
 //!   over the tiles on upper metal and add no area. The other rows of Table 3.2 are predictions
 //!   of this model, compared in `docs/netsim.md`. An **estimate**.
 
-/// Wire delay per millimetre (seed 001 §3.4.2).
+/// Wire delay per millimetre (Abeyratne 2017 §3.4.2).
 pub const WIRE_DELAY_PS_PER_MM: f64 = 66.0;
-/// Wire energy per bit per millimetre (seed 001 §3.4.2).
+/// Wire energy per bit per millimetre (Abeyratne 2017 §3.4.2).
 pub const WIRE_ENERGY_PJ_PER_BIT_MM: f64 = 0.07;
-/// Datapath (flit) width in bits (seed 001 §3.4.3).
+/// Datapath (flit) width in bits (Abeyratne 2017 §3.4.3).
 pub const FLIT_BITS: u32 = 128;
 /// Highest router frequency the radix model returns.
 pub const ROUTER_FREQ_MAX_GHZ: f64 = 3.3;
 /// Lowest router frequency the radix model returns.
 pub const ROUTER_FREQ_MIN_GHZ: f64 = 0.5;
-/// Tile edge of the seed's 24x24-tile chip (seed 001 §3.2.1).
+/// Tile edge of the seed's 24x24-tile chip (Abeyratne 2017 §3.2.1).
 pub const TILE_MM: f64 = 0.9;
 
-/// (radix, GHz) points of the Swizzle-Switch quoted in seed 001 Ch. III.
+/// (radix, GHz) points of the Swizzle-Switch quoted in Abeyratne 2017 Ch. III.
 pub const SWITCH_FREQ_POINTS: [(f64, f64); 4] = [(40.0, 2.2), (42.0, 2.1), (52.0, 1.8), (64.0, 1.5)];
 
-/// Power of a radix-64 switch at 1.5 GHz (upper bound quoted in seed 001 §3.2.2).
+/// Power of a radix-64 switch at 1.5 GHz (upper bound quoted in Abeyratne 2017 §3.2.2).
 const SWITCH_POWER_R64_W: f64 = 2.0;
-/// Area of a radix-64 128-bit switch in 32 nm (seed 001 §3.2.2).
+/// Area of a radix-64 128-bit switch in 32 nm (Abeyratne 2017 §3.2.2).
 const SWITCH_AREA_R64_32NM_MM2: f64 = 2.0;
-/// Seed 001 Table 3.2: network area of the 24x24 mesh (576 radix-5 routers), mm^2.
+/// Abeyratne 2017 Table 3.2: network area of the 24x24 mesh (576 radix-5 routers), mm^2.
 const MESH_AREA_TABLE_3_2_MM2: f64 = 38.19;
 
 /// Router frequency for a radix, interpolated from [`SWITCH_FREQ_POINTS`].

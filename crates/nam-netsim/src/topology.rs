@@ -142,7 +142,7 @@ pub struct Topology {
     pub routing: RoutingKind,
     /// Node grid (columns, rows) with `node = y * cols + x`, for transpose and clustered traffic.
     pub node_grid: Option<(usize, usize)>,
-    /// Edge of a traffic cluster in nodes, for clustered traffic (seed 001 §3.5.1).
+    /// Edge of a traffic cluster in nodes, for clustered traffic (Abeyratne 2017 §3.5.1).
     pub cluster_edge_nodes: Option<usize>,
     /// Chip width (mm) for bisection counts; `None` uses the span of router positions.
     pub chip_width_mm: Option<f64>,
@@ -344,7 +344,7 @@ impl Topology {
     }
 
     /// VC depth that suits this topology: 64 flits (4 KB per port with 4 VCs of 128-bit flits,
-    /// seed 003 §4.2) for ExaNeSt's long serial links, else 5 (seed 001 §3.4.1).
+    /// Ploumidis et al. 2023 §4.2) for ExaNeSt's long serial links, else 5 (Abeyratne 2017 §3.4.1).
     pub fn default_vc_depth_flits(&self) -> usize {
         match self.routing {
             RoutingKind::Exanest { .. } => 64,
@@ -370,7 +370,7 @@ impl Topology {
     }
 }
 
-/// Static properties of a topology (compare with seed 001 Table 3.2 and Table 3.3).
+/// Static properties of a topology (compare with Abeyratne 2017 Table 3.2 and Table 3.3).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TopologySummary {
     /// Topology name.

@@ -23,7 +23,7 @@ pub struct TraceEvent {
 pub enum TrafficPattern {
     /// Every other node equally likely.
     Uniform,
-    /// Nodes of the same or a 4-adjacent cluster (seed 001 §3.5.1), clusters of
+    /// Nodes of the same or a 4-adjacent cluster (Abeyratne 2017 §3.5.1), clusters of
     /// `cluster_edge_nodes` x `cluster_edge_nodes` nodes on the node grid.
     Clustered,
     /// Node (x, y) sends to (y, x) on the node grid; diagonal nodes send nothing.

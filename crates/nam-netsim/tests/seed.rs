@@ -10,7 +10,7 @@ fn full(name: &str) -> Topology {
 
 #[test]
 fn table_3_2_router_counts_and_radices() {
-    // (name, local routers, global routers, local radix, global radix) from seed 001 Table 3.2.
+    // (name, local routers, global routers, local radix, global radix) from Abeyratne 2017 Table 3.2.
     let rows = [
         ("mesh", 576, 0, 5, 0),
         ("cmesh-low", 144, 0, 8, 0),
@@ -26,10 +26,10 @@ fn table_3_2_router_counts_and_radices() {
         assert_eq!((s.local_radix, s.global_radix), (lrad, grad), "{name}");
         assert_eq!(s.nodes, 576);
     }
-    // Seed 001 Table 3.3: mesh and Super-Star bisection wires at a 128-bit datapath.
+    // Abeyratne 2017 Table 3.3: mesh and Super-Star bisection wires at a 128-bit datapath.
     assert_eq!(full("mesh").summary().bisection_wires, 6144);
     assert_eq!(full("superstar").summary().bisection_wires, 36_864);
-    // Seed 001 §3.3.1: cmesh-high routers at 1.8 GHz, fbfly at 2.1 GHz.
+    // Abeyratne 2017 §3.3.1: cmesh-high routers at 1.8 GHz, fbfly at 2.1 GHz.
     assert_eq!(full("cmesh-high").routers[0].freq_ghz, 1.8);
     assert_eq!(full("fbfly").routers[0].freq_ghz, 2.1);
 }
@@ -47,7 +47,7 @@ fn uniform_saturation_bound_ordering_and_superstar_latency() {
         assert!(b(&mesh) > b(other));
         assert!(b(&ring) < b(other));
     }
-    // Seed 001 §3.5.1: Super-Star's latency beats mesh by ~45% (9.3 vs 16.8 ns).
+    // Abeyratne 2017 §3.5.1: Super-Star's latency beats mesh by ~45% (9.3 vs 16.8 ns).
     assert!(ss.zero_load_latency_ns < 0.7 * mesh.zero_load_latency_ns);
 }
 
@@ -64,7 +64,7 @@ fn superstar_bound_grows_with_global_routers() {
 
 #[test]
 fn superstarx_neighbour_links_cut_clustered_latency() {
-    // Seed 001 Fig. 3.13: with clustered traffic Super-StarX has lower latency than Super-Star.
+    // Abeyratne 2017 Fig. 3.13: with clustered traffic Super-StarX has lower latency than Super-Star.
     let c = TrafficPattern::Clustered;
     let ss = analyze(&full("superstar"), &c, 4, 4).unwrap();
     let ssx = analyze(&full("superstarx"), &c, 4, 4).unwrap();

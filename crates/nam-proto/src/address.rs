@@ -1,5 +1,5 @@
 //! Global addresses: 128 bits that name one byte of server memory anywhere in the cluster,
-//! with the protection domain that may touch it (seed 003 §4.3: the 80-bit global virtual
+//! with the protection domain that may touch it (Ploumidis et al. 2023 §4.3: the 80-bit global virtual
 //! address with a protection-domain id; here in software, so there is room for 128 bits).
 //!
 //! Layout of the 16 bytes (little-endian, as `u128` bits):

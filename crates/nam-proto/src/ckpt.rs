@@ -1,6 +1,6 @@
 //! Checkpoint-parity messages (kinds 16..=20) and the layout of the words a group's ranks
 //! read in server memory. The server's engine pulls each rank's registered checkpoint buffer
-//! with RMA GETs and keeps XOR parity of the group in its pool (seed 000 §4.5);
+//! with RMA GETs and keeps XOR parity of the group in its pool (Schmidt 2017 §4.5);
 //! `docs/protocol.md` gives the bytes, `docs/checkpoint.md` the scheme.
 
 use crate::codec::{Reader, Writer};

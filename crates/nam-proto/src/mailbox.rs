@@ -1,4 +1,4 @@
-//! The byte layout of a mailbox in server memory (seed 003 §4.4: packetizer messages into a
+//! The byte layout of a mailbox in server memory (Ploumidis et al. 2023 §4.4: packetizer messages into a
 //! mailbox, with back-pressure). A mailbox is an allocation; senders reach it by its global
 //! address, so the server's protection-domain check guards it like any other memory.
 //!
@@ -43,7 +43,7 @@ pub const MAILBOX_HEAD_AT: u64 = 64;
 pub const MAILBOX_TAIL_AT: u64 = 16;
 /// Size of a slot's header (`seq`, `len`, `sender`).
 pub const MAILBOX_SLOT_HEADER_LEN: u64 = 16;
-/// Default payload bytes per slot: one packetizer message of seed 003.
+/// Default payload bytes per slot: one packetizer message of Ploumidis et al. 2023.
 pub const MAILBOX_SLOT_SIZE_DEFAULT: u32 = 64;
 /// Largest payload per slot.
 pub const MAILBOX_SLOT_SIZE_MAX: u32 = 64 * 1024;

@@ -1,5 +1,5 @@
-//! The nam memory server: the Network Attached Memory of seed 000 and the memory blade of
-//! seed 004, in software over UCX.
+//! The nam memory server: the Network Attached Memory of Schmidt 2017 and the memory blade of
+//! Mao 2020, in software over UCX.
 //!
 //! A tour:
 //! - [`Server`]: binds a listener, maps the [`Pool`] once, and runs the progress loop
@@ -10,7 +10,7 @@
 //! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
 //! - [`ServerConfig`]: TOML file and defaults.
 //! - [`ckpt::CkptEngine`]: checkpoint groups whose XOR parity the server computes by pulling
-//!   the ranks' buffers itself (seed 000's CR unit), in ping-pong parity slots.
+//!   the ranks' buffers itself (Schmidt 2017's CR unit), in ping-pong parity slots.
 //! - [`reduce`]: the allreduce engine (groups, rounds, the multi-threaded kernel); global
 //!   addresses are resolved with the protection-domain check of [`Manager::hold_global`].
 //!

@@ -1,4 +1,4 @@
-//! The allocation manager (the NAM manager of seed 000): allocations with size, alignment,
+//! The allocation manager (the NAM manager of Schmidt 2017): allocations with size, alignment,
 //! sharing, names and persistence; tenants with tokens and quotas; per-client references.
 //!
 //! Pure bookkeeping with no I/O, so every rule here is unit-tested directly. An allocation

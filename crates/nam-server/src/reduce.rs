@@ -1,4 +1,4 @@
-//! The allreduce engine (the allreduce accelerator of seed 003 §4.7, in software). A group
+//! The allreduce engine (the allreduce accelerator of Ploumidis et al. 2023 §4.7, in software). A group
 //! is an allocation laid out as [`GroupLayout`]: ranks put their vectors and a descriptor
 //! one-sided, then add one to the group's arrival counter; the server, polling the counters
 //! of its groups while it spins (and woken by a `ReduceKick` from the last rank when it

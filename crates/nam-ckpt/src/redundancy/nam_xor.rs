@@ -1,4 +1,4 @@
-//! NAM-XOR (seed 000 §4.5): XOR parity computed by a memory server, not by the ranks.
+//! NAM-XOR (Schmidt 2017 §4.5): XOR parity computed by a memory server, not by the ranks.
 //!
 //! Sets of ranks on distinct nodes are formed as for [`super::Xor`]; each set is one
 //! checkpoint group on a memory server (sets are spread round-robin over the configured

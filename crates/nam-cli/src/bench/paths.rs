@@ -170,8 +170,10 @@ fn summarize(rows: &[(PathChoice, Row)], crossover: Option<&nam_client::Transfer
         let _ = writeln!(s, "auto vs the faster path: worst {ratio:.2}x at {at} (target ≤ 1.10x: {met})");
     }
     if let Some((speedup, at)) = best_small {
-        let _ =
-            writeln!(s, "largest speedup of direct over RMA at ≤ 4 KiB: {speedup:.1}x at {at} (seed 002: up to 7x)");
+        let _ = writeln!(
+            s,
+            "largest speedup of direct over RMA at ≤ 4 KiB: {speedup:.1}x at {at} (the Unimem MPhil thesis: up to 7x)"
+        );
     }
     s
 }

@@ -1,7 +1,7 @@
 //! Friends-of-friends through the explicit API: the CSR graph lives in far memory as two
 //! `FarArray<u32>` (offsets, neighbours); each query copies the user's friend list, then
 //! fetches the offsets of all friends as one batch of misses and the neighbour lists of a
-//! group of friends as another (seed 004 §7's many outstanding misses: issue every miss
+//! group of friends as another (Mao 2020 §7's many outstanding misses: issue every miss
 //! of the frontier, then wait once), and counts mutual friends on slices of the resident
 //! lines in place. The query code is `FriendsOfFriends::query_all`, the same that runs on
 //! the local baseline's slices, so both compute the same checksum by construction of the

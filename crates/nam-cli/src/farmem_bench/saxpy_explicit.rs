@@ -10,7 +10,7 @@
 //! (`flush_ms`, `slowdown_with_flush`), not in it, for three reasons: the paged rows do not
 //! time the write-back of the dirty pages their region holds at the end either; a program
 //! needs the flush only to hand y to another process (its own reads see the cached lines);
-//! and seed 004's SAXPY (§7.5) times the kernel over a write-back cache, whose dirty lines
+//! and Mao 2020's SAXPY (§7.5) times the kernel over a write-back cache, whose dirty lines
 //! stay in it.
 
 use super::explicit_paired::{paired, FarRun};

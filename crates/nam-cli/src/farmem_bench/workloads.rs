@@ -1,6 +1,6 @@
 //! The workloads of `nam farmem-bench`, written once over a byte slice so the same code runs
 //! on local memory (the baseline) and on a paged far-memory region: a pointer chase, SAXPY,
-//! and friends-of-friends (seed 004 Fig. 8.7) on a generated power-law social graph.
+//! and friends-of-friends (Mao 2020 Fig. 8.7) on a generated power-law social graph.
 
 use rand::{Rng, SeedableRng};
 
@@ -112,7 +112,7 @@ impl Workload for Saxpy {
     }
 }
 
-/// Friends-of-friends (seed 004 Fig. 8.7) on an undirected power-law graph in CSR form:
+/// Friends-of-friends (Mao 2020 Fig. 8.7) on an undirected power-law graph in CSR form:
 /// `offsets[V + 1]` then `neighbors[2E]`, u32 each.
 pub struct FriendsOfFriends {
     /// Users.
@@ -195,7 +195,7 @@ impl FriendsOfFriends {
         mem
     }
 
-    /// Runs every query over `graph` (seed 004 Fig. 8.7) and returns the checksum of the
+    /// Runs every query over `graph` (Mao 2020 Fig. 8.7) and returns the checksum of the
     /// top-ten suggestions of each: the same code for local memory and far memory.
     pub fn query_all<G: Graph>(&self, graph: &mut G) -> Result<u64, G::Error> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1187);
@@ -259,7 +259,7 @@ impl Workload for FriendsOfFriends {
 }
 
 /// Friends-of-friends that asks for each query's pages before it reads them: the friends'
-/// offsets in one request, then their neighbour lists in another (seed 004 §7's many
+/// offsets in one request, then their neighbour lists in another (Mao 2020 §7's many
 /// outstanding misses, through `PagedRegion::fetch_ranges` instead of the explicit API). A
 /// program changed by a few lines; on local memory it runs the plain queries, so its
 /// baseline is the unchanged program.

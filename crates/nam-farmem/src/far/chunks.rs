@@ -3,7 +3,7 @@
 //! batch before the work that needs them.
 //!
 //! - [`FarMemory::fetch_ranges`] makes the lines of many ranges resident with their misses
-//!   in flight together (seed 004's MSHRs: a graph query issues every neighbour list of a
+//!   in flight together (Mao 2020's MSHRs: a graph query issues every neighbour list of a
 //!   frontier, then waits once).
 //! - [`FarMemory::for_each_piece`] walks a range line by line, handing out each line's
 //!   bytes in place. A miss whose set has no clean way to replace is **not allocated**: the

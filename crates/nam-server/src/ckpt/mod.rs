@@ -1,4 +1,4 @@
-//! The checkpoint-parity engine (the CR unit of seed 000 §4.5, in software).
+//! The checkpoint-parity engine (the CR unit of Schmidt 2017 §4.5, in software).
 //!
 //! Ranks join a group, handing the server their registered checkpoint buffer (address,
 //! remote key, worker address). When a rank flags its buffer ready for epoch `e`, the engine
