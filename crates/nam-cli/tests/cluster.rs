@@ -157,7 +157,7 @@ struct Server(Child);
 impl Server {
     fn start(cluster: &Cluster, node: &str, listen: &str) -> Server {
         let mut cmd = cluster.exec(node, env!("CARGO_BIN_EXE_nam"));
-        cmd.args(["serve", "--listen", listen, "--capacity", "128MiB"])
+        cmd.args(["serve", "--listen", listen, "--capacity", "512MiB"])
             .env("UCX_TLS", "tcp")
             .env("UCX_NET_DEVICES", "veth0")
             .stdout(Stdio::piped())
@@ -419,6 +419,11 @@ fn last_version(lines: &[String]) -> Option<u64> {
     lines.iter().rev().find_map(|l| l.strip_prefix("checkpoint version=")?.split_whitespace().next()?.parse().ok())
 }
 
+/// Data per rank of the jobs whose link is cut: enough that one checkpoint lasts well beyond
+/// the few milliseconds between its "started" line and the link going down (at 4 MiB, on an
+/// idle machine, four more checkpoints finished in between).
+const CUT_SIZE_PER_RANK: &str = "32MiB";
+
 /// (b) n2's link is cut while the job writes version 4 (it checkpoints every step): every
 /// rank prints an error within its deadline and the job ends. After the link is back, and
 /// with rank 1's files of version 3 gone too, a restart comes from version 3 (n2 rebuilding
@@ -429,7 +434,7 @@ fn cut_link_during_checkpoints(cluster: &Cluster, dir: &Path) {
     let cfg = app_config(&app_dir);
     let cfg = cfg.to_str().unwrap();
     let app = |steps: &str, every: &str, extra: &[&str]| {
-        let mut args = vec!["ckpt-check", "app", "--config", cfg, "--size-per-rank", "4MiB"];
+        let mut args = vec!["ckpt-check", "app", "--config", cfg, "--size-per-rank", CUT_SIZE_PER_RANK];
         args.extend(["--steps", steps, "--every", every]);
         args.extend(extra);
         cluster.mpirun(&[("NAM_CKPT_GROUP", "app")], &args)
@@ -498,7 +503,7 @@ fn cut_n2_during(cluster: &Cluster, mut cmd: Command, (started, finished): (&str
 }
 
 /// (b, and item 6 of the issue) `nam ckpt-bench --scheme nam-xor` over both servers with
-/// n2's link cut during its fourth checkpoint (of 4 MiB per rank):
+/// n2's link cut during its fourth checkpoint (of [`CUT_SIZE_PER_RANK`]):
 /// the set on n2 fails, and the set on n1, whose checkpoints succeed, learns which rank
 /// failed and why instead of waiting in the next collective for ever.
 fn cut_link_during_ckpt_bench(cluster: &Cluster, dir: &Path) {
@@ -513,7 +518,7 @@ fn cut_link_during_ckpt_bench(cluster: &Cluster, dir: &Path) {
         "--set-size",
         "2",
         "--size-per-rank",
-        "4MiB",
+        CUT_SIZE_PER_RANK,
         "--checkpoints",
         "1000",
         "--compute-ms",
