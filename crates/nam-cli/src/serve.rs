@@ -19,6 +19,10 @@ pub struct ServeArgs {
     /// Back the pool with this file so its contents survive a restart.
     #[arg(long)]
     backing: Option<PathBuf>,
+    /// Start the file-backed pool empty, discarding the backing file's contents and manifest
+    /// (needed to start on a non-empty backing file whose manifest is lost).
+    #[arg(long)]
+    reinit_pool: bool,
     /// TOML configuration (tenants, quotas, lease); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -58,6 +62,7 @@ pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(backing) = &args.backing {
         config.backing = Some(backing.clone());
     }
+    config.reinit_pool |= args.reinit_pool;
     if let Some(ms) = args.lease_ms {
         config.lease = std::time::Duration::from_millis(ms);
     }

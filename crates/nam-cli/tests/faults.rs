@@ -256,6 +256,60 @@ fn a_file_backed_pool_keeps_persistent_allocations_across_restarts() {
     assert!(!out.status.success() && stderr.contains("capacity"), "{stderr}");
 }
 
+/// The backing file and its manifest hold every tenant's data and names: the server's user
+/// only may read them. A non-empty backing file whose manifest is gone is refused, naming the
+/// file and the flag that starts the pool afresh, and left exactly as it was.
+#[test]
+fn a_backing_file_is_private_and_never_silently_reset() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = temp_dir("backing-private");
+    let backing = dir.join("pool.bin");
+    let backing_arg = backing.to_str().unwrap();
+    let manifest = nam_server::manifest_path_for(&backing);
+    // A file made readable by everyone before the server first used it.
+    std::fs::write(&backing, b"").unwrap();
+    std::fs::set_permissions(&backing, std::fs::Permissions::from_mode(0o644)).unwrap();
+    {
+        let mut server = ServerProcess::start("tcp", &["--capacity", "4MiB", "--backing", backing_arg]);
+        let client = server.client();
+        let options = AllocOptions { persistent: true, ..AllocOptions::shared("kept") };
+        let a = client.alloc(4096, &options).unwrap();
+        client.put_sync(&a, 0, &[7u8; 4096]).unwrap();
+        for file in [&backing, &manifest] {
+            let mode = std::fs::metadata(file).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{} has mode {mode:o}", file.display());
+        }
+        drop(client);
+        server.terminate();
+    }
+    std::fs::remove_file(&manifest).unwrap();
+    let before = std::fs::read(&backing).unwrap();
+    let serve = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nam"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "4MiB", "--backing", backing_arg])
+            .args(extra)
+            .env("UCX_TLS", "tcp")
+            .stdout(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = serve(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a pool without its manifest started: {stderr}");
+    assert!(stderr.contains(backing_arg) && stderr.contains("--reinit-pool"), "{stderr}");
+    assert!(std::fs::read(&backing).unwrap() == before, "the refused start changed the backing file");
+    assert!(!manifest.exists(), "the refused start wrote a manifest");
+    // Asked for deliberately, the pool starts empty.
+    let server = ServerProcess::start("tcp", &["--capacity", "4MiB", "--backing", backing_arg, "--reinit-pool"]);
+    let client = server.client();
+    assert!(client.open("kept").is_err(), "the discarded allocation is still there");
+    assert_eq!(client.status(0).unwrap().allocations, 0);
+    assert!(manifest.exists(), "a reinitialized pool has a manifest at once");
+    drop(client);
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The holder is killed while it moves data, over both transports. (Over TCP this once
 /// aborted the server inside UCX's emulated RMA; see docs/architecture.md.)
 #[test]

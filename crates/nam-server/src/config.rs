@@ -102,6 +102,10 @@ pub struct ServerConfig {
     pub capacity_bytes: u64,
     /// File that backs the pool, if any.
     pub backing: Option<PathBuf>,
+    /// Start a file-backed pool empty, discarding what its backing file and manifest hold.
+    /// Only this starts a server on a non-empty backing file that has no manifest (a
+    /// deliberate choice: without the manifest the allocations in it cannot be found).
+    pub reinit_pool: bool,
     /// How long a vanished client's allocations are kept.
     pub lease: Duration,
     /// Busy-poll window before sleeping.
@@ -118,6 +122,7 @@ impl ServerConfig {
             listen,
             capacity_bytes,
             backing: None,
+            reinit_pool: false,
             lease: DEFAULT_LEASE,
             idle_spin: DEFAULT_IDLE_SPIN,
             tenants: vec![TenantConfig { name: DEFAULT_TENANT.into(), token: String::new(), quota_bytes: u64::MAX }],

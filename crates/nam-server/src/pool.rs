@@ -53,6 +53,9 @@ unsafe impl Send for Pool {}
 
 const PAGE: u64 = 4096;
 
+/// Permissions of a backing file and its manifest: the server's user only.
+pub const BACKING_FILE_MODE: u32 = 0o600;
+
 impl Pool {
     /// A UCX-allocated pool of at least `capacity` bytes.
     pub fn allocate(context: &Context, capacity: u64) -> Result<Pool, PoolError> {
@@ -62,17 +65,24 @@ impl Pool {
         Self::finish(region, None, capacity)
     }
 
-    /// A pool backed by `path` (created or extended to `capacity`; contents kept).
-    pub fn file_backed(context: &Context, path: &Path, capacity: u64) -> Result<Pool, PoolError> {
+    /// A pool backed by `path` (created or extended to `capacity`; contents kept unless
+    /// `discard`). The file is readable and writable by the server's user only: it holds
+    /// every tenant's data.
+    pub fn file_backed(context: &Context, path: &Path, capacity: u64, discard: bool) -> Result<Pool, PoolError> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let backing = |message: String| PoolError::Backing { path: path.into(), message };
         let length = round_to_page(capacity);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(false)
+            .truncate(discard)
+            .mode(BACKING_FILE_MODE)
             .open(path)
             .map_err(|e| backing(format!("cannot open: {e}")))?;
+        // A file made before (or by someone else) may be readable by others: close it.
+        file.set_permissions(std::fs::Permissions::from_mode(BACKING_FILE_MODE))
+            .map_err(|e| backing(format!("cannot make it private (mode 0600): {e}")))?;
         let current = file.metadata().map_err(|e| backing(format!("cannot stat: {e}")))?.len();
         if current < length {
             file.set_len(length).map_err(|e| backing(format!("cannot extend to {length} bytes: {e}")))?;

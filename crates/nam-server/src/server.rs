@@ -104,18 +104,23 @@ impl Server {
         };
         let context = Context::new(Features::SERVER).map_err(transport("cannot initialise UCX"))?;
         let worker = Worker::new(&context).map_err(transport("cannot create a UCX worker"))?;
-        let pool = match &config.backing {
-            Some(path) => Pool::file_backed(&context, path, config.capacity_bytes)?,
-            None => Pool::allocate(&context, config.capacity_bytes)?,
-        };
         let mut manager = Manager::new(config.capacity_bytes, &config.tenants);
         let manifest_path = config.backing.as_ref().map(|b| manifest_path_for(b));
-        if let Some(path) = &manifest_path {
-            if let Some(manifest) = read_manifest(path)? {
-                check_manifest_capacity(path, &manifest, config.capacity_bytes)?;
-                manager.restore(&manifest).map_err(|message| ServerError::Manifest { path: path.clone(), message })?;
-                log::info!("restored {} persistent allocations from {}", manifest.allocations.len(), path.display());
+        // The manifest is read (and a backing file without one refused) before the file is
+        // opened, so that a refused start leaves the file exactly as it was.
+        if let (Some(backing), Some(path)) = (&config.backing, &manifest_path) {
+            if !config.reinit_pool {
+                restore_manifest(&mut manager, backing, path, config.capacity_bytes)?;
             }
+        }
+        let pool = match &config.backing {
+            Some(path) => Pool::file_backed(&context, path, config.capacity_bytes, config.reinit_pool)?,
+            None => Pool::allocate(&context, config.capacity_bytes)?,
+        };
+        // Every backing file in use has a manifest from now on, so a later start can tell a
+        // pool it made from one whose manifest was lost.
+        if let Some(path) = &manifest_path {
+            write_manifest(path, &manager.manifest())?;
         }
         let inbox: Inbox = Arc::default();
         let sink = inbox.clone();
@@ -518,6 +523,50 @@ fn read_manifest(path: &std::path::Path) -> Result<Option<Manifest>, ServerError
     }
 }
 
+/// Restores the persistent allocations the manifest at `path` lists, or refuses a non-empty
+/// `backing` file that has none.
+fn restore_manifest(
+    manager: &mut Manager,
+    backing: &std::path::Path,
+    path: &std::path::Path,
+    capacity: u64,
+) -> Result<(), ServerError> {
+    let Some(manifest) = read_manifest(path)? else {
+        return refuse_unlisted_backing(backing, path);
+    };
+    check_manifest_capacity(path, &manifest, capacity)?;
+    manager.restore(&manifest).map_err(|message| ServerError::Manifest { path: path.into(), message })?;
+    log::info!("restored {} persistent allocations from {}", manifest.allocations.len(), path.display());
+    Ok(())
+}
+
+/// A backing file with data but no manifest: its allocations cannot be found, and starting
+/// on it would hand its bytes out again as new, zeroed allocations. Refused, unless the
+/// operator asks for a fresh pool.
+fn refuse_unlisted_backing(backing: &std::path::Path, manifest: &std::path::Path) -> Result<(), ServerError> {
+    let len = match std::fs::metadata(backing) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ServerError::Manifest {
+                path: manifest.into(),
+                message: format!("cannot stat the backing file {}: {e}", backing.display()),
+            })
+        }
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    Err(ServerError::Manifest {
+        path: manifest.into(),
+        message: format!(
+            "missing, but the backing file {} holds {len} bytes: its allocations cannot be found without it. \
+             Restore the manifest, or start with --reinit-pool to discard the pool's contents and start empty",
+            backing.display()
+        ),
+    })
+}
+
 fn check_manifest_capacity(path: &std::path::Path, manifest: &Manifest, capacity: u64) -> Result<(), ServerError> {
     if manifest.capacity > capacity {
         return Err(ServerError::Manifest {
@@ -532,9 +581,17 @@ fn check_manifest_capacity(path: &std::path::Path, manifest: &Manifest, capacity
 fn write_manifest(path: &std::path::Path, manifest: &Manifest) -> Result<(), ServerError> {
     use std::io::Write;
     let err = |message: String| ServerError::Manifest { path: path.into(), message };
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("json.tmp");
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| err(e.to_string()))?;
-    let mut file = std::fs::File::create(&tmp).map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
+    // Names and sizes of every tenant's allocations: the server's user only.
+    let _ = std::fs::remove_file(&tmp); // a leftover may have other permissions
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(crate::pool::BACKING_FILE_MODE)
+        .open(&tmp)
+        .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
     file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| err(format!("cannot write: {e}")))?;
     std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot rename into place: {e}")))
 }
