@@ -356,12 +356,13 @@ impl Server {
             }
             Request::Gas(request) => self.execute_gas(client, request),
             Request::Goodbye(report) => {
+                // The client's own counts, any u64 it likes: they must not overflow ours.
                 let r = &mut self.counters.reported;
-                r.puts += report.puts;
-                r.gets += report.gets;
-                r.atomics += report.atomics;
-                r.bytes_put += report.bytes_put;
-                r.bytes_got += report.bytes_got;
+                r.puts = r.puts.saturating_add(report.puts);
+                r.gets = r.gets.saturating_add(report.gets);
+                r.atomics = r.atomics.saturating_add(report.atomics);
+                r.bytes_put = r.bytes_put.saturating_add(report.bytes_put);
+                r.bytes_got = r.bytes_got.saturating_add(report.bytes_got);
                 self.manager.release_client(client);
                 self.ckpt.client_gone(&self.pool, client);
                 connection.released = true;
