@@ -1,20 +1,8 @@
 //! Knobs of the cache, the prefetcher and the extent table, with defaults chosen by
-//! measurement (see `docs/farmem.md`).
+//! measurement (see `docs/farmem.md`); their limits are in [`crate::constants`].
 
+use crate::constants::{FAR_BYTES_MAX, LINE_BYTES_MAX, LINE_BYTES_MIN, OUTSTANDING_MAX, STREAMS_MAX, WAYS_MAX};
 use crate::error::{Error, Result};
-
-/// Size of one extent of the far address space (Mao 2020 maps memory in large extents).
-pub const EXTENT_BYTES: u64 = 1 << 30;
-/// Smallest cache line.
-pub const LINE_BYTES_MIN: u64 = 64;
-/// Largest cache line.
-pub const LINE_BYTES_MAX: u64 = 64 * 1024;
-/// Most outstanding misses (MSHRs) one cache may have.
-pub const OUTSTANDING_MAX: usize = 256;
-/// Most streams the prefetcher's table tracks.
-pub const STREAMS_MAX: usize = 64;
-/// Largest far address space one client maps (1 TiB).
-pub const FAR_BYTES_MAX: u64 = 1 << 40;
 
 /// The stream prefetcher (Mao 2020 §7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,8 +76,8 @@ impl FarConfig {
         if !self.interleave_bytes.is_power_of_two() || self.interleave_bytes < LINE_BYTES_MIN {
             return bad(format!("interleave_bytes {} must be a power of two >= 64", self.interleave_bytes));
         }
-        if self.ways == 0 || self.ways > 64 {
-            return bad(format!("ways {} must be in 1..=64", self.ways));
+        if self.ways == 0 || self.ways > WAYS_MAX {
+            return bad(format!("ways {} must be in 1..={WAYS_MAX}", self.ways));
         }
         if self.outstanding_max == 0 || self.outstanding_max > OUTSTANDING_MAX {
             return bad(format!("outstanding_max {} must be in 1..={OUTSTANDING_MAX}", self.outstanding_max));

@@ -14,6 +14,8 @@
 //! comes back when the program turns to streams again, without paying for the probes.
 //! The part of a window beyond the issued share is shadowed in the same way at every level.
 
+use crate::constants::LEVEL_MAX;
+
 /// Knobs of the throttle (chosen by measurement: `docs/farmem.md`, "Prefetch throttling").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThrottleConfig {
@@ -32,9 +34,6 @@ impl Default for ThrottleConfig {
         ThrottleConfig { enabled: true, interval: 64, low_percent: 40, high_percent: 60 }
     }
 }
-
-/// Highest level: the whole window is issued.
-pub const LEVEL_MAX: u32 = 4;
 
 /// The throttle's state; see the module documentation.
 #[derive(Debug, Clone)]
