@@ -22,7 +22,7 @@
 //! * [`sweep::sweep`] runs a latency-throughput curve in parallel (rayon) and adds the analytic
 //!   zero-load latency and channel-load bound from [`analytic`].
 //! * [`exanest`] holds Ploumidis et al. 2023's per-path latency model and broadcast model.
-//! * [`physical`] holds the frequency, energy, area and wire models with their seed sources.
+//! * [`physical`] holds the frequency, energy, area and wire models with their sources in the cited works.
 //!
 //! ## Example
 //!
@@ -50,6 +50,7 @@
 pub mod analytic;
 pub mod builders;
 pub mod config;
+pub mod constants;
 pub mod error;
 pub mod exanest;
 pub mod physical;
