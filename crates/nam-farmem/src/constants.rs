@@ -129,6 +129,11 @@ pub const SPIN_WINDOW_GAPS: f64 = 4.0;
 /// still leave the handler a moment to catch the next one.
 pub const SPIN_WINDOW_SLACK_US: f64 = 10.0;
 
+/// How long the idle handler thread (thread mode, not spinning) waits in `poll(2)` for a
+/// fault before it runs its loop again, to see a request to stop and work that arrives
+/// without a fault: 100 ms; a fault wakes it at once.
+pub const HANDLER_POLL_MS: i32 = 100;
+
 /// How often [`crate::PagedRegion::wait_settled`] looks whether the handler went idle: 1 ms,
 /// fine enough for tests and benchmarks waiting on it, coarse enough not to compete with
 /// the handler for a core.

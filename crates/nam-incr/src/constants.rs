@@ -42,6 +42,19 @@ pub const REPLACE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// 200 µs, small against the copy of any region worth forking for.
 pub const FORK_REAP_POLL: Duration = Duration::from_micros(200);
 
+/// How long a write waiting for its page to be persisted sleeps between looks at the page's
+/// state (20 µs): the page is copied by the writer meanwhile (it was marked urgent), and
+/// the wait stays async-signal-safe (`nanosleep`) inside the fault handler.
+pub const FAULT_RECHECK_NS: libc::c_long = 20_000;
+
+/// Longest a write waiting for an urgent page sleeps on the served-pages futex before it
+/// checks its deadline again (1 ms); a served page wakes it at once.
+pub const SERVED_WAIT_NS: libc::c_long = 1_000_000;
+
+/// How long the write-protect fault thread waits in `poll(2)` before it looks at its stop
+/// flag again: 50 ms, so dropping the engine is prompt.
+pub const TRACKER_POLL_MS: i32 = 50;
+
 /// Default bytes per segment (one store object, one fsync on the SSD level): 4 MiB, so the
 /// per-object cost of the store is spread over 256 records of the default size.
 pub const SEGMENT_BYTES_DEFAULT: usize = 4 << 20;
@@ -73,5 +86,10 @@ const _: () = assert!(SEGMENT_BYTES_DEFAULT.is_multiple_of(RECORD_BYTES_DEFAULT)
 const _: () = assert!(FAULT_AROUND_PAGES_DEFAULT.is_power_of_two() && RUN_PAGES >= 1);
 // A write never waits for its page longer than the engine waits for anything.
 const _: () = assert!(FAULT_WAIT_MAX.as_secs() <= TIMEOUT_DEFAULT.as_secs());
+// A write rechecks its page many times within the longest wait.
+const _: () = assert!((FAULT_RECHECK_NS as u128) * 1000 < FAULT_WAIT_MAX.as_nanos());
+const _: () = assert!((SERVED_WAIT_NS as u128) * 1000 < FAULT_WAIT_MAX.as_nanos());
+// A timespec's nanoseconds stay below one second.
+const _: () = assert!(FAULT_RECHECK_NS < 1_000_000_000 && SERVED_WAIT_NS < 1_000_000_000);
 // Retries fit many times into the wait for a replaced object; a restart keeps a checkpoint.
 const _: () = assert!(REPLACE_RETRY_PAUSE.as_millis() * 10 <= REPLACE_WAIT_MAX.as_millis() && KEEP_DEFAULT >= 1);

@@ -193,9 +193,9 @@ impl PageTable {
     }
 
     /// Sleeps until an urgent page is served after `seen` was read from `served` (at most
-    /// 1 ms, so deadlines are checked). Async-signal-safe.
+    /// [`SERVED_WAIT_NS`](crate::constants::SERVED_WAIT_NS), so deadlines are checked). Async-signal-safe.
     fn wait_served(&self, seen: u32) {
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: crate::constants::SERVED_WAIT_NS };
         // SAFETY: FUTEX_WAIT on a live AtomicU32 of ours with a relative timeout we own; it
         // returns at once when the value is no longer `seen`.
         unsafe {
@@ -212,7 +212,7 @@ fn monotonic_ns() -> u64 {
 }
 
 fn pause_briefly() {
-    let ts = libc::timespec { tv_sec: 0, tv_nsec: 20_000 };
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: crate::constants::FAULT_RECHECK_NS };
     // SAFETY: nanosleep reads the struct we own; async-signal-safe.
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }

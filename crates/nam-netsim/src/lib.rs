@@ -13,7 +13,7 @@
 //!   [`TopologyParams`]; [`topofile::parse`] reads the text format.
 //! * [`SimConfig`] sets VCs (4), buffer depth (5 flits), packet size (4 flits of 128 bits),
 //!   [`Injection`] rate, [`TrafficPattern`] (uniform, clustered, transpose, bit-complement, trace),
-//!   warm-up / window / drain and the seed.
+//!   warm-up / window / drain and the random seed.
 //! * [`run`] simulates one load point and returns a [`SimResult`] (average and p99 latency in ns
 //!   and cycles, accepted throughput, energy, flit counts, [`RunStatus`]). The engine is in
 //!   [`sim`]: input-queued VC routers with a two-stage pipeline, wormhole switching, credit flow

@@ -15,7 +15,7 @@
 
 use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING};
 use crate::constants::{
-    PENDING_MAX, RECENT_MISSES, SPIN_BACKOFF, SPIN_GAP_MAX, SPIN_WINDOW_GAPS, SPIN_WINDOW_SLACK_US,
+    HANDLER_POLL_MS, PENDING_MAX, RECENT_MISSES, SPIN_BACKOFF, SPIN_GAP_MAX, SPIN_WINDOW_GAPS, SPIN_WINDOW_SLACK_US,
 };
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
@@ -127,7 +127,7 @@ impl Shared {
             } else {
                 idle = true;
                 self.idle_rounds.fetch_add(1, Ordering::Release);
-                self.uffd.poll(100);
+                self.uffd.poll(HANDLER_POLL_MS);
             }
         }
     }
