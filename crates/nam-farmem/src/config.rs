@@ -1,7 +1,11 @@
 //! Knobs of the cache, the prefetcher and the extent table, with defaults chosen by
 //! measurement (see `docs/farmem.md`); their limits are in [`crate::constants`].
 
-use crate::constants::{FAR_BYTES_MAX, LINE_BYTES_MAX, LINE_BYTES_MIN, OUTSTANDING_MAX, STREAMS_MAX, WAYS_MAX};
+use crate::constants::{
+    FAR_BYTES_MAX, INTERLEAVE_BYTES_DEFAULT, LINE_BYTES_DEFAULT, LINE_BYTES_MAX, LINE_BYTES_MIN, OUTSTANDING_DEFAULT,
+    OUTSTANDING_MAX, PREFETCH_DEPTH_DEFAULT, STREAMS_DEFAULT, STREAMS_MAX, STREAM_THRESHOLD_DEFAULT,
+    STREAM_TIMEOUT_MISSES_DEFAULT, WAYS_DEFAULT, WAYS_MAX,
+};
 use crate::error::{Error, Result};
 
 /// The stream prefetcher (Mao 2020 §7.3).
@@ -21,7 +25,13 @@ pub struct PrefetchConfig {
 
 impl Default for PrefetchConfig {
     fn default() -> Self {
-        PrefetchConfig { enabled: true, streams: 8, threshold: 2, timeout_misses: 64, depth: 16 }
+        PrefetchConfig {
+            enabled: true,
+            streams: STREAMS_DEFAULT,
+            threshold: STREAM_THRESHOLD_DEFAULT,
+            timeout_misses: STREAM_TIMEOUT_MISSES_DEFAULT,
+            depth: PREFETCH_DEPTH_DEFAULT,
+        }
     }
 }
 
@@ -54,11 +64,11 @@ impl FarConfig {
         FarConfig {
             far_bytes,
             budget_bytes,
-            line_bytes: 4096,
-            ways: 8,
+            line_bytes: LINE_BYTES_DEFAULT,
+            ways: WAYS_DEFAULT,
             metadata_cache_entries: 0,
-            outstanding_max: 32,
-            interleave_bytes: 4096,
+            outstanding_max: OUTSTANDING_DEFAULT,
+            interleave_bytes: INTERLEAVE_BYTES_DEFAULT,
             prefetch: PrefetchConfig::default(),
             seed: 0x6e61_6d66,
         }

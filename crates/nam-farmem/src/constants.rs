@@ -68,6 +68,43 @@ pub const UPDATE_FETCH_BYTES: u64 = 4 << 10;
 /// of a mapped pool and a few hundred microseconds of work.
 pub const RUN_BYTES: u64 = 256 << 10;
 
+// Defaults of `FarConfig`, `PrefetchConfig` and `ThrottleConfig` (`docs/farmem.md` lists them
+// with their ranges).
+
+/// Default cache line: one 4 KiB page, the pager's unit too.
+pub const LINE_BYTES_DEFAULT: u64 = 4096;
+
+/// Default ways per set.
+pub const WAYS_DEFAULT: usize = 8;
+
+/// Default misses in flight at once (MSHRs).
+pub const OUTSTANDING_DEFAULT: usize = 32;
+
+/// Default interleaving granule: one page, so consecutive pages go to consecutive servers.
+pub const INTERLEAVE_BYTES_DEFAULT: u64 = 4096;
+
+/// Default entries of the prefetcher's stream table.
+pub const STREAMS_DEFAULT: usize = 8;
+
+/// Default consecutive hits on a stream before it prefetches.
+pub const STREAM_THRESHOLD_DEFAULT: u32 = 2;
+
+/// Default demand misses without a match after which a stream is retrained.
+pub const STREAM_TIMEOUT_MISSES_DEFAULT: u32 = 64;
+
+/// Default lines fetched ahead of the demand stream (the cache's prefetcher; the pager's is
+/// [`PAGER_PREFETCH_DEPTH`]).
+pub const PREFETCH_DEPTH_DEFAULT: usize = 16;
+
+/// Default resolved prefetch units per throttle interval.
+pub const THROTTLE_INTERVAL_DEFAULT: u32 = 64;
+
+/// Default accuracy (percent) below which the throttle steps one level down.
+pub const THROTTLE_LOW_PERCENT_DEFAULT: u32 = 40;
+
+/// Default accuracy (percent) above which the throttle steps one level up.
+pub const THROTTLE_HIGH_PERCENT_DEFAULT: u32 = 60;
+
 // The pager ([`crate::PagedRegion`]).
 
 /// Page size of the pager (unless the region has huge pages, [`crate::PagerConfig::huge_pages`]).
@@ -208,3 +245,17 @@ const _: () = assert!(SAMPLE_EVERY >= 2 && LEVEL_MAX >= 1);
 // A flush splits onto two threads only above one write-back span; a zip run holds whole
 // update fetches.
 const _: () = assert!(FLUSH_SPLIT_BYTES > WRITE_BACK_RUN_BYTES && RUN_BYTES.is_multiple_of(UPDATE_FETCH_BYTES));
+
+// The defaults lie within the bounds `FarConfig::validate` checks.
+const _: () = assert!(LINE_BYTES_DEFAULT.is_power_of_two());
+const _: () = assert!(LINE_BYTES_MIN <= LINE_BYTES_DEFAULT && LINE_BYTES_DEFAULT <= LINE_BYTES_MAX);
+const _: () = assert!(1 <= WAYS_DEFAULT && WAYS_DEFAULT <= WAYS_MAX);
+const _: () = assert!(1 <= OUTSTANDING_DEFAULT && OUTSTANDING_DEFAULT <= OUTSTANDING_MAX);
+const _: () = assert!(INTERLEAVE_BYTES_DEFAULT.is_power_of_two() && INTERLEAVE_BYTES_DEFAULT >= LINE_BYTES_MIN);
+const _: () = assert!(1 <= STREAMS_DEFAULT && STREAMS_DEFAULT <= STREAMS_MAX && STREAM_THRESHOLD_DEFAULT >= 1);
+const _: () = assert!(PREFETCH_DEPTH_DEFAULT <= OUTSTANDING_MAX && PAGER_PREFETCH_DEPTH <= OUTSTANDING_MAX);
+// The pager remembers as many recent misses as the prefetcher has streams.
+const _: () = assert!(RECENT_MISSES == STREAMS_DEFAULT);
+// The throttle's band is a band.
+const _: () =
+    assert!(THROTTLE_LOW_PERCENT_DEFAULT < THROTTLE_HIGH_PERCENT_DEFAULT && THROTTLE_HIGH_PERCENT_DEFAULT <= 100);
