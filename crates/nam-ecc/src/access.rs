@@ -157,7 +157,7 @@ impl LineCodec {
     pub fn seed(kind: CodeKind) -> LineCodec {
         match LineCodec::new(kind, kind.seed_policy()) {
             Ok(codec) => codec,
-            Err(e) => unreachable!("seed policies are valid: {e}"),
+            Err(e) => unreachable!("the published policies are valid: {e}"),
         }
     }
 

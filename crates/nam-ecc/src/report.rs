@@ -170,10 +170,10 @@ pub fn cell_text(code: CodeKind, combination: &FaultCombination, tally: Option<T
     let ours = format_cell(&t);
     match seed::table_4_4(code, combination) {
         Some(s) if !agrees_with_seed(&t, &s, 0.0) => {
-            format!("{ours}{sep}≠ seed {}", format_seed_cell(&s))
+            format!("{ours}{sep}≠ Abeyratne 2017 {}", format_seed_cell(&s))
         }
-        Some(_) => format!("{ours} (= seed)"),
-        None => format!("{ours} (not in seed)"),
+        Some(_) => format!("{ours} (= Abeyratne 2017)"),
+        None => format!("{ours} (not in Abeyratne 2017)"),
     }
 }
 
@@ -183,7 +183,7 @@ pub fn find(results: &[SimResult], code: CodeKind, combination: &FaultCombinatio
 }
 
 /// The same table as [`markdown_table`] as plain text for a terminal: a row per combination,
-/// and below it a `seed` row holding Abeyratne 2017's cells where they differ from ours.
+/// and below it a `published` row holding Abeyratne 2017's cells where they differ from ours.
 pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
     let codes: Vec<CodeKind> = config.codes.iter().map(|c| c.kind).collect();
     let width = 34;
@@ -196,7 +196,7 @@ pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
     out.push('\n');
     for combination in &config.combinations {
         out.push_str(&format!("{:<16}", combination.seed_label()));
-        let mut seed_line = format!("{:<16}", "  seed (≠)");
+        let mut seed_line = format!("{:<16}", "  published (≠)");
         let mut differs = false;
         for code in &codes {
             let t = find(results, *code, combination).unwrap_or_default();
@@ -207,7 +207,7 @@ pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
                     format_seed_cell(&s)
                 }
                 Some(_) => "=".to_string(),
-                None => "(not in seed)".to_string(),
+                None => "(not in Abeyratne 2017)".to_string(),
             };
             seed_line.push_str(&format!(" | {seed_text:<width$}"));
         }
