@@ -81,10 +81,16 @@ impl FarConfig {
             return bad(format!("far_bytes {} must be in 1..={FAR_BYTES_MAX}", self.far_bytes));
         }
         if !self.line_bytes.is_power_of_two() || !(LINE_BYTES_MIN..=LINE_BYTES_MAX).contains(&self.line_bytes) {
-            return bad(format!("line_bytes {} must be a power of two in 64..=65536", self.line_bytes));
+            return bad(format!(
+                "line_bytes {} must be a power of two in {LINE_BYTES_MIN}..={LINE_BYTES_MAX}",
+                self.line_bytes
+            ));
         }
         if !self.interleave_bytes.is_power_of_two() || self.interleave_bytes < LINE_BYTES_MIN {
-            return bad(format!("interleave_bytes {} must be a power of two >= 64", self.interleave_bytes));
+            return bad(format!(
+                "interleave_bytes {} must be a power of two >= {LINE_BYTES_MIN}",
+                self.interleave_bytes
+            ));
         }
         if self.ways == 0 || self.ways > WAYS_MAX {
             return bad(format!("ways {} must be in 1..={WAYS_MAX}", self.ways));
