@@ -43,6 +43,7 @@
 
 // Declared in the order nam.h presents them.
 mod client;
+mod constants;
 
 mod alloc;
 

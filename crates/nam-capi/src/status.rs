@@ -1,5 +1,6 @@
 //! The one status vocabulary of the C API, and the thread-local text of the last error.
 
+use crate::constants::LAST_ERROR_LEN_MAX;
 use nam_client::{Error, Status};
 use std::cell::RefCell;
 use std::ffi::c_char;
@@ -347,9 +348,6 @@ pub extern "C" fn nam_status_string(status: NamStatusArg) -> *const c_char {
     let text = nam_status_t::from_code(status).map_or("unknown status\0", nam_status_t::describe);
     text.as_ptr().cast()
 }
-
-/// Longest last-error text kept, in bytes (longer texts are cut at a character boundary).
-const LAST_ERROR_LEN_MAX: usize = 1023;
 
 thread_local! {
     /// One fixed buffer per thread, so a pointer from `nam_last_error_message` never dangles:

@@ -1,4 +1,4 @@
-//! The three codes of the seed applied to whole rank accesses (64-byte lines).
+//! The three codes of Abeyratne 2017 applied to whole rank accesses (64-byte lines).
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +8,7 @@ use crate::layout::{symbol_index, RankAccess, BEAT_PAIRS, CHIPS, DATA_CHIPS, LIN
 use crate::rs::{DecodePolicy, RsCode};
 use crate::strong::StrongCode;
 
-/// The codes of seed §4.4.
+/// The codes of Abeyratne 2017 §4.4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum CodeKind {
     /// Normal ECC: two RS(36,32) codewords per access, SSC-TSD by default.
@@ -24,7 +24,7 @@ pub enum CodeKind {
 }
 
 impl CodeKind {
-    /// All codes, in the column order of the seed's Table 4.4.
+    /// All codes, in the column order of Abeyratne 2017's Table 4.4.
     pub const ALL: [CodeKind; 3] = [CodeKind::Rs36_32, CodeKind::Rs18_16, CodeKind::Rs19_16];
 
     /// Command-line name: `rs36_32`, `rs18_16`, `rs19_16`.
@@ -45,7 +45,7 @@ impl CodeKind {
         }
     }
 
-    /// The seed's decoding policy: SSC-TSD for RS(36,32) (§4.4.1 setup (iii)), detection only for
+    /// Abeyratne 2017's decoding policy: SSC-TSD for RS(36,32) (§4.4.1 setup (iii)), detection only for
     /// RS(18,16), SSC-DSD for RS(19,16) (§4.4.2).
     pub fn seed_policy(self) -> DecodePolicy {
         match self {
@@ -124,7 +124,7 @@ impl LineRead {
     }
 }
 
-/// One of the seed's codes with a decoding policy, applied to whole accesses.
+/// One of Abeyratne 2017's codes with a decoding policy, applied to whole accesses.
 #[derive(Debug, Clone)]
 pub struct LineCodec {
     kind: CodeKind,
@@ -153,11 +153,11 @@ impl LineCodec {
         Ok(LineCodec { kind, policy, normal, strong: StrongCode::new() })
     }
 
-    /// `kind` with the seed's policy.
+    /// `kind` with Abeyratne 2017's policy.
     pub fn seed(kind: CodeKind) -> LineCodec {
         match LineCodec::new(kind, kind.seed_policy()) {
             Ok(codec) => codec,
-            Err(e) => unreachable!("seed policies are valid: {e}"),
+            Err(e) => unreachable!("the published policies are valid: {e}"),
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::constants::{AGREEMENT_CHECK_BYTES, BASELINE_TRIALS_SHARE, NAIVE_DATA_SHARE, THROUGHPUT_MIN_TIME};
 use crate::error::SimError;
 use crate::gf;
 use crate::reference;
@@ -68,10 +69,10 @@ pub fn rs19_throughput(data_bytes: usize, min_time: Duration, seed: u64) -> Thro
             let _ = code.decode_buffer(s, t, out, &DecodePolicy::correct(1));
         },
     );
-    let naive_len = (data_bytes / 10 / DATA_SYMBOLS).max(1) * DATA_SYMBOLS;
+    let naive_len = (data_bytes / NAIVE_DATA_SHARE / DATA_SYMBOLS).max(1) * DATA_SYMBOLS;
     let naive = time_codec(&data[..naive_len], min_time, naive_encode, naive_decode);
     let outputs_agree = {
-        let n = naive_len.min(1 << 16);
+        let n = naive_len.min(AGREEMENT_CHECK_BYTES);
         let (mut s1, mut t1) = (vec![0u8; n / 16 * 18], vec![0u8; n / 16]);
         let (mut s2, mut t2) = (s1.clone(), t1.clone());
         let _ = code.encode_buffer(&data[..n], &mut s1, &mut t1);
@@ -227,7 +228,7 @@ pub struct BenchReport {
 }
 
 /// Run the benchmark: Table 4.4 with `trials` per row on `threads` (all cores when `None`),
-/// its single-thread baseline with `trials / 50`, and RS(19,16) throughput on `buffer_bytes`.
+/// its single-thread baseline with `trials / BASELINE_TRIALS_SHARE`, and RS(19,16) throughput on `buffer_bytes`.
 pub fn run_bench(trials: u64, buffer_bytes: usize, seed: u64, threads: Option<usize>) -> Result<BenchReport, SimError> {
     let table = SimConfig { threads, ..SimConfig::seed_table(trials, seed) };
     let mut rows = Vec::new();
@@ -248,7 +249,8 @@ pub fn run_bench(trials: u64, buffer_bytes: usize, seed: u64, threads: Option<us
     }
     let table_seconds: f64 = rows.iter().map(|r| r.seconds).sum();
     let table_trials = trials * rows.len() as u64;
-    let baseline_config = SimConfig { trials: (trials / 50).max(CHUNK_TRIALS), threads: Some(1), ..table.clone() };
+    let baseline_config =
+        SimConfig { trials: (trials / BASELINE_TRIALS_SHARE).max(CHUNK_TRIALS), threads: Some(1), ..table.clone() };
     let (baseline, _) = monte_carlo_rate(&baseline_config)?;
     let table_code_trials_per_s = (table_trials * table.codes.len() as u64) as f64 / table_seconds.max(1e-9);
     Ok(BenchReport {
@@ -261,7 +263,7 @@ pub fn run_bench(trials: u64, buffer_bytes: usize, seed: u64, threads: Option<us
         table_code_trials_per_s,
         parallel_speedup: table_code_trials_per_s / baseline.code_trials_per_s.max(1e-9),
         baseline_single_thread: baseline,
-        rs19_16: rs19_throughput(buffer_bytes, Duration::from_secs(2), seed),
+        rs19_16: rs19_throughput(buffer_bytes, THROUGHPUT_MIN_TIME, seed),
         table: results.iter().map(|r| ResultRecord::new(&table, r)).collect(),
         table_markdown: format!("{}\n\n{}", report::describe(&table), report::markdown_table(&table, &results)),
     })

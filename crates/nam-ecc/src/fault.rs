@@ -1,4 +1,4 @@
-//! The five DRAM fault types of seed §4.4 and their injection into a rank access.
+//! The five DRAM fault types of Abeyratne 2017 §4.4 and their injection into a rank access.
 //!
 //! > "A bit fault leads to a single bit error in a data block. A column failure also leads to a
 //! > single bit error in a data block. A pin failure results in 8 bit errors and these errors are
@@ -20,7 +20,7 @@
 //!
 //! * [`Placement`]: where the beats of beat-local faults (bit, column, word) fall relative to
 //!   each other. `Coincident` (default) puts all of them in the same beat pair, so that
-//!   multi-chip faults hit the same codeword — the only reading under which the seed's
+//!   multi-chip faults hit the same codeword — the only reading under which Abeyratne 2017's
 //!   double-fault rows (e.g. RS(36,32) `1 bit + 1 bit`: 100 % DUE) are possible.
 //!   `Independent` draws each beat on its own.
 //! * [`ErrorValues`]: `Random` (default) gives every symbol a fault touches a uniformly random
@@ -36,7 +36,7 @@ use rand::Rng;
 use crate::error::ParseError;
 use crate::layout::{symbol_index, RankAccess, BEAT_PAIRS, CHIPS, PINS_PER_CHIP};
 
-/// A fault type of the seed.
+/// A fault type of Abeyratne 2017 §4.4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
     /// Single bit.
@@ -117,7 +117,7 @@ impl FaultCombination {
         &self.kinds
     }
 
-    /// The seed's Table 4.4 rows: 4 single-chip and 10 double-chip failure modes.
+    /// Abeyratne 2017's Table 4.4 rows: 4 single-chip and 10 double-chip failure modes.
     pub fn seed_table_rows() -> Vec<FaultCombination> {
         use FaultKind::*;
         let rows: [&[FaultKind]; 14] = [
@@ -168,7 +168,7 @@ impl FaultCombination {
         Ok(out)
     }
 
-    /// `1 bit + 1 pin`, as the seed's table writes it.
+    /// `1 bit + 1 pin`, as Abeyratne 2017's table writes it.
     pub fn seed_label(&self) -> String {
         self.kinds.iter().map(|k| format!("1 {k}")).collect::<Vec<_>>().join(" + ")
     }
@@ -205,7 +205,7 @@ impl FromStr for FaultCombination {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Placement {
-    /// All in one beat pair (so in one codeword of every code): the seed's reading.
+    /// All in one beat pair (so in one codeword of every code): Abeyratne 2017's reading.
     #[default]
     Coincident,
     /// Each beat drawn on its own.

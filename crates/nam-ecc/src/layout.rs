@@ -1,4 +1,4 @@
-//! The x4 rank of the seed (§4.4) and how its bits become 8-bit code symbols.
+//! The x4 rank of Abeyratne 2017 (§4.4) and how its bits become 8-bit code symbols.
 //!
 //! > "A typical memory access to a DDR3 x4 memory module containing 18 chips (16 for data and 2
 //! > for ECC) reads out a data block of size 512 bits over 8 beats." (§4.4)

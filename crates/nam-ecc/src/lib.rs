@@ -1,7 +1,7 @@
 //! DRAM fault codes in software: the dual-mode Reed-Solomon ECC of Abeyratne 2017 (§4.4, §4.6.2) and
 //! its fault-injection study.
 //!
-//! Checkpoints kept in DRAM need a stronger code than ordinary data. The seed protects normal
+//! Checkpoints kept in DRAM need a stronger code than ordinary data. Abeyratne 2017 protects normal
 //! data with **RS(36,32)** (single-symbol correct, triple-symbol detect) and checkpoint pages with
 //! **RS(18,16)** detection escalating to **RS(19,16)** Chipkill-Correct (single-symbol correct,
 //! double-symbol detect), all over GF(2^8) on one x4 rank of 18 chips read in 8 beats.
@@ -17,11 +17,12 @@
 //! * [`layout`] — the rank: 18 chips × 8 beats × 4 pins, cut into 72 symbols of one chip over
 //!   two beats ([`RankAccess`]).
 //! * [`access`] — [`CodeKind`] and [`LineCodec`]: a code applied to a whole 64-byte line.
-//! * [`fault`] — the seed's fault types (bit, column, pin, word, chip), combinations of them and
+//! * [`fault`] — Abeyratne 2017's fault types (bit, column, pin, word, chip), combinations of them and
 //!   their injection from a seeded generator.
 //! * [`sim`] — the Monte-Carlo runner that classifies trials as DCE, DUE or SDC on all cores.
 //! * [`report`] — JSON records and Table-4.4-shaped text of results.
-//! * [`seed`] — the seed's published Table 4.4, for comparison.
+//! * [`seed`] — Abeyratne 2017's published Table 4.4, for comparison (the module, [`SimConfig::seed_table`]
+//!   and the `seed_*` names refer to those published numbers, not to random seeds).
 //! * [`bench`] — throughput and trial-rate measurements, each with its baseline.
 //! * [`error`] — the typed errors.
 //!
@@ -60,6 +61,7 @@
 
 pub mod access;
 pub mod bench;
+pub mod constants;
 pub mod error;
 pub mod fault;
 pub mod gf;

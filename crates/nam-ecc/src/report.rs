@@ -38,7 +38,7 @@ pub struct ResultRecord {
     pub correct_up_to: usize,
     /// Decoder position check (`shortened`, `full_length`).
     pub location_check: String,
-    /// The seed's Table 4.4 cell, where the table has one.
+    /// Abeyratne 2017's Table 4.4 cell, where the table has one.
     pub seed_table_4_4: Option<SeedCell>,
 }
 
@@ -74,7 +74,7 @@ impl ResultRecord {
     }
 }
 
-/// A percentage as the seed prints it: `100%`, `0%`, or up to 5 decimals without trailing zeros
+/// A percentage as Abeyratne 2017 prints it: `100%`, `0%`, or up to 5 decimals without trailing zeros
 /// (never rounding a non-zero count to `0%` or a non-full count to `100%`).
 pub fn format_pct(count: u64, trials: u64) -> String {
     if count == 0 || trials == 0 {
@@ -97,7 +97,7 @@ pub fn format_pct(count: u64, trials: u64) -> String {
     format!("{s}%")
 }
 
-/// `DCE: x% DUE: y% SDC: z%`, the seed's cell format.
+/// `DCE: x% DUE: y% SDC: z%`, Abeyratne 2017's cell format.
 pub fn format_cell(t: &Tally) -> String {
     format!(
         "DCE: {} DUE: {} SDC: {}",
@@ -107,7 +107,7 @@ pub fn format_cell(t: &Tally) -> String {
     )
 }
 
-/// The seed's cell in the same format.
+/// Abeyratne 2017's cell in the same format.
 pub fn format_seed_cell(c: &SeedCell) -> String {
     let f = |v: f64| {
         let mut s = format!("{v:.4}");
@@ -122,7 +122,7 @@ pub fn format_seed_cell(c: &SeedCell) -> String {
     format!("DCE: {} DUE: {} SDC: {}", f(c.dce_pct), f(c.due_pct), f(c.sdc_pct))
 }
 
-/// Whether a rerun agrees with the seed's cell: equal where the seed says 0 % or 100 %, and
+/// Whether a rerun agrees with Abeyratne 2017's cell: equal where Abeyratne 2017 says 0 % or 100 %, and
 /// otherwise SDC within `sdc_tolerance_pct` percentage points.
 pub fn agrees_with_seed(t: &Tally, c: &SeedCell, sdc_tolerance_pct: f64) -> bool {
     let exact = |count: u64, pct: f64| {
@@ -141,7 +141,7 @@ pub fn agrees_with_seed(t: &Tally, c: &SeedCell, sdc_tolerance_pct: f64) -> bool
 }
 
 /// Rows of a Table-4.4-shaped markdown table: one row per combination, one column per code,
-/// the seed's cell below ours where they differ (marked with `≠`).
+/// Abeyratne 2017's cell below ours where they differ (marked with `≠`).
 pub fn markdown_table(config: &SimConfig, results: &[SimResult]) -> String {
     let codes: Vec<CodeKind> = config.codes.iter().map(|c| c.kind).collect();
     let mut out = String::from("| Failure mode |");
@@ -162,7 +162,7 @@ pub fn markdown_table(config: &SimConfig, results: &[SimResult]) -> String {
     out
 }
 
-/// Our cell, followed (after `sep`) by the seed's cell when it differs from ours.
+/// Our cell, followed (after `sep`) by Abeyratne 2017's cell when it differs from ours.
 pub fn cell_text(code: CodeKind, combination: &FaultCombination, tally: Option<Tally>, sep: &str) -> String {
     let Some(t) = tally else {
         return String::from("-");
@@ -170,10 +170,10 @@ pub fn cell_text(code: CodeKind, combination: &FaultCombination, tally: Option<T
     let ours = format_cell(&t);
     match seed::table_4_4(code, combination) {
         Some(s) if !agrees_with_seed(&t, &s, 0.0) => {
-            format!("{ours}{sep}≠ seed {}", format_seed_cell(&s))
+            format!("{ours}{sep}≠ Abeyratne 2017 {}", format_seed_cell(&s))
         }
-        Some(_) => format!("{ours} (= seed)"),
-        None => format!("{ours} (not in seed)"),
+        Some(_) => format!("{ours} (= Abeyratne 2017)"),
+        None => format!("{ours} (not in Abeyratne 2017)"),
     }
 }
 
@@ -183,7 +183,7 @@ pub fn find(results: &[SimResult], code: CodeKind, combination: &FaultCombinatio
 }
 
 /// The same table as [`markdown_table`] as plain text for a terminal: a row per combination,
-/// and below it a `seed` row holding the seed's cells where they differ from ours.
+/// and below it a `published` row holding Abeyratne 2017's cells where they differ from ours.
 pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
     let codes: Vec<CodeKind> = config.codes.iter().map(|c| c.kind).collect();
     let width = 34;
@@ -196,7 +196,7 @@ pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
     out.push('\n');
     for combination in &config.combinations {
         out.push_str(&format!("{:<16}", combination.seed_label()));
-        let mut seed_line = format!("{:<16}", "  seed (≠)");
+        let mut seed_line = format!("{:<16}", "  published (≠)");
         let mut differs = false;
         for code in &codes {
             let t = find(results, *code, combination).unwrap_or_default();
@@ -207,7 +207,7 @@ pub fn text_table(config: &SimConfig, results: &[SimResult]) -> String {
                     format_seed_cell(&s)
                 }
                 Some(_) => "=".to_string(),
-                None => "(not in seed)".to_string(),
+                None => "(not in Abeyratne 2017)".to_string(),
             };
             seed_line.push_str(&format!(" | {seed_text:<width$}"));
         }

@@ -15,16 +15,14 @@
 //! decoder: it corrects the received word iff some error pattern of at most t symbols explains
 //! **all** r syndromes, and otherwise reports [`DecodeError::Uncorrectable`]. Since the minimum
 //! distance is r + 1, every pattern of at most r - t symbol errors is then at least detected
-//! ("correct up to t, detect beyond" — for RS(36,32), t = 1 gives SSC-TSD, the seed's
+//! ("correct up to t, detect beyond" — for RS(36,32), t = 1 gives SSC-TSD, Abeyratne 2017's
 //! setup (iii)). The steps are Berlekamp–Massey on the first 2t syndromes (error locator),
 //! Chien search over the n valid positions, Forney's formula (error values), and a final check
 //! of the found pattern against all r syndromes.
 
+pub use crate::constants::CHECK_SYMBOLS_MAX;
 use crate::error::{CodeError, DecodeError};
 use crate::gf;
-
-/// Largest number of check symbols (n - k) supported; syndromes are packed in a `u32`.
-pub const CHECK_SYMBOLS_MAX: usize = 4;
 
 /// Where the decoder may place an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,7 +32,7 @@ pub enum LocationCheck {
     /// Anywhere among the 255 positions of the unshortened mother code. A "correction" beyond
     /// position n changes nothing and is reported as corrected: this models a decoder that
     /// skips the range check, which turns some detectable errors into silent corruption.
-    /// It exists to study the seed's SDC numbers (see docs/ecc.md), not for use on data.
+    /// It exists to study Abeyratne 2017's SDC numbers (see docs/ecc.md), not for use on data.
     FullLength,
 }
 

@@ -1,6 +1,6 @@
-//! The published numbers of seed Table 4.4, for comparison with reruns.
+//! The published numbers of Abeyratne 2017 Table 4.4, for comparison with reruns.
 //!
-//! These are the seed's values as printed (10 million trials per cell), transcribed so that the
+//! These are Abeyratne 2017's values as printed (10 million trials per cell), transcribed so that the
 //! command-line tool and the tests can show and check the comparison. They are reference data,
 //! never used to produce a result of this crate.
 
@@ -21,7 +21,7 @@ pub struct SeedCell {
 const DCE: SeedCell = SeedCell { dce_pct: 100.0, due_pct: 0.0, sdc_pct: 0.0 };
 const DUE: SeedCell = SeedCell { dce_pct: 0.0, due_pct: 100.0, sdc_pct: 0.0 };
 
-/// The seed's cell for `code` under `combination`, if Table 4.4 has that row (it has no column
+/// Abeyratne 2017's cell for `code` under `combination`, if Table 4.4 has that row (it has no column
 /// faults and no faults in more than two chips).
 pub fn table_4_4(code: CodeKind, combination: &FaultCombination) -> Option<SeedCell> {
     use FaultKind::*;

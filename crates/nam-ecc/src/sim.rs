@@ -1,4 +1,4 @@
-//! Monte-Carlo fault-injection study: the seed's Table 4.4, rerunnable.
+//! Monte-Carlo fault-injection study: Abeyratne 2017's Table 4.4, rerunnable.
 //!
 //! A trial draws one occurrence of a [`FaultCombination`] ([`crate::fault::inject`]), applies the
 //! same error pattern to a stored line under every selected code, reads the line back and
@@ -15,7 +15,7 @@
 //!
 //! Trials are cut into chunks of [`CHUNK_TRIALS`]. Chunk `i` of a combination draws from a
 //! ChaCha8 generator keyed by (seed, the combination's canonical name, i), and the chunks run on
-//! all cores with rayon. The counts therefore depend only on the seed, the combination, the fault
+//! all cores with rayon. The counts therefore depend only on the random seed, the combination, the fault
 //! model and the number of trials — not on the thread count, the order of the list, or which
 //! other codes or combinations run alongside. Every code sees the same faults.
 //!
@@ -31,16 +31,11 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::access::{CodeKind, LineCodec, LineRead, StoredLine};
+pub use crate::constants::{CHUNK_TRIALS, TRIALS_MAX};
 use crate::error::SimError;
 use crate::fault::{inject, FaultCombination, FaultModel};
 use crate::layout::{symbol_index, BEAT_PAIRS, DATA_CHIPS, LINE_BYTES};
 use crate::rs::DecodePolicy;
-
-/// Trials per chunk: the unit of work and of random-stream derivation.
-pub const CHUNK_TRIALS: u64 = 1 << 14;
-
-/// Largest number of trials per combination accepted.
-pub const TRIALS_MAX: u64 = 1 << 40;
 
 /// The class of one trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,7 +124,7 @@ pub struct CodeSetup {
 }
 
 impl CodeSetup {
-    /// The code with the seed's policy.
+    /// The code with Abeyratne 2017's policy.
     pub fn seed(kind: CodeKind) -> CodeSetup {
         CodeSetup { kind, policy: kind.seed_policy() }
     }
@@ -155,7 +150,7 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// Table 4.4: the three codes with the seed's policies, the seed's 14 rows.
+    /// Table 4.4: the three codes with Abeyratne 2017's policies, Abeyratne 2017's 14 rows.
     pub fn seed_table(trials: u64, seed: u64) -> SimConfig {
         SimConfig {
             codes: CodeKind::ALL.iter().map(|&k| CodeSetup::seed(k)).collect(),

@@ -25,7 +25,7 @@
 //! # Reading
 //!
 //! Tier 1 computes S_0, S_1 from the 18 stored symbols. Zero means no error seen and the third
-//! symbol is never fetched. Otherwise tier 2 fetches the third symbol (the seed's ECC cache or a
+//! symbol is never fetched. Otherwise tier 2 fetches the third symbol (Abeyratne 2017's ECC cache or a
 //! second access), forms S_2 and runs the SSC-DSD decoder of [`crate::rs`]. The third symbol is
 //! assumed intact: it lives outside the rank whose faults are injected.
 
@@ -138,7 +138,7 @@ impl StrongCode {
         stored.iter().zip(&self.syndrome_table).fold(0u32, |acc, (&v, row)| acc ^ row[v as usize])
     }
 
-    /// Tier 1 alone, as RS(18,16) under `policy` (the seed runs it detect-only).
+    /// Tier 1 alone, as RS(18,16) under `policy` (Abeyratne 2017 runs it detect-only).
     #[inline]
     pub(crate) fn read_tier1(
         &self,

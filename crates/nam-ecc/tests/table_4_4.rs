@@ -1,4 +1,4 @@
-//! Small reruns of seed Table 4.4: the qualitative properties the seed states, determinism, and
+//! Small reruns of Abeyratne 2017 Table 4.4: the qualitative properties Abeyratne 2017 states, determinism, and
 //! refusal of bad input.
 
 use nam_ecc::report::agrees_with_seed;
@@ -54,7 +54,7 @@ fn agrees_with_the_seed_table_where_the_seed_is_consistent() {
     let (config, results) = table(TRIALS, 7, "table");
     for r in &results {
         let cell = nam_ecc::seed::table_4_4(r.code.kind, &r.combination).expect("seed row");
-        // SDC within 0.01 percentage points of the seed's 0.0001 % / 0.0031 %; all else exact.
+        // SDC within 0.01 percentage points of Abeyratne 2017's 0.0001 % / 0.0031 %; all else exact.
         assert!(
             agrees_with_seed(&r.tally, &cell, 0.01),
             "{} {}: {:?} vs {:?}",
@@ -94,7 +94,7 @@ fn same_seed_same_numbers_other_seed_other_numbers() {
 
 #[test]
 fn a_decoder_without_range_check_turns_detections_into_silent_corruption() {
-    // The seed's 0.0031 % SDC is what an RS(36,32) decoder that accepts error positions beyond
+    // Abeyratne 2017's 0.0031 % SDC is what an RS(36,32) decoder that accepts error positions beyond
     // the 36 real ones gives (docs/ecc.md); the real decoder gives ~7× less.
     let mut config = SimConfig::seed_table(200_000, 5);
     config.combinations = FaultCombination::parse_list("chip+chip").expect("valid");
@@ -111,7 +111,7 @@ fn a_decoder_without_range_check_turns_detections_into_silent_corruption() {
 fn rs36_32_detects_every_pin_plus_pin_pattern_exhaustively() {
     // Two pin faults in two chips put 4 two-bit errors in each RS(36,32) codeword. Enumerate
     // every chip pair, pin pair and error value: none is miscorrected, so the exact SDC rate of
-    // `pin+pin` under this fault model is 0 (the seed prints 0.0001 %).
+    // `pin+pin` under this fault model is 0 (Abeyratne 2017 prints 0.0001 %).
     let codec = LineCodec::seed(CodeKind::Rs36_32);
     let written = StoredLine::default();
     let mut patterns = 0;

@@ -24,11 +24,10 @@
 //! registration cache, which only RDMA transports use.
 
 use crate::arena;
+use crate::constants::PAGE;
 use crate::syscalls::next;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::AtomicUsize;
-
-const PAGE: usize = 4096;
 
 static MADVISE: AtomicUsize = AtomicUsize::new(0);
 static POSIX_MADVISE: AtomicUsize = AtomicUsize::new(0);

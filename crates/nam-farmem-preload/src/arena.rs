@@ -2,12 +2,13 @@
 //! coalescing. Made on first use; while it is being made, or if it could not be, callers
 //! get a null pointer and use local memory instead.
 
+use crate::constants::{FAR_BYTES_DEFAULT, LOCAL_BYTES_DEFAULT, THRESHOLD_DEFAULT};
+const PAGE: u64 = crate::constants::PAGE as u64;
 use nam_farmem::{FaultMode, PagedRegion, PagerConfig};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-const PAGE: u64 = 4096;
 const UNMADE: u8 = 0;
 const MAKING: u8 = 1;
 const READY: u8 = 2;
@@ -32,7 +33,7 @@ pub fn threshold() -> usize {
     if t != 0 {
         return t as usize;
     }
-    let v = env_bytes("NAM_FARMEM_THRESHOLD").unwrap_or(1 << 20).max(PAGE);
+    let v = env_bytes("NAM_FARMEM_THRESHOLD").unwrap_or(THRESHOLD_DEFAULT).max(PAGE);
     T.store(v, Ordering::Relaxed);
     v as usize
 }
@@ -112,8 +113,8 @@ fn exit_on_panic() {
 
 fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let client = nam_client::Client::from_env()?;
-    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(4 << 30);
-    let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(256 << 20);
+    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(FAR_BYTES_DEFAULT);
+    let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(LOCAL_BYTES_DEFAULT);
     let mut config = PagerConfig::new(bytes, local);
     if std::env::var("NAM_FARMEM_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "1" | "on")) {
         config = config.with_huge_pages();

@@ -55,6 +55,7 @@
 
 pub mod advice;
 pub mod arena;
+pub mod constants;
 pub mod hooks;
 mod libc_alloc;
 pub mod program_alloc;

@@ -1,6 +1,7 @@
 //! The allocator of this library's own Rust code: glibc's allocator called by its internal
 //! names, so it never re-enters the interposed `malloc`.
 
+use crate::constants::MALLOC_ALIGN;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
 
@@ -14,9 +15,6 @@ extern "C" {
 
 /// glibc malloc by its internal names.
 pub struct LibcAllocator;
-
-/// glibc's malloc alignment.
-const MALLOC_ALIGN: usize = 16;
 
 unsafe impl GlobalAlloc for LibcAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -16,6 +16,7 @@
 //! glibc's `dlerror` buffer); while it runs, requests are served from a small static
 //! bootstrap buffer, whose blocks are never reused ([`in_bootstrap`]).
 
+use crate::constants::{BOOTSTRAP_ALIGN, BOOTSTRAP_BYTES};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -107,11 +108,6 @@ fn same_object(a: usize, b: usize) -> bool {
     };
     matches!((base(a), base(b)), (Some(x), Some(y)) if x == y)
 }
-
-/// Bytes of the bootstrap buffer: the few small blocks the lookup needs, with room to spare.
-const BOOTSTRAP_BYTES: usize = 64 << 10;
-/// Alignment of bootstrap blocks, and the header before each, which holds its size.
-const BOOTSTRAP_ALIGN: usize = 16;
 
 #[repr(C, align(4096))]
 struct Bootstrap([u8; BOOTSTRAP_BYTES]);

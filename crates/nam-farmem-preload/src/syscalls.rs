@@ -33,15 +33,10 @@
 //! the pager's handler thread instead of failing.
 
 use crate::arena;
+use crate::constants::PAGE;
+pub use crate::constants::{PIECE, RETRIES};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Most times one call is retried after touching its far buffers.
-pub const RETRIES: usize = 16;
-/// Bytes touched and moved per round when a file transfer is completed in pieces: 16 pages,
-/// which stay resident together under any budget of more than 16 pages.
-pub const PIECE: usize = 16 * PAGE;
-const PAGE: usize = 4096;
 
 /// Whether the kernel reads the buffer (the call sends it) or writes it (receives into it).
 #[derive(Clone, Copy, PartialEq, Eq)]

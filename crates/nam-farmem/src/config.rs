@@ -1,20 +1,12 @@
 //! Knobs of the cache, the prefetcher and the extent table, with defaults chosen by
-//! measurement (see `docs/farmem.md`).
+//! measurement (see `docs/farmem.md`); their limits are in [`crate::constants`].
 
+use crate::constants::{
+    FAR_BYTES_MAX, INTERLEAVE_BYTES_DEFAULT, LINE_BYTES_DEFAULT, LINE_BYTES_MAX, LINE_BYTES_MIN, OUTSTANDING_DEFAULT,
+    OUTSTANDING_MAX, PREFETCH_DEPTH_DEFAULT, STREAMS_DEFAULT, STREAMS_MAX, STREAM_THRESHOLD_DEFAULT,
+    STREAM_TIMEOUT_MISSES_DEFAULT, WAYS_DEFAULT, WAYS_MAX,
+};
 use crate::error::{Error, Result};
-
-/// Size of one extent of the far address space (Mao 2020 maps memory in large extents).
-pub const EXTENT_BYTES: u64 = 1 << 30;
-/// Smallest cache line.
-pub const LINE_BYTES_MIN: u64 = 64;
-/// Largest cache line.
-pub const LINE_BYTES_MAX: u64 = 64 * 1024;
-/// Most outstanding misses (MSHRs) one cache may have.
-pub const OUTSTANDING_MAX: usize = 256;
-/// Most streams the prefetcher's table tracks.
-pub const STREAMS_MAX: usize = 64;
-/// Largest far address space one client maps (1 TiB).
-pub const FAR_BYTES_MAX: u64 = 1 << 40;
 
 /// The stream prefetcher (Mao 2020 §7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +25,13 @@ pub struct PrefetchConfig {
 
 impl Default for PrefetchConfig {
     fn default() -> Self {
-        PrefetchConfig { enabled: true, streams: 8, threshold: 2, timeout_misses: 64, depth: 16 }
+        PrefetchConfig {
+            enabled: true,
+            streams: STREAMS_DEFAULT,
+            threshold: STREAM_THRESHOLD_DEFAULT,
+            timeout_misses: STREAM_TIMEOUT_MISSES_DEFAULT,
+            depth: PREFETCH_DEPTH_DEFAULT,
+        }
     }
 }
 
@@ -66,11 +64,11 @@ impl FarConfig {
         FarConfig {
             far_bytes,
             budget_bytes,
-            line_bytes: 4096,
-            ways: 8,
+            line_bytes: LINE_BYTES_DEFAULT,
+            ways: WAYS_DEFAULT,
             metadata_cache_entries: 0,
-            outstanding_max: 32,
-            interleave_bytes: 4096,
+            outstanding_max: OUTSTANDING_DEFAULT,
+            interleave_bytes: INTERLEAVE_BYTES_DEFAULT,
             prefetch: PrefetchConfig::default(),
             seed: 0x6e61_6d66,
         }
@@ -83,13 +81,19 @@ impl FarConfig {
             return bad(format!("far_bytes {} must be in 1..={FAR_BYTES_MAX}", self.far_bytes));
         }
         if !self.line_bytes.is_power_of_two() || !(LINE_BYTES_MIN..=LINE_BYTES_MAX).contains(&self.line_bytes) {
-            return bad(format!("line_bytes {} must be a power of two in 64..=65536", self.line_bytes));
+            return bad(format!(
+                "line_bytes {} must be a power of two in {LINE_BYTES_MIN}..={LINE_BYTES_MAX}",
+                self.line_bytes
+            ));
         }
         if !self.interleave_bytes.is_power_of_two() || self.interleave_bytes < LINE_BYTES_MIN {
-            return bad(format!("interleave_bytes {} must be a power of two >= 64", self.interleave_bytes));
+            return bad(format!(
+                "interleave_bytes {} must be a power of two >= {LINE_BYTES_MIN}",
+                self.interleave_bytes
+            ));
         }
-        if self.ways == 0 || self.ways > 64 {
-            return bad(format!("ways {} must be in 1..=64", self.ways));
+        if self.ways == 0 || self.ways > WAYS_MAX {
+            return bad(format!("ways {} must be in 1..={WAYS_MAX}", self.ways));
         }
         if self.outstanding_max == 0 || self.outstanding_max > OUTSTANDING_MAX {
             return bad(format!("outstanding_max {} must be in 1..={OUTSTANDING_MAX}", self.outstanding_max));

@@ -4,7 +4,7 @@
 //! the extent); chunks are allocated on a server the first time data is written to them,
 //! so never-written far memory costs nothing and reads as zeros.
 
-use crate::config::EXTENT_BYTES;
+use crate::constants::EXTENT_BYTES;
 use nam_client::Allocation;
 
 /// Where one far address lives.

@@ -6,6 +6,7 @@
 
 use crate::cache::{LineStore, Lookup, DIRTY, PREFETCHED, VALID};
 use crate::config::FarConfig;
+use crate::constants::{FLUSH_SPLIT_BYTES, STAGING_BYTES, WRITE_BACK_RUN_BYTES};
 use crate::error::{Error, Result};
 use crate::prefetch::StreamPrefetcher;
 use crate::span::SpanService;
@@ -16,16 +17,7 @@ use std::sync::Arc;
 mod bulk;
 mod chunks;
 
-pub use chunks::{DestMode, UPDATE_FETCH_BYTES};
-
-/// Most bytes of adjacent lines one span read (a batch of misses) or write ([`FarMemory::flush`])
-/// moves: a 64 KiB span costs one copy (shared memory) or one GET or PUT, the per-request
-/// work spread over 16 lines of 4 KiB.
-pub const WRITE_BACK_RUN_BYTES: u64 = 64 << 10;
-
-/// Dirty bytes from which [`FarMemory::flush`] writes back on two threads (8 MiB: well
-/// above the cost of starting a thread).
-pub const FLUSH_SPLIT_BYTES: u64 = 8 << 20;
+pub use chunks::DestMode;
 
 /// Why a line is in a fetch batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +81,7 @@ impl FarMemory {
             next_free: 0,
             batch: Vec::with_capacity(config.outstanding_max),
             pinned: Vec::with_capacity(2),
-            staging: vec![0; (line as usize).max(chunks::STAGING_BYTES)],
+            staging: vec![0; (line as usize).max(STAGING_BYTES)],
             staged: (0, 0),
             mapped: (0, 0, 0),
             mapped_dst: (0, 0, 0),

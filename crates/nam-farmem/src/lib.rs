@@ -5,7 +5,7 @@
 //! - [`ExtentTable`] maps the far address space in 1 GiB extents to per-server chunks,
 //!   interleaving granules (pages by default) across servers; chunks are allocated on
 //!   first write.
-//! - [`SpanService`] reads and writes fixed-size spans (seed Ch. 6) with nam's one-sided
+//! - [`SpanService`] reads and writes fixed-size spans (Mao 2020 Ch. 6) with nam's one-sided
 //!   GET and PUT, many in flight at once.
 //! - [`FarMemory`] is the explicit way in: `read`/`write` at far addresses through a
 //!   set-associative cache ([`FarConfig`]: line size, ways, metadata cache, outstanding
@@ -24,6 +24,7 @@
 //!   throttled by its measured accuracy ([`Throttle`], [`ThrottleConfig`]). A program that
 //!   knows what it reads next asks for it with [`PagedRegion::fetch_ranges`] and gives up
 //!   what it is done with with [`PagedRegion::evict_range`].
+//! - [`constants`] holds every limit and tuning value, and the assertions that tie them.
 //! - [`exit_fatal`] ends a process whose far memory failed (a page fault that cannot be
 //!   served) with one line on stderr and [`FATAL_EXIT_STATUS`], past any signal handler.
 //! - [`CpuLatencyBound`] holds the kernel's CPU latency QoS bound, so that idle cores wake
@@ -49,6 +50,7 @@
 mod array;
 mod cache;
 pub mod config;
+pub mod constants;
 mod cpu_latency;
 mod error;
 mod extent;
@@ -66,13 +68,10 @@ pub use config::{FarConfig, PrefetchConfig};
 pub use cpu_latency::{cpu_latency_in_force_us, CpuLatencyBound, CPU_LATENCY_DEVICE};
 pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
-pub use far::{DestMode, FarMemory, FLUSH_SPLIT_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
+pub use far::{DestMode, FarMemory};
 pub use fatal::{exit_fatal, FATAL_EXIT_STATUS};
-pub use pager::{
-    free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig, BUDGET_PAGES_MIN,
-    SIGNAL_REGIONS_MAX,
-};
+pub use pager::{free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;
-pub use throttle::{Throttle, ThrottleConfig, ThrottleTotals, LEVEL_MAX};
+pub use throttle::{Throttle, ThrottleConfig, ThrottleTotals};

@@ -37,7 +37,11 @@
 //! error: the handler prints what failed, naming the server, and ends the process with
 //! [`crate::FATAL_EXIT_STATUS`] rather than let the faulting thread hang or read wrong data.
 
-use crate::config::{PrefetchConfig, FAR_BYTES_MAX};
+use crate::config::PrefetchConfig;
+use crate::constants::{
+    BUDGET_PAGES_MIN, EVICT_RUN_BYTES, FAR_BYTES_MAX, HUGE_PREFETCH_DEPTH, INSTALL_SPARE_PAGES, PAGER_PREFETCH_DEPTH,
+    PAGER_SPIN_US, PAGE_BYTES, PREFETCH_RUN_BYTES, RECENT_MISSES, WAIT_SETTLED_POLL,
+};
 use crate::cpu_latency::CpuLatencyBound;
 use crate::error::{Error, Result};
 use crate::prefetch::StreamPrefetcher;
@@ -52,26 +56,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Page size of the pager (unless the region has huge pages, [`PagerConfig::huge_pages`]).
-pub const PAGE_BYTES: u64 = 4096;
-/// Smallest local-memory budget of a region, in pages.
-pub const BUDGET_PAGES_MIN: u64 = 2;
-/// Most bytes one eviction drops at once (one `madvise`, one TLB shootdown): 16 pages of
-/// 4 KiB; one page where pages are larger.
-pub const EVICT_RUN_BYTES: u64 = 16 * PAGE_BYTES;
-/// Most bytes one prefetch installs with one `UFFDIO_COPY` before it looks for new faults
-/// again: 16 pages of 4 KiB; one page where pages are larger.
-pub const PREFETCH_RUN_BYTES: u64 = 16 * PAGE_BYTES;
-/// Demand misses remembered to tell a stream's misses from random ones: as many as the
-/// prefetcher has streams.
-pub const RECENT_MISSES: usize = 8;
-/// Pager prefetch depth (pages ahead of a stream's demand), chosen by measurement.
-pub const PAGER_PREFETCH_DEPTH: usize = 64;
-/// Pager prefetch depth with huge pages ([`PagerConfig::with_huge_pages`]).
-pub const HUGE_PREFETCH_DEPTH: usize = 2;
-/// How long the handler busy-polls after its last work by default, chosen by measurement.
-pub const PAGER_SPIN_US: u64 = 1000;
-
 mod accuracy;
 mod evict;
 mod handler;
@@ -82,7 +66,6 @@ mod signal;
 mod writes;
 
 pub use huge::{free_huge_pages, huge_page_bytes};
-pub use signal::SIGNAL_REGIONS_MAX;
 
 /// Who serves a page fault of a [`PagedRegion`].
 ///
@@ -90,7 +73,7 @@ pub use signal::SIGNAL_REGIONS_MAX;
 /// (no thread switch; docs/benchmarks-farmem-paging.md). A region asked for signal mode
 /// falls back to thread mode, with a warning naming the reason, when the kernel lacks
 /// `UFFD_FEATURE_SIGBUS`, when the SIGBUS handler cannot be installed, or when
-/// [`SIGNAL_REGIONS_MAX`] signal-mode regions exist already; [`PagedRegion::fault_mode`]
+/// [`SIGNAL_REGIONS_MAX`](crate::constants::SIGNAL_REGIONS_MAX) signal-mode regions exist already; [`PagedRegion::fault_mode`]
 /// says which mode a region got. Choose [`FaultMode::Thread`] when region memory is passed
 /// to system calls (`read(fd, region, n)`, `recv`, `write` of a page not resident): in
 /// signal mode those fail with `EFAULT` instead of waiting for the page.
@@ -278,7 +261,7 @@ impl PagedRegion {
         }
         let budget_pages = (config.budget_bytes / page_bytes).min(len / page_bytes);
         if config.huge_pages {
-            huge::check_free(budget_pages + huge::INSTALL_SPARE_PAGES, page_bytes)?;
+            huge::check_free(budget_pages + INSTALL_SPARE_PAGES, page_bytes)?;
         }
         // First, so that a refused bound fails the region before anything is set up.
         let cpu_latency = config.cpu_latency_us.map(CpuLatencyBound::hold).transpose()?;
@@ -433,7 +416,7 @@ impl PagedRegion {
             if std::time::Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(WAIT_SETTLED_POLL);
         }
         true
     }

@@ -15,6 +15,7 @@
 //! a graph, prefetch little past their end.
 
 use crate::config::PrefetchConfig;
+use crate::constants::WINDOW_START;
 use std::ops::Range;
 
 /// One entry of the table: 32 bytes, so that the eight entries of the default table span
@@ -46,9 +47,6 @@ impl Stream {
         self.last_use != 0 && clock - self.last_use <= timeout
     }
 }
-
-/// First window of a confirmed stream.
-const WINDOW_START: u64 = 4;
 
 /// A stream table; see the module documentation.
 #[derive(Debug, Clone)]

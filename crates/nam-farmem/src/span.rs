@@ -1,7 +1,7 @@
 //! The memory-blade span service (Mao 2020 Ch. 6) over nam's one-sided operations.
 //!
 //! A span read is a GET of `span_bytes` from the (server, allocation, offset) the extent
-//! table gives; a span write is a PUT. The seed's transaction id becomes the UCX request,
+//! table gives; a span write is a PUT. Mao 2020's transaction id becomes the UCX request,
 //! its response code the `Result`; several spans in flight are non-blocking GETs waited
 //! together. The mapping of every field is in `docs/protocol.md`.
 

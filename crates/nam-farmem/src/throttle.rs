@@ -14,6 +14,10 @@
 //! comes back when the program turns to streams again, without paying for the probes.
 //! The part of a window beyond the issued share is shadowed in the same way at every level.
 
+use crate::constants::{
+    LEVEL_MAX, THROTTLE_HIGH_PERCENT_DEFAULT, THROTTLE_INTERVAL_DEFAULT, THROTTLE_LOW_PERCENT_DEFAULT,
+};
+
 /// Knobs of the throttle (chosen by measurement: `docs/farmem.md`, "Prefetch throttling").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThrottleConfig {
@@ -29,12 +33,14 @@ pub struct ThrottleConfig {
 
 impl Default for ThrottleConfig {
     fn default() -> Self {
-        ThrottleConfig { enabled: true, interval: 64, low_percent: 40, high_percent: 60 }
+        ThrottleConfig {
+            enabled: true,
+            interval: THROTTLE_INTERVAL_DEFAULT,
+            low_percent: THROTTLE_LOW_PERCENT_DEFAULT,
+            high_percent: THROTTLE_HIGH_PERCENT_DEFAULT,
+        }
     }
 }
-
-/// Highest level: the whole window is issued.
-pub const LEVEL_MAX: u32 = 4;
 
 /// The throttle's state; see the module documentation.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ pub struct Batch {
     pub bytes: u64,
     /// Store a segment once it holds this many bytes.
     pub segment_bytes: usize,
-    /// Pages being copied (at most [`RUN_PAGES`]).
+    /// Pages being copied (at most [`RUN_PAGES`](crate::constants::RUN_PAGES)).
     pub scratch: Vec<u8>,
 }
 
@@ -92,10 +92,6 @@ pub struct CopyParams<'a> {
     /// Store only changed lines (else whole pages once any line changed).
     pub consolidate: bool,
 }
-
-/// Most pages copied with one read (and, with the asynchronous tracker, released with one
-/// mprotect call).
-pub const RUN_PAGES: usize = 16;
 
 /// Copies pages `first..first + count` of region `index`, which the caller moved to
 /// `COPYING`, into `batch`: [`read_run`], then [`add_run`].

@@ -219,7 +219,7 @@ impl Engine {
                     Some(t) => Some(t),
                     None => {
                         tracker.unregister(start, span);
-                        return Err(IncrError::TooManyRegions { max: pages::REGIONS_MAX });
+                        return Err(IncrError::TooManyRegions { max: crate::constants::REGIONS_MAX });
                     }
                 }
             }
@@ -432,7 +432,7 @@ impl Engine {
             // Line hashes and page states, plus at most two batches (the early one and the
             // late one), each a record and a segment buffer (which grows only as filled).
             // Plus a run of pages being read (and the early sweep's bitmap of written pages).
-            let run = crate::copy::RUN_PAGES * PAGE_BYTES + region_bytes / PAGE_BYTES;
+            let run = crate::constants::RUN_PAGES * PAGE_BYTES + region_bytes / PAGE_BYTES;
             let buffers = self.inner.config.record_bytes + self.inner.config.segment_bytes.min(region_bytes) + run;
             regions.iter().map(|r| r.metadata_bytes()).sum::<usize>() + 2 * buffers
         } else if self.inner.config.mode == Mode::Fork {

@@ -75,7 +75,7 @@ pub fn reap(inner: &Inner, deadline: Instant) -> Result<(), IncrError> {
             inner.shared.lock().need_full = true;
             return Err(IncrError::Fork(format!("checkpoint {} child did not finish in time", child.interval)));
         }
-        std::thread::sleep(std::time::Duration::from_micros(200));
+        std::thread::sleep(crate::constants::FORK_REAP_POLL);
     }
     let duplicated: u64 = inner
         .regions

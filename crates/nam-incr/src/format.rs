@@ -5,8 +5,8 @@
 //!   region len u64, then the regions' bytes back to back.
 //! - Record (`NIR1`, incremental modes): magic, interval u32, seq u32, entry count u32, then
 //!   per page a 24-byte header {region u32, page u32, line bitmap u64, data offset u32,
-//!   data len u32}, then the changed lines of each page back to back (the seed's consolidated
-//!   flash page: many sparse pages in one fixed-size record).
+//!   data len u32}, then the changed lines of each page back to back (the consolidated flash page
+//!   of Abeyratne 2017 §5.3.2: many sparse pages in one fixed-size record).
 //! - Commit (`NIC1`): magic, interval u32, generation u32, region count u32, per region
 //!   {len u64, lead u32}, object count u32, per object {name len u16, name}: the objects to
 //!   apply, oldest first, to rebuild the regions at `interval`, then meta len u32 and the

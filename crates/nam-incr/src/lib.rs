@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod commit;
+pub mod constants;
 mod copy;
 mod engine;
 mod error;

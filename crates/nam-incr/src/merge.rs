@@ -1,4 +1,4 @@
-//! Garbage collection by merging increments backwards in time (seed §5.3.2): walk the chain
+//! Garbage collection by merging increments backwards in time (Abeyratne 2017 §5.3.2): walk the chain
 //! from the newest object to the oldest, keep for every page only the lines no newer object
 //! already holds, and pack the survivors into fresh records. The merged set replaces the chain
 //! under the next generation of the same commit.

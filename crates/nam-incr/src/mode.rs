@@ -1,6 +1,9 @@
 //! The checkpointing modes and the engine's configuration.
 
-use crate::record::RECORD_BYTES_DEFAULT;
+use crate::constants::{
+    EARLY_SWEEP_DEFAULT, FAULT_AROUND_PAGES_DEFAULT, KEEP_DEFAULT, MERGE_RATIO_DEFAULT, RECORD_BYTES_DEFAULT,
+    SEGMENT_BYTES_DEFAULT, TIMEOUT_DEFAULT,
+};
 use crate::tracker::TrackerChoice;
 use std::time::Duration;
 
@@ -12,7 +15,7 @@ pub enum Mode {
     /// Baseline: fork; the child writes the image while the parent runs on (copy-on-write).
     Fork,
     /// Stop, copy only what changed since the last checkpoint, resume (with
-    /// `consolidate` this is the seed's "consolidate" method).
+    /// `consolidate` this is the "consolidate" method of Abeyratne 2017 §5.3.2).
     Incremental,
     /// Write-protect the dirty pages and resume at once; a background writer persists them,
     /// and a write to a page not yet persisted waits for that page only (queue jumping).
@@ -96,13 +99,13 @@ impl Config {
             mode,
             consolidate: true,
             record_bytes: RECORD_BYTES_DEFAULT,
-            segment_bytes: 4 << 20,
-            fault_around_pages: 16,
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
+            fault_around_pages: FAULT_AROUND_PAGES_DEFAULT,
             tracker: TrackerChoice::Auto,
-            early_sweep: Duration::from_millis(10),
-            merge_ratio: 4.0,
-            timeout: Duration::from_secs(60),
-            keep: 1,
+            early_sweep: EARLY_SWEEP_DEFAULT,
+            merge_ratio: MERGE_RATIO_DEFAULT,
+            timeout: TIMEOUT_DEFAULT,
+            keep: KEEP_DEFAULT,
             writer_nice: 0,
         }
     }

@@ -19,8 +19,8 @@
 //! the writer has their previous version. `PROBATION` is not used: the scans tell which
 //! dirty pages stayed cold without protecting them.
 
+use crate::constants::{FAULT_WAIT_MAX, REGIONS_MAX};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// See the module documentation.
 pub const CLEAN: u8 = 0;
@@ -33,9 +33,6 @@ pub const PENDING: u8 = 3;
 /// See the module documentation.
 pub const COPYING: u8 = 4;
 
-/// Longest a write waits for its page to be persisted before the page is released and the
-/// checkpoint in flight is marked broken (the writer's store hung): no write waits forever.
-pub const FAULT_WAIT_MAX: Duration = Duration::from_secs(30);
 const PAGE: usize = crate::geometry::PAGE_BYTES;
 
 /// Tracking state of one protected region's pages.
@@ -196,9 +193,9 @@ impl PageTable {
     }
 
     /// Sleeps until an urgent page is served after `seen` was read from `served` (at most
-    /// 1 ms, so deadlines are checked). Async-signal-safe.
+    /// [`SERVED_WAIT_NS`](crate::constants::SERVED_WAIT_NS), so deadlines are checked). Async-signal-safe.
     fn wait_served(&self, seen: u32) {
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: crate::constants::SERVED_WAIT_NS };
         // SAFETY: FUTEX_WAIT on a live AtomicU32 of ours with a relative timeout we own; it
         // returns at once when the value is no longer `seen`.
         unsafe {
@@ -215,7 +212,7 @@ fn monotonic_ns() -> u64 {
 }
 
 fn pause_briefly() {
-    let ts = libc::timespec { tv_sec: 0, tv_nsec: 20_000 };
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: crate::constants::FAULT_RECHECK_NS };
     // SAFETY: nanosleep reads the struct we own; async-signal-safe.
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
@@ -314,9 +311,6 @@ fn fault_around(table: &PageTable, page: usize) {
         }
     }
 }
-
-/// Most regions one process can protect at a time.
-pub const REGIONS_MAX: usize = 64;
 
 struct Slot {
     start: AtomicUsize,

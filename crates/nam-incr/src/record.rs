@@ -1,18 +1,13 @@
-//! Consolidated records (seed §5.3.2): the changed 64-byte lines of many pages packed into one
+//! Consolidated records (Abeyratne 2017 §5.3.2): the changed 64-byte lines of many pages packed into one
 //! fixed-size record with a small header per page, plus the line-level change detection that
 //! decides which lines changed. Software has no per-line dirty bits, so each line's 64-bit
 //! hash from the last copy is kept (8 bytes per 64, an eighth of the region, instead of a
 //! second copy of it) and a line is stored when its hash differs.
 
+pub use crate::constants::{RECORD_BYTES_DEFAULT, RECORD_BYTES_MIN};
 use crate::error::StoreError;
 use crate::format::{self, Reader, ENTRY_BYTES, RECORD_HEADER_BYTES, RECORD_MAGIC};
 use crate::geometry::{Geometry, LINES_PER_PAGE};
-
-/// Default record size: the seed's 16 KiB flash page.
-pub const RECORD_BYTES_DEFAULT: usize = 16 * 1024;
-
-/// Smallest record: its header, one page header, one whole page and the checksum.
-pub const RECORD_BYTES_MIN: usize = RECORD_HEADER_BYTES + ENTRY_BYTES + crate::geometry::PAGE_BYTES + 4;
 
 /// 64-bit hash of one line (multiply-rotate mixing of its 8-byte words).
 pub fn line_hash(bytes: &[u8]) -> u64 {

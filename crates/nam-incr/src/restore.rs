@@ -2,14 +2,12 @@
 //! checking every checksum. A commit that fails a check is skipped for the next older one.
 
 use crate::commit::Chain;
+use crate::constants::PROBE_BACK_MAX;
 use crate::error::{IncrError, StoreError};
 use crate::format::{self, decode_head, Commit, HEAD, IMAGE_MAGIC, RECORD_MAGIC};
 use crate::geometry::Geometry;
 use crate::record::decode_segment;
 use crate::store::Store;
-
-/// How far below the head restart looks for an older complete checkpoint.
-const PROBE_BACK_MAX: u32 = 64;
 
 /// Regions rebuilt from a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,14 +3,12 @@
 //! hold the object's length; allocations outlive the client, so a restarted process opens
 //! them by name.
 
+use crate::constants::{REPLACE_RETRY_PAUSE, REPLACE_WAIT_MAX};
 use crate::error::StoreError;
 use crate::store::Store;
 use nam_client::{AllocOptions, Client, Error as ClientError, Status};
 
 const LEN_BYTES: usize = 8;
-/// How long replacing an object waits for a vanished client's hold on the old one to end
-/// (the server's lease, 10 s by default).
-const REPLACE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Objects as allocations named `<prefix>/<name>` on the client's servers.
 pub struct NamStore {
@@ -56,7 +54,7 @@ impl Store for NamStore {
                 Err(ClientError::Refused { status: Status::NameExists, .. })
                     if std::time::Instant::now() < deadline =>
                 {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    std::thread::sleep(REPLACE_RETRY_PAUSE);
                     self.remove(name)?;
                 }
                 other => break other.map_err(|e| client_error("allocate", &full, e))?,

@@ -193,8 +193,8 @@ fn spawn_handler(fd: i32, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
         let mut faults = Vec::new();
         while !stop.load(Ordering::Acquire) {
             let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one pollfd we own; 50 ms timeout so `stop` is seen promptly.
-            if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+            // SAFETY: one pollfd we own; the timeout lets `stop` be seen promptly.
+            if unsafe { libc::poll(&mut pfd, 1, crate::constants::TRACKER_POLL_MS) } <= 0 {
                 continue;
             }
             faults.clear();

@@ -2,7 +2,8 @@
 //! in early/late mode, copies pages that turned cold while the interval is still open.
 
 use crate::commit::{self, Chain};
-use crate::copy::{add_page, add_run, copy_run, read_run, Batch, CopyParams, RUN_PAGES};
+use crate::constants::RUN_PAGES;
+use crate::copy::{add_page, add_run, copy_run, read_run, Batch, CopyParams};
 use crate::engine::{Inner, Work};
 use crate::error::IncrError;
 use crate::mode::Mode;

@@ -8,6 +8,7 @@
 //! It is summed over every source and destination weighted by the traffic pattern (and over the
 //! global routers Super-Star's round-robin rotates through).
 
+use crate::constants::CLOCK_PHASES;
 use crate::error::Result;
 use crate::physical;
 use crate::routing::{RouteState, Router};
@@ -40,9 +41,6 @@ fn period_ps(f: f64) -> u64 {
 fn cycles(delay_ps: f64, period: u64) -> u64 {
     ((delay_ps / period as f64).ceil() as u64).max(1)
 }
-
-/// Start phases (in source-router cycles) averaged over for paths that cross clock domains.
-const PHASES: u64 = 16;
 
 /// One router on a zero-load path: its period and the delay from its switch-allocation tick to
 /// the write into the next buffer (two pipeline stages plus the link's pipeline depth).
@@ -120,7 +118,7 @@ fn walk(
     let (inj, stages, wires) = path(topo, router, periods, src, dst, pick);
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
-    let phases = if single_clock { 1 } else { PHASES };
+    let phases = if single_clock { 1 } else { CLOCK_PHASES };
     let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
     (total as f64 / phases as f64, stages.len(), wires)
 }

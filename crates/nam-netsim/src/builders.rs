@@ -1,4 +1,4 @@
-//! Builders for the named topologies on the seed's 24x24-tile, 576-node layout (Abeyratne 2017 §3.2.1,
+//! Builders for the named topologies on the 24x24-tile, 576-node layout (Abeyratne 2017 §3.2.1,
 //! tile edge 0.9 mm) and for the ExaNeSt 3-D torus (Ploumidis et al. 2023 §4.1).
 
 use crate::error::{invalid, NetsimError, Result};
@@ -18,16 +18,16 @@ pub const EXANEST_ROUTER_NS: f64 = 145.0;
 /// ExaNeSt switch clock (Ploumidis et al. 2023 §4.2: the NI and switches run at 150 MHz).
 pub const EXANEST_FREQ_GHZ: f64 = 0.15;
 
-/// Parameters of the named topologies. `Default` gives the seed's configurations.
+/// Parameters of the named topologies. `Default` gives the configurations of Abeyratne 2017 Ch. III.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopologyParams {
-    /// Edge of the square tile grid (24 in the seed: 576 nodes).
+    /// Edge of the square tile grid (24 in Abeyratne 2017: 576 nodes).
     pub tiles: usize,
     /// Nodes per router for `cmesh` / `fbfly` (a square number whose root divides `tiles`).
     pub concentration: Option<usize>,
     /// Parallel links between adjacent routers of `cmesh`.
     pub parallel_links: Option<usize>,
-    /// Global routers of `superstar` / `superstarx` (seed: 8, Table 3.2).
+    /// Global routers of `superstar` / `superstarx` (Abeyratne 2017: 8, Table 3.2).
     pub global_routers: Option<usize>,
     /// Super-StarX: occupancy threshold (flits) of the neighbour link above which packets go
     /// through a global router instead.

@@ -1,5 +1,10 @@
 //! Simulation parameters and results.
 
+use crate::constants::{
+    DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, VCS_DEFAULT,
+    VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
+};
+pub use crate::constants::{PACKET_FLITS_MAX, RUN_CYCLES_MAX, VCS_MAX, VC_DEPTH_MAX};
 use crate::error::{invalid, Result};
 use crate::traffic::TrafficPattern;
 use serde::Serialize;
@@ -40,27 +45,18 @@ pub struct SimConfig {
     pub seed: u64,
 }
 
-/// Upper bounds checked on input.
-pub const VCS_MAX: usize = 16;
-/// Largest VC depth accepted.
-pub const VC_DEPTH_MAX: usize = 64;
-/// Largest packet accepted.
-pub const PACKET_FLITS_MAX: usize = 64;
-/// Longest run accepted, in reference cycles.
-pub const RUN_CYCLES_MAX: u64 = 50_000_000;
-
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            vcs: 4,
-            vc_depth_flits: 5,
-            packet_flits: 4,
+            vcs: VCS_DEFAULT,
+            vc_depth_flits: VC_DEPTH_DEFAULT,
+            packet_flits: PACKET_FLITS_DEFAULT,
             injection: Injection::PacketsPerNsPerNode(0.01),
             traffic: TrafficPattern::Uniform,
-            warmup_cycles: 1000,
-            measure_cycles: 3000,
-            drain_cycles_max: 12_000,
-            deadlock_cycles: 5000,
+            warmup_cycles: WARMUP_CYCLES_DEFAULT,
+            measure_cycles: MEASURE_CYCLES_DEFAULT,
+            drain_cycles_max: DRAIN_CYCLES_MAX_DEFAULT,
+            deadlock_cycles: DEADLOCK_CYCLES_DEFAULT,
             generate_during_drain: true,
             seed: 1,
         }

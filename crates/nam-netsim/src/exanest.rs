@@ -34,7 +34,7 @@ impl PathModel {
 /// One row of Ploumidis et al. 2023 Table 1-2.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PathCase {
-    /// Label as in the seed.
+    /// Label as in Ploumidis et al. 2023.
     pub name: &'static str,
     /// Inter-mezzanine hops.
     pub inter_mezz: u32,

@@ -13,7 +13,7 @@
 //!   [`TopologyParams`]; [`topofile::parse`] reads the text format.
 //! * [`SimConfig`] sets VCs (4), buffer depth (5 flits), packet size (4 flits of 128 bits),
 //!   [`Injection`] rate, [`TrafficPattern`] (uniform, clustered, transpose, bit-complement, trace),
-//!   warm-up / window / drain and the seed.
+//!   warm-up / window / drain and the random seed.
 //! * [`run`] simulates one load point and returns a [`SimResult`] (average and p99 latency in ns
 //!   and cycles, accepted throughput, energy, flit counts, [`RunStatus`]). The engine is in
 //!   [`sim`]: input-queued VC routers with a two-stage pipeline, wormhole switching, credit flow
@@ -22,7 +22,7 @@
 //! * [`sweep::sweep`] runs a latency-throughput curve in parallel (rayon) and adds the analytic
 //!   zero-load latency and channel-load bound from [`analytic`].
 //! * [`exanest`] holds Ploumidis et al. 2023's per-path latency model and broadcast model.
-//! * [`physical`] holds the frequency, energy, area and wire models with their seed sources.
+//! * [`physical`] holds the frequency, energy, area and wire models with their sources in the cited works.
 //!
 //! ## Example
 //!
@@ -50,6 +50,7 @@
 pub mod analytic;
 pub mod builders;
 pub mod config;
+pub mod constants;
 pub mod error;
 pub mod exanest;
 pub mod physical;

@@ -28,7 +28,7 @@ pub const FLIT_BITS: u32 = 128;
 pub const ROUTER_FREQ_MAX_GHZ: f64 = 3.3;
 /// Lowest router frequency the radix model returns.
 pub const ROUTER_FREQ_MIN_GHZ: f64 = 0.5;
-/// Tile edge of the seed's 24x24-tile chip (Abeyratne 2017 §3.2.1).
+/// Tile edge of the 24x24-tile chip (Abeyratne 2017 §3.2.1).
 pub const TILE_MM: f64 = 0.9;
 
 /// (radix, GHz) points of the Swizzle-Switch quoted in Abeyratne 2017 Ch. III.

@@ -12,6 +12,7 @@
 //! routers tick within one instant does not matter, which makes runs deterministic.
 
 use crate::config::{Energy, Injection, RunStatus, SimConfig, SimResult};
+use crate::constants::WINDOW_BACKLOG_FRACTION;
 use crate::error::{invalid, Result};
 use crate::physical;
 use crate::routing::{Hop, RouteState, Router};
@@ -355,7 +356,8 @@ impl<'a> Simulation<'a> {
         self.result(status, now)
     }
 
-    /// Whether the window's accepted throughput kept up with the offered load (90%); a
+    /// Whether the window's accepted throughput kept up with the offered load
+    /// (all but [`WINDOW_BACKLOG_FRACTION`]); a
     /// saturated network is declared unstable without draining.
     fn window_accepts_offered(&self) -> bool {
         if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
@@ -364,7 +366,7 @@ impl<'a> Simulation<'a> {
         // Packets generated in the window vs. packets delivered in the window, allowing one
         // packet in flight per node so that sparse low-load runs are not misjudged.
         let backlog = self.measured_generated.saturating_sub(self.window_packets_ejected) as f64;
-        backlog <= (0.1 * self.measured_generated as f64).max(self.topo.node_count() as f64)
+        backlog <= (WINDOW_BACKLOG_FRACTION * self.measured_generated as f64).max(self.topo.node_count() as f64)
     }
 
     fn queues_empty(&self) -> bool {

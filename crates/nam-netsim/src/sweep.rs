@@ -3,18 +3,12 @@
 
 use crate::analytic::{analyze, AnalyticModel};
 use crate::config::{Injection, RunStatus, SimConfig, SimResult};
+pub use crate::constants::{BEFORE_SATURATION_FRACTION, SWEEP_POINTS_MAX};
 use crate::error::{invalid, Result};
 use crate::sim;
 use crate::topology::{Topology, TopologySummary};
 use rayon::prelude::*;
 use serde::Serialize;
-
-/// Most points accepted in one sweep.
-pub const SWEEP_POINTS_MAX: usize = 256;
-
-/// Points counted as "before saturation": offered load at most this fraction of the saturation
-/// throughput.
-pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
 
 /// A latency-throughput curve of one topology, with the analytic figures beside it.
 #[derive(Debug, Clone, Serialize)]

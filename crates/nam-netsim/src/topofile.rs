@@ -16,14 +16,10 @@
 //! `link` is bidirectional (two channels) unless `oneway`. Routing is `shortest` (minimum hops,
 //! lowest port first); the simulator reports a deadlock if the graph and routing allow one.
 
+pub use crate::constants::{FILE_NODES_MAX, FILE_ROUTERS_MAX};
 use crate::error::{NetsimError, Result};
 use crate::topology::{RoutingKind, Topology};
 use std::collections::HashMap;
-
-/// Largest number of routers accepted from a file.
-pub const FILE_ROUTERS_MAX: usize = 4096;
-/// Largest number of nodes accepted from a file.
-pub const FILE_NODES_MAX: usize = 16384;
 
 struct Line<'a> {
     no: usize,

@@ -194,14 +194,14 @@ impl Topology {
         self.nodes.len() - 1
     }
 
-    /// Sets every router whose frequency is unset (0) from its own radix with the seed's
-    /// frequency-radix model, then derives the port maps and checks the graph.
+    /// Sets every router whose frequency is unset (0) from its own radix with the
+    /// frequency-radix model of Abeyratne 2017 §3.4.1, then derives the port maps and checks the graph.
     pub fn finish(self) -> Result<Self> {
         self.finish_clocks(false)
     }
 
     /// Like [`Topology::finish`], but all local routers share one clock (that of the largest local
-    /// radix) and all global routers another, as in the seed's designs where every router of a
+    /// radix) and all global routers another, as in Abeyratne 2017's designs where every router of a
     /// class is the same switch (edge routers of a mesh do not run faster).
     pub fn finish_by_class(self) -> Result<Self> {
         self.finish_clocks(true)

@@ -1,4 +1,4 @@
-//! Properties the seeds state, checked on the full 24x24-tile, 576-node layout with the
+//! Properties the cited works state (Abeyratne 2017, Ploumidis et al. 2023), checked on the full 24x24-tile, 576-node layout with the
 //! analytic models (cheap) and one short simulation, plus bad-input errors.
 
 use nam_netsim::analytic::analyze;

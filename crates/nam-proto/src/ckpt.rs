@@ -35,14 +35,7 @@ pub const CKPT_WORD_RESTORE: u64 = 1;
 /// Control-block word of rank 0's completion signal; rank `r` is at word `CKPT_WORD_RANK0 + r`.
 pub const CKPT_WORD_RANK0: u64 = 2;
 
-/// Default segment of one RMA GET: measured on this project's machines, 256 KiB segments
-/// pull at several times the rate of the seed's 496 B (`nam ckpt-bench --segment-sweep`).
-pub const CKPT_SEGMENT_DEFAULT: u32 = 256 * 1024;
-/// Default GETs in flight per rank.
-pub const CKPT_IN_FLIGHT_DEFAULT: u32 = 4;
-/// Default deadline for every rank of a group to flag ready once the first one has, and for
-/// a restore to finish.
-pub const CKPT_TIMEOUT_MS_DEFAULT: u32 = 60_000;
+pub use crate::limits::{CKPT_IN_FLIGHT_DEFAULT, CKPT_SEGMENT_DEFAULT, CKPT_TIMEOUT_MS_DEFAULT};
 
 /// A 64-bit signal word of the control block: bits 0..48 carry an epoch (or restore
 /// sequence number), bits 48..63 a [`crate::Status`] code, and bit 63 says it failed.

@@ -17,10 +17,7 @@ pub const KIND_REDUCE_ATTACH: u16 = 34;
 pub const KIND_REDUCE_KICK: u16 = 35;
 /// Kind of [`GasRequest::MailboxSend`].
 pub const KIND_MAILBOX_SEND: u16 = 36;
-/// Most ranks in one allreduce group.
-pub const REDUCE_RANKS_MAX: u32 = 4096;
-/// Largest per-rank deposit area of an allreduce group (one chunk).
-pub const REDUCE_CHUNK_MAX: u64 = 256 << 20;
+pub use crate::limits::{REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 
 /// A request of the global address space or the allreduce engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +129,7 @@ impl GasRequest {
                 handle: r.u64("handle")?,
                 offset: r.u64("offset")?,
                 sender: r.u32("sender")?,
-                data: r.bytes32("data", crate::mailbox::MAILBOX_SLOT_SIZE_MAX as usize)?,
+                data: r.bytes32("data", crate::limits::MAILBOX_SLOT_SIZE_MAX as usize)?,
             },
             kind => return Err(DecodeError::UnknownKind { kind }),
         })

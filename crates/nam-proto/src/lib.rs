@@ -2,7 +2,7 @@
 //!
 //! - [`message`]: control messages ([`Request`], [`Reply`]) carried in UCX active messages
 //!   ([`AM_ID_REQUEST`], [`AM_ID_REPLY`]); `docs/protocol.md` gives their byte layout.
-//! - [`limits`]: every bound, as a named constant, checked where input arrives.
+//! - [`limits`]: every bound and default, as a named constant, checked where input arrives.
 //! - [`Status`]: the status vocabulary shared by server, client library and C API.
 //! - [`size`]: human sizes (`64MiB`) for the command line and config files.
 //! - [`GlobalAddress`] ([`address`]): the 128-bit (server, protection domain, allocation,

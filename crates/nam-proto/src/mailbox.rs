@@ -43,12 +43,7 @@ pub const MAILBOX_HEAD_AT: u64 = 64;
 pub const MAILBOX_TAIL_AT: u64 = 16;
 /// Size of a slot's header (`seq`, `len`, `sender`).
 pub const MAILBOX_SLOT_HEADER_LEN: u64 = 16;
-/// Default payload bytes per slot: one packetizer message of Ploumidis et al. 2023.
-pub const MAILBOX_SLOT_SIZE_DEFAULT: u32 = 64;
-/// Largest payload per slot.
-pub const MAILBOX_SLOT_SIZE_MAX: u32 = 64 * 1024;
-/// Most slots in one mailbox.
-pub const MAILBOX_SLOTS_MAX: u32 = 1 << 20;
+pub use crate::limits::{MAILBOX_SLOTS_MAX, MAILBOX_SLOT_SIZE_DEFAULT, MAILBOX_SLOT_SIZE_MAX};
 
 /// The geometry of one mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! The UCP context: one per process and purpose, shared by its workers.
 
+use crate::constants::OVERRIDDEN_DEFAULTS;
 use crate::error::{check, Result};
 use crate::ffi;
 use std::ptr;
@@ -58,19 +59,6 @@ impl Drop for ContextInner {
         unsafe { ffi::ucp_cleanup(self.raw) };
     }
 }
-
-/// UCX settings whose defaults nam changes, unless the environment variable named first
-/// sets them: (environment variable, configuration key, value).
-///
-/// `UCX_TCP_PUT_ENABLE`: UCX 1.13's TCP transport with zero-copy PUT crashes (SIGSEGV in
-/// `uct_tcp_ep_handle_io_err`, from `uct_tcp_iface_progress`) when a peer closes its endpoint
-/// on an oversubscribed machine; the `ckpt_parity` tests beside four busy loops crashed in 2 of
-/// 3 runs with it on and passed 6 of 6 with it off. Puts over TCP then travel as active
-/// messages; shared memory and RDMA transports are not affected. The key is the transport's
-/// own field name: UCP keeps keys it does not know and applies them to each transport's
-/// configuration, where the `TCP_` prefix is not part of the name.
-const OVERRIDDEN_DEFAULTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 1] =
-    [("UCX_TCP_PUT_ENABLE", c"PUT_ENABLE", c"n")];
 
 /// A UCP context (`ucp_context_h`): reads the `UCX_*` environment (transports, devices)
 /// once and is shared by the workers and memory regions made from it.

@@ -1,6 +1,7 @@
 //! Endpoints: connections to one peer, with peer-failure detection, RMA, atomics, active
 //! messages, flush and close. Every blocking call takes a timeout.
 
+use crate::constants::{CLOSE_TIMEOUT, WATCH_EVERY_SPINS};
 use crate::error::{check, op_error, status_message, Error, Result};
 use crate::ffi;
 use crate::memory::RemoteKey;
@@ -70,8 +71,6 @@ pub(crate) struct EndpointInner {
 // SAFETY: the endpoint is used under the serialization of its worker.
 unsafe impl Send for EndpointInner {}
 unsafe impl Sync for EndpointInner {}
-
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Drop for EndpointInner {
     fn drop(&mut self) {
@@ -295,7 +294,7 @@ impl Endpoint {
             }
             worker.progress();
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) {
+            if spins.is_multiple_of(WATCH_EVERY_SPINS) {
                 if let Some(failure) = watch.and_then(Endpoint::failure) {
                     self.abort();
                     self.drain(request);

@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod constants;
 mod context;
 mod endpoint;
 mod error;

@@ -12,6 +12,7 @@
 //! What the check cannot see (the meaning of a transport's address bytes, such as a port or
 //! a shared-memory segment id) is discussed in `docs/security.md`.
 
+use crate::constants::IFACES_MAX;
 use crate::error::{Error, Result};
 
 /// Address header flags (`UCP_ADDRESS_HEADER_FLAG_*`).
@@ -27,8 +28,6 @@ const NULL_RESOURCE: u8 = 0xff;
 /// Sizes of `ucp_address_packed_iface_attr_t` (v1) and `ucp_address_v2_packed_iface_attr_t`.
 const IFACE_ATTR_LEN_V1: usize = 16;
 const IFACE_ATTR_LEN_V2: usize = 8;
-/// More transports than any host lists: a bound on the loop, not a UCX limit.
-const IFACES_MAX: usize = 64;
 /// `UCS_MEMORY_TYPE_HOST`: the only memory type a peer's key may name.
 const MEMORY_TYPE_HOST: u8 = 0;
 

@@ -12,6 +12,9 @@
 //! a raw descriptor, so a descriptor shared with a tracking thread needs no wrapper; [`Uffd`]
 //! owns one and offers the same calls as methods.
 
+pub mod constants;
+
+use constants::{FAULT_BATCH, MOVE_ATTEMPTS, SCAN_RANGES};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -36,8 +39,6 @@ const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1;
 const UFFDIO_COPY_MODE_WP: u64 = 2;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
 const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1;
-/// Tries of one [`move_pages`] before it gives up on a range that keeps changing.
-const MOVE_ATTEMPTS: usize = 16;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 
 /// Feature: write-protect faults carry [`FAULT_WP`].
@@ -384,7 +385,7 @@ pub fn wake(fd: RawFd, start: u64, len: u64) {
 /// Reads the queued page faults into `out` (appending) until none is left; other events
 /// are skipped. The descriptor is non-blocking.
 pub fn read_faults(fd: RawFd, out: &mut Vec<Fault>) -> io::Result<()> {
-    let mut msgs = [Msg::default(); 32];
+    let mut msgs = [Msg::default(); FAULT_BATCH];
     loop {
         let bytes = std::mem::size_of_val(&msgs);
         // SAFETY: reads at most `bytes` into `msgs`, which we own.
@@ -450,7 +451,7 @@ pub fn open_pagemap() -> io::Result<OwnedFd> {
 /// write falls between the two). Needs a range registered for write protection with a
 /// [`FEATURE_WP_ASYNC`] descriptor.
 pub fn pagemap_scan(pagemap: RawFd, start: u64, end: u64, out: &mut Vec<(u64, u64)>) -> io::Result<()> {
-    let mut vec = [PageRegion::default(); 256];
+    let mut vec = [PageRegion::default(); SCAN_RANGES];
     let mut from = start;
     while from < end {
         let mut arg = PmScanArg {

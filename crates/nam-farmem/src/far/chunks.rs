@@ -9,7 +9,7 @@
 //!   bytes in place. A miss whose set has no clean way to replace is **not allocated**: the
 //!   line is read into a staging copy instead (a streaming read never forces a write-back,
 //!   as prefetches never do), together with the missing lines after it in the range, up to
-//!   [`STAGING_BYTES`] (one request instead of one per line), and a line it does allocate is not made its set's most
+//!   [`STAGING_BYTES`](crate::constants::STAGING_BYTES) (one request instead of one per line), and a line it does allocate is not made its set's most
 //!   recently used way, so the next miss of the set replaces it first: a sweep larger than
 //!   the budget keeps the dirty lines it found resident instead of cycling everything
 //!   through the cache.
@@ -17,28 +17,10 @@
 //!   `y += a * x`): the source as above, the destination allocated (write-allocate, fetched
 //!   unless the piece covers the whole line and the caller overwrites it) and marked dirty.
 
-use super::{FarMemory, Want, WRITE_BACK_RUN_BYTES};
+use super::{FarMemory, Want};
 use crate::cache::{Lookup, DIRTY, PREFETCHED, VALID};
+use crate::constants::{RUN_BYTES, UPDATE_FETCH_BYTES, WRITE_BACK_RUN_BYTES};
 use crate::error::Result;
-
-/// Most bytes of missing lines one bypassing read fetches into the staging buffer: 16 KiB,
-/// inside L1/L2 while the computation reads it, four 4 KiB lines per request.
-pub const STAGING_BYTES: usize = 16 << 10;
-
-/// Bytes of destination lines one miss of [`FarMemory::zip_pieces_mut`] fetches (in
-/// `DestMode::Update`): 4 KiB, the line that missed and the missing ones after it in the
-/// range. Small, so that the fetched lines are still in L1 when the computation updates
-/// them: measured on the development machine (one pass over 128 MiB, the copy from the
-/// server's mapped pool followed by `y += a * x` on the copied piece, best of 7 in thread
-/// CPU time), 14.3 ms in 4 KiB pieces, 17.3 ms in 16 KiB and 17.9 ms in 64 KiB, against
-/// 9.8 ms for the pass in local memory.
-pub const UPDATE_FETCH_BYTES: u64 = 4 << 10;
-
-/// Most bytes one call of the computation in [`FarMemory::zip_pieces_mut`] gets when the
-/// lines continue a run in both places (`extend_run`): 256 KiB, long enough that the
-/// per-call work is spread over 64 lines of 4 KiB, short enough to stay within one stretch
-/// of a mapped pool and a few hundred microseconds of work.
-pub const RUN_BYTES: u64 = 256 << 10;
 
 /// Most lines of one run (`RUN_BYTES` of them, at least one).
 pub(super) fn run_lines_max(line_bytes: u64) -> u64 {

@@ -10,14 +10,10 @@
 //! [`SHADOW_WINDOWS`] with pages unreached counts them as wasted. Pages neither reached nor
 //! evicted (resident at the end) are not counted.
 
+use crate::constants::{SHADOW_WINDOWS, WALK_MAX};
 use crate::throttle::{Throttle, ThrottleConfig};
 use std::collections::VecDeque;
 use std::ops::Range;
-
-/// Shadow windows remembered at once.
-pub const SHADOW_WINDOWS: usize = 32;
-/// Most prefetched pages one demand miss marks as used when it walks back over them.
-const WALK_MAX: u64 = 256;
 
 const NONE: u8 = 0;
 const PREFETCHED: u8 = 1;

@@ -38,23 +38,13 @@
 //! and first-in-first-out none.
 
 use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
+use crate::constants::{BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
 use crate::error::{Error, Result};
 use rand::Rng;
-
-/// Random resident pages drawn for each victim that came in one by one (the one installed
-/// least often is taken). Two: paged FoF at 50% local memory missed 17,850-17,900 times a
-/// round with two and 17,900-18,000 with four, against 19,400-19,600 with one.
-const VICTIM_SAMPLE: usize = 2;
 
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
-
-/// The newest stream pages drop-behind leaves alone (a stream may step back onto them).
-const BEHIND_KEEP: usize = 4;
-/// Most entries of the stream list one eviction looks at (prefetched pages not reached yet
-/// are passed over and stay listed).
-const BEHIND_SCAN: usize = 512;
 
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to

@@ -13,20 +13,14 @@
 //! sleeping one and keeps its cores. Faults of two threads in turn also stop the spinning
 //! for a while ([`SPIN_BACKOFF`]): the program's threads then have work for every core.
 
-use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING, RECENT_MISSES};
+use super::{fatal, Pages, Pending, Shared, CLEAN, DIRTY, MISSING};
+use crate::constants::{
+    HANDLER_POLL_MS, PENDING_MAX, RECENT_MISSES, SPIN_BACKOFF, SPIN_GAP_MAX, SPIN_WINDOW_GAPS, SPIN_WINDOW_SLACK_US,
+};
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// Most prefetch windows waiting at once (one per stream is the usual case).
-const PENDING_MAX: usize = 16;
-/// Longest average gap between faults for which the handler still busy-polls, µs.
-pub const SPIN_GAP_MAX: f64 = 50.0;
-
-/// How long the handler does not busy-poll after two threads of the program took turns
-/// faulting (see [`Spin::fault_from`]).
-pub const SPIN_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The adaptive busy-poll window (see the module documentation).
 struct Spin {
@@ -73,7 +67,7 @@ impl Spin {
         if self.gap_us > SPIN_GAP_MAX {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64((4.0 * self.gap_us + 10.0) * 1e-6).min(self.cap)
+        Duration::from_secs_f64((SPIN_WINDOW_GAPS * self.gap_us + SPIN_WINDOW_SLACK_US) * 1e-6).min(self.cap)
     }
 }
 
@@ -133,7 +127,7 @@ impl Shared {
             } else {
                 idle = true;
                 self.idle_rounds.fetch_add(1, Ordering::Release);
-                self.uffd.poll(100);
+                self.uffd.poll(HANDLER_POLL_MS);
             }
         }
     }

@@ -9,6 +9,7 @@
 //! the budget for what comes next, instead of leaving random replacement to find out.
 
 use super::{Pages, Shared, MISSING};
+use crate::constants::RUNS_PER_BATCH;
 use crate::error::{Error, Result};
 
 impl Shared {
@@ -94,7 +95,6 @@ impl Shared {
     /// there, in batches of runs (one `process_madvise` each). Returns how many it dropped.
     /// On error the pages not yet written back stay resident and dirty.
     pub(super) fn evict_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
-        const RUNS_PER_BATCH: usize = 64;
         let mut batch: Vec<(u64, u64)> = Vec::with_capacity(RUNS_PER_BATCH);
         let mut dropped = 0;
         let mut page = first;

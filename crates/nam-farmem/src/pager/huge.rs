@@ -10,13 +10,6 @@
 
 use crate::error::{Error, Result};
 
-/// Huge pages a region needs free beyond its budget. An install (`UFFDIO_COPY`) whose
-/// source the kernel cannot read with page faults disabled copies into a temporary huge page
-/// first and then into a second one it maps (`mfill_atomic_hugetlb` in Linux's
-/// `mm/userfaultfd.c`), so one install may hold two pages for a moment: with exactly the
-/// budget free, such an install fails with ENOMEM.
-pub(super) const INSTALL_SPARE_PAGES: u64 = 1;
-
 /// The kernel's default huge page size in bytes (`Hugepagesize` of `/proc/meminfo`), or
 /// `None` where the kernel has no huge pages.
 pub fn huge_page_bytes() -> Option<u64> {

@@ -24,11 +24,9 @@
 //! 4 KiB pages only).
 
 use super::handler::mark_installed;
-use super::{Shared, PAGE_BYTES};
+use super::Shared;
+use crate::constants::{PAGE_BYTES, POOL_PAGES};
 use crate::error::{Error, Result};
-
-/// Pages the pool holds at most: two eviction runs.
-pub const POOL_PAGES: u64 = 2 * super::EVICT_RUN_BYTES / PAGE_BYTES;
 
 /// The recycled pages of a region; see the module documentation.
 pub(super) struct Pool {

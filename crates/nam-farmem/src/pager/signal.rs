@@ -21,12 +21,10 @@
 //!   disposition that was installed before (the default one ends the process as usual).
 
 use super::{fatal, Shared};
+use crate::constants::SIGNAL_REGIONS_MAX;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, Once};
-
-/// Most signal-mode regions alive at once in a process.
-pub const SIGNAL_REGIONS_MAX: usize = 64;
 
 static REGIONS: [AtomicPtr<Shared>; SIGNAL_REGIONS_MAX] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; SIGNAL_REGIONS_MAX];

@@ -16,10 +16,8 @@
 //! is in the upper half is installed writable. One in [`SAMPLE_EVERY`] such misses is still
 //! installed write-protected, so that the counter keeps learning when the zone's use changes.
 
-/// Bytes per zone of the predictor (1 MiB; one page where pages are larger).
-pub const ZONE_BYTES: u64 = 1 << 20;
-/// One in this many predicted-writable read misses is installed write-protected anyway.
-pub const SAMPLE_EVERY: u32 = 16;
+use crate::constants::{SAMPLE_EVERY, ZONE_BYTES};
+
 const MAX: u8 = 3;
 const WRITABLE_FROM: u8 = 2;
 

@@ -1,0 +1,41 @@
+//! Every limit and tuning value of nam-farmem-preload, in one place (the model is
+//! TigerBeetle's `constants.zig`): the defaults of its `NAM_FARMEM_*` variables, the
+//! bootstrap allocator's size, and the retry and piece sizes of the system-call hooks. Where
+//! one bounds another, a compile-time assertion at the end says so.
+
+/// Page size the hooks align to: the far-memory pager's page.
+pub const PAGE: usize = nam_farmem::constants::PAGE_BYTES as usize;
+
+/// Default smallest request served from far memory (`NAM_FARMEM_THRESHOLD`): 1 MiB, so the
+/// many small blocks of a program stay in glibc's heap and only large arrays page.
+pub const THRESHOLD_DEFAULT: u64 = 1 << 20;
+
+/// Default far address space of the region (`NAM_FARMEM_BYTES`): 4 GiB.
+pub const FAR_BYTES_DEFAULT: u64 = 4 << 30;
+
+/// Default local-memory budget of the region (`NAM_FARMEM_LOCAL_BYTES`): 256 MiB.
+pub const LOCAL_BYTES_DEFAULT: u64 = 256 << 20;
+
+/// Bytes of the bootstrap buffer: the few small blocks the lookup needs, with room to spare.
+pub const BOOTSTRAP_BYTES: usize = 64 << 10;
+
+/// Alignment of bootstrap blocks, and the header before each, which holds its size.
+pub const BOOTSTRAP_ALIGN: usize = 16;
+
+/// glibc's malloc alignment.
+pub const MALLOC_ALIGN: usize = 16;
+
+/// Most times one call is retried after touching its far buffers.
+pub const RETRIES: usize = 16;
+
+/// Bytes touched and moved per round when a file transfer is completed in pieces: 16 pages,
+/// which stay resident together under any budget of more than 16 pages.
+pub const PIECE: usize = 16 * PAGE;
+
+// The bootstrap allocator gives what glibc's malloc promises, and its header fits in front.
+const _: () = assert!(BOOTSTRAP_ALIGN >= MALLOC_ALIGN && BOOTSTRAP_ALIGN >= std::mem::size_of::<usize>());
+// A transfer piece is whole pages; the threshold is at least one page.
+const _: () = assert!(PIECE.is_multiple_of(PAGE) && THRESHOLD_DEFAULT >= PAGE as u64);
+// The default budget is within the default far space and above the pager's smallest budget.
+const _: () = assert!(LOCAL_BYTES_DEFAULT <= FAR_BYTES_DEFAULT);
+const _: () = assert!(LOCAL_BYTES_DEFAULT >= nam_farmem::constants::BUDGET_PAGES_MIN * PAGE as u64);

@@ -1,0 +1,80 @@
+//! Every limit and tuning value of nam-netsim, in one place (the model is TigerBeetle's
+//! `constants.zig`): the bounds checked on input, the defaults of [`crate::SimConfig`], and the
+//! measurement's tuning. Where one bounds another, a compile-time assertion at the end says so.
+//! The physical and network models' parameters (`crate::physical`, `crate::builders`,
+//! `crate::exanest`) are data taken from the cited works, not choices, and stay with their
+//! models.
+
+// Bounds checked on input.
+
+/// Most virtual channels per port: bounds the per-port VC state and allocator work.
+pub const VCS_MAX: usize = 16;
+
+/// Largest VC depth accepted, in flits: the 64-flit VC buffers of the ExaNeSt switch
+/// (Ploumidis et al. 2023 §4.2) are the deepest the modelled designs use.
+pub const VC_DEPTH_MAX: usize = 64;
+
+/// Largest packet accepted, in flits (no longer than the deepest VC accepted).
+pub const PACKET_FLITS_MAX: usize = 64;
+
+/// Longest run accepted, in reference cycles (warm-up, window and drain): bounds a run's
+/// time and its latency samples.
+pub const RUN_CYCLES_MAX: u64 = 50_000_000;
+
+/// Most points accepted in one sweep: each point is a whole simulation run.
+pub const SWEEP_POINTS_MAX: usize = 256;
+
+/// Largest number of routers accepted from a topology file: bounds the routing tables built
+/// for it, well beyond the 576-node layouts of Abeyratne 2017 §3.2.1.
+pub const FILE_ROUTERS_MAX: usize = 4096;
+
+/// Largest number of nodes accepted from a topology file.
+pub const FILE_NODES_MAX: usize = 16384;
+
+// Defaults of `SimConfig`.
+
+/// Default virtual channels per port: 4, as in Abeyratne 2017 §3.4.1.
+pub const VCS_DEFAULT: usize = 4;
+
+/// Default VC depth in flits: 5, as in Abeyratne 2017 §3.4.1.
+pub const VC_DEPTH_DEFAULT: usize = 5;
+
+/// Default packet length in flits.
+pub const PACKET_FLITS_DEFAULT: usize = 4;
+
+/// Default warm-up, in reference cycles, before the measured window opens.
+pub const WARMUP_CYCLES_DEFAULT: u64 = 1000;
+
+/// Default measured window, in reference cycles.
+pub const MEASURE_CYCLES_DEFAULT: u64 = 3000;
+
+/// Default longest drain after the window, in reference cycles: four windows, so that a
+/// network near saturation still delivers the window's packets.
+pub const DRAIN_CYCLES_MAX_DEFAULT: u64 = 12_000;
+
+/// Default cycles without a flit moving, while flits are in the network, after which a run
+/// is declared deadlocked.
+pub const DEADLOCK_CYCLES_DEFAULT: u64 = 5000;
+
+// Measurement.
+
+/// Share of the window's generated packets that may stay undelivered at the window's end
+/// (at least one per node) before the run counts as unstable: 10%, so accepted throughput
+/// kept up with 90% of the offered load.
+pub const WINDOW_BACKLOG_FRACTION: f64 = 0.1;
+
+/// Points counted as "before saturation": offered load at most this fraction of the saturation
+/// throughput.
+pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
+
+/// Start phases (in source-router cycles) the analytic zero-load latency averages over for
+/// paths that cross clock domains.
+pub const CLOCK_PHASES: u64 = 16;
+
+// The defaults lie within the bounds checked on input.
+const _: () = assert!(1 <= VCS_DEFAULT && VCS_DEFAULT <= VCS_MAX);
+const _: () = assert!(1 <= VC_DEPTH_DEFAULT && VC_DEPTH_DEFAULT <= VC_DEPTH_MAX);
+const _: () = assert!(1 <= PACKET_FLITS_DEFAULT && PACKET_FLITS_DEFAULT <= PACKET_FLITS_MAX);
+const _: () = assert!(WARMUP_CYCLES_DEFAULT + MEASURE_CYCLES_DEFAULT + DRAIN_CYCLES_MAX_DEFAULT <= RUN_CYCLES_MAX);
+// The largest packet fits the deepest VC; a file topology has no more routers than nodes.
+const _: () = assert!(PACKET_FLITS_MAX <= VC_DEPTH_MAX && FILE_ROUTERS_MAX <= FILE_NODES_MAX);

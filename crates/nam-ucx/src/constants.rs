@@ -1,0 +1,35 @@
+//! Every limit and tuning value of nam-ucx, in one place (the model is TigerBeetle's
+//! `constants.zig`): what each bounds and why it has its value. The byte layout of UCX's
+//! packed addresses and keys (`peer.rs`) is UCX's definition, not a choice, and stays with
+//! its parser.
+
+use std::time::Duration;
+
+/// Longest an endpoint's close progresses the worker waiting for UCX to finish it: 2 s,
+/// long enough for a close to a live peer; a dead peer's close is then given up, not waited
+/// for.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// More transports than any host lists: a bound on the loop, not a UCX limit.
+pub const IFACES_MAX: usize = 64;
+
+/// UCX settings whose defaults nam changes, unless the environment variable named first
+/// sets them: (environment variable, configuration key, value).
+///
+/// `UCX_TCP_PUT_ENABLE`: UCX 1.13's TCP transport with zero-copy PUT crashes (SIGSEGV in
+/// `uct_tcp_ep_handle_io_err`, from `uct_tcp_iface_progress`) when a peer closes its endpoint
+/// on an oversubscribed machine; the `ckpt_parity` tests beside four busy loops crashed in 2 of
+/// 3 runs with it on and passed 6 of 6 with it off. Puts over TCP then travel as active
+/// messages; shared memory and RDMA transports are not affected. The key is the transport's
+/// own field name: UCP keeps keys it does not know and applies them to each transport's
+/// configuration, where the `TCP_` prefix is not part of the name.
+pub const OVERRIDDEN_DEFAULTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 1] =
+    [("UCX_TCP_PUT_ENABLE", c"PUT_ENABLE", c"n")];
+
+/// Worker progress calls between two looks at the clock and the watched endpoint while a
+/// request is waited for: 64, so a blocking wait reads the time rarely against the progress
+/// calls that do the work, yet still notices a dead peer or a passed deadline soon after.
+pub const WATCH_EVERY_SPINS: u32 = 64;
+
+// The watch interval is a power of two, so the check is a mask.
+const _: () = assert!(WATCH_EVERY_SPINS.is_power_of_two());
