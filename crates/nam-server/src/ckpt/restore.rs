@@ -21,6 +21,53 @@ use nam_proto::{Alloc, Reply, Status};
 use rayon::prelude::*;
 use std::time::Instant;
 
+/// What a fused restore rebuilds each segment from: the mapped survivors (rank, segments,
+/// base), their sizes in the restored epoch, the segment length and the lost rank.
+struct FusedSources<'a> {
+    survivors: &'a [(usize, u64, MappedBase)],
+    sizes: &'a [u64],
+    seg: usize,
+    lost: u32,
+}
+
+impl FusedSources<'_> {
+    /// Rebuilds segment `s` (the parity and every survivor, zero-padded and cut to the lost
+    /// rank's length, in one pass, checksummed while in cache) and checks it against the
+    /// stored checksums `(parity, lost rank)`: the survivors folded in, or the cause of a
+    /// mismatch.
+    fn rebuild(
+        &self,
+        rebuilt: &mut [u8],
+        parity: &[u8],
+        (parity_crc, rank_crc): (u32, u32),
+        s: usize,
+    ) -> Result<u32, String> {
+        let n = rebuilt.len();
+        let mut sources = vec![&parity[..n]];
+        for &(r, segments, ref base) in self.survivors {
+            if s as u64 >= segments {
+                continue;
+            }
+            // SAFETY: rank r's mapped buffer holds sizes[r] bytes; it does not change until
+            // the restore word says so.
+            if let Some(data) = unsafe { mapped_segment(base.0, self.sizes[r] as usize, self.seg, s) } {
+                sources.push(&data[..data.len().min(n)]);
+            }
+        }
+        let added = sources.len() as u32 - 1;
+        let sums = fold_segment(rebuilt, false, &sources, false, true);
+        // The rebuilt segment's checksum covers the parity and every survivor at once: the
+        // parity's own checksum is computed only to name the cause of a mismatch.
+        if sums.output != Some(rank_crc) {
+            if crc32c(parity) != parity_crc {
+                return Err(format!("parity segment {s} fails its checksum"));
+            }
+            return Err(format!("rebuilt segment {s} of rank {} fails its checksum", self.lost));
+        }
+        Ok(added)
+    }
+}
+
 /// Where a restore writes the rebuilt buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RestoreInto {
@@ -299,39 +346,13 @@ impl Job {
                 (crc(self.header.parity_crc_at()), crc(self.header.rank_crc_at(lost)))
             })
             .collect();
+        let fused = FusedSources { survivors: &survivors, sizes, seg: seg as usize, lost };
         let checked: Vec<Result<u32, String>> = rebuilt
             .par_chunks_mut(seg as usize)
             .zip(parity.par_chunks(seg as usize))
             .zip(stored.par_iter())
             .enumerate()
-            .map(|(i, ((rebuilt, parity), &(parity_crc, rank_crc)))| {
-                let s = first as usize + i;
-                let n = rebuilt.len();
-                // The parity and every survivor (zero-padded, cut to the lost rank's length)
-                // in one pass, checksummed while in cache.
-                let mut sources = vec![&parity[..n]];
-                for &(r, segments, ref base) in &survivors {
-                    if s as u64 >= segments {
-                        continue;
-                    }
-                    // SAFETY: rank r's mapped buffer holds sizes[r] bytes; it does not change
-                    // until the restore word says so.
-                    if let Some(data) = unsafe { mapped_segment(base.0, sizes[r] as usize, seg as usize, s) } {
-                        sources.push(&data[..data.len().min(n)]);
-                    }
-                }
-                let added = sources.len() as u32 - 1;
-                let sums = fold_segment(rebuilt, false, &sources, false, true);
-                // The rebuilt segment's checksum covers the parity and every survivor at once:
-                // the parity's own checksum is computed only to name the cause of a mismatch.
-                if sums.output != Some(rank_crc) {
-                    if crc32c(parity) != parity_crc {
-                        return Err(format!("parity segment {s} fails its checksum"));
-                    }
-                    return Err(format!("rebuilt segment {s} of rank {lost} fails its checksum"));
-                }
-                Ok(added)
-            })
+            .map(|(i, ((rebuilt, parity), &crcs))| fused.rebuild(rebuilt, parity, crcs, first as usize + i))
             .collect();
         for (s, added) in (first..end).zip(checked) {
             self.counts[s as usize] += added.map_err(|cause| self.corrupted(&cause))?;
