@@ -73,6 +73,21 @@ struct Counters {
 
 type Inbox = Arc<Mutex<VecDeque<(Option<EndpointId>, Vec<u8>)>>>;
 
+/// The state the engines share ([`EngineCtx`]), borrowed from the server's fields one by one
+/// so that the engines list and the connections stay free to borrow beside it.
+macro_rules! engine_ctx {
+    ($server:expr) => {
+        EngineCtx {
+            manager: &mut $server.manager,
+            pool: &$server.pool,
+            worker: &$server.worker,
+            own_address: &$server.worker_address,
+            rkey_layout: &$server.rkey_layout,
+            server_tag: $server.server_tag,
+        }
+    };
+}
+
 /// A running memory server. Create with [`Server::bind`], then call [`Server::run`].
 pub struct Server {
     config: ServerConfig,
@@ -210,15 +225,7 @@ impl Server {
 
     /// The engines, and the server state they share, borrowed apart.
     fn engines_and_ctx(&mut self) -> (&mut Engines, EngineCtx<'_>) {
-        let ctx = EngineCtx {
-            manager: &mut self.manager,
-            pool: &self.pool,
-            worker: &self.worker,
-            own_address: &self.worker_address,
-            rkey_layout: &self.rkey_layout,
-            server_tag: self.server_tag,
-        };
-        (&mut self.engines, ctx)
+        (&mut self.engines, engine_ctx!(self))
     }
 
     fn accept_connections(&mut self) -> bool {
@@ -332,9 +339,10 @@ impl Server {
             }
             request => {
                 self.engines.check_reserved(&self.manager, &request)?;
-                let connection = connection.endpoint.clone();
-                let (engines, mut ctx) = self.engines_and_ctx();
-                engines.execute(&mut ctx, &Caller { client, connection: &connection }, request)
+                // The connection is borrowed beside the engines' context, not cloned: this is
+                // every message-path request.
+                let caller = Caller { client, connection: &self.connections[&ep].endpoint };
+                self.engines.execute(&mut engine_ctx!(self), &caller, request)
             }
         }
     }

@@ -14,8 +14,11 @@ use std::collections::HashMap;
 /// Every checkpoint group of the server.
 #[derive(Default)]
 pub(crate) struct CkptEngine {
+    /// The groups by id.
     pub(super) groups: HashMap<u64, Group>,
+    /// Group ids by (tenant, group name).
     pub(super) by_name: HashMap<(String, String), u64>,
+    /// The last group id handed out.
     pub(super) next_id: u64,
     /// GETs still in flight from failed jobs, with the buffers they write into.
     pub(super) draining: Drain,

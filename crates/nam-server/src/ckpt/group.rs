@@ -13,8 +13,11 @@ use nam_proto::Status;
 use nam_ucx::{Endpoint, Posted, RemoteKey};
 use std::time::{Duration, Instant};
 
+/// A joined rank, as the engine reaches its checkpoint buffer.
 pub(super) struct Peer {
+    /// The client that joined as this rank.
     pub(super) client: u64,
+    /// Its node's name: a group's ranks are on distinct nodes.
     pub(super) node: String,
     /// The checked worker address the dedicated endpoint was made from; empty when the
     /// engine uses the client's connection endpoint.
@@ -22,33 +25,54 @@ pub(super) struct Peer {
     /// Whether `endpoint` is the engine's own (to a rank on this host, by its checked worker
     /// address) rather than the client's connection, which only the server closes.
     pub(super) dedicated: bool,
+    /// Length of the rank's buffer.
     pub(super) len: u64,
+    /// Remote address of its byte 0.
     pub(super) addr: u64,
     // Field order: the key is released before its endpoint. `None` for an empty buffer.
     pub(super) rkey: Option<RemoteKey>,
+    /// The endpoint GETs of the buffer go through.
     pub(super) endpoint: Endpoint,
 }
 
+/// A checkpoint group of one tenant.
 pub(super) struct Group {
+    /// Its id in requests.
     pub(super) id: u64,
+    /// The tenant it belongs to.
     pub(super) tenant: String,
+    /// Its name, unique per tenant.
     pub(super) name: String,
+    /// Ranks in the group.
     pub(super) ranks: u32,
+    /// Bytes per segment pulled and folded.
     pub(super) segment: u32,
+    /// GETs in flight per rank.
     pub(super) in_flight: u32,
+    /// How long a job may take before it fails with `CkptTimeout`.
     pub(super) timeout: Duration,
+    /// The control block (the words ranks wait on).
     pub(super) control: Slot,
+    /// The two parity slots (ping-pong), once placed.
     pub(super) slots: [Option<Slot>; 2],
+    /// The joined ranks.
     pub(super) peers: Vec<Option<Peer>>,
     /// Ranks whose process disconnected after joining (until they join again): an epoch
     /// refused for lack of them names a failed rank, not one that never came.
     pub(super) departed: Vec<bool>,
+    /// The newest epoch whose parity is complete (restorable).
     pub(super) complete_epoch: u64,
+    /// The newest epoch started.
     pub(super) last_started: u64,
+    /// The running epoch or restore.
     pub(super) job: Option<Job>,
+    /// Why the last job failed, for queries.
     pub(super) last_error: String,
+    /// The status of the last job that failed.
     pub(super) last_status: Status,
+    /// Work time of the last finished job.
     pub(super) last_job_busy: Duration,
+    /// Server CPU time of the last finished job.
     pub(super) last_job_cpu: Duration,
     /// The client a running restore writes into an allocation of.
     pub(super) restorer: Option<u64>,
@@ -59,6 +83,7 @@ pub(super) struct Group {
 pub(super) type Drain = Vec<(Posted, Vec<u8>)>;
 
 impl Group {
+    /// Whether `client` joined as `rank`.
     pub(super) fn check_member(&self, client: u64, rank: u32) -> Result<(), Refusal> {
         match self.peers.get(rank as usize) {
             Some(Some(p)) if p.client == client => Ok(()),
@@ -69,6 +94,7 @@ impl Group {
         }
     }
 
+    /// Stores `value` in control word `word` and wakes the ranks sleeping on it.
     pub(super) fn write_word(&self, pool: &Pool, word: u64, value: u64) {
         let word = pool.word(self.control.offset + 8 * word);
         word.store(value, std::sync::atomic::Ordering::SeqCst);
