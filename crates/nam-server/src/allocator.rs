@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 /// Free ranges are kept in a map from offset to length and merged with their neighbours
 /// on release, so fragmentation stays bounded by the allocation pattern, not by history.
 #[derive(Debug, Clone)]
-pub struct RangeAllocator {
+pub(crate) struct RangeAllocator {
     capacity: u64,
     free: BTreeMap<u64, u64>,
     free_bytes: u64,
@@ -15,7 +15,7 @@ pub struct RangeAllocator {
 
 impl RangeAllocator {
     /// An allocator whose whole capacity is free.
-    pub fn new(capacity: u64) -> RangeAllocator {
+    pub(crate) fn new(capacity: u64) -> RangeAllocator {
         let mut free = BTreeMap::new();
         if capacity > 0 {
             free.insert(0, capacity);
@@ -24,18 +24,18 @@ impl RangeAllocator {
     }
 
     /// Total bytes managed.
-    pub fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }
 
     /// Bytes not allocated.
-    pub fn free_bytes(&self) -> u64 {
+    pub(crate) fn free_bytes(&self) -> u64 {
         self.free_bytes
     }
 
     /// Allocates `size` bytes at an offset that is a multiple of `align` (a power of two).
     /// Returns `None` when no free range fits.
-    pub fn allocate(&mut self, size: u64, align: u64) -> Option<u64> {
+    pub(crate) fn allocate(&mut self, size: u64, align: u64) -> Option<u64> {
         assert!(size > 0 && align.is_power_of_two());
         let (start, len, offset) = self.free.iter().find_map(|(&start, &len)| {
             let offset = start.checked_add(align - 1)? & !(align - 1);
@@ -56,7 +56,7 @@ impl RangeAllocator {
 
     /// Marks `[offset, offset + size)` as allocated (used when reloading a manifest).
     /// Returns `false` if any of it is not free.
-    pub fn reserve(&mut self, offset: u64, size: u64) -> bool {
+    pub(crate) fn reserve(&mut self, offset: u64, size: u64) -> bool {
         let Some((&start, &len)) = self.free.range(..=offset).next_back() else {
             return false;
         };
@@ -78,7 +78,7 @@ impl RangeAllocator {
     }
 
     /// Returns a range obtained from [`RangeAllocator::allocate`] or `reserve`.
-    pub fn release(&mut self, offset: u64, size: u64) {
+    pub(crate) fn release(&mut self, offset: u64, size: u64) {
         assert!(size > 0 && offset + size <= self.capacity, "release out of range");
         let mut start = offset;
         let mut len = size;

@@ -14,6 +14,7 @@
 //! quota = "1GiB"
 //! ```
 
+use crate::constants::{DEFAULT_CAPACITY_BYTES, DEFAULT_IDLE_SPIN, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_TENANT};
 use crate::manager::TenantConfig;
 use nam_proto::limits::{TENANTS_MAX, TENANT_NAME_LEN_MAX, TOKEN_LEN_MAX};
 use nam_proto::size::{parse_size, SizeError};
@@ -21,16 +22,6 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The port `nam serve` listens on by default.
-pub const DEFAULT_PORT: u16 = 13337;
-/// Default lease of a vanished client's allocations.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-/// Default busy-poll window after the last event (keeps latency at polling level while
-/// traffic flows; an idle server sleeps on the worker's event fd after it).
-pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_millis(2);
-/// Name of the tenant used when the configuration declares none.
-pub const DEFAULT_TENANT: &str = "default";
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +136,7 @@ impl ServerConfig {
         };
         let capacity = match &file.capacity {
             Some(c) => parse_size(c).map_err(|source| ConfigError::Size { field: "capacity".into(), source })?,
-            None => 1 << 30,
+            None => DEFAULT_CAPACITY_BYTES,
         };
         let mut config = ServerConfig::new(listen, capacity);
         if let Some(name) = file.name {

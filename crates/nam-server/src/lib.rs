@@ -2,17 +2,19 @@
 //! Mao 2020, in software over UCX.
 //!
 //! A tour:
-//! - [`Server`]: binds a listener, maps the [`Pool`] once, and runs the progress loop
+//! - [`Server`]: binds a listener, maps the pool once, and runs the progress loop
 //!   ([`Server::run`]) that answers control requests, watches for failed clients and
 //!   reclaims their allocations after a lease.
-//! - [`Manager`]: the allocation manager: sizes, alignment, shared/exclusive, names,
-//!   persistence, tenants with tokens and quotas. Pure bookkeeping, unit-tested.
-//! - [`RangeAllocator`]: first-fit offsets with coalescing, model-tested.
-//! - [`ServerConfig`]: TOML file and defaults.
-//! - [`ckpt::CkptEngine`]: checkpoint groups whose XOR parity the server computes by pulling
-//!   the ranks' buffers itself (Schmidt 2017's CR unit), in ping-pong parity slots.
-//! - [`reduce`]: the allreduce engine (groups, rounds, the multi-threaded kernel); global
-//!   addresses are resolved with the protection-domain check of [`Manager::hold_global`].
+//! - The engines (module `engine`): every service the server runs next to the memory is a
+//!   provider with the same hooks (execute its requests, poll, before and after a sleep,
+//!   client gone, reserved names), held in one list the loop iterates: the allocation
+//!   manager's requests (`alloc_engine`, over the `manager` bookkeeping: sizes, alignment,
+//!   shared/exclusive, names, persistence, tenants with tokens and quotas), mailboxes
+//!   (`mailbox`), allreduce groups (`reduce`, the allreduce accelerator of Ploumidis et al.
+//!   2023 §4.7) and the checkpoint engine (`ckpt`: XOR parity the server computes by pulling
+//!   the ranks' buffers itself, the CR unit of Schmidt 2017 §4.5).
+//! - [`ServerConfig`]: TOML file and defaults; every other limit and tuning constant is in
+//!   module `constants`, the wire's limits in [`nam_proto::limits`].
 //!
 //! ```no_run
 //! use nam_server::{Server, ServerConfig};
@@ -25,17 +27,18 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod allocator;
-pub mod ckpt;
+mod alloc_engine;
+mod allocator;
+mod ckpt;
 pub mod config;
-pub mod mailbox;
+mod constants;
+mod engine;
+mod mailbox;
 pub mod manager;
-pub mod pool;
-pub mod reduce;
+mod pool;
+mod reduce;
 mod server;
 
-pub use allocator::RangeAllocator;
 pub use config::ServerConfig;
-pub use manager::Manager;
-pub use pool::Pool;
+pub use pool::PoolError;
 pub use server::{manifest_path_for, Server, ServerError};

@@ -3,11 +3,46 @@
 //! memory in one step. The server's loop is single-threaded, but one-sided senders and the
 //! owner touch the same words concurrently, so the words are used atomically.
 
+use crate::engine::{Caller, Engine, EngineCtx, Execution};
 use crate::manager::Refusal;
 use crate::pool::Pool;
+use nam_proto::gas::GasRequest;
 use nam_proto::mailbox::*;
-use nam_proto::Status;
+use nam_proto::{Reply, Request, Status};
 use std::sync::atomic::Ordering::SeqCst;
+
+/// Delivers the mailbox messages that senders send through the server.
+pub(crate) struct MailboxEngine;
+
+impl Engine for MailboxEngine {
+    fn execute(&mut self, ctx: &mut EngineCtx<'_>, caller: &Caller<'_>, request: Request) -> Execution {
+        let Request::Gas(GasRequest::MailboxSend { handle, offset, sender, data }) = request else {
+            return Execution::Declined(request);
+        };
+        Execution::Done(send(ctx, caller.client, handle, offset, sender, &data))
+    }
+
+    fn label(&self) -> &'static str {
+        "the mailbox engine"
+    }
+}
+
+/// Delivers `data` into the mailbox at `offset` of `client`'s allocation `handle`.
+fn send(
+    ctx: &EngineCtx<'_>,
+    client: u64,
+    handle: u64,
+    offset: u64,
+    sender: u32,
+    data: &[u8],
+) -> Result<Reply, Refusal> {
+    let (base, size) = ctx.manager.resolve(client, handle)?;
+    if offset >= size {
+        return refuse(Status::OutOfBounds, format!("offset {offset} is outside the {size}-byte allocation"));
+    }
+    deliver(ctx.pool, base + offset, base + size, sender, data)?;
+    Ok(Reply::Done)
+}
 
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal { status, message: message.into() })
@@ -16,7 +51,7 @@ fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
 /// Delivers `data` into the mailbox whose header is at pool offset `base`, inside an
 /// allocation that ends at pool offset `end`. Checks the header, the slot size and the
 /// bounds; a full mailbox is refused with `MailboxFull` and nothing is written.
-pub fn deliver(pool: &Pool, base: u64, end: u64, sender: u32, data: &[u8]) -> Result<(), Refusal> {
+pub(crate) fn deliver(pool: &Pool, base: u64, end: u64, sender: u32, data: &[u8]) -> Result<(), Refusal> {
     if !base.is_multiple_of(8) || base + MAILBOX_HEADER_LEN > end {
         return refuse(Status::InvalidArgument, "no room for a mailbox header there");
     }

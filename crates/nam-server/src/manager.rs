@@ -17,11 +17,11 @@ mod domain;
 /// A refused manager operation: the status for the wire and the exact cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{status}: {message}")]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// Status code sent to the client.
-    pub status: Status,
+    pub(crate) status: Status,
     /// What exactly was wrong.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
@@ -83,20 +83,20 @@ struct Allocation {
 
 /// Where a granted allocation is and what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// Handle.
-    pub handle: u64,
+    pub(crate) handle: u64,
     /// Offset in the pool.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Size in bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Flags.
-    pub flags: u32,
+    pub(crate) flags: u32,
 }
 
 /// The allocation manager.
 #[derive(Debug)]
-pub struct Manager {
+pub(crate) struct Manager {
     ranges: RangeAllocator,
     allocations: HashMap<u64, Allocation>,
     names: HashMap<(String, String), u64>,
@@ -109,7 +109,7 @@ pub struct Manager {
 
 impl Manager {
     /// A manager for a pool of `capacity` bytes serving `tenants`.
-    pub fn new(capacity: u64, tenants: &[TenantConfig]) -> Manager {
+    pub(crate) fn new(capacity: u64, tenants: &[TenantConfig]) -> Manager {
         let tenants = tenants
             .iter()
             .map(|t| {
@@ -131,7 +131,7 @@ impl Manager {
     }
 
     /// Checks a tenant's token and attaches `client` to it.
-    pub fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
+    pub(crate) fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
         let Some(t) = self.tenants.get(tenant) else {
             return refuse(Status::AuthFailed, format!("unknown tenant {tenant:?}"));
         };
@@ -144,7 +144,7 @@ impl Manager {
     }
 
     /// The tenant `client` acts for, once authenticated.
-    pub fn tenant(&self, client: u64) -> Option<&str> {
+    pub(crate) fn tenant(&self, client: u64) -> Option<&str> {
         self.client_tenant.get(&client).map(String::as_str)
     }
 
@@ -156,7 +156,7 @@ impl Manager {
     }
 
     /// Validates and performs an allocation for `client`.
-    pub fn allocate(&mut self, client: u64, request: &Alloc) -> Result<Grant, Refusal> {
+    pub(crate) fn allocate(&mut self, client: u64, request: &Alloc) -> Result<Grant, Refusal> {
         let tenant_name = self.tenant_of(client)?;
         let align = validate_alloc(request)?;
         let name = (!request.name.is_empty()).then(|| request.name.clone());
@@ -217,7 +217,7 @@ impl Manager {
     }
 
     /// Opens a shared allocation of the client's tenant by name.
-    pub fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
+    pub(crate) fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
         let Some(&handle) = self.names.get(&(tenant.clone(), name.to_string())) else {
             return refuse(Status::NameNotFound, format!("tenant {tenant:?} has no allocation named {name:?}"));
@@ -234,7 +234,7 @@ impl Manager {
 
     /// Releases `client`'s reference to `handle`; the space is returned when nobody holds
     /// it (an explicit free releases persistent allocations too).
-    pub fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
+    pub(crate) fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
         self.tenant_of(client)?;
         let held = self.client_handles.get_mut(&client).is_some_and(|h| h.remove(&handle));
         if !held {
@@ -254,7 +254,7 @@ impl Manager {
 
     /// Where `handle` lies in the pool, if `client` holds it: `(offset, size)`. Every
     /// operation of the message data path goes through this check.
-    pub fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
+    pub(crate) fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
         let held = self.client_handles.get(&client).is_some_and(|h| h.contains(&handle));
         if !held {
             self.tenant_of(client)?;
@@ -269,19 +269,19 @@ impl Manager {
     }
 
     /// The named allocation of `tenant`, without taking a reference to it.
-    pub fn lookup(&self, tenant: &str, name: &str) -> Option<Grant> {
+    pub(crate) fn lookup(&self, tenant: &str, name: &str) -> Option<Grant> {
         let handle = self.names.get(&(tenant.to_string(), name.to_string()))?;
         Some(grant_of(&self.allocations[handle].record))
     }
 
     /// The name of `handle`, if it is live and named.
-    pub fn name_of(&self, handle: u64) -> Option<&str> {
+    pub(crate) fn name_of(&self, handle: u64) -> Option<&str> {
         self.allocations.get(&handle)?.record.name.as_deref()
     }
 
     /// Drops `client`'s reference to a persistent allocation without destroying it, so the
     /// server (the checkpoint engine) keeps it on the tenant's account.
-    pub fn release_hold(&mut self, client: u64, handle: u64) {
+    pub(crate) fn release_hold(&mut self, client: u64, handle: u64) {
         if let Some(handles) = self.client_handles.get_mut(&client) {
             handles.remove(&handle);
         }
@@ -292,7 +292,7 @@ impl Manager {
     }
 
     /// Destroys `handle` whoever holds it (the engine replacing or deleting its own slots).
-    pub fn destroy_handle(&mut self, handle: u64) {
+    pub(crate) fn destroy_handle(&mut self, handle: u64) {
         let Some(a) = self.allocations.get(&handle) else { return };
         for client in a.holders.clone() {
             if let Some(handles) = self.client_handles.get_mut(&client) {
@@ -304,7 +304,7 @@ impl Manager {
 
     /// Drops every reference `client` holds (goodbye or lease expiry). Non-persistent
     /// allocations nobody else holds are destroyed; returns how many were.
-    pub fn release_client(&mut self, client: u64) -> u64 {
+    pub(crate) fn release_client(&mut self, client: u64) -> u64 {
         self.client_tenant.remove(&client);
         let handles = self.client_handles.remove(&client).unwrap_or_default();
         let mut destroyed = 0;
@@ -334,17 +334,17 @@ impl Manager {
     }
 
     /// Bytes allocated.
-    pub fn used_bytes(&self) -> u64 {
+    pub(crate) fn used_bytes(&self) -> u64 {
         self.ranges.capacity() - self.ranges.free_bytes()
     }
 
     /// Live allocations.
-    pub fn allocation_count(&self) -> u64 {
+    pub(crate) fn allocation_count(&self) -> u64 {
         self.allocations.len() as u64
     }
 
     /// Per-tenant usage for `nam status`.
-    pub fn tenant_usage(&self) -> Vec<TenantUsage> {
+    pub(crate) fn tenant_usage(&self) -> Vec<TenantUsage> {
         self.tenants
             .iter()
             .map(|(name, t)| TenantUsage {
@@ -357,7 +357,7 @@ impl Manager {
     }
 
     /// The persistent allocations if they changed since the last call.
-    pub fn take_manifest_if_dirty(&mut self) -> Option<Manifest> {
+    pub(crate) fn take_manifest_if_dirty(&mut self) -> Option<Manifest> {
         if !std::mem::take(&mut self.manifest_dirty) {
             return None;
         }
@@ -365,7 +365,7 @@ impl Manager {
     }
 
     /// The persistent allocations now.
-    pub fn manifest(&self) -> Manifest {
+    pub(crate) fn manifest(&self) -> Manifest {
         let mut allocations: Vec<AllocationRecord> = self
             .allocations
             .values()
@@ -377,7 +377,7 @@ impl Manager {
     }
 
     /// Restores the persistent allocations of a manifest (at start-up, before any client).
-    pub fn restore(&mut self, manifest: &Manifest) -> Result<(), String> {
+    pub(crate) fn restore(&mut self, manifest: &Manifest) -> Result<(), String> {
         for r in &manifest.allocations {
             if !self.ranges.reserve(r.offset, r.size) {
                 return Err(format!(

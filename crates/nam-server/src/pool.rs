@@ -1,6 +1,7 @@
 //! The memory pool: one region mapped once with UCX, either UCX-allocated (shared memory,
 //! so same-host clients load and store directly) or a mapped file that survives restarts.
 
+use crate::constants::{BACKING_FILE_MODE, PAGE_BYTES as PAGE};
 use nam_ucx::{Context, MemRegion};
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ impl Drop for FileMapping {
 }
 
 /// The server's memory. Field order matters: the UCX registration goes before the mapping.
-pub struct Pool {
+pub(crate) struct Pool {
     region: MemRegion,
     _mapping: Option<FileMapping>,
     rkey: Vec<u8>,
@@ -51,14 +52,9 @@ pub struct Pool {
 // SAFETY: the mapping is plain memory owned by the pool for its whole life.
 unsafe impl Send for Pool {}
 
-const PAGE: u64 = 4096;
-
-/// Permissions of a backing file and its manifest: the server's user only.
-pub const BACKING_FILE_MODE: u32 = 0o600;
-
 impl Pool {
     /// A UCX-allocated pool of at least `capacity` bytes.
-    pub fn allocate(context: &Context, capacity: u64) -> Result<Pool, PoolError> {
+    pub(crate) fn allocate(context: &Context, capacity: u64) -> Result<Pool, PoolError> {
         let length = round_to_page(capacity);
         let region =
             MemRegion::allocate(context, length as usize).map_err(|source| PoolError::Map { capacity, source })?;
@@ -68,7 +64,7 @@ impl Pool {
     /// A pool backed by `path` (created or extended to `capacity`; contents kept unless
     /// `discard`). The file is readable and writable by the server's user only: it holds
     /// every tenant's data.
-    pub fn file_backed(context: &Context, path: &Path, capacity: u64, discard: bool) -> Result<Pool, PoolError> {
+    pub(crate) fn file_backed(context: &Context, path: &Path, capacity: u64, discard: bool) -> Result<Pool, PoolError> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let backing = |message: String| PoolError::Backing { path: path.into(), message };
         let length = round_to_page(capacity);
@@ -115,13 +111,13 @@ impl Pool {
     }
 
     /// Remote address of byte `offset`.
-    pub fn remote_addr(&self, offset: u64) -> u64 {
+    pub(crate) fn remote_addr(&self, offset: u64) -> u64 {
         self.region.address() as u64 + offset
     }
 
     /// Zeroes `[offset, offset + size)`, so a new allocation never shows what a previous
     /// holder (possibly another tenant) left there.
-    pub fn zero(&self, offset: u64, size: u64) {
+    pub(crate) fn zero(&self, offset: u64, size: u64) {
         assert!(offset.checked_add(size).is_some_and(|end| end <= self.len()), "zero outside the pool");
         // SAFETY: the range lies inside the mapped pool (asserted above); no client can
         // reach it yet because its allocation has not been handed out.
@@ -130,14 +126,14 @@ impl Pool {
 
     /// Copies `data` into the pool at `offset` (bounds checked by the caller against the
     /// allocation; asserted here against the pool).
-    pub fn write(&self, offset: u64, data: &[u8]) {
+    pub(crate) fn write(&self, offset: u64, data: &[u8]) {
         assert!(offset.checked_add(data.len() as u64).is_some_and(|end| end <= self.len()), "write outside the pool");
         // SAFETY: the range lies inside the mapped pool (asserted above).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.region.address().add(offset as usize), data.len()) };
     }
 
     /// Copies `len` bytes at `offset` out of the pool.
-    pub fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+    pub(crate) fn read(&self, offset: u64, len: usize) -> Vec<u8> {
         assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "read outside the pool");
         let mut out = vec![0u8; len];
         // SAFETY: the range lies inside the mapped pool (asserted above).
@@ -148,7 +144,7 @@ impl Pool {
     /// The 64-bit word at `offset` (a multiple of 8), as an atomic shared with every other
     /// way clients reach it: same-host clients' CPU atomics through shared memory and UCX's
     /// atomics both operate on the same aligned word.
-    pub fn word(&self, offset: u64) -> &std::sync::atomic::AtomicU64 {
+    pub(crate) fn word(&self, offset: u64) -> &std::sync::atomic::AtomicU64 {
         assert!(offset.is_multiple_of(8) && offset + 8 <= self.len(), "word outside the pool or unaligned");
         // SAFETY: in bounds and 8-byte aligned (the pool base is page aligned); AtomicU64 has
         // the layout of u64, and the pool outlives the reference.
@@ -163,29 +159,24 @@ impl Pool {
     /// exists; clients reaching it one-sided at the same time only see torn data, which
     /// the engine's checksums detect.
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn bytes_mut(&self, offset: u64, len: usize) -> &mut [u8] {
+    pub(crate) unsafe fn bytes_mut(&self, offset: u64, len: usize) -> &mut [u8] {
         assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "range outside the pool");
         std::slice::from_raw_parts_mut(self.region.address().add(offset as usize), len)
     }
 
     /// The first byte of the pool, for engines that work in place (the allreduce kernel).
-    pub fn base_ptr(&self) -> *mut u8 {
+    pub(crate) fn base_ptr(&self) -> *mut u8 {
         self.region.address()
     }
 
     /// The packed remote key of the whole pool.
-    pub fn rkey(&self) -> &[u8] {
+    pub(crate) fn rkey(&self) -> &[u8] {
         &self.rkey
     }
 
     /// Mapped length in bytes.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.region.len() as u64
-    }
-
-    /// Whether the pool is empty.
-    pub fn is_empty(&self) -> bool {
-        self.region.is_empty()
     }
 }
 

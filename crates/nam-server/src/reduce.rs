@@ -4,56 +4,61 @@
 //! of its groups while it spins (and woken by a `ReduceKick` from the last rank when it
 //! sleeps), checks that the descriptors agree, reduces (several threads for long vectors)
 //! into the result area and publishes the round's status in the result word the ranks poll.
-//! This file is the bookkeeping and the kernel; the server calls it with its pool.
+//! This file is the bookkeeping and the kernel; [`engine`] serves the groups from the
+//! server's progress loop.
 
+mod engine;
+
+use crate::constants::{CACHE_LINE_BYTES, REDUCE_PARALLEL_BYTES_MIN as PARALLEL_BYTES_MIN, REDUCE_THREADS_MAX};
+pub(crate) use engine::ReduceEngine;
 use nam_proto::reduce::{combine, DataType, GroupLayout, ReduceOp, ROUND_ABORTED};
-pub use nam_proto::reduce::{judge, Verdict};
+pub(crate) use nam_proto::reduce::{judge, Verdict};
 use nam_proto::Status;
 use std::collections::HashMap;
 
 /// A group of ranks sharing one allocation.
 #[derive(Debug)]
-pub struct Group {
+pub(crate) struct Group {
     /// Tenant the group belongs to.
-    pub tenant: String,
+    pub(crate) tenant: String,
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// The allocation's handle.
-    pub handle: u64,
+    pub(crate) handle: u64,
     /// The allocation's pool offset.
-    pub pool_offset: u64,
+    pub(crate) pool_offset: u64,
     /// Its geometry.
-    pub layout: GroupLayout,
+    pub(crate) layout: GroupLayout,
     /// The client attached as each rank.
-    pub members: Vec<Option<u64>>,
+    pub(crate) members: Vec<Option<u64>>,
     /// Rounds finished (successfully or not).
-    pub done: u64,
+    pub(crate) done: u64,
     /// Set when an attached member left or died: every round fails from then on.
-    pub broken: bool,
+    pub(crate) broken: bool,
 }
 
 /// Every group on the server, by allocation handle and by (tenant, name).
 #[derive(Debug, Default)]
-pub struct Reducer {
+pub(crate) struct Reducer {
     groups: HashMap<u64, Group>,
     names: HashMap<(String, String), u64>,
 }
 
 impl Reducer {
     /// The group named `name` of `tenant`, if any.
-    pub fn by_name(&self, tenant: &str, name: &str) -> Option<&Group> {
+    pub(crate) fn by_name(&self, tenant: &str, name: &str) -> Option<&Group> {
         self.names.get(&(tenant.to_string(), name.to_string())).and_then(|h| self.groups.get(h))
     }
 
     /// Forgets a group (its allocation is gone).
-    pub fn remove(&mut self, handle: u64) {
+    pub(crate) fn remove(&mut self, handle: u64) {
         if let Some(g) = self.groups.remove(&handle) {
             self.names.remove(&(g.tenant, g.name));
         }
     }
 
     /// Records a new group.
-    pub fn insert(&mut self, tenant: &str, name: &str, handle: u64, pool_offset: u64, layout: GroupLayout) {
+    pub(crate) fn insert(&mut self, tenant: &str, name: &str, handle: u64, pool_offset: u64, layout: GroupLayout) {
         let group = Group {
             tenant: tenant.into(),
             name: name.into(),
@@ -69,18 +74,18 @@ impl Reducer {
     }
 
     /// The group with allocation `handle`.
-    pub fn group_mut(&mut self, handle: u64) -> Option<&mut Group> {
+    pub(crate) fn group_mut(&mut self, handle: u64) -> Option<&mut Group> {
         self.groups.get_mut(&handle)
     }
 
     /// Every group.
-    pub fn groups_mut(&mut self) -> impl Iterator<Item = &mut Group> {
+    pub(crate) fn groups_mut(&mut self) -> impl Iterator<Item = &mut Group> {
         self.groups.values_mut()
     }
 
     /// `client` left or died: the groups it belongs to break. Returns their pool offsets,
     /// where the server publishes the abort.
-    pub fn member_gone(&mut self, client: u64) -> Vec<u64> {
+    pub(crate) fn member_gone(&mut self, client: u64) -> Vec<u64> {
         let mut broken = Vec::new();
         for group in self.groups.values_mut() {
             let Some(rank) = group.members.iter().position(|m| *m == Some(client)) else { continue };
@@ -94,12 +99,9 @@ impl Reducer {
 }
 
 /// The result word that aborts every round.
-pub fn aborted_word() -> u64 {
+pub(crate) fn aborted_word() -> u64 {
     GroupLayout::result_word(ROUND_ABORTED, Status::ReduceAborted)
 }
-
-/// Vectors at least this long are reduced by several threads.
-pub const PARALLEL_BYTES_MIN: usize = 256 * 1024;
 
 /// Reduces the `ranks` deposit areas (`chunk_bytes` apart, starting at `deposits`) into
 /// `result`.
@@ -108,7 +110,7 @@ pub const PARALLEL_BYTES_MIN: usize = 256 * 1024;
 /// `deposits` must point to `ranks * chunk_bytes` bytes and `result` to `count * size`
 /// bytes, disjoint, that no one else writes during the call (the ranks wait for the
 /// round's result word), and `count * size <= chunk_bytes`.
-pub unsafe fn reduce_into(
+pub(crate) unsafe fn reduce_into(
     deposits: *const u8,
     result: *mut u8,
     ranks: usize,
@@ -122,10 +124,13 @@ pub unsafe fn reduce_into(
     let deposits: Vec<&[u8]> =
         (0..ranks).map(|r| unsafe { std::slice::from_raw_parts(deposits.add(r * chunk_bytes), len) }).collect();
     let result = unsafe { std::slice::from_raw_parts_mut(result, len) };
-    let threads =
-        if len >= PARALLEL_BYTES_MIN { std::thread::available_parallelism().map_or(1, |n| n.get()).min(8) } else { 1 };
+    let threads = if len >= PARALLEL_BYTES_MIN {
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(REDUCE_THREADS_MAX)
+    } else {
+        1
+    };
     // Split on a cache-line multiple (a multiple of every element size): no shared lines.
-    let piece = len.div_ceil(threads).next_multiple_of(64).max(64);
+    let piece = len.div_ceil(threads).next_multiple_of(CACHE_LINE_BYTES).max(CACHE_LINE_BYTES);
     std::thread::scope(|scope| {
         for (i, out) in result.chunks_mut(piece).enumerate() {
             let at = i * piece;

@@ -2,15 +2,15 @@
 //! reclaims their allocations after a lease, and progresses UCX (which serves one-sided
 //! operations that the transport emulates, such as RMA over TCP).
 
-use crate::ckpt::{CkptEngine, EngineCtx};
+use crate::alloc_engine::checked_range;
 use crate::config::ServerConfig;
-use crate::manager::{Grant, Manager, Manifest, Refusal};
+use crate::constants::{HOUSEKEEPING_INTERVAL, SLEEP_FAILED_BACKOFF, SLEEP_MAX};
+use crate::engine::{Caller, EngineCtx, Engines};
+use crate::manager::{Manager, Refusal};
 use crate::pool::{Pool, PoolError};
-use nam_proto::ckpt::{CkptReply, CKPT_NAME_PREFIX};
 use nam_proto::limits::CLIENTS_MAX;
 use nam_proto::{
-    decode_header, AllocReply, AtomicKind, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY,
-    AM_ID_REQUEST,
+    decode_header, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY, AM_ID_REQUEST,
 };
 use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, RkeyLayout, Worker};
 use std::collections::{HashMap, VecDeque};
@@ -18,9 +18,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-mod gas;
+mod manifest;
+
+pub use manifest::manifest_path_for;
+use manifest::{restore_manifest, write_manifest};
 
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -49,9 +52,6 @@ pub enum ServerError {
     },
 }
 
-/// Longest sleep on the event fd, so stop requests and leases are noticed promptly.
-const SLEEP_MAX: Duration = Duration::from_millis(100);
-
 struct Connection {
     client_id: u64,
     endpoint: Endpoint,
@@ -73,6 +73,21 @@ struct Counters {
 
 type Inbox = Arc<Mutex<VecDeque<(Option<EndpointId>, Vec<u8>)>>>;
 
+/// The state the engines share ([`EngineCtx`]), borrowed from the server's fields one by one
+/// so that the engines list and the connections stay free to borrow beside it.
+macro_rules! engine_ctx {
+    ($server:expr) => {
+        EngineCtx {
+            manager: &mut $server.manager,
+            pool: &$server.pool,
+            worker: &$server.worker,
+            own_address: &$server.worker_address,
+            rkey_layout: &$server.rkey_layout,
+            server_tag: $server.server_tag,
+        }
+    };
+}
+
 /// A running memory server. Create with [`Server::bind`], then call [`Server::run`].
 pub struct Server {
     config: ServerConfig,
@@ -81,8 +96,8 @@ pub struct Server {
     lingering: Vec<(u64, Instant)>,
     inbox: Inbox,
     manager: Manager,
-    ckpt: CkptEngine,
-    reducer: crate::reduce::Reducer,
+    engines: Engines,
+    server_tag: u32,
     counters: Counters,
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
@@ -134,6 +149,7 @@ impl Server {
             RkeyLayout::of_context(&context).map_err(transport("cannot learn the layout of this UCX's remote keys"))?;
         let listener = Listener::bind(&worker, config.listen)
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
+        let server_tag = nam_proto::address::server_tag(&config.name, &listener.address().to_string());
         Ok(Server {
             config,
             connections: HashMap::new(),
@@ -141,8 +157,8 @@ impl Server {
             lingering: Vec::new(),
             inbox,
             manager,
-            ckpt: CkptEngine::default(),
-            reducer: Default::default(),
+            engines: Engines::new(),
+            server_tag,
             counters: Counters::default(),
             next_client_id: 1,
             manifest_path,
@@ -167,35 +183,49 @@ impl Server {
         let mut housekeeping_at = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let mut busy = self.worker.progress() > 0;
-            busy |= self.poll_reductions();
             busy |= self.accept_connections();
             busy |= self.handle_requests();
-            busy |= self.ckpt.poll(&self.pool);
+            let (engines, mut ctx) = self.engines_and_ctx();
+            busy |= engines.poll(&mut ctx);
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
                 self.reap_sends();
                 self.detect_failed_clients(now);
                 self.expire_leases(now);
                 self.save_manifest()?;
-                housekeeping_at = now + Duration::from_millis(10);
+                housekeeping_at = now + HOUSEKEEPING_INTERVAL;
             }
             if busy {
                 last_busy = now;
             } else if now.duration_since(last_busy) < self.config.idle_spin {
                 // Spinning, but let a client on this core run (oversubscribed nodes).
                 std::thread::yield_now();
-            } else if !self.reductions_before_sleep() {
-                let sleep =
-                    self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
-                if let Err(e) = self.worker.wait_for_events(sleep) {
-                    log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                self.reductions_after_sleep();
+            } else {
+                self.sleep(now);
             }
         }
         self.save_manifest()?;
         Ok(())
+    }
+
+    /// Sleeps on the worker's event fd until traffic arrives, the next lease expires or
+    /// [`SLEEP_MAX`] passes, unless an engine finds work while preparing for it.
+    fn sleep(&mut self, now: Instant) {
+        let sleep = self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
+        let (engines, mut ctx) = self.engines_and_ctx();
+        if !engines.before_sleep(&mut ctx) {
+            if let Err(e) = self.worker.wait_for_events(sleep) {
+                log::warn!("cannot sleep on the worker event fd, polling instead: {e}");
+                std::thread::sleep(SLEEP_FAILED_BACKOFF);
+            }
+        }
+        let (engines, mut ctx) = self.engines_and_ctx();
+        engines.after_sleep(&mut ctx);
+    }
+
+    /// The engines, and the server state they share, borrowed apart.
+    fn engines_and_ctx(&mut self) -> (&mut Engines, EngineCtx<'_>) {
+        (&mut self.engines, engine_ctx!(self))
     }
 
     fn accept_connections(&mut self) -> bool {
@@ -277,12 +307,14 @@ impl Server {
         (kind, request_id, reply)
     }
 
+    /// Serves one request: the session's own (hello, status, goodbye) here, every other
+    /// one by the engine that takes it.
     fn execute(&mut self, ep: EndpointId, request: Request) -> Result<Reply, Refusal> {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
-        let client = connection.client_id;
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
-            return Err(Refusal { status: Status::NotConnected, message: "send Hello before other requests".into() });
+            return Err(not_connected());
         }
+        let client = connection.client_id;
         match request {
             Request::Hello(hello) => {
                 self.manager.authenticate(client, &hello.tenant, &hello.token)?;
@@ -297,88 +329,56 @@ impl Server {
                     host_id: nam_proto::host_id(),
                 }))
             }
-            Request::Alloc(alloc) if alloc.name.starts_with(CKPT_NAME_PREFIX) => reserved_name(&alloc.name),
-            Request::Open { name } if name.starts_with(CKPT_NAME_PREFIX) => reserved_name(&name),
-            Request::Free { handle }
-                if self.manager.name_of(handle).is_some_and(|n| n.starts_with(CKPT_NAME_PREFIX)) =>
-            {
-                reserved_name(self.manager.name_of(handle).unwrap_or_default())
-            }
-            Request::Ckpt(request) => {
-                let connection = connection.endpoint.clone();
-                let mut ctx = EngineCtx {
-                    manager: &mut self.manager,
-                    pool: &self.pool,
-                    worker: &self.worker,
-                    own_address: &self.worker_address,
-                    rkey_layout: &self.rkey_layout,
-                    connection: &connection,
-                };
-                Ok(match self.ckpt.execute(&mut ctx, client, request)? {
-                    crate::ckpt::Reply::Joined(j) => Reply::Ckpt(CkptReply::Joined(j)),
-                    crate::ckpt::Reply::Info(i) => Reply::Ckpt(CkptReply::Info(i)),
-                    crate::ckpt::Reply::Alloc(a) => Reply::Alloc(a),
-                    crate::ckpt::Reply::Done => Reply::Done,
-                })
-            }
-            Request::Alloc(alloc) => self.manager.allocate(client, &alloc).map(|grant| {
-                self.pool.zero(grant.offset, grant.size);
-                self.alloc_reply(grant)
-            }),
-            Request::Open { name } => self.manager.open(client, &name).map(|g| self.alloc_reply(g)),
-            Request::Free { handle } => self.manager.free(client, handle).map(|()| Reply::Done),
             Request::Status => Ok(Reply::Status(self.status())),
-            Request::Put { handle, offset, data } => {
-                let at = self.checked_range(client, handle, offset, data.len() as u64)?;
-                self.pool.write(at, &data);
-                Ok(Reply::Done)
-            }
-            Request::Get { handle, offset, len } => {
-                let at = self.checked_range(client, handle, offset, len as u64)?;
-                Ok(Reply::Data(self.pool.read(at, len as usize)))
-            }
-            Request::Atomic { handle, offset, op, value, compare } => {
-                if !offset.is_multiple_of(8) {
-                    return Err(Refusal {
-                        status: Status::InvalidArgument,
-                        message: format!("offset {offset} is not 8-byte aligned"),
-                    });
-                }
-                let word = self.pool.word(self.checked_range(client, handle, offset, 8)?);
-                use std::sync::atomic::Ordering::SeqCst;
-                Ok(Reply::Value(match op {
-                    AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-                    AtomicKind::Swap => word.swap(value, SeqCst),
-                    AtomicKind::CompareSwap => {
-                        word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old)
-                    }
-                }))
-            }
-            Request::Gas(request) => self.execute_gas(client, request),
             Request::Goodbye(report) => {
-                // The client's own counts, any u64 it likes: they must not overflow ours.
-                let r = &mut self.counters.reported;
-                r.puts = r.puts.saturating_add(report.puts);
-                r.gets = r.gets.saturating_add(report.gets);
-                r.atomics = r.atomics.saturating_add(report.atomics);
-                r.bytes_put = r.bytes_put.saturating_add(report.bytes_put);
-                r.bytes_got = r.bytes_got.saturating_add(report.bytes_got);
-                self.manager.release_client(client);
-                self.ckpt.client_gone(&self.pool, client);
                 connection.released = true;
                 connection.authenticated = false;
-                self.reductions_member_gone(client);
+                self.add_report(&report);
+                self.client_gone(client, None);
                 Ok(Reply::Done)
+            }
+            request => {
+                self.engines.check_reserved(&self.manager, &request)?;
+                // The connection is borrowed beside the engines' context, not cloned: this is
+                // every message-path request.
+                let caller = Caller { client, connection: &self.connections[&ep].endpoint };
+                self.engines.execute(&mut engine_ctx!(self), &caller, request)
             }
         }
     }
 
+    /// Adds a client's own traffic counts from its goodbye: any u64 it likes, so they must
+    /// not overflow ours.
+    fn add_report(&mut self, report: &TrafficReport) {
+        let r = &mut self.counters.reported;
+        r.puts = r.puts.saturating_add(report.puts);
+        r.gets = r.gets.saturating_add(report.gets);
+        r.atomics = r.atomics.saturating_add(report.atomics);
+        r.bytes_put = r.bytes_put.saturating_add(report.bytes_put);
+        r.bytes_got = r.bytes_got.saturating_add(report.bytes_got);
+    }
+
+    /// The one place a client's session ends (it said goodbye, or its endpoint failed):
+    /// every engine drops it at once, then its allocations are released now, or at
+    /// `lease_until` if it vanished without a goodbye.
+    fn client_gone(&mut self, client: u64, lease_until: Option<Instant>) {
+        let (engines, mut ctx) = self.engines_and_ctx();
+        engines.client_gone(&mut ctx, client);
+        match lease_until {
+            None => {
+                self.manager.release_client(client);
+            }
+            Some(until) => self.lingering.push((client, until)),
+        }
+    }
+
+    /// The message data path's puts, written straight from the message (see `answer`).
     fn execute_put(&mut self, ep: EndpointId, put: nam_proto::PutView<'_>) -> Reply {
         let connection = &self.connections[&ep];
         let result = if connection.authenticated {
-            self.checked_range(connection.client_id, put.handle, put.offset, put.data.len() as u64)
+            checked_range(&self.manager, connection.client_id, put.handle, put.offset, put.data.len() as u64)
         } else {
-            Err(Refusal { status: Status::NotConnected, message: "send Hello before other requests".into() })
+            Err(not_connected())
         };
         match result {
             Ok(at) => {
@@ -387,29 +387,6 @@ impl Server {
             }
             Err(refusal) => Reply::Error { status: refusal.status, message: refusal.message },
         }
-    }
-
-    /// The pool offset of `[offset, offset + len)` inside `handle`, if `client` holds it and
-    /// the range fits.
-    fn checked_range(&self, client: u64, handle: u64, offset: u64, len: u64) -> Result<u64, Refusal> {
-        let (base, size) = self.manager.resolve(client, handle)?;
-        match offset.checked_add(len) {
-            Some(end) if end <= size => Ok(base + offset),
-            _ => Err(Refusal {
-                status: Status::OutOfBounds,
-                message: format!("offset {offset} + length {len} is outside the {size}-byte allocation"),
-            }),
-        }
-    }
-
-    fn alloc_reply(&self, grant: Grant) -> Reply {
-        Reply::Alloc(AllocReply {
-            handle: grant.handle,
-            size: grant.size,
-            remote_addr: self.pool.remote_addr(grant.offset),
-            flags: grant.flags,
-            rkey: self.pool.rkey().to_vec(),
-        })
     }
 
     fn status(&self) -> StatusReply {
@@ -452,11 +429,9 @@ impl Server {
             self.connections.iter().filter(|(_, c)| c.endpoint.failure().is_some()).map(|(id, _)| *id).collect();
         for id in failed {
             let c = self.connections.remove(&id).expect("listed above");
-            self.ckpt.client_gone(&self.pool, c.client_id);
-            self.reductions_member_gone(c.client_id);
             if c.released || !c.authenticated {
                 log::info!("client {} ({}) disconnected", c.client_id, c.label);
-                self.manager.release_client(c.client_id);
+                self.client_gone(c.client_id, None);
                 continue;
             }
             log::info!(
@@ -466,9 +441,9 @@ impl Server {
                 c.endpoint.failure().expect("failed"),
                 self.config.lease
             );
+            self.client_gone(c.client_id, Some(now + self.config.lease));
             // Requests still in flight to this client complete with errors once it is closed.
             c.endpoint.abort();
-            self.lingering.push((c.client_id, now + self.config.lease));
         }
     }
 
@@ -497,102 +472,10 @@ impl Server {
     }
 }
 
-fn reserved_name<T>(name: &str) -> Result<T, Refusal> {
-    Err(Refusal {
-        status: Status::InvalidArgument,
-        message: format!("{name:?}: names starting with {CKPT_NAME_PREFIX:?} belong to the checkpoint engine"),
-    })
+fn not_connected() -> Refusal {
+    Refusal { status: Status::NotConnected, message: "send Hello before other requests".into() }
 }
 
 fn malformed(e: nam_proto::DecodeError) -> Reply {
     Reply::Error { status: Status::Malformed, message: e.to_string() }
-}
-
-/// Where the manifest of a backing file lives.
-pub fn manifest_path_for(backing: &std::path::Path) -> PathBuf {
-    let mut name = backing.as_os_str().to_owned();
-    name.push(".manifest.json");
-    PathBuf::from(name)
-}
-
-fn read_manifest(path: &std::path::Path) -> Result<Option<Manifest>, ServerError> {
-    let err = |message: String| ServerError::Manifest { path: path.into(), message };
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| err(format!("corrupt: {e}"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(err(format!("cannot read: {e}"))),
-    }
-}
-
-/// Restores the persistent allocations the manifest at `path` lists, or refuses a non-empty
-/// `backing` file that has none.
-fn restore_manifest(
-    manager: &mut Manager,
-    backing: &std::path::Path,
-    path: &std::path::Path,
-    capacity: u64,
-) -> Result<(), ServerError> {
-    let Some(manifest) = read_manifest(path)? else {
-        return refuse_unlisted_backing(backing, path);
-    };
-    check_manifest_capacity(path, &manifest, capacity)?;
-    manager.restore(&manifest).map_err(|message| ServerError::Manifest { path: path.into(), message })?;
-    log::info!("restored {} persistent allocations from {}", manifest.allocations.len(), path.display());
-    Ok(())
-}
-
-/// A backing file with data but no manifest: its allocations cannot be found, and starting
-/// on it would hand its bytes out again as new, zeroed allocations. Refused, unless the
-/// operator asks for a fresh pool.
-fn refuse_unlisted_backing(backing: &std::path::Path, manifest: &std::path::Path) -> Result<(), ServerError> {
-    let len = match std::fs::metadata(backing) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => {
-            return Err(ServerError::Manifest {
-                path: manifest.into(),
-                message: format!("cannot stat the backing file {}: {e}", backing.display()),
-            })
-        }
-    };
-    if len == 0 {
-        return Ok(());
-    }
-    Err(ServerError::Manifest {
-        path: manifest.into(),
-        message: format!(
-            "missing, but the backing file {} holds {len} bytes: its allocations cannot be found without it. \
-             Restore the manifest, or start with --reinit-pool to discard the pool's contents and start empty",
-            backing.display()
-        ),
-    })
-}
-
-fn check_manifest_capacity(path: &std::path::Path, manifest: &Manifest, capacity: u64) -> Result<(), ServerError> {
-    if manifest.capacity > capacity {
-        return Err(ServerError::Manifest {
-            path: path.into(),
-            message: format!("written for a {}-byte pool; start with --capacity of at least that", manifest.capacity),
-        });
-    }
-    Ok(())
-}
-
-/// Writes the manifest atomically: a temporary file, fsync, rename.
-fn write_manifest(path: &std::path::Path, manifest: &Manifest) -> Result<(), ServerError> {
-    use std::io::Write;
-    let err = |message: String| ServerError::Manifest { path: path.into(), message };
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("json.tmp");
-    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| err(e.to_string()))?;
-    // Names and sizes of every tenant's allocations: the server's user only.
-    let _ = std::fs::remove_file(&tmp); // a leftover may have other permissions
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(crate::pool::BACKING_FILE_MODE)
-        .open(&tmp)
-        .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
-    file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| err(format!("cannot write: {e}")))?;
-    std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot rename into place: {e}")))
 }

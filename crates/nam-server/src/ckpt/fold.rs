@@ -9,26 +9,22 @@
 //! `crc32` instruction runs at about the speed of memory; `nam_proto::checksum` computes it
 //! with carry-less multiplication, about twice as fast).
 
+pub(super) use crate::constants::CKPT_FOLD_SUB_BLOCK_BYTES as SUB_BLOCK;
 use nam_proto::checksum::RunningCrc;
-
-/// Bytes of a sub-block: eight sources and the output (576 KiB) stay in a 1 MiB L2 cache,
-/// and each checksum call is long enough for the carry-less-multiply kernel to pay off
-/// (measured: 4 KiB sub-blocks ran at 0.6 of a plain XOR loop per CPU second, 64 KiB at 1.0).
-pub const SUB_BLOCK: usize = 64 << 10;
 
 /// The checksums one [`fold_segment`] call computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoldSums {
+pub(super) struct FoldSums {
     /// CRC-32C of each source's own bytes, in the order given (empty unless asked for).
-    pub sources: Vec<u32>,
+    pub(super) sources: Vec<u32>,
     /// CRC-32C of the output after the fold (`None` unless asked for).
-    pub output: Option<u32>,
+    pub(super) output: Option<u32>,
 }
 
 /// Folds `sources` into `out`: `out ^= s0 ^ s1 ^ ...` when `accumulate`, otherwise
 /// `out = s0 ^ s1 ^ ...`. A source shorter than `out` counts as zero-padded; none may be
 /// longer. Checksums each source when `sum_sources` and the result when `sum_output`.
-pub fn fold_segment(
+pub(super) fn fold_segment(
     out: &mut [u8],
     accumulate: bool,
     sources: &[&[u8]],
@@ -64,7 +60,7 @@ pub fn fold_segment(
 /// `dst (^)= srcs[0] ^ srcs[1] ^ ...` over equal lengths, 64 bytes at a time in registers:
 /// each source is read once and `dst` written once, instead of one read-modify-write pass
 /// over `dst` per source. With no sources and no `accumulate`, `dst` becomes zeros.
-fn xor_block(dst: &mut [u8], accumulate: bool, srcs: &[&[u8]]) {
+pub(super) fn xor_block(dst: &mut [u8], accumulate: bool, srcs: &[&[u8]]) {
     const LANE: usize = 64;
     let blocks = dst.len() / LANE;
     for (b, out) in dst.chunks_exact_mut(LANE).enumerate() {
@@ -95,7 +91,7 @@ fn xor_block(dst: &mut [u8], accumulate: bool, srcs: &[&[u8]]) {
 }
 
 /// `dst ^= src`, a word at a time (the compiler vectorises the loop).
-pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+pub(super) fn xor_into(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
     let (d_words, d_tail) = dst.split_at_mut(dst.len() / 8 * 8);
     let (s_words, s_tail) = src.split_at(d_words.len());

@@ -12,15 +12,15 @@
 
 use crate::pool::Pool;
 
-struct Mapping {
-    start: u64,
-    end: u64,
-    shared: bool,
+pub(super) struct Mapping {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) shared: bool,
     /// Device and inode of the backing file or System V segment (the segment id).
-    object: (String, u64),
+    pub(super) object: (String, u64),
 }
 
-fn mappings() -> Result<Vec<Mapping>, String> {
+pub(super) fn mappings() -> Result<Vec<Mapping>, String> {
     let text = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
     let mut out = Vec::new();
     for line in text.lines() {
@@ -42,7 +42,7 @@ fn mappings() -> Result<Vec<Mapping>, String> {
 }
 
 /// The mapped object `[start, end)` lies in, merging adjacent mappings of one object.
-fn object_around(maps: &[Mapping], start: u64, end: u64) -> Option<&(String, u64)> {
+pub(super) fn object_around(maps: &[Mapping], start: u64, end: u64) -> Option<&(String, u64)> {
     let first = maps.iter().position(|m| m.start <= start && start < m.end)?;
     let object = &maps[first].object;
     let mut reached = maps[first].end;
@@ -57,7 +57,7 @@ fn object_around(maps: &[Mapping], start: u64, end: u64) -> Option<&(String, u64
 
 /// Checks that `len` bytes at `base` (a rank's buffer as UCX mapped it) lie in one shared
 /// mapping that is not the pool's.
-pub fn check_rank_buffer(base: *mut u8, len: u64, pool: &Pool) -> Result<(), String> {
+pub(super) fn check_rank_buffer(base: *mut u8, len: u64, pool: &Pool) -> Result<(), String> {
     let start = base as u64;
     let end = start.checked_add(len.max(1)).ok_or_else(|| format!("{len} bytes at {start:#x} wrap around"))?;
     let pool_start = pool.base_ptr() as u64;

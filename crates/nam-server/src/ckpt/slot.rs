@@ -6,15 +6,15 @@
 use crate::pool::Pool;
 
 /// `"NAMPAR01"`: marks an initialised slot.
-pub const SLOT_MAGIC: u64 = u64::from_le_bytes(*b"NAMPAR01");
+pub(super) const SLOT_MAGIC: u64 = u64::from_le_bytes(*b"NAMPAR01");
 /// Header bytes before the size table.
-pub const HEADER_LEN: u64 = 64;
+pub(super) const HEADER_LEN: u64 = 64;
 /// Parity data starts on a page boundary.
-const DATA_ALIGN: u64 = 4096;
+pub(super) const DATA_ALIGN: u64 = 4096;
 
 /// What a slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotState {
+pub(super) enum SlotState {
     /// Never written, or its epoch failed.
     Empty = 0,
     /// An epoch is being generated into it: not restorable.
@@ -25,69 +25,69 @@ pub enum SlotState {
 
 /// The geometry of a slot, fixed when the epoch starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotHeader {
+pub(super) struct SlotHeader {
     /// Epoch number.
-    pub epoch: u64,
+    pub(super) epoch: u64,
     /// Empty, writing or valid.
-    pub state: SlotState,
+    pub(super) state: SlotState,
     /// Ranks in the group.
-    pub ranks: u32,
+    pub(super) ranks: u32,
     /// Bytes per segment.
-    pub segment: u32,
+    pub(super) segment: u32,
     /// Checkpoint length of each rank in this epoch.
-    pub sizes: Vec<u64>,
+    pub(super) sizes: Vec<u64>,
 }
 
 impl SlotHeader {
     /// Length of the parity: the longest rank's checkpoint.
-    pub fn parity_len(&self) -> u64 {
+    pub(super) fn parity_len(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(0)
     }
 
     /// Segments of the parity.
-    pub fn segments(&self) -> u64 {
+    pub(super) fn segments(&self) -> u64 {
         self.parity_len().div_ceil(self.segment as u64)
     }
 
-    fn sizes_at(&self) -> u64 {
+    pub(super) fn sizes_at(&self) -> u64 {
         HEADER_LEN
     }
 
     /// Offset (inside the slot) of the parity checksum of segment 0.
-    pub fn parity_crc_at(&self) -> u64 {
+    pub(super) fn parity_crc_at(&self) -> u64 {
         self.sizes_at() + 8 * self.ranks as u64
     }
 
     /// Offset of rank `rank`'s checksum of segment 0.
-    pub fn rank_crc_at(&self, rank: u32) -> u64 {
+    pub(super) fn rank_crc_at(&self, rank: u32) -> u64 {
         self.parity_crc_at() + 4 * self.segments() * (1 + rank as u64)
     }
 
     /// Offset of the parity's first byte.
-    pub fn data_at(&self) -> u64 {
+    pub(super) fn data_at(&self) -> u64 {
         self.rank_crc_at(self.ranks).div_ceil(DATA_ALIGN) * DATA_ALIGN
     }
 
     /// Allocation size the slot needs.
-    pub fn slot_len(&self) -> u64 {
+    pub(super) fn slot_len(&self) -> u64 {
         self.data_at() + self.segments() * self.segment as u64
     }
 }
 
 /// A slot placed in the pool at `offset` (its allocation's first byte).
 #[derive(Debug, Clone)]
-pub struct Slot {
+pub(super) struct Slot {
     /// Pool offset of the allocation.
-    pub offset: u64,
+    pub(super) offset: u64,
     /// Its size.
-    pub len: u64,
+    pub(super) len: u64,
     /// Manager handle of the allocation.
-    pub handle: u64,
+    pub(super) handle: u64,
 }
 
 impl Slot {
     /// Writes `header` (state included) and zeroes the checksum tables.
-    pub fn write_header(&self, pool: &Pool, header: &SlotHeader) {
+    pub(super) fn write_header(&self, pool: &Pool, header: &SlotHeader) {
         let mut bytes = Vec::with_capacity(header.parity_crc_at() as usize);
         bytes.extend_from_slice(&SLOT_MAGIC.to_le_bytes());
         bytes.extend_from_slice(&header.epoch.to_le_bytes());
@@ -103,12 +103,12 @@ impl Slot {
     }
 
     /// Marks the slot's state; written last when an epoch completes, first when it starts.
-    pub fn set_state(&self, pool: &Pool, state: SlotState) {
+    pub(super) fn set_state(&self, pool: &Pool, state: SlotState) {
         pool.word(self.offset + 16).store(state as u64, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Reads the header back, or `None` if the slot is not initialised or inconsistent.
-    pub fn read_header(&self, pool: &Pool) -> Option<SlotHeader> {
+    pub(super) fn read_header(&self, pool: &Pool) -> Option<SlotHeader> {
         if self.len < HEADER_LEN {
             return None;
         }
@@ -135,12 +135,12 @@ impl Slot {
 
     /// Stores a checksum at table offset `at` (from [`SlotHeader::parity_crc_at`] or
     /// [`SlotHeader::rank_crc_at`]) for segment `segment`.
-    pub fn store_crc(&self, pool: &Pool, at: u64, segment: u64, crc: u32) {
+    pub(super) fn store_crc(&self, pool: &Pool, at: u64, segment: u64, crc: u32) {
         pool.write(self.offset + at + 4 * segment, &crc.to_le_bytes());
     }
 
     /// Reads a stored checksum.
-    pub fn load_crc(&self, pool: &Pool, at: u64, segment: u64) -> u32 {
+    pub(super) fn load_crc(&self, pool: &Pool, at: u64, segment: u64) -> u32 {
         u32::from_le_bytes(pool.read(self.offset + at + 4 * segment, 4).try_into().unwrap())
     }
 }

@@ -8,7 +8,7 @@ use nam_proto::Status;
 impl Manager {
     /// The protection domain of `client`: its tenant's id, 1 + the tenant's position in the
     /// configuration's tenants sorted by name (stable while the tenant set is unchanged).
-    pub fn domain_of(&self, client: u64) -> Result<u16, Refusal> {
+    pub(crate) fn domain_of(&self, client: u64) -> Result<u16, Refusal> {
         let tenant = self.tenant_of(client)?;
         let index = self.tenants.keys().position(|t| *t == tenant).expect("authenticated tenant exists");
         Ok(index as u16 + 1)
@@ -18,7 +18,7 @@ impl Manager {
     /// domain must be the client's, and the allocation must belong to the client's tenant;
     /// otherwise nothing changes and the refusal says which check failed. The client then
     /// holds a reference, so the allocation lives until it frees it (or its lease expires).
-    pub fn hold_global(&mut self, client: u64, domain: u16, handle: u64) -> Result<Grant, Refusal> {
+    pub(crate) fn hold_global(&mut self, client: u64, domain: u16, handle: u64) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
         let mine = self.domain_of(client)?;
         if domain != mine {
@@ -51,7 +51,7 @@ impl Manager {
     }
 
     /// Whether `handle` names a live allocation.
-    pub fn is_live(&self, handle: u64) -> bool {
+    pub(crate) fn is_live(&self, handle: u64) -> bool {
         self.allocations.contains_key(&handle)
     }
 }
