@@ -66,14 +66,18 @@
 mod checkpointer;
 pub mod comm;
 pub mod config;
+pub mod constants;
 pub mod cpu;
 mod error;
+pub mod fault;
 pub mod flush;
 pub mod format;
+mod full;
 pub mod groups;
 pub mod incremental;
 pub mod level;
 mod mapped;
+pub mod memory_server;
 pub mod node;
 pub mod patient;
 pub mod policy;
@@ -85,8 +89,9 @@ mod restart;
 mod stream_copy;
 pub mod wear;
 
-pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};
+pub use checkpointer::{CheckpointOutcome, Checkpointer};
 pub use config::Config;
+pub use fault::FAULT_ENV;
 pub use incremental::IncrementalConfig;
 pub use level::LevelKind;
 pub use policy::{Decision, Placement, PolicyKind};
@@ -94,4 +99,7 @@ pub use restart::RestartOutcome;
 
 pub use comm::Comm;
 pub use error::{CkptError, Result};
-pub use redundancy::{NoRedundancy, Partner, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, Target, Xor};
+pub use redundancy::{
+    LocalWrite, NoRedundancy, Partner, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, ServerClient,
+    Target, Xor,
+};
