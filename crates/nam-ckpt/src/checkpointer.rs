@@ -93,8 +93,12 @@ impl Checkpointer {
         let local = Self::check_dirs(&config);
         crate::redundancy::agree(comm.raw(), local, "checking checkpoint directories")?;
         // The memory-server client settings are read once, for every memory server used.
-        let wants_servers = Scheme::parse(&config.redundancy.scheme)? == Scheme::NamXor
-            || config.incremental.level_kinds()?.contains(&LevelKind::Nam);
+        let incremental = config.incremental.mode()?.is_some();
+        let wants_servers = if incremental {
+            config.incremental.level_kinds()?.contains(&LevelKind::Nam)
+        } else {
+            Scheme::parse(&config.redundancy.scheme)? == Scheme::NamXor
+        };
         let client = if wants_servers {
             Some(comm.agree(ServerClient::from_env(), "reading the memory-server client settings")?)
         } else {

@@ -10,9 +10,11 @@
 //!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
 //!   CLC of Abeyratne 2017, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
 //!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
-//! - Incremental checkpoints ([`incremental`], `[incremental]` in the configuration): a
-//!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and
-//!   memory-server levels, overlapping the copy with the application.
+//! - Full or incremental checkpoints: a strategy chosen once at init, to which `checkpoint`,
+//!   `latest` and `restart` delegate. Full (the default) stores everything through the levels
+//!   below. Incremental ([`incremental`], `[incremental]` in the configuration): a nam-incr
+//!   engine tracks writes and stores a base plus increments on the RAM, SSD and memory-server
+//!   levels, overlapping the copy with the application.
 //! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
 //!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`), over the
 //!   files of retired versions, or files reserved up front ([`Checkpointer::reserve`]).
@@ -23,7 +25,11 @@
 //! - [`Redundancy`]: the L2 schemes behind one trait, collective over a communicator:
 //!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`] (k parity), and the
 //!   memory-server NAM-XOR ([`redundancy::NamXor`]). [`redundancy::build`] makes the
-//!   configured one; [`redfile`] is the checksummed format of stored redundancy.
+//!   configured one; [`Redundancy::protect_overlapped`] orders the node-local write and the
+//!   redundancy as suits the scheme; [`redfile`] is the checksummed format of stored
+//!   redundancy. [`memory_server`] reads the memory-server client settings once.
+//! - [`constants`]: every limit and tuning constant, tied by compile-time assertions;
+//!   [`fault`]: the test-only fault-injection hook (feature `fault-injection`).
 //!
 //! ```no_run
 //! use nam_ckpt::{Checkpointer, Comm, Config};

@@ -110,11 +110,10 @@ impl NamXor {
         comm: &Comm,
         set_size: usize,
         servers: &[String],
-        client: &ServerClient,
+        settings: &ServerClient,
         segment_bytes: u32,
         in_flight: u32,
     ) -> Result<Self> {
-        let settings = client;
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
