@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Most data chunks per P+Q stripe: the coefficients g^i are distinct for i < 255.
 pub const PQ_MAX_DATA: usize = 255;
 
-/// Words between P and Q, so that P[i] and Q[i] (and the data word at the same offset of a
+/// Words between P and Q, so that `P[i]` and `Q[i]` (and the data word at the same offset of a
 /// page) do not fall at the same address modulo 4 KiB, where the CPU would take stores to one
 /// for possible aliases of loads from the other (4K aliasing).
 pub const PQ_SKEW_WORDS: usize = 72;

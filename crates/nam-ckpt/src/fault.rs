@@ -3,11 +3,13 @@
 //!
 //! The hook exists only in test builds and with the `fault-injection` feature (which the
 //! tests that drive a separately started `nam` enable through nam-cli's dev-dependencies):
-//! a production build never reads [`FAULT_ENV`] and compiles every [`Point`] check to
+//! a production build never reads [`FAULT_ENV`] and compiles every fault-point check to
 //! nothing.
 
 /// Environment variable that arms the hook: `<point>:<version>:<rank>` kills that rank at
-/// `<point>` of that version's checkpoint (see [`Point`] for the points). Read only with the
+/// `<point>` of that version's checkpoint: `die-before-protect` (its file is written, L2 has
+/// not run), `die-before-commit` (data and redundancy stored on every rank, its commit marker
+/// not) or `die-during-copy` (incremental: during the background copy). Read only with the
 /// `fault-injection` feature.
 pub const FAULT_ENV: &str = "NAM_FAULT_CKPT";
 

@@ -15,7 +15,7 @@
 //!   below. Incremental ([`incremental`], `[incremental]` in the configuration): a nam-incr
 //!   engine tracks writes and stores a base plus increments on the RAM, SSD and memory-server
 //!   levels, overlapping the copy with the application.
-//! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
+//! - Integrity ([`format`](mod@format)): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
 //!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`), over the
 //!   files of retired versions, or files reserved up front ([`Checkpointer::reserve`]).
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
@@ -23,7 +23,7 @@
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
 //!   [`groups`] forms partner pairs and redundancy sets across nodes.
 //! - [`Redundancy`]: the L2 schemes behind one trait, collective over a communicator:
-//!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`] (k parity), and the
+//!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`](redundancy::ReedSolomon) (k parity), and the
 //!   memory-server NAM-XOR ([`redundancy::NamXor`]). [`redundancy::build`] makes the
 //!   configured one; [`Redundancy::protect_overlapped`] orders the node-local write and the
 //!   redundancy as suits the scheme; [`redfile`] is the checksummed format of stored

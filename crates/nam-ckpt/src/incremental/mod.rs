@@ -1,7 +1,7 @@
 //! Incremental checkpoints in the checkpoint library (`[incremental]` in the configuration):
 //! the protected regions are checkpointed by a nam-incr [`Engine`] (write tracking, changed
 //! lines only, the copy overlapping the application in the background modes), whose chain of
-//! a base and increments every level of `incremental.levels` keeps whole ([`tee::Tee`]).
+//! a base and increments every level of `incremental.levels` keeps whole (`tee.rs`).
 //!
 //! ```text
 //! <ram.dir>/<name>/incr-rank-<r>/     RAM level: nam-incr objects of rank r (tmpfs)
@@ -9,7 +9,7 @@
 //! nam-ckpt/<name>/rank-<r>/<object>   memory-server level: persistent allocations
 //! ```
 //! A checkpoint returns once the engine has closed the interval; in the background modes it
-//! is complete later, when its commit is stored, which carries the version ([`meta`]). So the
+//! is complete later, when its commit is stored, which carries the version (`meta.rs`). So the
 //! commits are the truth: a restart lists each rank's complete versions on each level, and
 //! takes the newest version every rank can rebuild on one level (every checksum checked),
 //! falling back level by level, then version by version. The placement policy, L2 and the L3
