@@ -6,6 +6,7 @@
 //! A key that does not exist, in the file or in the environment, is an error naming it.
 //! [`Config::dump`] prints the resolved configuration.
 
+use crate::constants::CHUNK_ALIGN;
 use crate::error::{CkptError, Result};
 use crate::redundancy::{RedundancyConfig, Scheme};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -15,8 +16,8 @@ use std::path::{Path, PathBuf};
 pub const CONFIG_ENV: &str = "NAM_CKPT_CONFIG";
 const ENV_PREFIX: &str = "NAM_CKPT_";
 /// `NAM_CKPT_*` variables that are not configuration keys: the file itself, and the group-name
-/// prefix of the NAM-XOR scheme (`redundancy/nam_xor.rs`).
-const NOT_KEYS: [&str; 2] = [CONFIG_ENV, "NAM_CKPT_GROUP"];
+/// prefix of the NAM-XOR scheme ([`crate::memory_server::GROUP_ENV`]).
+const NOT_KEYS: [&str; 2] = [CONFIG_ENV, crate::memory_server::GROUP_ENV];
 
 /// A byte count written as a number or a size string (`64MiB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,9 +69,9 @@ impl Default for RamConfig {
             dir: PathBuf::from("/dev/shm/nam-ckpt"),
             capacity: Size(1 << 30),
             keep: 2,
-            chunk: Size(64 << 10),
-            stripe_chunks: 16,
-            parity_chunks: 2,
+            chunk: Size(crate::constants::RAM_CHUNK_DEFAULT),
+            stripe_chunks: crate::constants::RAM_STRIPE_CHUNKS_DEFAULT,
+            parity_chunks: crate::constants::RAM_PARITY_CHUNKS_DEFAULT,
         }
     }
 }
@@ -165,8 +166,8 @@ impl Default for FlushConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
-    /// `always-ram`, `always-ssd`, `ratio` (N to RAM, then 1 to SSD), `le` (lifetime
-    /// estimation), `le-ple` (lifetime and performance-loss estimation: Algorithm 1).
+    /// `always-ram`, `always-ssd`, `ratio` (N to RAM, then 1 to SSD), `le` (lifetime estimation),
+    /// `le-ple` (lifetime and performance-loss estimation: Abeyratne 2017, Algorithm 1).
     pub kind: String,
     /// N of the `ratio` policy (9 gives Abeyratne 2017's static 9:1).
     pub ratio: u64,
@@ -255,7 +256,7 @@ impl Config {
             return bad("ram.keep and ssd.keep must be at least 1".into());
         }
         for (key, chunk) in [("ram.chunk", self.ram.chunk), ("ssd.chunk", self.ssd.chunk)] {
-            if chunk.0 < 64 || chunk.0 % 64 != 0 {
+            if chunk.0 < CHUNK_ALIGN || !chunk.0.is_multiple_of(CHUNK_ALIGN) {
                 return bad(format!("{key} = {} must be a multiple of 64 bytes", chunk.0));
             }
         }

@@ -135,12 +135,9 @@ impl Drop for FlushPause {
     }
 }
 
-/// Bytes the flush copies between looks at whether a checkpoint is being written.
-const CHUNK: usize = 4 << 20;
-
-/// Longest the flush waits for checkpoints before its next chunk: it must make progress
-/// even when the application checkpoints back to back.
-pub const PAUSE_LIMIT: Duration = Duration::from_secs(2);
+use crate::constants::FLUSH_CHUNK as CHUNK;
+/// Longest the flush waits for checkpoints before its next chunk ([`crate::constants`]).
+pub use crate::constants::FLUSH_PAUSE_LIMIT as PAUSE_LIMIT;
 
 /// Waits while `writing` is non-zero, at most [`PAUSE_LIMIT`].
 fn wait_for_checkpoints(writing: &AtomicUsize) {

@@ -188,7 +188,7 @@ pub fn write(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) 
     write_unsynced(path, parts, footer, opts)?.finish()
 }
 
-/// [`write`]'s first half: the whole file under its temporary name, not yet fsynced; its
+/// [`write`](fn@write)'s first half: the whole file under its temporary name, not yet fsynced; its
 /// [`Unsynced::finish`] makes it durable and gives it its name. Between the two the caller
 /// may do other work while the disk catches up (NAM-XOR flags its buffer ready there).
 pub fn write_unsynced(path: &Path, parts: &[&[u8]], footer: Footer, opts: &WriteOptions) -> Result<Unsynced> {

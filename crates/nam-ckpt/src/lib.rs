@@ -10,10 +10,12 @@
 //!   (fsync), chosen per checkpoint for all ranks by the placement policy ([`policy`]: the
 //!   CLC of Abeyratne 2017, Algorithm 1, collective; static policies; SSD wear in [`wear`]); L2
 //!   redundancy; L3 asynchronous flush ([`flush`]) with retention.
-//! - Incremental checkpoints ([`incremental`], `[incremental]` in the configuration): a
-//!   nam-incr engine tracks writes and stores a base plus increments on the RAM, SSD and
-//!   memory-server levels, overlapping the copy with the application.
-//! - Integrity ([`format`]): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
+//! - Full or incremental checkpoints: a strategy chosen once at init, to which `checkpoint`,
+//!   `latest` and `restart` delegate. Full (the default) stores everything through the levels
+//!   below. Incremental ([`incremental`], `[incremental]` in the configuration): a nam-incr
+//!   engine tracks writes and stores a base plus increments on the RAM, SSD and memory-server
+//!   levels, overlapping the copy with the application.
+//! - Integrity ([`format`](mod@format)): CRC32C per chunk, P+Q (RAID-6) or Reed-Solomon parity across
 //!   RAM-level chunks, written in one pass with the copy ([`pq`], `mapped.rs`), over the
 //!   files of retired versions, or files reserved up front ([`Checkpointer::reserve`]).
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
@@ -21,9 +23,13 @@
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
 //!   [`groups`] forms partner pairs and redundancy sets across nodes.
 //! - [`Redundancy`]: the L2 schemes behind one trait, collective over a communicator:
-//!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`] (k parity), and the
+//!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`](redundancy::ReedSolomon) (k parity), and the
 //!   memory-server NAM-XOR ([`redundancy::NamXor`]). [`redundancy::build`] makes the
-//!   configured one; [`redfile`] is the checksummed format of stored redundancy.
+//!   configured one; [`Redundancy::protect_overlapped`] orders the node-local write and the
+//!   redundancy as suits the scheme; [`redfile`] is the checksummed format of stored
+//!   redundancy. [`memory_server`] reads the memory-server client settings once.
+//! - [`constants`]: every limit and tuning constant, tied by compile-time assertions;
+//!   [`fault`]: the test-only fault-injection hook (feature `fault-injection`).
 //!
 //! ```no_run
 //! use nam_ckpt::{Checkpointer, Comm, Config};
@@ -66,14 +72,18 @@
 mod checkpointer;
 pub mod comm;
 pub mod config;
+pub mod constants;
 pub mod cpu;
 mod error;
+pub mod fault;
 pub mod flush;
 pub mod format;
+mod full;
 pub mod groups;
 pub mod incremental;
 pub mod level;
 mod mapped;
+pub mod memory_server;
 pub mod node;
 pub mod patient;
 pub mod policy;
@@ -85,8 +95,9 @@ mod restart;
 mod stream_copy;
 pub mod wear;
 
-pub use checkpointer::{CheckpointOutcome, Checkpointer, FAULT_ENV};
+pub use checkpointer::{CheckpointOutcome, Checkpointer};
 pub use config::Config;
+pub use fault::FAULT_ENV;
 pub use incremental::IncrementalConfig;
 pub use level::LevelKind;
 pub use policy::{Decision, Placement, PolicyKind};
@@ -94,4 +105,7 @@ pub use restart::RestartOutcome;
 
 pub use comm::Comm;
 pub use error::{CkptError, Result};
-pub use redundancy::{NoRedundancy, Partner, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, Target, Xor};
+pub use redundancy::{
+    LocalWrite, NoRedundancy, Partner, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, ServerClient,
+    Target, Xor,
+};

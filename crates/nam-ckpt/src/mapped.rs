@@ -43,10 +43,7 @@ struct Cached {
     file: std::fs::File,
 }
 
-/// Mappings kept (least recently used go first): a checkpoint name cycles through `keep` + 1
-/// files at the RAM level, and files being flushed add more; this leaves room for two names
-/// with a flush in flight. A mapping only costs address space: the pages are the file's.
-const CACHED_MAX: usize = 8;
+use crate::constants::MAPPINGS_CACHED_MAX as CACHED_MAX;
 
 static CACHE: std::sync::Mutex<Vec<Cached>> = std::sync::Mutex::new(Vec::new());
 
@@ -118,10 +115,7 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Bytes checksummed and then copied at a time: small enough that the copy reads them from
-/// the L1 cache, large enough for the carry-less-multiply CRC kernel (measured: 16 KiB
-/// blocks ran 5-10% faster than 4 KiB).
-const BLOCK: usize = 16384;
+use crate::constants::COPY_BLOCK as BLOCK;
 
 /// Copies `src` into `dst` and returns its CRC32C: block by block, the CRC reads the
 /// source from memory, then the copy streams it from the cache to the file and the P+Q

@@ -13,12 +13,9 @@ use mpi::request::{Request, Scope};
 use mpi::traits::*;
 use std::time::Duration;
 
-/// Longest sleep between two tests of a pending collective.
-pub const MAX_SLEEP: Duration = Duration::from_micros(500);
-
-/// Polls that only yield before the first sleep: a collective whose ranks are all there
-/// completes within a few of them.
-const YIELD_POLLS: u32 = 8;
+/// Longest sleep between two tests of a pending collective ([`crate::constants`]).
+pub use crate::constants::PATIENT_MAX_SLEEP as MAX_SLEEP;
+use crate::constants::PATIENT_YIELD_POLLS as YIELD_POLLS;
 
 /// Tests `request` until it completes, yielding, then sleeping a little longer each time.
 fn wait<'a, R: ?Sized, S: Scope<'a>>(mut request: Request<'a, R, S>) {

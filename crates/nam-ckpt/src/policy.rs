@@ -5,26 +5,26 @@
 //! PBW_rated` and `L_estimated = (PBW_rated - PBW_used) / B_SSD`, with `B_SSD` the node's
 //! SSD write bandwidth of this run. `L_estimated > L_expected` means the SSD wears no faster
 //! than rated, so the checkpoint may go to the SSD.
-//! **Performance-loss estimation** (Eq. 4.3): `T_slowdown = T_chk / (T_compute + T_chk)`
-//! since init, with `T_chk` the measured seconds of every checkpoint so far (RAM and SSD).
-//! The seed tests the loss *before* the checkpoint, so one SSD checkpoint taken just under
-//! the bound overshoots it by its whole cost. Here the test is Eq. 4.3 *after* the SSD
-//! checkpoint, with its cost predicted from this run's measured SSD seconds per byte:
-//! `(T_chk + c) / (T_total + c) <= bound`. Until an SSD checkpoint has been measured, `c` comes
-//! from a probe at init: every rank writes `policy.ssd_probe` bytes to the SSD level at once
-//! (fsynced as checkpoints are) and the slowest rank's rate stands for the SSD's. Without the
-//! probe (`ssd_probe = 0`) `c` is taken as 0, the seed's test, and the first SSD checkpoint is
-//! chosen blind: it is the one that overshoots.
+//! **Performance-loss estimation** (Eq. 4.3): `T_slowdown = T_chk / (T_compute + T_chk)` since
+//! init, with `T_chk` the measured seconds of every checkpoint so far (RAM and SSD). Abeyratne 2017
+//! tests the loss *before* the checkpoint, so one SSD checkpoint taken just under the bound
+//! overshoots it by its whole cost. Here the test is Eq. 4.3 *after* the SSD checkpoint, with its
+//! cost predicted from this run's measured SSD seconds per byte: `(T_chk + c) / (T_total + c) <=
+//! bound`. Until an SSD checkpoint has been measured, `c` comes from a probe at init: every rank
+//! writes `policy.ssd_probe` bytes to the SSD level at once (fsynced as checkpoints are) and the
+//! slowest rank's rate stands for the SSD's. Without the probe (`ssd_probe = 0`) `c` is taken as 0,
+//! Abeyratne 2017's test, and the first SSD checkpoint is chosen blind: it is the one that
+//! overshoots.
 //! **Size**: a checkpoint larger than the rank's RAM share goes to the SSD if wear allows,
-//! else it is skipped (the seed skips it).
+//! else it is skipped (Abeyratne 2017 skips it).
 //!
-//! Departure from the seed: the decision is **collective**. The seed lets each rank decide,
-//! so ranks of one checkpoint can land on different levels or skip different checkpoints
-//! (uncoordinated checkpoints, §4.3.3.3). Here each rank computes its view, one allreduce
-//! combines them (SSD only if every node's SSD may take it; slowdown is the worst rank's;
-//! RAM only if every rank fits), and every rank applies Algorithm 1 to the same inputs.
-//! The same allreduce carries whether each rank is ready to write (its routed files were
-//! read), so a checkpoint costs one collective before the data is written.
+//! Departure from Abeyratne 2017: the decision is **collective**. There each rank decides, so ranks
+//! of one checkpoint can land on different levels or skip different checkpoints (uncoordinated
+//! checkpoints, Abeyratne 2017, §4.3.3.3). Here each rank computes its view, one allreduce combines
+//! them (SSD only if every node's SSD may take it; slowdown is the worst rank's; RAM only if every
+//! rank fits), and every rank applies Algorithm 1 to the same inputs. The same allreduce carries
+//! whether each rank is ready to write (its routed files were read), so a checkpoint costs one
+//! collective before the data is written.
 
 use crate::comm::Comm;
 use crate::error::{CkptError, Result};
@@ -34,8 +34,8 @@ use mpi::traits::*;
 use serde::Serialize;
 use std::time::Instant;
 
-/// Seconds in a (Julian) year.
-pub const SECONDS_PER_YEAR: f64 = 365.25 * 86400.0;
+/// Seconds in a (Julian) year ([`crate::constants`]).
+pub use crate::constants::SECONDS_PER_YEAR;
 
 /// Where a checkpoint goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -140,7 +140,7 @@ impl Cost {
     }
 }
 
-/// The inputs of Algorithm 1, combined over all ranks.
+/// The inputs of Abeyratne 2017, Algorithm 1, combined over all ranks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Inputs {
     /// Every node's SSD may take the checkpoint (`L_estimated > L_expected`).
@@ -195,7 +195,8 @@ impl Clc {
         Ok(())
     }
 
-    /// Eq. 4.1 and 4.2 for this node, years (`L_estimated` is infinite before any SSD write).
+    /// Abeyratne 2017, Eq. 4.1 and 4.2, for this node, years (`L_estimated` is infinite before any
+    /// SSD write).
     pub fn lifetimes(&self) -> (f64, f64) {
         let remaining = (self.wear.rated_bytes() - self.wear.used_bytes()).max(0.0);
         let expected = remaining * self.rated_years / self.wear.rated_bytes();
@@ -205,7 +206,7 @@ impl Clc {
         (estimated, expected)
     }
 
-    /// Eq. 4.3: fraction of the time since init spent in checkpoints.
+    /// Abeyratne 2017, Eq. 4.3: fraction of the time since init spent in checkpoints.
     pub fn slowdown(&self) -> f64 {
         let total = self.start.elapsed().as_secs_f64();
         if total <= 0.0 {
@@ -215,8 +216,8 @@ impl Clc {
         }
     }
 
-    /// Eq. 4.3 after a checkpoint of `bytes` to the SSD, its cost predicted from this run's
-    /// measured SSD checkpoints (the current `T_slowdown` until one has been measured).
+    /// Abeyratne 2017, Eq. 4.3, after a checkpoint of `bytes` to the SSD, its cost predicted from
+    /// this run's measured SSD checkpoints (the current `T_slowdown` until one has been measured).
     pub fn slowdown_after_ssd(&self, bytes: u64) -> f64 {
         let total = self.start.elapsed().as_secs_f64();
         let cost = self.ssd_cost.or(self.ssd_probe).map_or(0.0, |c| c.predict(bytes));

@@ -11,8 +11,8 @@
 //! chunks of a stripe (whose CRC32C fails) are rebuilt, as with any MDS code of two
 //! parities; the coefficients are distinct for stripes of up to [`MAX_DATA`] chunks.
 
-/// Most data chunks per stripe (g^i are distinct for i < 255).
-pub const MAX_DATA: usize = 255;
+/// Most data chunks per stripe (g^i are distinct for i < 255; [`crate::constants`]).
+pub use crate::constants::PQ_MAX_DATA as MAX_DATA;
 
 /// Multiplies every byte lane of `w` by 2 in GF(2^8)/0x11D.
 #[inline(always)]
@@ -64,10 +64,7 @@ unsafe fn fold_avx2(p: &mut [u64], q: &mut [u64], data: &[u8]) {
     fold_words(&mut p[vectors * 4..], &mut q[vectors * 4..], &data[vectors * 32..])
 }
 
-/// Words between P and Q, so that P[i] and Q[i] (and the data word at the same offset of
-/// a page) do not fall at the same address modulo 4 KiB, where the CPU would take stores to
-/// one for possible aliases of loads from the other (4K aliasing).
-const SKEW: usize = 72;
+use crate::constants::PQ_SKEW_WORDS as SKEW;
 
 /// P and Q of one stripe, accumulated chunk by chunk in stripe order.
 pub struct Accumulator {

@@ -8,7 +8,7 @@
 //! level has room for the versions it keeps (tmpfs full fails the reservation, not a
 //! checkpoint in the middle of the run).
 
-use crate::checkpointer::Checkpointer;
+use crate::checkpointer::{Checkpointer, Strategy};
 use crate::error::Result;
 use crate::format::parity_len;
 use crate::level::LevelKind;
@@ -23,17 +23,16 @@ impl Checkpointer {
     ///
     /// Checkpoints of another size still work: a reserved file is resized when reused.
     pub fn reserve(&mut self, name: Option<&str>) -> Result<u64> {
-        let kind = PolicyKind::parse(&self.config.policy.kind)?;
-        if kind == PolicyKind::AlwaysSsd || self.incr.is_some() {
-            return Ok(0);
-        }
-        let name = name.unwrap_or(&self.config.name).to_string();
-        let rank = self.comm.rank();
-        let files: u64 = self.files.values().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
-        let total = self.regions.values().map(|r| r.len as u64).sum::<u64>() + files;
-        let opts = self.write_options(LevelKind::Ram);
+        let kind = PolicyKind::parse(&self.job.config.policy.kind)?;
+        let (Strategy::Full(full), false) = (&self.strategy, kind == PolicyKind::AlwaysSsd) else { return Ok(0) };
+        let job = &self.job;
+        let name = name.unwrap_or(&job.config.name).to_string();
+        let rank = job.comm.rank();
+        let files: u64 = job.files.values().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let total = job.regions.values().map(|r| r.len as u64).sum::<u64>() + files;
+        let opts = full.write_options(job, LevelKind::Ram);
         let body = total as usize + parity_len(total as usize, &opts);
-        let level = self.ram.clone();
+        let level = full.ram.clone();
         let dir = level.dir.join(&name);
         std::fs::create_dir_all(&dir).map_err(|e| crate::CkptError::io("create", &dir, e))?;
         let held = level.spares(&name, rank).len() + level.committed(&name, rank).len();

@@ -1,9 +1,10 @@
 //! Restart: find the newest restorable version, fall back level by level, then version by
 //! version (Abeyratne 2017 §4.3.4: RAM first, then SSD; here also L2 rebuild and the L3 copy).
 
-use crate::checkpointer::Checkpointer;
+use crate::checkpointer::Job;
 use crate::error::{CkptError, Result};
 use crate::format::{self, Loaded};
+use crate::full::Full;
 use crate::level::{Level, LevelKind};
 use crate::redundancy::{agree, Target};
 use serde::Serialize;
@@ -24,15 +25,15 @@ pub struct RestartOutcome {
     pub fell_back: Vec<(u64, LevelKind, String)>,
 }
 
-impl Checkpointer {
+impl Full {
     fn levels(&self) -> Vec<Level> {
         [Some(self.ram.clone()), Some(self.ssd.clone()), self.pfs.clone()].into_iter().flatten().collect()
     }
 
     /// Collective: `(version, level)` pairs committed on any rank, newest version first,
     /// RAM before SSD before PFS.
-    fn candidates(&self, name: &str) -> Vec<(u64, LevelKind)> {
-        let rank = self.comm.rank();
+    fn candidates(&self, job: &Job, name: &str) -> Vec<(u64, LevelKind)> {
+        let rank = job.comm.rank();
         let mine: Vec<(u64, u64)> = self
             .levels()
             .iter()
@@ -40,7 +41,7 @@ impl Checkpointer {
             .collect();
         let json = serde_json::to_vec(&mine).expect("serializes");
         let mut all = BTreeSet::new();
-        for bytes in self.comm.all_gather_bytes(&json) {
+        for bytes in job.comm.all_gather_bytes(&json) {
             let theirs: Vec<(u64, u64)> = serde_json::from_slice(&bytes).expect("our own encoding");
             all.extend(theirs);
         }
@@ -50,40 +51,29 @@ impl Checkpointer {
         list
     }
 
-    /// Collective: the newest version of `name` that a restart can start from (`None`
-    /// when there is none). A commit marker on any rank means that version was stored on
-    /// every rank; restart still verifies every byte and falls back when it must.
-    pub fn latest(&self, name: Option<&str>) -> Option<u64> {
-        let name = name.unwrap_or(&self.config.name).to_string();
-        if self.incr.is_some() {
-            return self.incr_latest(&name);
-        }
-        self.candidates(&name).first().map(|c| c.0)
+    /// Collective: the newest version of `name` that a restart can start from
+    /// ([`crate::Checkpointer::latest`]).
+    pub(crate) fn latest(&self, job: &Job, name: &str) -> Option<u64> {
+        self.candidates(job, name).first().map(|c| c.0)
     }
 
     /// Collective: restores the newest restorable version (or exactly `version`) into the
-    /// protected regions (all, or only `ids`) and routed files. Each candidate is read and
-    /// verified (CRC32C per chunk, rebuilt from chunk parity where possible); ranks whose
-    /// data is missing or corrupt are rebuilt by the L2 scheme; a candidate that still fails
-    /// sends the restart to the next level, then to the next older version. Wrong data is
-    /// never copied into a region.
-    pub fn restart(&mut self, name: Option<&str>, version: Option<u64>, ids: Option<&[i32]>) -> Result<RestartOutcome> {
-        let name = name.unwrap_or(&self.config.name).to_string();
-        if let Some(ids) = ids {
-            if let Some(&id) = ids.iter().find(|id| !self.regions.contains_key(id)) {
-                return Err(CkptError::UnknownRegion(id));
-            }
-        }
-        if self.incr.is_some() {
-            return self.incr_restart(&name, version, ids);
-        }
+    /// protected regions (all, or only `ids`, every one protected) and routed files
+    /// ([`crate::Checkpointer::restart`]).
+    pub(crate) fn restart(
+        &mut self,
+        job: &mut Job,
+        name: &str,
+        version: Option<u64>,
+        ids: Option<&[i32]>,
+    ) -> Result<RestartOutcome> {
         let mut fell_back = Vec::new();
-        for (v, kind) in self.candidates(&name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
-            match self.try_candidate(&name, v, kind) {
+        for (v, kind) in self.candidates(job, name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
+            match self.try_candidate(job, name, v, kind) {
                 Ok((loaded, rebuilt_ranks)) => {
-                    let local = self.restore_into(&loaded, ids);
-                    agree(self.comm.raw(), local, "copying restored data into regions")?;
-                    let repaired_chunks = self.comm.sum_u64(loaded.repaired_chunks as u64) as usize;
+                    let local = Self::restore_into(job, &loaded, ids);
+                    agree(job.comm.raw(), local, "copying restored data into regions")?;
+                    let repaired_chunks = job.comm.sum_u64(loaded.repaired_chunks as u64) as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
                 }
                 Err(e @ CkptError::RankCount { .. }) => return Err(e),
@@ -96,25 +86,27 @@ impl Checkpointer {
     }
 
     /// Reads one candidate on every rank, rebuilding lost ranks with L2 on the L1 levels.
-    fn try_candidate(&mut self, name: &str, version: u64, kind: LevelKind) -> Result<(Loaded, Vec<usize>)> {
-        let rank = self.comm.rank();
+    fn try_candidate(&mut self, job: &Job, name: &str, version: u64, kind: LevelKind) -> Result<(Loaded, Vec<usize>)> {
+        let rank = job.comm.rank();
         let level = self.levels().into_iter().find(|l| l.kind == kind).expect("candidate level exists");
         let local = if level.marker(name, version, rank).exists() {
             format::read(&level.file(name, version, rank))
         } else {
             Err(CkptError::NoCheckpoint(format!(": rank {rank} has no commit marker")))
         };
-        let ranks = self.comm.size();
+        let ranks = job.comm.size();
         let written = local.as_ref().map(|l| l.footer.ranks as u64).unwrap_or(0);
-        let max_written = self.comm.max_u64(written);
+        let max_written = job.comm.max_u64(written);
         if max_written != 0 && max_written != ranks as u64 {
             return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
         }
         if kind == LevelKind::Pfs {
-            let failed = !self.comm.all_agree(local.is_ok());
+            let failed = !job.comm.all_agree(local.is_ok());
             return match local {
                 Ok(l) if !failed => Ok((l, Vec::new())),
-                _ => Err(self.with_local_causes(&local, CkptError::NoCheckpoint(" complete on every rank".into()))),
+                _ => {
+                    Err(Self::with_local_causes(job, &local, CkptError::NoCheckpoint(" complete on every rank".into())))
+                }
             };
         }
         let dir = level.version_dir(name, version);
@@ -124,28 +116,28 @@ impl Checkpointer {
         // The scheme agrees within its sets only: every rank learns here whether every set
         // rebuilt, so all go on to the next candidate together, or to the restore together.
         let rebuilt = self.scheme.rebuild(have, &target);
-        if !self.comm.all_agree(rebuilt.is_ok()) {
-            let failed = self.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
+        if !job.comm.all_agree(rebuilt.is_ok()) {
+            let failed = job.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
             let error = failed.expect_err("agreed fails on every rank when one failed");
-            return Err(self.with_local_causes(&local, error));
+            return Err(Self::with_local_causes(job, &local, error));
         }
         let rebuilt = rebuilt.expect("every rank rebuilt");
         let loaded = match (local, rebuilt.data) {
             (Ok(l), _) => Ok(l),
-            (Err(_), Some(data)) => self.rewrite(&level, name, version, data),
+            (Err(_), Some(data)) => self.rewrite(job, &level, name, version, data),
             (Err(e), None) => Err(e),
         };
-        let loaded = self.comm.agree(loaded, &format!("reading version {version}"))?;
+        let loaded = job.comm.agree(loaded, &format!("reading version {version}"))?;
         // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
-        Ok((loaded, self.all_lost(&rebuilt.lost)))
+        Ok((loaded, Self::all_lost(job, &rebuilt.lost)))
     }
 
     /// Collective: the union, in order, of every rank's `lost` ranks.
-    fn all_lost(&self, lost: &[usize]) -> Vec<usize> {
+    fn all_lost(job: &Job, lost: &[usize]) -> Vec<usize> {
         // A count word first: Open MPI refuses an all-gather of no bytes at all.
         let words = std::iter::once(lost.len() as u64).chain(lost.iter().map(|&r| r as u64));
         let mine: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
-        let mut all: Vec<usize> = self
+        let mut all: Vec<usize> = job
             .comm
             .all_gather_bytes(&mine)
             .iter()
@@ -161,9 +153,9 @@ impl Checkpointer {
     /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the
     /// node; the layout is that of the protected regions (as in FTI and SCR, the application
     /// protects its regions before it restarts), which must add up to the rebuilt size.
-    fn rewrite(&self, level: &Level, name: &str, version: u64, data: Vec<u8>) -> Result<Loaded> {
-        let rank = self.comm.rank();
-        let regions: Vec<(i32, u64)> = self.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
+    fn rewrite(&self, job: &Job, level: &Level, name: &str, version: u64, data: Vec<u8>) -> Result<Loaded> {
+        let rank = job.comm.rank();
+        let regions: Vec<(i32, u64)> = job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
         let protected: u64 = regions.iter().map(|r| r.1).sum();
         if protected != data.len() as u64 {
             return Err(CkptError::Corrupt(format!(
@@ -175,7 +167,7 @@ impl Checkpointer {
             name: name.into(),
             version,
             rank,
-            ranks: self.comm.size(),
+            ranks: job.comm.size(),
             regions,
             files: Vec::new(),
             chunk: 0,
@@ -184,7 +176,7 @@ impl Checkpointer {
             parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
-        let opts = self.write_options(level.kind);
+        let opts = self.write_options(job, level.kind);
         std::fs::create_dir_all(level.version_dir(name, version))
             .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
         format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
@@ -193,12 +185,12 @@ impl Checkpointer {
     }
 
     /// Copies the loaded data into the regions (and routed files).
-    fn restore_into(&mut self, loaded: &Loaded, ids: Option<&[i32]>) -> Result<()> {
+    fn restore_into(job: &mut Job, loaded: &Loaded, ids: Option<&[i32]>) -> Result<()> {
         let mut at = 0usize;
         for (id, len) in &loaded.footer.regions {
             let len = *len as usize;
             if ids.is_none_or(|ids| ids.contains(id)) {
-                let region = self.regions.get(id).ok_or(CkptError::UnknownRegion(*id))?;
+                let region = job.regions.get(id).ok_or(CkptError::UnknownRegion(*id))?;
                 if region.len != len {
                     return Err(CkptError::SizeMismatch { id: *id, stored: len as u64, protected: region.len as u64 });
                 }
@@ -208,7 +200,7 @@ impl Checkpointer {
             at += len;
         }
         for (file, len) in &loaded.footer.files {
-            let path = self.route_file(file)?;
+            let path = job.route_file(file)?;
             std::fs::write(&path, &loaded.data[at..at + *len as usize])
                 .map_err(|e| CkptError::io("restore", &path, e))?;
             at += *len as usize;
@@ -217,9 +209,9 @@ impl Checkpointer {
     }
 
     /// Collective: `error` extended with why each rank could not read its own file.
-    fn with_local_causes(&self, local: &Result<Loaded>, error: CkptError) -> CkptError {
+    fn with_local_causes(job: &Job, local: &Result<Loaded>, error: CkptError) -> CkptError {
         let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
-        let causes: Vec<String> = self
+        let causes: Vec<String> = job
             .comm
             .all_gather_bytes(mine.as_bytes())
             .iter()

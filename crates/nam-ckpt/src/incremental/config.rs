@@ -24,7 +24,8 @@ pub struct IncrementalConfig {
     /// Complete versions kept per level (at least 2: ranks finish their background copies at
     /// different times, and a collective restart takes the newest version all of them have).
     pub keep: usize,
-    /// Record bytes (changed lines of many pages packed together; the seed's flash page).
+    /// Record bytes (changed lines of many pages packed together; the flash page of
+    /// Abeyratne 2017, Ch. V).
     pub record: Size,
     /// Merge the increments backwards once the chain holds this many times the regions'
     /// bytes (0: never).

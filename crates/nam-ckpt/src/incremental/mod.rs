@@ -1,7 +1,7 @@
 //! Incremental checkpoints in the checkpoint library (`[incremental]` in the configuration):
 //! the protected regions are checkpointed by a nam-incr [`Engine`] (write tracking, changed
 //! lines only, the copy overlapping the application in the background modes), whose chain of
-//! a base and increments every level of `incremental.levels` keeps whole ([`tee::Tee`]).
+//! a base and increments every level of `incremental.levels` keeps whole (`tee.rs`).
 //!
 //! ```text
 //! <ram.dir>/<name>/incr-rank-<r>/     RAM level: nam-incr objects of rank r (tmpfs)
@@ -9,7 +9,7 @@
 //! nam-ckpt/<name>/rank-<r>/<object>   memory-server level: persistent allocations
 //! ```
 //! A checkpoint returns once the engine has closed the interval; in the background modes it
-//! is complete later, when its commit is stored, which carries the version ([`meta`]). So the
+//! is complete later, when its commit is stored, which carries the version (`meta.rs`). So the
 //! commits are the truth: a restart lists each rank's complete versions on each level, and
 //! takes the newest version every rank can rebuild on one level (every checksum checked),
 //! falling back level by level, then version by version. The placement policy, L2 and the L3
@@ -21,9 +21,11 @@ mod tee;
 
 pub use config::IncrementalConfig;
 
-use crate::checkpointer::{CheckpointOutcome, Checkpointer};
+use crate::checkpointer::{CheckpointOutcome, Job};
 use crate::error::{CkptError, Result};
+use crate::fault::Point;
 use crate::level::LevelKind;
+use crate::memory_server::ServerClient;
 use crate::policy::{Decision, Placement};
 use crate::redundancy::{agree, ProtectStats};
 use crate::restart::RestartOutcome;
@@ -32,11 +34,13 @@ use nam_incr::{DirStore, Engine, IncrError, Mode, NamStore, Store};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// The incremental mode's state in a [`Checkpointer`].
+/// The incremental strategy of a [`crate::Checkpointer`].
 pub(crate) struct Incremental {
     mode: Mode,
     kinds: Vec<LevelKind>,
     open: Option<Open>,
+    /// How to reach the memory servers of the `nam` level (read once at init).
+    client: Option<ServerClient>,
 }
 
 /// One level's store of a chain.
@@ -57,10 +61,11 @@ struct Open {
 type Found = (u64, LevelKind, u32);
 
 impl Incremental {
-    /// The state for `config`, `None` when the mode is off.
-    pub(crate) fn new(config: &IncrementalConfig) -> Result<Option<Incremental>> {
+    /// The state for `config`, `None` when the mode is off; `client` reaches the memory
+    /// servers of the `nam` level.
+    pub(crate) fn new(config: &IncrementalConfig, client: Option<ServerClient>) -> Result<Option<Incremental>> {
         let Some(mode) = config.mode()? else { return Ok(None) };
-        Ok(Some(Incremental { mode, kinds: config.level_kinds()?, open: None }))
+        Ok(Some(Incremental { mode, kinds: config.level_kinds()?, open: None, client }))
     }
 }
 
@@ -75,18 +80,14 @@ pub(crate) fn ckpt_error(e: IncrError) -> CkptError {
     }
 }
 
-impl Checkpointer {
-    fn incr(&mut self) -> &mut Incremental {
-        self.incr.as_mut().expect("incremental mode is on")
-    }
-
+impl Incremental {
     fn open(&mut self) -> &mut Open {
-        self.incr().open.as_mut().expect("opened")
+        self.open.as_mut().expect("opened")
     }
 
     /// Opens the stores of chain `name` on every level (once; one chain per job).
-    fn incr_open(&mut self, name: &str) -> Result<()> {
-        if let Some(open) = &self.incr.as_ref().expect("incremental mode is on").open {
+    fn open_chain(&mut self, job: &Job, name: &str) -> Result<()> {
+        if let Some(open) = &self.open {
             if open.name == name {
                 return Ok(());
             }
@@ -97,36 +98,35 @@ impl Checkpointer {
                 )));
             }
         }
-        let levels = self.incr_levels(name)?;
+        let levels = self.levels(job, name)?;
         let versions = BTreeMap::new();
-        self.incr().open = Some(Open { name: name.into(), levels, engine: None, ids: Vec::new(), versions });
+        self.open = Some(Open { name: name.into(), levels, engine: None, ids: Vec::new(), versions });
         Ok(())
     }
 
     /// The stores of chain `name`: the open ones, else new ones.
-    fn incr_levels(&self, name: &str) -> Result<Vec<Level>> {
-        let incr = self.incr.as_ref().expect("incremental mode is on");
-        if let Some(open) = incr.open.as_ref().filter(|o| o.name == name) {
+    fn levels(&self, job: &Job, name: &str) -> Result<Vec<Level>> {
+        if let Some(open) = self.open.as_ref().filter(|o| o.name == name) {
             return Ok(open.levels.clone());
         }
-        let rank = self.comm.rank();
+        let rank = job.comm.rank();
         let mut levels: Vec<Level> = Vec::new();
-        for &kind in &incr.kinds {
+        for &kind in &self.kinds {
             let incr_error = |e: nam_incr::StoreError| ckpt_error(e.into());
             let store: Arc<dyn Store> = match kind {
                 LevelKind::Nam => {
-                    let servers = &self.config.incremental.servers;
+                    let servers = &job.config.incremental.servers;
                     let server = &servers[rank % servers.len()];
                     let addr = server.parse().map_err(|e| {
                         CkptError::Config(format!("incremental.servers: `{server}` is not host:port ({e})"))
                     })?;
-                    let client = crate::redundancy::nam_xor::open_client(addr)?;
+                    let client = self.client.as_ref().expect("read at init for the nam level").connect(addr)?;
                     Arc::new(NamStore::new(client, &format!("nam-ckpt/{name}/rank-{rank}")))
                 }
                 LevelKind::Ram | LevelKind::Ssd | LevelKind::Pfs => {
                     let (dir, sync) = match kind {
-                        LevelKind::Ram => (&self.config.ram.dir, false),
-                        _ => (&self.config.ssd.dir, self.config.ssd.fsync),
+                        LevelKind::Ram => (&job.config.ram.dir, false),
+                        _ => (&job.config.ssd.dir, job.config.ssd.fsync),
                     };
                     let dir = dir.join(name).join(format!("incr-rank-{rank}"));
                     Arc::new(DirStore::with_sync(dir, sync, kind.name()).map_err(incr_error)?)
@@ -138,21 +138,21 @@ impl Checkpointer {
     }
 
     /// Starts the engine (at the first checkpoint) and hands it every protected region.
-    fn incr_engine(&mut self) -> Result<()> {
+    fn start_engine(&mut self, job: &mut Job) -> Result<()> {
         if self.open().engine.is_some() {
             return Ok(());
         }
-        let mode = self.incr().mode;
+        let mode = self.mode;
         let stores = self.open().levels.iter().map(|(_, s)| s.clone()).collect();
         let tee: Arc<dyn Store> = Arc::new(tee::Tee::new(stores));
-        let engine = Engine::new(self.config.incremental.engine_config(mode), tee).map_err(ckpt_error)?;
+        let engine = Engine::new(job.config.incremental.engine_config(mode), tee).map_err(ckpt_error)?;
         if let Some(reason) = engine.tracker_fallback() {
             log::warn!("incremental checkpoints track writes with mprotect: {reason}");
         }
         self.open().engine = Some(engine);
-        let regions: Vec<i32> = self.regions.keys().copied().collect();
+        let regions: Vec<i32> = job.regions.keys().copied().collect();
         for id in regions {
-            self.incr_protect(id)?;
+            self.protect(job, id)?;
         }
         Ok(())
     }
@@ -160,9 +160,9 @@ impl Checkpointer {
     /// Hands region `id` (just protected) to the engine, if it runs. A region sharing a page
     /// with another protected region cannot be tracked apart from it and is stored whole in
     /// every commit instead.
-    pub(crate) fn incr_protect(&mut self, id: i32) -> Result<()> {
-        let region = self.regions[&id];
-        let Some(Some(open)) = self.incr.as_mut().map(|i| i.open.as_mut()) else { return Ok(()) };
+    pub(crate) fn protect(&mut self, job: &mut Job, id: i32) -> Result<()> {
+        let region = job.regions[&id];
+        let Some(open) = self.open.as_mut() else { return Ok(()) };
         let Some(engine) = &open.engine else { return Ok(()) };
         // SAFETY: `Checkpointer::protect`'s contract: valid until unprotected or dropped.
         match unsafe { engine.protect(region.ptr, region.len) } {
@@ -173,15 +173,15 @@ impl Checkpointer {
             }
             Err(IncrError::Overlap { .. }) => Ok(()),
             Err(e) => {
-                self.regions.remove(&id);
+                job.regions.remove(&id);
                 Err(CkptError::Region { id, reason: e.to_string() })
             }
         }
     }
 
     /// Stops tracking region `id` (just unprotected).
-    pub(crate) fn incr_unprotect(&mut self, id: i32) -> Result<()> {
-        let Some(Some(open)) = self.incr.as_mut().map(|i| i.open.as_mut()) else { return Ok(()) };
+    pub(crate) fn unprotect(&mut self, id: i32) -> Result<()> {
+        let Some(open) = self.open.as_mut() else { return Ok(()) };
         let (Some(engine), Some(index)) = (&open.engine, open.ids.iter().position(|i| *i == Some(id))) else {
             return Ok(());
         };
@@ -190,25 +190,25 @@ impl Checkpointer {
     }
 
     /// Collective: an incremental checkpoint of version `version` of `name`.
-    pub(crate) fn incr_checkpoint(&mut self, name: &str, version: u64) -> Result<CheckpointOutcome> {
+    pub(crate) fn checkpoint(&mut self, job: &mut Job, name: &str, version: u64) -> Result<CheckpointOutcome> {
         let clock = crate::cpu::Stopwatch::start();
-        let local = if self.files.is_empty() {
-            self.incr_open(name).and_then(|_| self.incr_engine())
+        let local = if job.files.is_empty() {
+            self.open_chain(job, name).and_then(|_| self.start_engine(job))
         } else {
             Err(CkptError::Config("routed files are not stored by incremental checkpoints (incremental.mode)".into()))
         };
-        agree(self.comm.raw(), local, "opening the incremental checkpoint levels")?;
+        agree(job.comm.raw(), local, "opening the incremental checkpoint levels")?;
         let tracked: BTreeSet<i32> = self.open().ids.iter().flatten().copied().collect();
-        let inline = self
+        let inline = job
             .regions
             .iter()
             .filter(|(id, _)| !tracked.contains(id))
             // SAFETY: `protect`'s contract keeps every region valid and unaliased during checkpoint.
             .map(|(&id, r)| (id, unsafe { std::slice::from_raw_parts(r.ptr, r.len) }.to_vec()))
             .collect();
-        let meta = Meta { version, ranks: self.comm.size(), ids: self.open().ids.clone(), inline };
-        self.incr_pin();
-        let targeted = fault_targets(version, self.comm.rank());
+        let meta = Meta { version, ranks: job.comm.size(), ids: self.open().ids.clone(), inline };
+        self.pin(job);
+        let targeted = fault_targets(version, job.comm.rank());
         let engine = self.open().engine.as_ref().expect("started");
         let die = targeted && engine.hold_next_commit();
         let before = engine.stats().bytes_written;
@@ -216,14 +216,13 @@ impl Checkpointer {
         let local = engine.checkpoint_with(meta.encode()).map_err(ckpt_error);
         let write_seconds = started.elapsed().as_secs_f64();
         let file_bytes = engine.stats().bytes_written - before;
-        let interval = agree(self.comm.raw(), local, "taking the incremental checkpoint")?;
+        let interval = agree(job.comm.raw(), local, "taking the incremental checkpoint")?;
         self.open().versions.insert(interval, version);
         if die {
-            // SAFETY: the rank ends here, as a crashed rank does, its copy of `version` uncommitted.
-            unsafe { libc::raise(libc::SIGKILL) };
+            // The rank ends here, as a crashed rank does, its copy of `version` uncommitted.
+            crate::fault::kill();
         }
-        self.count += 1;
-        let level = self.incr().kinds[0];
+        let level = self.kinds[0];
         let placement = if level == LevelKind::Ram { Placement::Ram } else { Placement::Ssd };
         let decision = Decision {
             placement,
@@ -233,7 +232,7 @@ impl Checkpointer {
             slowdown_after_ssd: 0.0,
             fits_ram: true,
         };
-        let seconds = self.comm.max_f64(clock.wall_seconds());
+        let seconds = job.comm.max_f64(clock.wall_seconds());
         let protect = ProtectStats::default();
         Ok(CheckpointOutcome {
             version,
@@ -250,11 +249,11 @@ impl Checkpointer {
     /// Collective: pins the newest version complete on every rank, so no rank collects it as
     /// garbage before a newer one is complete everywhere (ranks finish their background
     /// copies at different times, and a restart needs one version on all of them).
-    fn incr_pin(&mut self) {
+    fn pin(&mut self, job: &Job) {
         let open = self.open();
         let engine = open.engine.as_ref().expect("started");
         let newest = engine.committed().and_then(|i| open.versions.get(&i)).copied().unwrap_or(0);
-        let everywhere = self.comm.min_u64(newest);
+        let everywhere = job.comm.min_u64(newest);
         let open = self.open();
         // 0 (some rank has none yet, or the version is of an earlier run): keep everything.
         let pin = open.versions.iter().find(|(_, v)| **v == everywhere && everywhere > 0).map_or(0, |(i, _)| *i);
@@ -263,21 +262,21 @@ impl Checkpointer {
     }
 
     /// Waits for the background copies (finalize): Err when one failed.
-    pub(crate) fn incr_finish(&self) -> Result<()> {
-        let engine = self.incr.as_ref().and_then(|i| i.open.as_ref()).and_then(|o| o.engine.as_ref());
+    pub(crate) fn finish(&self) -> Result<()> {
+        let engine = self.open.as_ref().and_then(|o| o.engine.as_ref());
         engine.map_or(Ok(()), |e| e.wait().map(|_| ()).map_err(ckpt_error))
     }
 
     /// Collective: `(version, level)` complete on any rank, newest first, then in level order.
-    fn incr_candidates(&self, found: &[Found]) -> Vec<(u64, LevelKind)> {
+    fn candidates(&self, job: &Job, found: &[Found]) -> Vec<(u64, LevelKind)> {
         let mine: Vec<(u64, u64)> = found.iter().map(|(v, k, _)| (*v, k.code())).collect();
         let json = serde_json::to_vec(&mine).expect("serializes");
         let mut all = BTreeSet::new();
-        for bytes in self.comm.all_gather_bytes(&json) {
+        for bytes in job.comm.all_gather_bytes(&json) {
             let theirs: Vec<(u64, u64)> = serde_json::from_slice(&bytes).expect("our own encoding");
             all.extend(theirs);
         }
-        let kinds = &self.incr.as_ref().expect("incremental mode is on").kinds;
+        let kinds = &self.kinds;
         let order = |code: u64| kinds.iter().position(|k| k.code() == code).unwrap_or(usize::MAX);
         let mut list: Vec<(u64, u64)> = all.into_iter().collect();
         list.sort_by(|a, b| b.0.cmp(&a.0).then(order(a.1).cmp(&order(b.1))));
@@ -285,23 +284,23 @@ impl Checkpointer {
     }
 
     /// Collective: the newest version of `name` an incremental restart may start from.
-    pub(crate) fn incr_latest(&self, name: &str) -> Option<u64> {
-        let levels =
-            agree(self.comm.raw(), self.incr_levels(name), "opening the incremental checkpoint levels").ok()?;
+    pub(crate) fn latest(&self, job: &Job, name: &str) -> Option<u64> {
+        let levels = agree(job.comm.raw(), self.levels(job, name), "opening the incremental checkpoint levels").ok()?;
         let found = found(&levels);
-        self.incr_candidates(&found).first().map(|c| c.0)
+        self.candidates(job, &found).first().map(|c| c.0)
     }
 
     /// Collective: restores the newest version (or `version`) every rank can rebuild on one
     /// level into the protected regions (all, or `ids`).
-    pub(crate) fn incr_restart(
+    pub(crate) fn restart(
         &mut self,
+        job: &Job,
         name: &str,
         version: Option<u64>,
         ids: Option<&[i32]>,
     ) -> Result<RestartOutcome> {
-        let local = self.incr_open(name);
-        agree(self.comm.raw(), local, "opening the incremental checkpoint levels")?;
+        let local = self.open_chain(job, name);
+        agree(job.comm.raw(), local, "opening the incremental checkpoint levels")?;
         if let Some(engine) = &self.open().engine {
             // Copies in flight finish first; their failure does not stop a restart.
             if let Err(e) = engine.wait() {
@@ -310,17 +309,17 @@ impl Checkpointer {
         }
         let found = found(&self.open().levels.clone());
         let mut fell_back = Vec::new();
-        for (v, kind) in self.incr_candidates(&found).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
-            let local = self.incr_load(&found, v, kind);
+        for (v, kind) in self.candidates(job, &found).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
+            let local = self.load(job, &found, v, kind);
             let written = local.as_ref().map(|m| m.0.ranks as u64).unwrap_or(0);
-            let max_written = self.comm.max_u64(written);
-            if max_written != 0 && max_written != self.comm.size() as u64 {
-                return Err(CkptError::RankCount { written: max_written as usize, now: self.comm.size() });
+            let max_written = job.comm.max_u64(written);
+            if max_written != 0 && max_written != job.comm.size() as u64 {
+                return Err(CkptError::RankCount { written: max_written as usize, now: job.comm.size() });
             }
-            let local = local.and_then(|loaded| self.incr_check(&loaded, ids).map(|_| loaded));
-            match agree(self.comm.raw(), local, "rebuilding the incremental checkpoint") {
+            let local = local.and_then(|loaded| Self::check(job, &loaded, ids).map(|_| loaded));
+            match agree(job.comm.raw(), local, "rebuilding the incremental checkpoint") {
                 Ok(loaded) => {
-                    self.incr_copy(&loaded, ids);
+                    Self::copy(job, &loaded, ids);
                     let rebuilt_ranks = Vec::new();
                     return Ok(RestartOutcome {
                         version: v,
@@ -339,8 +338,8 @@ impl Checkpointer {
     }
 
     /// Rebuilds version `version` of this rank from `kind`, checking every checksum.
-    fn incr_load(&mut self, found: &[Found], version: u64, kind: LevelKind) -> Result<(Meta, Vec<Vec<u8>>)> {
-        let rank = self.comm.rank();
+    fn load(&mut self, job: &Job, found: &[Found], version: u64, kind: LevelKind) -> Result<(Meta, Vec<Vec<u8>>)> {
+        let rank = job.comm.rank();
         let Some(&(_, _, interval)) = found.iter().find(|f| f.0 == version && f.1 == kind) else {
             return Err(CkptError::NoCheckpoint(format!(": rank {rank} has no complete copy")));
         };
@@ -354,11 +353,11 @@ impl Checkpointer {
     }
 
     /// Checks that every stored region to restore is protected now, with its size.
-    fn incr_check(&self, (meta, regions): &(Meta, Vec<Vec<u8>>), ids: Option<&[i32]>) -> Result<()> {
+    fn check(job: &Job, (meta, regions): &(Meta, Vec<Vec<u8>>), ids: Option<&[i32]>) -> Result<()> {
         let tracked = meta.ids.iter().zip(regions).filter_map(|(id, data)| id.map(|id| (id, data.len())));
         let inline = meta.inline.iter().map(|(id, data)| (*id, data.len()));
         for (id, len) in tracked.chain(inline).filter(|(id, _)| ids.is_none_or(|ids| ids.contains(id))) {
-            let region = self.regions.get(&id).ok_or(CkptError::UnknownRegion(id))?;
+            let region = job.regions.get(&id).ok_or(CkptError::UnknownRegion(id))?;
             if region.len != len {
                 return Err(CkptError::SizeMismatch { id, stored: len as u64, protected: region.len as u64 });
             }
@@ -367,11 +366,11 @@ impl Checkpointer {
     }
 
     /// Copies checked data into the regions.
-    fn incr_copy(&self, (meta, regions): &(Meta, Vec<Vec<u8>>), ids: Option<&[i32]>) {
+    fn copy(job: &Job, (meta, regions): &(Meta, Vec<Vec<u8>>), ids: Option<&[i32]>) {
         let tracked = meta.ids.iter().zip(regions).filter_map(|(id, data)| id.map(|id| (id, data)));
         let inline = meta.inline.iter().map(|(id, data)| (*id, data));
         for (id, data) in tracked.chain(inline).filter(|(id, _)| ids.is_none_or(|ids| ids.contains(id))) {
-            let region = self.regions[&id];
+            let region = job.regions[&id];
             // SAFETY: `protect`'s contract; the size was checked by `incr_check`.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), region.ptr, region.len) };
         }
@@ -398,13 +397,10 @@ fn found(levels: &[Level]) -> Vec<Found> {
     found
 }
 
-/// Fault injection for tests (`NAM_FAULT_CKPT=die-during-copy:<version>:<rank>`): the rank
-/// dies right after the checkpoint of `version` returned, while its background copy runs (the
-/// engine holds that copy's commit, so the copy cannot win the race with the kill). The modes
-/// that copy inside the call have no background copy to die in, and are not killed.
+/// Whether the test-only fault hook ([`crate::fault`]) kills this rank during the background
+/// copy of `version`.
 fn fault_targets(version: u64, rank: usize) -> bool {
-    let Ok(spec) = std::env::var(crate::checkpointer::FAULT_ENV) else { return false };
-    let hit = spec == format!("die-during-copy:{version}:{rank}");
+    let hit = crate::fault::armed(Point::DuringCopy, version, rank);
     if hit {
         eprintln!("die-during-copy: rank {rank} dies during the copy of version {version}");
     }

@@ -21,6 +21,7 @@ mod reed_solomon;
 mod ring;
 mod xor;
 
+pub use crate::memory_server::ServerClient;
 pub use nam_xor::{NamXor, ServerWork};
 pub use none::NoRedundancy;
 pub use partner::Partner;
@@ -138,7 +139,8 @@ pub struct Rebuilt {
     pub cpu_seconds: f64,
 }
 
-/// An L2 redundancy scheme. Every method is collective over the scheme's communicator.
+/// An L2 redundancy scheme. Every method is collective over the scheme's communicator
+/// ([`Redundancy::protect_overlapped`] also over the caller's, see [`LocalWrite`]).
 pub trait Redundancy {
     /// The scheme.
     fn scheme(&self) -> Scheme;
@@ -157,22 +159,67 @@ pub trait Redundancy {
     /// Deletes this rank's redundancy files for `target.name` (retention).
     fn discard(&mut self, target: &Target) -> Result<()>;
 
-    /// The scheme as NAM-XOR, whose redundancy needs none of this rank's CPU and so may run
-    /// alongside the node-local write ([`NamXor::protect_while`]); `None` for the schemes
-    /// that compute on the ranks.
-    fn as_nam_xor(&mut self) -> Option<&mut NamXor> {
-        None
+    /// Stores the node-local copy of `data` through `local` and protects it, in the order
+    /// that suits the scheme: the checkpoint library's store. The statistics and errors are
+    /// those of [`Redundancy::protect`]; a failed write fails the whole call on every rank.
+    ///
+    /// The default is write-then-protect, as SCR does: the schemes that compute their
+    /// redundancy on the ranks (partner, XOR, RS) would otherwise compete with the write for
+    /// the cores and the memory bus, so every rank writes, the job agrees that every write
+    /// succeeded ([`LocalWrite::agree_written`]), and then the scheme protects. A scheme whose
+    /// redundancy costs the ranks no CPU (NAM-XOR) overrides this to overlap the two.
+    fn protect_overlapped(&mut self, data: &[u8], target: &Target, local: &mut dyn LocalWrite) -> Result<ProtectStats> {
+        let written = local.write(data);
+        local.agree_written(written)?;
+        local.before_protect();
+        self.protect(data, target)
     }
 }
 
+/// The caller's side of [`Redundancy::protect_overlapped`]: the node-local write, and the
+/// job-wide agreement on it.
+pub trait LocalWrite {
+    /// Finishes this rank's node-local copy of `data` (for a file: writes what is left,
+    /// fsyncs and names it). Not collective.
+    fn write(&mut self, data: &[u8]) -> Result<()>;
+
+    /// Collective over the job: Err on every rank when `written` failed on any.
+    fn agree_written(&mut self, written: Result<()>) -> Result<()>;
+
+    /// Runs right before the redundancy starts: the point where a test's fault injection
+    /// kills a rank ([`crate::fault`]). Nothing by default.
+    fn before_protect(&mut self) {}
+}
+
 /// Builds the configured scheme over `comm` (collective: forms sets, splits communicators).
+/// NAM-XOR takes its client settings from the environment ([`ServerClient::from_env`]).
 pub fn build(comm: &Comm, config: &RedundancyConfig) -> Result<Box<dyn Redundancy>> {
+    let client = match config.scheme {
+        Scheme::NamXor => Some(comm.agree(ServerClient::from_env(), "reading the memory-server client settings")?),
+        _ => None,
+    };
+    build_with(comm, config, client.as_ref())
+}
+
+/// [`build`] with the memory-server client settings read once by the caller (needed for
+/// `nam-xor`, ignored by the other schemes).
+pub fn build_with(
+    comm: &Comm,
+    config: &RedundancyConfig,
+    client: Option<&ServerClient>,
+) -> Result<Box<dyn Redundancy>> {
     Ok(match config.scheme {
         Scheme::None => Box::new(NoRedundancy::new(comm)),
         Scheme::Partner => Box::new(Partner::new(comm, config.block_bytes)?),
         Scheme::Xor => Box::new(Xor::new(comm, config.set_size, config.block_bytes)?),
         Scheme::Rs => Box::new(ReedSolomon::new(comm, config.set_size, config.rs_parity, config.block_bytes)?),
-        Scheme::NamXor => Box::new(NamXor::new(comm, config.set_size, &config.servers)?),
+        Scheme::NamXor => {
+            let client = match client {
+                Some(c) => c.clone(),
+                None => comm.agree(ServerClient::from_env(), "reading the memory-server client settings")?,
+            };
+            Box::new(NamXor::with_client(comm, config.set_size, &config.servers, &client, 0, 0)?)
+        }
     })
 }
 

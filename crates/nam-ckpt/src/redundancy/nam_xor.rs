@@ -13,24 +13,21 @@
 //! against stored checksums, so wrong data is never returned. The ranks' collectives sleep
 //! while they wait ([`crate::patient`]), as their waits for the server do.
 
-use super::{agree, agreed, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use super::{agree, agreed, LocalWrite, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
 use crate::comm::{all_gather_u64, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
 use crate::groups::form_sets;
+use crate::memory_server::ServerClient;
 use crate::patient;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use nam_client::{CkptMember, Client, ClientConfig, GroupSpec};
+use nam_client::{CkptMember, Client, GroupSpec};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
 
-/// Further connection attempts when the server refuses one.
-const CONNECT_ATTEMPTS: u32 = 3;
-
-/// Deadline of one protect or rebuild at the memory server.
-const SERVER_WAIT: Duration = Duration::from_secs(300);
+use crate::constants::SERVER_WAIT;
 
 /// What a rank records beside a checkpoint protected with NAM-XOR.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,9 +59,22 @@ pub struct NamXor {
     /// Wall seconds of this rank's last own restore, from asking the server to holding the
     /// verified bytes (only on the rank that was lost).
     restore_seconds: Option<f64>,
-    // Field order: the member (which borrows the client) goes first.
+    // Field order: the member, which borrows the client (see `detach`), is dropped first.
     member: Option<CkptMember<'static>>,
-    client: &'static Client,
+    client: Arc<Client>,
+}
+
+/// Extends a member's borrow of the scheme's client to the scheme's life.
+///
+/// # Safety
+/// `member` must borrow the [`Client`] inside `NamXor::client` and be stored in
+/// `NamXor::member`: that client lives in the heap allocation of an [`Arc`] the scheme holds,
+/// which neither moves nor is freed while the scheme lives; `member` is declared before
+/// `client`, so it is dropped first; and no `CkptMember<'static>` leaves the scheme (its
+/// methods hand out borrows tied to `&self`).
+unsafe fn detach(member: CkptMember<'_>) -> CkptMember<'static> {
+    // SAFETY: the types differ only in the lifetime; the caller keeps the borrow valid.
+    unsafe { std::mem::transmute::<CkptMember<'_>, CkptMember<'static>>(member) }
 }
 
 fn client_error(what: &str) -> impl Fn(nam_client::Error) -> CkptError + '_ {
@@ -73,10 +83,9 @@ fn client_error(what: &str) -> impl Fn(nam_client::Error) -> CkptError + '_ {
 
 impl NamXor {
     /// Forms sets on distinct nodes, assigns each to one of `servers` (round-robin over
-    /// sets), and connects to it. The tenant, token, UCX transports and deadlines come from
-    /// `NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS` and `NAM_TIMEOUT_MS` (the client's
-    /// variables, `ClientConfig::apply_env`); `NAM_CKPT_GROUP` prefixes the group
-    /// names (default `nam-ckpt`), so two jobs of one tenant can share servers.
+    /// sets), and connects to it, with the client settings of the environment
+    /// ([`ServerClient::from_env`]: every `NAM_*` client variable; `NAM_CKPT_GROUP` prefixes
+    /// the group names, so two jobs of one tenant can share servers).
     pub fn new(comm: &Comm, set_size: usize, servers: &[String]) -> Result<Self> {
         Self::with_tuning(comm, set_size, servers, 0, 0)
     }
@@ -90,6 +99,21 @@ impl NamXor {
         segment_bytes: u32,
         in_flight: u32,
     ) -> Result<Self> {
+        let client = ServerClient::from_env();
+        let client = comm.agree(client, "reading the memory-server client settings")?;
+        Self::with_client(comm, set_size, servers, &client, segment_bytes, in_flight)
+    }
+
+    /// As [`NamXor::with_tuning`], with client settings read once by the caller (the
+    /// checkpointer reads them at init).
+    pub fn with_client(
+        comm: &Comm,
+        set_size: usize,
+        servers: &[String],
+        settings: &ServerClient,
+        segment_bytes: u32,
+        in_flight: u32,
+    ) -> Result<Self> {
         let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
@@ -100,9 +124,9 @@ impl NamXor {
         let set_comm = comm.split(Some(idx as u32), me as i32).expect("rank passed a color");
         let server = nam_client::config::parse_servers(&servers[idx % servers.len()])
             .map_err(|e| CkptError::Config(format!("redundancy.servers: {e}")))?[0];
-        let connected = connect(server);
+        let connected = settings.connect(server).map(Arc::new);
         let client = agree(&set_comm, connected, "connecting to the memory server")?;
-        let prefix = std::env::var("NAM_CKPT_GROUP").unwrap_or_else(|_| "nam-ckpt".into());
+        let prefix = &settings.group_prefix;
         let mut spec =
             GroupSpec::new(&format!("{prefix}-{}x{}-set{idx}", comm.size(), sets.len()), sets[idx].len() as u32);
         spec.node = comm.nodes().names[comm.nodes().node_of[rank]].clone();
@@ -119,6 +143,12 @@ impl NamXor {
             member: None,
             client,
         })
+    }
+
+    /// The client of this set's memory server, shared with the scheme (it stays connected
+    /// while any holder keeps it).
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
     }
 
     /// The ranks of this rank's set.
@@ -139,7 +169,8 @@ impl NamXor {
         }
         if self.member.is_none() {
             let member = self.client.ckpt_join(&self.spec, me, len).map_err(client_error("joining the group"))?;
-            self.member = Some(member);
+            // SAFETY: the member borrows `self.client` and is kept in `self.member` (`detach`).
+            self.member = Some(unsafe { detach(member) });
         }
         Ok(self.member.as_mut().expect("joined"))
     }
@@ -162,7 +193,9 @@ impl NamXor {
         }
         let me = self.me();
         let member = self.client.ckpt_join_in(&self.spec, me, buffer).map_err(client_error("joining the group"))?;
-        self.member = Some(member);
+        // SAFETY: the member borrows `self.client` (and the application's `'static` buffer)
+        // and is kept in `self.member` (`detach`).
+        self.member = Some(unsafe { detach(member) });
         Ok(())
     }
 
@@ -178,35 +211,6 @@ impl NamXor {
     fn record(&self, epoch: u64, sizes: Vec<u64>) -> Record {
         Record { group: self.spec.name.clone(), server: self.server.to_string(), epoch, set: self.set.clone(), sizes }
     }
-}
-
-fn connect(server: SocketAddr) -> Result<&'static Client> {
-    // The scheme lives as long as the job's checkpointing; the member borrows the client,
-    // so the client is given the life of the process.
-    Ok(Box::leak(Box::new(open_client(server)?)))
-}
-
-/// A client of `server` (`NAM_TENANT`, `NAM_TOKEN`, `NAM_TRANSPORTS`, `NAM_TIMEOUT_MS` and the
-/// other client variables of `ClientConfig::apply_env` from the environment), retrying a
-/// refused connection a few times.
-pub(crate) fn open_client(server: SocketAddr) -> Result<Client> {
-    let mut config = ClientConfig::new(vec![server]);
-    // NAM_TIMEOUT_MS among them: how soon a rank notices a memory server it cannot reach.
-    config.apply_env().map_err(|e| CkptError::Config(format!("NAM-XOR client: {e}")))?;
-    // A whole job connects at once; on a loaded server a connection request can be refused
-    // (UCX: "Endpoint is not connected"). Try a few times before giving up.
-    let mut attempt = 0;
-    let client = loop {
-        match Client::connect(config.clone()) {
-            Ok(client) => break client,
-            Err(nam_client::Error::Connect { .. }) if attempt < CONNECT_ATTEMPTS => {
-                attempt += 1;
-                std::thread::sleep(Duration::from_millis(100 << attempt));
-            }
-            Err(e) => return Err(client_error("connecting")(e)),
-        }
-    };
-    Ok(client)
 }
 
 impl Redundancy for NamXor {
@@ -237,8 +241,15 @@ impl Redundancy for NamXor {
         super::xor::remove_if_exists(&target.file("namxor"))
     }
 
-    fn as_nam_xor(&mut self) -> Option<&mut NamXor> {
-        Some(self)
+    /// The memory server's parity costs this rank no CPU: flag the buffer before the local
+    /// write's fsync, so the server pulls while the rank waits for its disk (the commit still
+    /// waits for both, and a failed write fails the checkpoint on every rank). Not before the
+    /// write itself: the pull would then compete with the ranks' copies into the page cache
+    /// for the cores and the memory bus (docs/checkpoint.md). The ranks agree on the write
+    /// with the parity, in the set's one collective after it ([`NamXor::protect_while`]).
+    fn protect_overlapped(&mut self, data: &[u8], target: &Target, local: &mut dyn LocalWrite) -> Result<ProtectStats> {
+        local.before_protect();
+        self.protect_while(data, target, |d| local.write(d))
     }
 }
 

@@ -1,0 +1,303 @@
+//! Full checkpoints, the checkpointer's default strategy: every checkpoint stores all protected
+//! regions and routed files. The placement policy picks RAM or SSD for all ranks, every rank
+//! writes its file, the L2 scheme protects it ([`Redundancy::protect_overlapped`]), every rank
+//! commits, older versions retire, and every `flush.every`-th version goes to the L3 flush.
+//! Restart is in `restart.rs`, the RAM level's reservation in `reserve.rs`.
+
+use crate::checkpointer::{CheckpointOutcome, Job};
+use crate::comm::Comm;
+use crate::config::Config;
+use crate::error::{CkptError, Result};
+use crate::fault::{self, Point};
+use crate::flush::{FlushJob, Flusher};
+use crate::format::{self, ChunkParity, Footer, WriteOptions};
+use crate::level::{Level, LevelKind};
+use crate::memory_server::ServerClient;
+use crate::policy::{Clc, Placement, PolicyKind};
+use crate::redundancy::{self, LocalWrite, ProtectStats, Redundancy, Target};
+use crate::wear::Wear;
+
+/// The full-checkpoint strategy's state.
+pub(crate) struct Full {
+    pub(crate) scheme: Box<dyn Redundancy>,
+    pub(crate) clc: Clc,
+    pub(crate) ram: Level,
+    pub(crate) ssd: Level,
+    pub(crate) pfs: Option<Level>,
+    pub(crate) flusher: Option<Flusher>,
+    /// Checkpoints taken (the flush takes every `flush.every`-th).
+    pub(crate) count: u64,
+}
+
+impl Full {
+    /// Collective over `comm`: builds the L2 scheme, opens the SSD wear record, sets up the
+    /// placement policy (probing the SSD when it needs its cost) and starts the flush.
+    pub(crate) fn new(comm: &Comm, config: &Config, client: Option<&ServerClient>) -> Result<Full> {
+        // NAM-XOR connects each set to its own server and agrees within the set only.
+        let scheme = redundancy::build_with(comm, &config.redundancy_config(), client);
+        let scheme = comm.agree(scheme, "setting up the L2 scheme")?;
+        let node = comm.nodes().names[comm.nodes().node_of[comm.rank()]].clone();
+        let wear_file =
+            config.ssd.wear_file.clone().unwrap_or_else(|| config.ssd.dir.join(format!("wear-{node}.json")));
+        let wear = Wear::open(comm, config.ssd.dir.clone(), wear_file, config.ssd.rated_pbw, config.ssd.used_pbw);
+        let wear = comm.agree(wear, "opening the SSD wear record")?;
+        let kind = PolicyKind::parse(&config.policy.kind)?.with_ratio(config.policy.ratio);
+        let mut clc = Clc::new(kind, config.policy.bound, config.policy.force_ssd_every, config.ssd.rated_years, wear);
+        if clc.wants_ssd_cost() && config.policy.ssd_probe.0 > 0 {
+            clc.probe_ssd(comm, &config.ssd.dir, config.policy.ssd_probe.0 as usize, config.ssd.fsync)?;
+        }
+        let ram = Level { kind: LevelKind::Ram, dir: config.ram.dir.clone(), keep: config.ram.keep };
+        let ssd = Level { kind: LevelKind::Ssd, dir: config.ssd.dir.clone(), keep: config.ssd.keep };
+        let pfs =
+            config.flush.dir.clone().map(|dir| Level { kind: LevelKind::Pfs, dir, keep: config.flush.keep.max(1) });
+        let flusher = pfs.clone().filter(|_| config.flush.every > 0).map(Flusher::start);
+        Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0 })
+    }
+
+    /// Collective: writes version `version` of checkpoint `name`.
+    pub(crate) fn checkpoint(&mut self, job: &Job, name: &str, version: u64) -> Result<CheckpointOutcome> {
+        let clock = crate::cpu::Stopwatch::start();
+        // The background flush yields memory bandwidth and cores to the checkpoint.
+        let _flush_paused = self.flusher.as_ref().map(Flusher::pause);
+        let name = name.to_string();
+        let file_data = self.read_routed_files(job);
+        let bytes = job.regions.values().map(|r| r.len as u64).sum::<u64>()
+            + file_data.as_ref().map_or(0, |f| f.iter().map(|(_, d)| d.len() as u64).sum());
+        let ram_limit = self.ram_share(job);
+        // One allreduce decides the placement and tells whether every rank read its files.
+        let (decision, all_ready) = self.clc.decide(&job.comm, bytes, ram_limit, file_data.is_ok());
+        let file_data = redundancy::agreed(job.comm.raw(), file_data, all_ready, "reading routed files")?;
+        let parts = self.parts(job, &file_data);
+        self.count += 1;
+        let level = match decision.placement {
+            Placement::Skip => {
+                return Ok(CheckpointOutcome {
+                    version,
+                    level: None,
+                    decision,
+                    file_bytes: 0,
+                    write_seconds: 0.0,
+                    protect: ProtectStats::default(),
+                    seconds: job.comm.max_f64(clock.wall_seconds()),
+                    flushed: false,
+                })
+            }
+            Placement::Ram => self.ram.clone(),
+            Placement::Ssd => self.ssd.clone(),
+        };
+        if level.kind == LevelKind::Ram && !decision.fits_ram {
+            let local =
+                if bytes > ram_limit { Err(CkptError::RamTooSmall { bytes, limit: ram_limit }) } else { Ok(()) };
+            redundancy::agree(job.comm.raw(), local, "fitting the RAM level")?;
+        }
+        // Versions whose flush has finished since the last checkpoint retire now, so the RAM
+        // level can reuse their file for this one.
+        let pinned = self.flusher.as_ref().map(|f| f.pinned(&name)).unwrap_or_default();
+        // Each step that can fail on some ranks only is agreed, so a rank never returns from
+        // this collective call while the others go on into the next collective.
+        let retained = level.retain(&name, job.comm.rank(), &pinned);
+        job.comm.agree(retained, "removing old versions")?;
+        let (file_bytes, write_seconds, protect, seconds) =
+            self.store(job, &level, &name, version, &parts, &file_data, &clock)?;
+        let after = self.after_commit(job, &level, &name, version);
+        // T_chk of Abeyratne 2017, Eq. 4.3, is this rank's whole call, retention included.
+        let after = after
+            .and_then(|flushed| self.clc.record(decision.placement, clock.wall_seconds(), file_bytes).map(|_| flushed));
+        let flushed = job.comm.agree(after, "retention and the wear record after the commit")?;
+        Ok(CheckpointOutcome {
+            version,
+            level: Some(level.kind),
+            decision,
+            file_bytes,
+            write_seconds,
+            protect,
+            seconds,
+            flushed,
+        })
+    }
+
+    /// This rank's share of the RAM level.
+    fn ram_share(&self, job: &Job) -> u64 {
+        let node = job.comm.nodes().node_of[job.comm.rank()];
+        job.config.ram.capacity.0 / job.comm.nodes().ranks_on[node].len() as u64
+    }
+
+    fn read_routed_files(&self, job: &Job) -> Result<Vec<(String, Vec<u8>)>> {
+        job.files
+            .iter()
+            .map(|(base, path)| {
+                std::fs::read(path).map(|d| (base.clone(), d)).map_err(|e| CkptError::io("read routed file", path, e))
+            })
+            .collect()
+    }
+
+    fn parts<'a>(&self, job: &'a Job, files: &'a [(String, Vec<u8>)]) -> Vec<&'a [u8]> {
+        // SAFETY: `protect`'s contract keeps every region valid and unaliased during checkpoint.
+        let regions = job.regions.values().map(|r| unsafe { std::slice::from_raw_parts(r.ptr, r.len) });
+        regions.chain(files.iter().map(|(_, d)| d.as_slice())).collect()
+    }
+
+    /// Writes the file, protects it with L2 and commits (collective). Returns the file's
+    /// bytes, the seconds to write it, the L2 statistics and the slowest rank's seconds from
+    /// `clock` to its commit (the commit's agreement carries them).
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        job: &Job,
+        level: &Level,
+        name: &str,
+        version: u64,
+        parts: &[&[u8]],
+        files: &[(String, Vec<u8>)],
+        clock: &crate::cpu::Stopwatch,
+    ) -> Result<(u64, f64, ProtectStats, f64)> {
+        let rank = job.comm.rank();
+        let dir = level.version_dir(name, version);
+        let footer = Footer {
+            name: name.to_string(),
+            version,
+            rank,
+            ranks: job.comm.size(),
+            regions: job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect(),
+            files: files.iter().map(|(n, d)| (n.clone(), d.len() as u64)).collect(),
+            chunk: 0,
+            crcs: Vec::new(),
+            parity: None,
+            parity_code: Default::default(),
+            parity_crcs: Vec::new(),
+        };
+        let mut opts = self.write_options(job, level.kind);
+        if level.kind == LevelKind::Ram {
+            opts.recycle = level.spares(name, rank).into_iter().next();
+        }
+        let joined: Vec<u8>;
+        let data: &[u8] = if parts.len() == 1 {
+            parts[0]
+        } else {
+            joined = parts.concat();
+            &joined
+        };
+        // The file goes to the page cache first; `FileWrite::write` fsyncs and names it, when
+        // the scheme's store says (before its redundancy, or while the memory server pulls).
+        let write_clock = std::time::Instant::now();
+        let unsynced = std::fs::create_dir_all(&dir)
+            .map_err(|e| CkptError::io("create", &dir, e))
+            .and_then(|_| format::write_unsynced(&level.file(name, version, rank), parts, footer, &opts));
+        let target_name = format!("rank-{rank}");
+        let target = Target { dir: &dir, name: &target_name, fsync: opts.fsync };
+        let mut local = FileWrite { comm: &job.comm, unsynced: Some(unsynced), file_bytes: 0, version, rank };
+        // The scheme agrees within its sets only (NAM-XOR's and XOR's sets are sub-communicators),
+        // so its outcome rides on the commit's allreduce: a set that failed must not leave the
+        // others alone in the next collective. (A write the job agreed had failed fails the
+        // store on every rank, so all of them meet there too.)
+        let protected = self.scheme.protect_overlapped(data, &target, &mut local);
+        let file_bytes = local.file_bytes;
+        let committed = protected.and_then(|protect| {
+            fault::inject(Point::BeforeCommit, version, rank);
+            std::fs::write(level.marker(name, version, rank), b"")
+                .map_err(|e| CkptError::io("commit", level.marker(name, version, rank), e))
+                .map(|_| protect)
+        });
+        // One allreduce agrees on the protect and the commit and finds the slowest rank's time.
+        let local = [if committed.is_ok() { 0.0 } else { 1.0 }, clock.wall_seconds()];
+        let mut max = [0f64; 2];
+        mpi::traits::CommunicatorCollectives::all_reduce_into(
+            job.comm.raw(),
+            &local[..],
+            &mut max[..],
+            mpi::collective::SystemOperation::max(),
+        );
+        let agreed = job.comm.agreed(committed, max[0] == 0.0, "the checkpoint");
+        if agreed.is_err() {
+            // Another set may have failed after this rank committed: the version is incomplete,
+            // and no marker of it may suggest otherwise to a restart.
+            let _ = std::fs::remove_file(level.marker(name, version, rank));
+        }
+        let protect = agreed?;
+        let write_seconds = (write_clock.elapsed().as_secs_f64() - protect.seconds).max(0.0);
+        Ok((file_bytes, write_seconds, protect, max[1]))
+    }
+
+    /// How files of level `kind` are written: the RAM level mapped, with chunk parity; the
+    /// others with the SSD's chunk size and fsync setting.
+    pub(crate) fn write_options(&self, job: &Job, kind: LevelKind) -> WriteOptions {
+        match kind {
+            LevelKind::Ram => WriteOptions {
+                mapped: true,
+                recycle: None,
+                chunk: job.config.ram.chunk.0 as usize,
+                parity: (job.config.ram.parity_chunks > 0).then_some(ChunkParity {
+                    data: job.config.ram.stripe_chunks,
+                    parity: job.config.ram.parity_chunks,
+                }),
+                fsync: false,
+            },
+            LevelKind::Ssd | LevelKind::Pfs | LevelKind::Nam => WriteOptions {
+                mapped: false,
+                recycle: None,
+                chunk: job.config.ssd.chunk.0 as usize,
+                parity: None,
+                fsync: job.config.ssd.fsync,
+            },
+        }
+    }
+
+    /// Retention and flush after a commit; true when the version was queued for flush.
+    fn after_commit(&mut self, job: &Job, level: &Level, name: &str, version: u64) -> Result<bool> {
+        let rank = job.comm.rank();
+        let mut flushed = false;
+        if let Some(f) = &self.flusher {
+            if self.count.is_multiple_of(job.config.flush.every) {
+                f.submit(FlushJob { name: name.into(), version, rank, source: level.file(name, version, rank) });
+                flushed = true;
+            }
+        }
+        let pinned = self.flusher.as_ref().map(|f| f.pinned(name)).unwrap_or_default();
+        // Retention removes a version's redundancy files with its data.
+        for l in [&self.ram, &self.ssd] {
+            l.retain(name, rank, &pinned)?;
+        }
+        Ok(flushed)
+    }
+
+    /// Waits (at most `deadline`) for queued flushes.
+    pub(crate) fn wait_flush(&self, deadline: std::time::Duration) -> Result<()> {
+        match &self.flusher {
+            Some(f) => f.wait(deadline),
+            None => Ok(()),
+        }
+    }
+
+    /// Errors of finished L3 flushes since the last call.
+    pub(crate) fn flush_errors(&self) -> Vec<String> {
+        self.flusher.as_ref().map(|f| f.take_errors()).unwrap_or_default()
+    }
+}
+
+/// The node-local file of one checkpoint, as the L2 scheme's store writes it.
+struct FileWrite<'a> {
+    comm: &'a Comm,
+    /// The file in the page cache, until [`LocalWrite::write`] fsyncs and names it.
+    unsynced: Option<Result<format::Unsynced>>,
+    /// Bytes of the finished file.
+    file_bytes: u64,
+    version: u64,
+    rank: usize,
+}
+
+impl LocalWrite for FileWrite<'_> {
+    fn write(&mut self, _data: &[u8]) -> Result<()> {
+        // The file holds `data` already (written to the page cache with its footer).
+        let unsynced = self.unsynced.take().expect("the file is finished once");
+        self.file_bytes = unsynced?.finish()?;
+        Ok(())
+    }
+
+    fn agree_written(&mut self, written: Result<()>) -> Result<()> {
+        redundancy::agree(self.comm.raw(), written, "writing checkpoint files")
+    }
+
+    fn before_protect(&mut self) {
+        fault::inject(Point::BeforeProtect, self.version, self.rank);
+    }
+}
