@@ -15,7 +15,7 @@ use crate::global::GlobalState;
 use crate::link::{choose_data_path, DataPath, Link, ReplyQueue};
 use crate::lock::Guard;
 use crate::op::Op;
-use crate::path::{crossover, direct, Path, PathTable, ServerPaths, Store, TransferPath};
+use crate::path::{crossover, direct, Atomic, Path, PathTable, ServerPaths, SignalPut, Store, TransferPath};
 use crate::session::{unexpected, Inner, Session};
 use crate::signal::{Compare, Signal};
 use nam_proto::{
@@ -280,7 +280,7 @@ impl Client {
     #[inline]
     fn atomic(&self, allocation: &Allocation, offset: u64, op: AtomicKind, value: u64, compare: u64) -> Result<u64> {
         allocation.word(offset)?;
-        self.paths.word(allocation).atomic(&self.session, allocation, offset, op, value, compare)
+        self.paths.word(allocation).atomic(&self.session, allocation, offset, Atomic { op, value, compare })
     }
 
     /// Atomically adds `value` to the 64-bit word at `offset`; returns the old value.
@@ -318,7 +318,8 @@ impl Client {
             (Path::Direct, Path::Direct) => Path::Direct,
             _ => self.paths.link(allocation.server),
         };
-        path.put_signal(&self.session, (allocation, offset, data), (word, signal_offset, value, op))
+        let put = SignalPut { data: allocation, offset, bytes: data, word, word_offset: signal_offset, value, op };
+        path.put_signal(&self.session, put)
     }
 
     /// Waits until the 64-bit word at `offset` satisfies `compare` against `value`, or

@@ -19,7 +19,7 @@ use crate::allocation::{AllocOptions, Allocation};
 use crate::client::Client;
 use crate::constants::{MAILBOX_PUBLISH_DIVISOR, MAILBOX_SLEEP_MAX, MAILBOX_SPIN_POLLS};
 use crate::error::{Error, Result};
-use crate::path::Path;
+use crate::path::{Atomic, Path, SignalPut};
 use crate::signal::SignalOp;
 use nam_proto::gas::GasRequest;
 use nam_proto::mailbox::*;
@@ -82,11 +82,13 @@ impl Words for Reach<'_> {
     }
     fn compare_swap(&self, at: u64, compare: u64, value: u64) -> Result<u64> {
         let m = self.memory;
-        m.path.atomic(&self.client.session, &m.allocation, m.base + at, AtomicKind::CompareSwap, value, compare)
+        let atomic = Atomic { op: AtomicKind::CompareSwap, value, compare };
+        m.path.atomic(&self.client.session, &m.allocation, m.base + at, atomic)
     }
     fn store(&self, at: u64, value: u64) -> Result<()> {
         let m = self.memory;
-        m.path.atomic(&self.client.session, &m.allocation, m.base + at, AtomicKind::Swap, value, 0).map(drop)
+        let atomic = Atomic { op: AtomicKind::Swap, value, compare: 0 };
+        m.path.atomic(&self.client.session, &m.allocation, m.base + at, atomic).map(drop)
     }
     fn get(&self, at: u64, buffer: &mut [u8]) -> Result<()> {
         let m = self.memory;
@@ -94,8 +96,17 @@ impl Words for Reach<'_> {
     }
     fn put_signal(&self, at: u64, data: &[u8], signal: u64, value: u64) -> Result<()> {
         let m = self.memory;
-        let signal = (&m.allocation, m.base + signal, value, SignalOp::Set);
-        m.path.put_signal(&self.client.session, (&m.allocation, m.base + at, data), signal)
+        let (offset, word_offset) = (m.base + at, m.base + signal);
+        let put = SignalPut {
+            data: &m.allocation,
+            offset,
+            bytes: data,
+            word: &m.allocation,
+            word_offset,
+            value,
+            op: SignalOp::Set,
+        };
+        m.path.put_signal(&self.client.session, put)
     }
     fn gets_are_snapshots(&self) -> bool {
         self.memory.path.gets_are_snapshots()

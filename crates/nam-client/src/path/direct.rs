@@ -8,7 +8,7 @@
 //! Every function here is called only for an allocation that is mapped (the path table
 //! chooses this path only then) and whose range the caller checked.
 
-use super::Store;
+use super::{Atomic, SignalPut, Store};
 use crate::allocation::Allocation;
 use crate::constants::STREAMING_BYTES_MIN;
 use crate::error::Result;
@@ -76,14 +76,8 @@ pub(crate) fn word<'a>(session: &Session, a: &'a Allocation, offset: u64, what: 
 
 /// A CPU atomic on the word at `offset`; returns the old value.
 #[inline]
-pub(crate) fn atomic(
-    session: &Session,
-    a: &Allocation,
-    offset: u64,
-    op: AtomicKind,
-    value: u64,
-    compare: u64,
-) -> Result<u64> {
+pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let Atomic { op, value, compare } = atomic;
     let word = word(session, a, offset, "atomic")?;
     Ok(match op {
         AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
@@ -107,13 +101,10 @@ pub(crate) fn load(session: &Session, a: &Allocation, offset: u64) -> Result<u64
 /// Copies `data`, then updates the signal word; the SeqCst atomic orders the copy before the
 /// signal for every observer.
 #[inline]
-pub(crate) fn put_signal(
-    session: &Session,
-    (a, offset, data): (&Allocation, u64, &[u8]),
-    (signal, signal_offset, value, op): (&Allocation, u64, u64, SignalOp),
-) -> Result<()> {
-    put(session, a, offset, data, Store::Cached)?;
-    let word = word(session, signal, signal_offset, "put_signal")?;
+pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result<()> {
+    let SignalPut { data, offset, bytes, word: signal, word_offset, value, op } = put_signal;
+    put(session, data, offset, bytes, Store::Cached)?;
+    let word = word(session, signal, word_offset, "put_signal")?;
     match op {
         SignalOp::Set => word.store(value, SeqCst),
         SignalOp::Add => {

@@ -3,6 +3,7 @@
 //! [`DATA_CHUNK_MAX`] bytes with up to [`MESSAGE_WINDOW`] chunks in flight, so bandwidth is
 //! not one round trip per chunk. Every operation completes at the server before it returns.
 
+use super::{Atomic, SignalPut};
 use crate::allocation::Allocation;
 use crate::constants::MESSAGE_WINDOW;
 use crate::error::{Error, Result};
@@ -29,32 +30,22 @@ pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [
 }
 
 /// An atomic the server executes; returns the old value.
-pub(crate) fn atomic(
-    session: &Session,
-    a: &Allocation,
-    offset: u64,
-    op: AtomicKind,
-    value: u64,
-    compare: u64,
-) -> Result<u64> {
+pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
     let mut inner = session.lock();
-    let old = inner.atomic_messages(a, offset, op, value, compare, session.timeout)?;
+    let old = inner.atomic_messages(a, offset, atomic, session.timeout)?;
     inner.traffic.atomics += 1;
     Ok(old)
 }
 
 /// Puts `data`, then updates the signal word: the server executes messages in order, so
 /// the data is stored before the signal.
-pub(crate) fn put_signal(
-    session: &Session,
-    (a, offset, data): (&Allocation, u64, &[u8]),
-    (signal, signal_offset, value, op): (&Allocation, u64, u64, SignalOp),
-) -> Result<()> {
+pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
     let mut inner = session.lock();
-    inner.put_messages(a, offset, data, session.timeout)?;
-    let kind = if op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
-    inner.atomic_messages(signal, signal_offset, kind, value, 0, session.timeout)?;
-    inner.count_put(data.len());
+    inner.put_messages(put.data, put.offset, put.bytes, session.timeout)?;
+    let op = if put.op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
+    let signal = Atomic { op, value: put.value, compare: 0 };
+    inner.atomic_messages(put.word, put.word_offset, signal, session.timeout)?;
+    inner.count_put(put.bytes.len());
     inner.traffic.atomics += 1;
     Ok(())
 }
@@ -115,15 +106,8 @@ impl Inner {
     }
 
     /// A 64-bit atomic executed by the server; returns the old value.
-    fn atomic_messages(
-        &mut self,
-        a: &Allocation,
-        offset: u64,
-        op: AtomicKind,
-        value: u64,
-        compare: u64,
-        timeout: Duration,
-    ) -> Result<u64> {
+    fn atomic_messages(&mut self, a: &Allocation, offset: u64, atomic: Atomic, timeout: Duration) -> Result<u64> {
+        let Atomic { op, value, compare } = atomic;
         let request = Request::Atomic { handle: a.handle(), offset, op, value, compare };
         match self.call(a.server(), &request, "atomic", timeout)? {
             Reply::Value(old) => Ok(old),

@@ -47,6 +47,29 @@ pub enum Path {
     Messages,
 }
 
+/// A 64-bit atomic and its operands; the path returns the old word.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Atomic {
+    pub(crate) op: AtomicKind,
+    pub(crate) value: u64,
+    /// The word a compare-and-swap expects (ignored by the others).
+    pub(crate) compare: u64,
+}
+
+/// A put followed by a signal on the same server: `bytes` at `offset` of `data`, then `op`
+/// with `value` on the word at `word_offset` of `word`, ordered after the data for every
+/// observer. Ranges checked by the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SignalPut<'a> {
+    pub(crate) data: &'a Allocation,
+    pub(crate) offset: u64,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) word: &'a Allocation,
+    pub(crate) word_offset: u64,
+    pub(crate) value: u64,
+    pub(crate) op: SignalOp,
+}
+
 /// How a direct put writes: through this core's caches, or around them (streaming stores;
 /// see [`crate::Client::put_streaming`]). The other paths ignore it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,19 +134,11 @@ impl Path {
     /// A 64-bit atomic on the word at `offset` (aligned, checked by the caller); returns the
     /// old value.
     #[inline]
-    pub(crate) fn atomic(
-        self,
-        s: &Session,
-        a: &Allocation,
-        offset: u64,
-        op: AtomicKind,
-        value: u64,
-        compare: u64,
-    ) -> Result<u64> {
+    pub(crate) fn atomic(self, s: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
         match self {
-            Path::Direct => direct::atomic(s, a, offset, op, value, compare),
-            Path::Rma => rma::atomic(s, a, offset, op, value, compare),
-            Path::Messages => messages::atomic(s, a, offset, op, value, compare),
+            Path::Direct => direct::atomic(s, a, offset, atomic),
+            Path::Rma => rma::atomic(s, a, offset, atomic),
+            Path::Messages => messages::atomic(s, a, offset, atomic),
         }
     }
 
@@ -142,19 +157,13 @@ impl Path {
         }
     }
 
-    /// Puts `data` at `offset` of `a`, then sets or adds `value` to the signal word at
-    /// `signal_offset` of `signal` (same server), so that a reader that sees the signal also
-    /// sees the data. Ranges checked by the caller.
-    pub(crate) fn put_signal(
-        self,
-        s: &Session,
-        data: (&Allocation, u64, &[u8]),
-        signal: (&Allocation, u64, u64, SignalOp),
-    ) -> Result<()> {
+    /// A put with a signal (see [`SignalPut`]), so that a reader that sees the signal also
+    /// sees the data.
+    pub(crate) fn put_signal(self, s: &Session, put: SignalPut<'_>) -> Result<()> {
         match self {
-            Path::Direct => direct::put_signal(s, data, signal),
-            Path::Rma => rma::put_signal(s, data, signal),
-            Path::Messages => messages::put_signal(s, data, signal),
+            Path::Direct => direct::put_signal(s, put),
+            Path::Rma => rma::put_signal(s, put),
+            Path::Messages => messages::put_signal(s, put),
         }
     }
 

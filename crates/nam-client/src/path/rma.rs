@@ -3,6 +3,7 @@
 //! between hosts. RDMA is not a path of its own: it is this one over another transport.
 //! Every operation takes the client lock (the UCX worker is single-threaded).
 
+use super::{Atomic, SignalPut};
 use crate::allocation::Allocation;
 use crate::error::{Error, Result};
 use crate::op::Op;
@@ -61,14 +62,8 @@ pub(crate) fn get_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, buff
 
 /// A UCX atomic on the word at `offset`; returns the old value.
 #[inline]
-pub(crate) fn atomic(
-    session: &Session,
-    a: &Allocation,
-    offset: u64,
-    op: AtomicKind,
-    value: u64,
-    compare: u64,
-) -> Result<u64> {
+pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let Atomic { op, value, compare } = atomic;
     let mut inner = session.lock();
     let link = &inner.links[a.server];
     let (op, operand, mut reply) = match op {
@@ -87,11 +82,8 @@ pub(crate) fn atomic(
 
 /// Puts `data`, fences, then updates the signal word, so that a reader that sees the
 /// signal also sees the data.
-pub(crate) fn put_signal(
-    session: &Session,
-    (a, offset, data): (&Allocation, u64, &[u8]),
-    (signal, signal_offset, value, op): (&Allocation, u64, u64, SignalOp),
-) -> Result<()> {
+pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result<()> {
+    let SignalPut { data: a, offset, bytes: data, word: signal, word_offset: signal_offset, value, op } = put_signal;
     let mut inner = session.lock();
     let timeout = session.timeout;
     let link = &inner.links[a.server];
