@@ -34,7 +34,11 @@ pub fn report(addr: SocketAddr, timeout: Duration) -> (Vec<String>, serde_json::
     let table = table_json(row);
     let mut lines = vec![];
     let Some(split) = &row.transfer else {
-        lines.push(format!("{name}: {} at every size", row.large.name()));
+        // Messages name their path already; RDMA says which one-sided path it takes.
+        lines.push(match row.data_path {
+            DataPath::Messages => name.to_string(),
+            _ => format!("{name}: {} for every operation", row.large.name()),
+        });
         return (lines, serde_json::json!({"data_path": name}), table);
     };
     let limit = match split.direct_max_bytes {
