@@ -19,7 +19,7 @@
 use crate::allocation::Allocation;
 use crate::client::Client;
 use crate::constants::{
-    CKPT_FUTEX_SAFETY, CKPT_GROUP_POLL_MAX, CKPT_PULL_POLL_MAX, CKPT_QUERY_INTERVAL, CKPT_SPIN_POLLS,
+    CKPT_FUTEX_SAFETY, CKPT_GROUP_POLL_MAX, CKPT_PULL_POLL_MAX, CKPT_QUERY_INTERVAL, CKPT_SPIN_POLLS, POLL_BACKOFF_STEP,
 };
 use crate::error::{Error, Result};
 use nam_proto::ckpt::*;
@@ -571,7 +571,7 @@ impl<'c> CkptMember<'c> {
 fn backoff(polls: &mut u32, max: Duration) {
     *polls = polls.saturating_add(1);
     if *polls > CKPT_SPIN_POLLS {
-        std::thread::sleep(Duration::from_micros(*polls as u64 * 10).min(max));
+        std::thread::sleep((POLL_BACKOFF_STEP * *polls).min(max));
     } else {
         std::thread::yield_now();
     }

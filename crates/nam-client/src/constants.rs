@@ -37,6 +37,9 @@ pub const PATIENT_SPIN: Duration = Duration::from_micros(100);
 /// of this process's buffer with messages only this process's progress answers: as short as
 /// the checkpoint waits' poll while their buffer is being pulled ([`CKPT_PULL_POLL_MAX`]).
 pub const PATIENT_SLEEP_MAX: Duration = Duration::from_micros(200);
+/// A sleeping poller (a patient call, a checkpoint wait) sleeps this much longer on each
+/// poll, up to its maximum: short waits stay short, long ones stop costing CPU.
+pub const POLL_BACKOFF_STEP: Duration = Duration::from_micros(10);
 /// Chunks of [`DATA_CHUNK_MAX`] bytes in flight per transfer on the message path, so that
 /// bandwidth is not one round trip per chunk.
 pub const MESSAGE_WINDOW: usize = 8;
@@ -130,6 +133,7 @@ const _: () = {
     // process's buffer is being pulled over TCP, or it would slow the pull it waits for.
     assert!(PATIENT_SLEEP_MAX.as_nanos() <= CKPT_PULL_POLL_MAX.as_nanos());
     assert!(PATIENT_SPIN.as_nanos() <= PATIENT_SLEEP_MAX.as_nanos());
+    assert!(POLL_BACKOFF_STEP.as_nanos() <= PATIENT_SLEEP_MAX.as_nanos());
     assert!(MESSAGE_WINDOW >= 1);
     // A 64-bit word travels in one chunk: a word load on the message path is one message,
     // which the server executes whole (the mailbox's consistent slot reads rely on it).

@@ -1,7 +1,7 @@
 //! One connection to one memory server: its endpoint, the pool's remote key, and
 //! request/reply over active messages with a deadline.
 
-use crate::constants::{PATIENT_SLEEP_MAX, PATIENT_SPIN};
+use crate::constants::{PATIENT_SLEEP_MAX, PATIENT_SPIN, POLL_BACKOFF_STEP};
 use crate::error::{Error, Result};
 use nam_proto::{decode_header, Reply, Request, AM_ID_REQUEST};
 use nam_ucx::{Endpoint, RemoteKey, Worker};
@@ -186,7 +186,7 @@ impl Link {
             // wait for the scheduler's time slice, milliseconds.
             if patient && start.elapsed() >= PATIENT_SPIN {
                 polls += 1;
-                std::thread::sleep(Duration::from_micros(10 * polls).min(PATIENT_SLEEP_MAX));
+                std::thread::sleep((POLL_BACKOFF_STEP * polls as u32).min(PATIENT_SLEEP_MAX));
             } else {
                 std::thread::yield_now();
             }

@@ -1,4 +1,4 @@
-//! Allreduce at the memory server (the allreduce accelerator of Ploumidis et al. 2023 §4.7): each rank
+//! Allreduce at the memory server (the allreduce accelerator of Ploumidis et al. 2023, §4.7): each rank
 //! puts its vector and a descriptor one-sided into the group's server memory and signals
 //! its arrival with a fetch-and-add on the group's counter; the server, which polls the
 //! counters while it spins, reduces (several threads for long vectors) into the result
