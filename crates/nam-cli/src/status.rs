@@ -20,7 +20,7 @@ pub struct StatusArgs {
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     let addr = nam_client::config::parse_servers(&args.server)?[0];
     let s = nam_client::server_status(addr, Duration::from_millis(args.timeout_ms))?;
-    let (path_line, path_json) = crate::status_path::report(addr, Duration::from_millis(args.timeout_ms));
+    let (path_lines, path_json, path_table) = crate::status_path::report(addr, Duration::from_millis(args.timeout_ms));
     if args.json {
         let tenants: Vec<_> = s
             .tenants
@@ -39,6 +39,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
                           "bytes_put": s.reported.bytes_put, "bytes_got": s.reported.bytes_got},
             "tenants": tenants,
             "transfer_path": path_json,
+            "path_table": path_table,
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -68,7 +69,9 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         format_size(r.bytes_got),
         r.atomics
     );
-    println!("path         {path_line}");
+    for (i, line) in path_lines.iter().enumerate() {
+        println!("{}{line}", if i == 0 { "path         " } else { "             " });
+    }
     for t in &s.tenants {
         let quota = if t.quota == u64::MAX { "unlimited".to_string() } else { format_size(t.quota) };
         println!("tenant       {:<16} {} of {quota} in {} allocations", t.name, format_size(t.used), t.allocations);

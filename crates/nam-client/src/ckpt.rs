@@ -18,6 +18,9 @@
 
 use crate::allocation::Allocation;
 use crate::client::Client;
+use crate::constants::{
+    CKPT_FUTEX_SAFETY, CKPT_GROUP_POLL_MAX, CKPT_PULL_POLL_MAX, CKPT_QUERY_INTERVAL, CKPT_SPIN_POLLS, POLL_BACKOFF_STEP,
+};
 use crate::error::{Error, Result};
 use nam_proto::ckpt::*;
 use nam_proto::{Reply, Request, Status};
@@ -212,7 +215,7 @@ impl<'c> CkptMember<'c> {
             rkey,
             worker_address,
         };
-        let timeout = self.client.config.timeout;
+        let timeout = self.client.config().timeout;
         let mut inner = self.client.lock();
         let reply = inner.call(server, &Request::Ckpt(CkptRequest::Join(join)), "checkpoint join", timeout)?;
         let Reply::Ckpt(CkptReply::Joined(joined)) = reply else {
@@ -310,9 +313,9 @@ impl<'c> CkptMember<'c> {
     /// emulate the server's GETs with messages this process must answer.
     fn pull_poll_max(&self) -> Duration {
         if self.served_in_place() {
-            GROUP_POLL_MAX
+            CKPT_GROUP_POLL_MAX
         } else {
-            PULL_POLL_MAX
+            CKPT_PULL_POLL_MAX
         }
     }
 
@@ -327,7 +330,7 @@ impl<'c> CkptMember<'c> {
     }
 
     fn local_error(&self, status: Status, message: String) -> Error {
-        Error::Refused { addr: self.client.config.servers[self.spec.server], what: "checkpoint", status, message }
+        Error::Refused { addr: self.client.config().servers[self.spec.server], what: "checkpoint", status, message }
     }
 
     /// Flags the buffer ready for the next epoch and returns that epoch's number. Returns at
@@ -349,7 +352,7 @@ impl<'c> CkptMember<'c> {
     }
 
     fn call(&self, request: CkptRequest, what: &'static str) -> Result<Reply> {
-        let timeout = self.client.config.timeout;
+        let timeout = self.client.config().timeout;
         // The server answers between steps of folding parity, which take milliseconds.
         self.client.lock().call_waiting(self.spec.server, &Request::Ckpt(request), (what, timeout), true)
     }
@@ -403,7 +406,7 @@ impl<'c> CkptMember<'c> {
     pub fn wait_complete(&self, epoch: u64, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut polls = 0u32;
-        let mut next_query = Instant::now() + QUERY_INTERVAL;
+        let mut next_query = Instant::now() + CKPT_QUERY_INTERVAL;
         loop {
             let complete = self.complete_epoch()?;
             if complete >= epoch {
@@ -418,7 +421,7 @@ impl<'c> CkptMember<'c> {
             // Another rank's failure shows only in the group's state: ask now and then, not
             // on every poll (a control round trip costs the server and this core).
             if Instant::now() >= next_query {
-                next_query = Instant::now() + QUERY_INTERVAL;
+                next_query = Instant::now() + CKPT_QUERY_INTERVAL;
                 let info = self.query()?;
                 if info.running_epoch != epoch && info.complete_epoch < epoch {
                     let status = if info.last_status == Status::Ok { Status::CkptRankFailed } else { info.last_status };
@@ -433,18 +436,18 @@ impl<'c> CkptMember<'c> {
                     format!("parity of epoch {epoch} not complete within {timeout:?}"),
                 ));
             }
-            self.sleep_on(CKPT_WORD_COMPLETE, complete, &mut polls, GROUP_POLL_MAX);
+            self.sleep_on(CKPT_WORD_COMPLETE, complete, &mut polls, CKPT_GROUP_POLL_MAX);
         }
     }
 
     /// Sleeps until control word `index` may have changed from `seen`: on the word itself
     /// when the control block is mapped here and the buffer is the library's (the server
-    /// wakes it; bounded by [`FUTEX_SAFETY`] and the next query), else polling with a
+    /// wakes it; bounded by [`CKPT_FUTEX_SAFETY`] and the next query), else polling with a
     /// growing backoff up to `max` (over the network, and for an application's buffer
     /// registered in place, this process must progress).
     fn sleep_on(&self, index: u64, seen: u64, polls: &mut u32, max: Duration) {
         match self.control.local_word(8 * index) {
-            Some(word) if !self.in_place => crate::futex::wait(word, seen, FUTEX_SAFETY),
+            Some(word) if !self.in_place => crate::futex::wait(word, seen, CKPT_FUTEX_SAFETY),
             // The server reads an application's buffer with GETs that UCX emulates with
             // messages where CMA is not permitted: this process must progress for them, and
             // reading the mapped word does not.
@@ -472,7 +475,7 @@ impl<'c> CkptMember<'c> {
     /// An error for a failure signalled in a control word, with the server's explanation.
     fn failure(&self, status: Status, what: &'static str) -> Error {
         let message = self.query().map(|i| i.last_error).unwrap_or_else(|e| e.to_string());
-        Error::Refused { addr: self.client.config.servers[self.spec.server], what, status, message }
+        Error::Refused { addr: self.client.config().servers[self.spec.server], what, status, message }
     }
 
     /// Asks the server to rebuild `lost_rank`'s checkpoint of `epoch` (0: the newest
@@ -509,7 +512,7 @@ impl<'c> CkptMember<'c> {
 
     fn request_restore(&self, lost_rank: u32, epoch: u64, flags: u32) -> Result<Restoring> {
         let request = CkptRequest::Restore { group_id: self.group_id, lost_rank, epoch, flags };
-        let timeout = self.client.config.timeout;
+        let timeout = self.client.config().timeout;
         let mut inner = self.client.lock();
         match inner.call_waiting(self.spec.server, &Request::Ckpt(request), ("checkpoint restore", timeout), true)? {
             Reply::Alloc(grant) => inner.adopt(self.spec.server, grant).map(Restoring::Allocation),
@@ -519,7 +522,7 @@ impl<'c> CkptMember<'c> {
     }
 
     fn unexpected(&self, what: &'static str) -> Error {
-        Error::UnexpectedReply { addr: self.client.config.servers[self.spec.server], what }
+        Error::UnexpectedReply { addr: self.client.config().servers[self.spec.server], what }
     }
 
     /// Waits until the running restore is finished (checksums verified), at most `timeout`.
@@ -562,26 +565,13 @@ impl<'c> CkptMember<'c> {
     }
 }
 
-/// How often [`CkptMember::wait_complete`] asks the server whether the epoch failed.
-const QUERY_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Longest sleep on a mapped control word: the server wakes it when it changes, so this only
-/// bounds a missed wake-up (a failure of another rank also shows in the next query).
-const FUTEX_SAFETY: Duration = Duration::from_millis(20);
-
-/// Longest sleep between polls while the server may still read this rank's buffer, off
-/// shared memory: over TCP its GETs progress only when this process does.
-const PULL_POLL_MAX: Duration = Duration::from_micros(200);
-/// Longest sleep while only other ranks are being pulled: this rank's core is the server's.
-const GROUP_POLL_MAX: Duration = Duration::from_millis(2);
-
 /// Sleeps a little longer on every poll, up to `max`: a waiting rank should leave its core
 /// to the server and the other ranks (measured: waking every 0.2 ms cost a rank ~5 ms of CPU
 /// per checkpoint on an oversubscribed node).
 fn backoff(polls: &mut u32, max: Duration) {
     *polls = polls.saturating_add(1);
-    if *polls > 16 {
-        std::thread::sleep(Duration::from_micros(*polls as u64 * 10).min(max));
+    if *polls > CKPT_SPIN_POLLS {
+        std::thread::sleep((POLL_BACKOFF_STEP * *polls).min(max));
     } else {
         std::thread::yield_now();
     }

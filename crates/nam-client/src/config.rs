@@ -4,10 +4,7 @@ use crate::error::{Error, Result};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-/// Default deadline of one operation.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default deadline for connecting to a server.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub use crate::constants::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 
 /// How a [`crate::Client`] connects.
 #[derive(Debug, Clone)]

@@ -7,7 +7,9 @@
 //! - [`Allocation`]: a range of server memory: from [`Client::alloc`] or, for a shared
 //!   named allocation, [`Client::open`]. Its bounds are checked before anything is sent.
 //! - Data: [`Client::put`], [`Client::get`], their non-blocking forms returning an [`Op`],
-//!   [`Client::flush`] (remote completion) and [`Client::fence`] (ordering).
+//!   [`Client::flush`] (remote completion) and [`Client::fence`] (ordering). Each takes the
+//!   [`Path`] the client chose for its server and size when it connected
+//!   ([`Client::path_table`]; see [`path`]).
 //! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
 //!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
 //!
@@ -34,24 +36,27 @@
 //! ```
 #![deny(missing_docs)]
 
+// Layers, each using only those above it: leaves (constants, error, allocation, signal,
+// lock, futex, config); `link` (one server's endpoints); `session` (all links and the state
+// every path shares); `op` and `path` (how each operation reaches memory); `global`
+// (address cache, over the session); `client` (the public API: bounds check + path); and
+// the protocols built on the client: `mailbox`, `reduce`, `ckpt`.
 mod allocation;
 pub mod ckpt;
 mod client;
 pub mod config;
-mod direct;
+pub mod constants;
 mod error;
 mod futex;
 mod global;
 pub mod link;
 mod lock;
 mod mailbox;
-mod mailbox_mapped;
-mod messages;
 mod op;
 pub mod path;
 mod reduce;
+mod session;
 mod signal;
-mod streaming;
 
 pub use allocation::{AllocOptions, Allocation};
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
@@ -64,6 +69,6 @@ pub use nam_proto::mailbox::{MailboxLayout, MAILBOX_SLOT_SIZE_DEFAULT};
 pub use nam_proto::reduce::{DataType, ReduceOp};
 pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;
-pub use path::TransferPath;
+pub use path::{Path, ServerPaths, TransferPath};
 pub use reduce::{ReduceGroup, REDUCE_CHUNK_DEFAULT};
 pub use signal::{Compare, Signal, SignalOp};

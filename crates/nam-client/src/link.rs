@@ -1,20 +1,13 @@
 //! One connection to one memory server: its endpoint, the pool's remote key, and
 //! request/reply over active messages with a deadline.
 
+use crate::constants::{PATIENT_SLEEP_MAX, PATIENT_SPIN, POLL_BACKOFF_STEP};
 use crate::error::{Error, Result};
 use nam_proto::{decode_header, Reply, Request, AM_ID_REQUEST};
 use nam_ucx::{Endpoint, RemoteKey, Worker};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How long a patient call (`Link::call` with `patient`) spins for its reply before it sleeps: a
-/// server that is not in the middle of a long step answers well within it.
-const PATIENT_SPIN: Duration = Duration::from_micros(100);
-/// Longest sleep between polls of a patient call. Over TCP, UCX emulates the server's GETs
-/// of this process's buffer with messages only this process's progress answers: as short as
-/// the checkpoint waits' poll while their buffer is being pulled.
-const PATIENT_SLEEP_MAX: Duration = Duration::from_micros(200);
 
 /// Replies received by the worker's handler, waiting to be matched to their request.
 pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
@@ -193,7 +186,7 @@ impl Link {
             // wait for the scheduler's time slice, milliseconds.
             if patient && start.elapsed() >= PATIENT_SPIN {
                 polls += 1;
-                std::thread::sleep(Duration::from_micros(10 * polls).min(PATIENT_SLEEP_MAX));
+                std::thread::sleep((POLL_BACKOFF_STEP * polls as u32).min(PATIENT_SLEEP_MAX));
             } else {
                 std::thread::yield_now();
             }

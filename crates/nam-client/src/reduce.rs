@@ -1,4 +1,4 @@
-//! Allreduce at the memory server (the allreduce accelerator of Ploumidis et al. 2023 §4.7): each rank
+//! Allreduce at the memory server (the allreduce accelerator of Ploumidis et al. 2023, §4.7): each rank
 //! puts its vector and a descriptor one-sided into the group's server memory and signals
 //! its arrival with a fetch-and-add on the group's counter; the server, which polls the
 //! counters while it spins, reduces (several threads for long vectors) into the result
@@ -15,7 +15,9 @@
 
 use crate::allocation::Allocation;
 use crate::client::Client;
+use crate::constants::{RANK_REDUCE_BYTES_MAX, REDUCE_SPIN_POLLS};
 use crate::error::{Error, Result};
+use crate::path::{direct, Path};
 use nam_proto::gas::GasRequest;
 use nam_proto::reduce::{
     combine, judge, DataType, Descriptor, GroupLayout, ReduceOp, Verdict, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT,
@@ -25,13 +27,7 @@ use nam_proto::{Request, Status};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
-/// Default bytes per rank and round: 1 MiB.
-pub const REDUCE_CHUNK_DEFAULT: u64 = 1 << 20;
-
-/// Rounds of at most this many bytes per rank are reduced by their last rank itself when
-/// the group's memory is mapped here; larger ones by the server (with several threads from
-/// 256 KiB).
-pub const RANK_REDUCE_BYTES_MAX: usize = 64 * 1024;
+pub use crate::constants::REDUCE_CHUNK_DEFAULT;
 
 /// One rank's membership in a server-side allreduce group (an MPI communicator's worth of
 /// ranks that all attach with the same name).
@@ -62,7 +58,7 @@ impl ReduceGroup {
             return Err(Error::InvalidArgument("group name longer than 255 bytes"));
         }
         let request = Request::Gas(GasRequest::ReduceAttach { name: name.into(), ranks, rank, chunk_bytes });
-        let allocation = client.lock().grant(server, &request, "reduce attach", client.config.timeout)?;
+        let allocation = client.lock().grant(server, &request, "reduce attach", client.config().timeout)?;
         Ok(ReduceGroup { allocation, layout: GroupLayout { ranks, chunk_bytes }, rank, round: 0 })
     }
 
@@ -130,27 +126,25 @@ impl ReduceGroup {
         if before + 1 != self.round * self.layout.ranks as u64 {
             return Ok(());
         }
-        if data.len() <= RANK_REDUCE_BYTES_MAX {
-            if let Some(base) = client.direct_base(a, "allreduce")? {
-                // The server may have seen the arrival first: then it reduces (it is awake).
-                let claim = client.direct_word(base, GROUP_CLAIMED_AT);
-                if claim.compare_exchange(self.round - 1, self.round, SeqCst, SeqCst).is_ok() {
-                    self.reduce_here(client, base)?;
-                }
-                return Ok(());
+        if data.len() <= RANK_REDUCE_BYTES_MAX && client.word_path(a) == Path::Direct {
+            // The server may have seen the arrival first: then it reduces (it is awake).
+            if client.compare_swap(a, GROUP_CLAIMED_AT, self.round - 1, self.round)? == self.round - 1 {
+                self.reduce_here(client)?;
             }
+            return Ok(());
         }
         if client.fetch(a, GROUP_ASLEEP_AT)? != 0 {
             let request = Request::Gas(GasRequest::ReduceKick { handle: a.handle });
-            client.lock().call(a.server, &request, "allreduce kick", client.config.timeout)?;
+            client.lock().call(a.server, &request, "allreduce kick", client.config().timeout)?;
         }
         Ok(())
     }
 
-    /// Judges and reduces this round, which this rank claimed, in the mapped group memory at
-    /// `base`, and publishes its result word, as the server would.
-    fn reduce_here(&self, client: &Client, base: usize) -> Result<()> {
+    /// Judges and reduces this round, which this rank claimed, in the mapped group memory,
+    /// and publishes its result word, as the server would.
+    fn reduce_here(&self, client: &Client) -> Result<()> {
         let layout = self.layout;
+        let base = self.allocation.local;
         let mut table = vec![0u8; (layout.ranks as u64 * GROUP_DESCRIPTOR_LEN) as usize];
         client.get(&self.allocation, layout.descriptor_at(0), &mut table)?;
         let descriptors: Vec<Descriptor> = table
@@ -180,13 +174,13 @@ impl ReduceGroup {
         };
         // fetch_max: an abort the server published meanwhile (a rank died) stays.
         let word = GroupLayout::result_word(self.round, status);
-        client.direct_word(base, GROUP_RESULT_AT).fetch_max(word, SeqCst);
+        direct::word(&client.session, &self.allocation, GROUP_RESULT_AT, "allreduce")?.fetch_max(word, SeqCst);
         Ok(())
     }
 
     /// Polls the result word until the server published this round (or an abort).
     fn await_result(&self, client: &Client) -> Result<()> {
-        let deadline = Instant::now() + client.config.timeout;
+        let deadline = Instant::now() + client.config().timeout;
         let mut word = [0u8; 8];
         let mut polls = 0u32;
         loop {
@@ -198,7 +192,7 @@ impl ReduceGroup {
                 return match Status::from_code(code) {
                     Some(Status::Ok) => Ok(()),
                     status => Err(Error::Refused {
-                        addr: client.config.servers[self.allocation.server],
+                        addr: client.config().servers[self.allocation.server],
                         what: "allreduce",
                         status: status.unwrap_or(Status::Internal),
                         message: format!("round {} of the allreduce failed at the server", self.round),
@@ -206,10 +200,10 @@ impl ReduceGroup {
                 };
             }
             if Instant::now() >= deadline {
-                return Err(Error::WaitTimeout { timeout_ms: client.config.timeout.as_millis() as u64, last: value });
+                return Err(Error::WaitTimeout { timeout_ms: client.config().timeout.as_millis() as u64, last: value });
             }
             polls = polls.saturating_add(1);
-            if polls > 16 {
+            if polls > REDUCE_SPIN_POLLS {
                 // Other ranks (and the server) may share this core: let them run.
                 std::thread::yield_now();
             }

@@ -1,17 +1,62 @@
 //! The message data path: put, get and atomics as control messages that the server executes
 //! (see [`crate::link::DataPath::Messages`]). Transfers are split into chunks of
-//! [`DATA_CHUNK_MAX`] bytes with up to [`WINDOW`] chunks in flight, so bandwidth is not one
-//! round trip per chunk.
+//! [`DATA_CHUNK_MAX`] bytes with up to [`MESSAGE_WINDOW`] chunks in flight, so bandwidth is
+//! not one round trip per chunk. Every operation completes at the server before it returns.
 
+use super::{Atomic, SignalPut};
 use crate::allocation::Allocation;
-use crate::client::Inner;
+use crate::constants::MESSAGE_WINDOW;
 use crate::error::{Error, Result};
+use crate::session::{Inner, Session};
+use crate::signal::SignalOp;
 use nam_proto::limits::DATA_CHUNK_MAX;
 use nam_proto::{AtomicKind, Reply, Request};
 use std::time::Duration;
 
-/// Chunks in flight per transfer.
-const WINDOW: usize = 8;
+/// Puts `data` at byte `offset` through the server.
+pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+    let mut inner = session.lock();
+    inner.put_messages(a, offset, data, session.timeout)?;
+    inner.count_put(data.len());
+    Ok(())
+}
+
+/// Gets bytes from `offset` into `buffer` through the server.
+pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
+    let mut inner = session.lock();
+    inner.get_messages(a, offset, buffer, session.timeout)?;
+    inner.count_get(buffer.len());
+    Ok(())
+}
+
+/// An atomic the server executes; returns the old value.
+pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let mut inner = session.lock();
+    let old = inner.atomic_messages(a, offset, atomic, session.timeout)?;
+    inner.traffic.atomics += 1;
+    Ok(old)
+}
+
+/// Puts `data`, then updates the signal word: the server executes messages in order, so
+/// the data is stored before the signal.
+pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
+    let mut inner = session.lock();
+    inner.put_messages(put.data, put.offset, put.bytes, session.timeout)?;
+    let op = if put.op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
+    let signal = Atomic { op, value: put.value, compare: 0 };
+    inner.atomic_messages(put.word, put.word_offset, signal, session.timeout)?;
+    inner.count_put(put.bytes.len());
+    inner.traffic.atomics += 1;
+    Ok(())
+}
+
+/// Every message operation completed at the server before it returned: a flush only makes
+/// sure the server is still there.
+pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
+    // Learn of a dead server before promising remote completion.
+    session.lock().worker.progress();
+    session.alive(server, "flush")
+}
 
 /// A message to send: a request, or bytes encoded directly from the caller's buffer once
 /// the request id is known.
@@ -23,7 +68,7 @@ enum Outgoing<'a> {
 impl Inner {
     /// Writes `data` at `offset` through the server; returns when the server has stored it
     /// (remote completion).
-    pub(crate) fn put_messages(&mut self, a: &Allocation, offset: u64, data: &[u8], timeout: Duration) -> Result<()> {
+    fn put_messages(&mut self, a: &Allocation, offset: u64, data: &[u8], timeout: Duration) -> Result<()> {
         let handle = a.handle();
         let requests = data.chunks(DATA_CHUNK_MAX).enumerate().map(|(i, chunk)| {
             Outgoing::Encoded(Box::new(move |id| {
@@ -37,13 +82,7 @@ impl Inner {
     }
 
     /// Reads into `buffer` from `offset` through the server.
-    pub(crate) fn get_messages(
-        &mut self,
-        a: &Allocation,
-        offset: u64,
-        buffer: &mut [u8],
-        timeout: Duration,
-    ) -> Result<()> {
+    fn get_messages(&mut self, a: &Allocation, offset: u64, buffer: &mut [u8], timeout: Duration) -> Result<()> {
         let len = buffer.len();
         let requests = (0..len.div_ceil(DATA_CHUNK_MAX)).map(|i| {
             Outgoing::Request(Request::Get {
@@ -67,15 +106,8 @@ impl Inner {
     }
 
     /// A 64-bit atomic executed by the server; returns the old value.
-    pub(crate) fn atomic_messages(
-        &mut self,
-        a: &Allocation,
-        offset: u64,
-        op: AtomicKind,
-        value: u64,
-        compare: u64,
-        timeout: Duration,
-    ) -> Result<u64> {
+    fn atomic_messages(&mut self, a: &Allocation, offset: u64, atomic: Atomic, timeout: Duration) -> Result<u64> {
+        let Atomic { op, value, compare } = atomic;
         let request = Request::Atomic { handle: a.handle(), offset, op, value, compare };
         match self.call(a.server(), &request, "atomic", timeout)? {
             Reply::Value(old) => Ok(old),
@@ -83,7 +115,7 @@ impl Inner {
         }
     }
 
-    /// Sends `requests` to `server` keeping up to [`WINDOW`] unanswered, handing each reply
+    /// Sends `requests` to `server` keeping up to [`MESSAGE_WINDOW`] unanswered, handing each reply
     /// (with its index) to `accept`. Stops at the first error after collecting the replies
     /// already requested, so no late reply is left to confuse a later call.
     fn pipeline<'a>(
@@ -100,7 +132,7 @@ impl Inner {
         let mut first_error = None;
         let mut requests = requests.enumerate().peekable();
         while requests.peek().is_some() || !in_flight.is_empty() {
-            while in_flight.len() < WINDOW && first_error.is_none() {
+            while in_flight.len() < MESSAGE_WINDOW && first_error.is_none() {
                 let Some((index, request)) = requests.next() else { break };
                 let id = self.request_id();
                 let bytes = match request {

@@ -1,0 +1,125 @@
+//! The RMA path: one-sided UCX operations on the server's pool through its remote key, over
+//! whatever UCX chose for the data endpoint: shared memory on the same host, RDMA (verbs)
+//! between hosts. RDMA is not a path of its own: it is this one over another transport.
+//! Every operation takes the client lock (the UCX worker is single-threaded).
+
+use super::{Atomic, SignalPut};
+use crate::allocation::Allocation;
+use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::session::Session;
+use crate::signal::SignalOp;
+use nam_proto::AtomicKind;
+use nam_ucx::{AtomicOp, Posted};
+
+/// Puts `data` at byte `offset`; returns at local completion.
+#[inline]
+pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    // SAFETY: `data` is borrowed until the wait below returns.
+    let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
+    inner.finish(a.server, posted, "put", session.timeout)?;
+    inner.count_put(data.len());
+    Ok(())
+}
+
+/// Posts a put of `data`; the [`Op`] completes it.
+pub(crate) fn put_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, data: &'a [u8]) -> Result<Op<'a>> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    // SAFETY: the returned Op borrows `data` and waits for completion before it is dropped.
+    let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
+    let op = Op::posted(session, a.server, posted, "put")?;
+    inner.count_put(data.len());
+    Ok(op)
+}
+
+/// Gets bytes from `offset` into `buffer`.
+#[inline]
+pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let target = a.remote_addr + offset;
+    // SAFETY: `buffer` is borrowed mutably until the wait below returns.
+    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+    inner.finish(a.server, posted, "get", session.timeout)?;
+    inner.count_get(buffer.len());
+    Ok(())
+}
+
+/// Posts a get into `buffer`; the [`Op`] completes it.
+pub(crate) fn get_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let target = a.remote_addr + offset;
+    // SAFETY: the returned Op borrows `buffer` and waits for completion before it is dropped.
+    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+    let op = Op::posted(session, a.server, posted, "get")?;
+    inner.count_get(buffer.len());
+    Ok(op)
+}
+
+/// A UCX atomic on the word at `offset`; returns the old value.
+#[inline]
+pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let Atomic { op, value, compare } = atomic;
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let (op, operand, mut reply) = match op {
+        AtomicKind::FetchAdd => (AtomicOp::Add, value, 0),
+        AtomicKind::Swap => (AtomicOp::Swap, value, 0),
+        // UCX takes the value to compare in the reply buffer.
+        AtomicKind::CompareSwap => (AtomicOp::CompareSwap, compare, value),
+    };
+    let target = a.remote_addr + offset;
+    // SAFETY: operand and reply live on this frame until the wait returns.
+    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, &mut reply, target, link.rkey()) };
+    inner.finish(a.server, posted, "atomic", session.timeout)?;
+    inner.traffic.atomics += 1;
+    Ok(reply)
+}
+
+/// Puts `data`, fences, then updates the signal word, so that a reader that sees the
+/// signal also sees the data.
+pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result<()> {
+    let SignalPut { data: a, offset, bytes: data, word: signal, word_offset: signal_offset, value, op } = put_signal;
+    let mut inner = session.lock();
+    let timeout = session.timeout;
+    let link = &inner.links[a.server];
+    let (addr, ep) = (link.addr, link.data("put_signal")?);
+    let transport = |what| move |source| Error::Transport { addr, what, source };
+    // SAFETY: `data` is borrowed until the put is waited for below.
+    let put = unsafe { ep.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) }
+        .map_err(transport("put"))?;
+    inner.worker.fence().map_err(transport("fence"))?;
+    let mut old = value;
+    let (atomic_op, reply) = match op {
+        SignalOp::Set => (AtomicOp::Swap, &mut old as *mut u64),
+        SignalOp::Add => (AtomicOp::Add, std::ptr::null_mut()),
+    };
+    let word = signal.remote_addr + signal_offset;
+    // SAFETY: `value` and `old` live on this frame until the waits below return.
+    let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey()) };
+    let put_result = link.wait(put, timeout, "put");
+    let signal_result = signal_op.map_err(transport("signal")).and_then(|p| link.wait(p, timeout, "signal"));
+    put_result?;
+    signal_result?;
+    inner.count_put(data.len());
+    inner.traffic.atomics += 1;
+    Ok(())
+}
+
+/// Remote completion of every RMA operation issued to `server`.
+pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
+    let inner = session.lock();
+    // Learn of a dead server before promising remote completion.
+    inner.worker.progress();
+    let link = &inner.links[server];
+    let posted: Posted = link.data("flush")?.flush_nbx().map_err(|source| Error::Transport {
+        addr: link.addr,
+        what: "flush",
+        source,
+    })?;
+    link.wait(posted, session.timeout, "flush")
+}

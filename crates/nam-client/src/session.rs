@@ -1,0 +1,253 @@
+//! The client's connections and the state every data path shares: the links to the
+//! servers behind the client lock, the control endpoints readable without it, the traffic
+//! counters and the deadline. The paths ([`crate::path`]) operate on a [`Session`]; the
+//! [`crate::Client`] owns one and adds the public API. This module knows nothing of either,
+//! so the layering is one-way: link → session → path → client.
+
+use crate::allocation::Allocation;
+use crate::constants::HEALTH_CHECK_OPS;
+use crate::error::{Error, Result};
+use crate::link::{DataPath, Link, ReplyQueue};
+use crate::lock::{FastLock, Guard};
+use nam_proto::{Reply, Request, TrafficReport};
+use nam_ucx::{Context, Endpoint, Posted, Worker};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The state behind the client lock (the UCX worker is single-threaded).
+pub(crate) struct Inner {
+    pub(crate) links: Vec<Link>,
+    pub(crate) replies: ReplyQueue,
+    pub(crate) next_request_id: u64,
+    pub(crate) next_server: usize,
+    /// Traffic of the RMA and message paths (the direct path counts without the lock).
+    pub(crate) traffic: TrafficReport,
+    /// The live flag of every allocation this client holds, by (server, handle): opening
+    /// an allocation twice yields handles that become invalid together, as the server keeps
+    /// one reference per client.
+    pub(crate) held: HashMap<(usize, u64), Arc<AtomicBool>>,
+    /// Operations that completed without progressing the worker since it last progressed.
+    pub(crate) unprogressed_ops: u32,
+    pub(crate) worker: Worker,
+    pub(crate) context: Context,
+}
+
+/// One-sided traffic of the direct path, counted without the client lock.
+#[derive(Default)]
+pub(crate) struct DirectTraffic {
+    puts: AtomicU64,
+    gets: AtomicU64,
+    atomics: AtomicU64,
+    bytes_put: AtomicU64,
+    bytes_got: AtomicU64,
+}
+
+impl DirectTraffic {
+    /// `report` plus the direct path's counts.
+    pub(crate) fn add_to(&self, mut report: TrafficReport) -> TrafficReport {
+        report.puts += self.puts.load(Ordering::Relaxed);
+        report.gets += self.gets.load(Ordering::Relaxed);
+        report.atomics += self.atomics.load(Ordering::Relaxed);
+        report.bytes_put += self.bytes_put.load(Ordering::Relaxed);
+        report.bytes_got += self.bytes_got.load(Ordering::Relaxed);
+        report
+    }
+}
+
+/// The connections to the servers and what every path needs to use them.
+pub(crate) struct Session {
+    inner: FastLock<Inner>,
+    /// The control endpoints, readable without the lock (their failure flag is atomic).
+    controls: Vec<Endpoint>,
+    /// The servers' addresses, for errors raised without the lock.
+    pub(crate) servers: Vec<SocketAddr>,
+    /// Deadline of each operation.
+    pub(crate) timeout: Duration,
+    /// Traffic of the direct path.
+    pub(crate) direct: DirectTraffic,
+}
+
+impl Session {
+    /// A session over `inner`'s links, with `timeout` for every operation.
+    pub(crate) fn new(inner: Inner, servers: Vec<SocketAddr>, timeout: Duration) -> Session {
+        let controls = inner.links.iter().map(|l| l.control.clone()).collect();
+        Session { inner: FastLock::new(inner), controls, servers, timeout, direct: Default::default() }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> Guard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    /// The state behind the lock, when the session is not shared (dropping the client).
+    pub(crate) fn get_mut(&mut self) -> &mut Inner {
+        self.inner.get_mut()
+    }
+
+    /// Fails with the transport error if server `server`'s control endpoint saw it die.
+    #[inline]
+    pub(crate) fn alive(&self, server: usize, what: &'static str) -> Result<()> {
+        match self.controls[server].failure() {
+            Some(source) => Err(Error::Transport { addr: self.servers[server], what, source }),
+            None => Ok(()),
+        }
+    }
+
+    /// One-sided traffic issued so far, every path.
+    pub(crate) fn traffic(&self) -> TrafficReport {
+        let locked = self.lock().traffic;
+        self.direct.add_to(locked)
+    }
+
+    /// Counts a direct put of `len` bytes.
+    #[inline]
+    pub(crate) fn count_direct_put(&self, len: usize) {
+        self.count(&self.direct.puts, &self.direct.bytes_put, len);
+    }
+
+    /// Counts a direct get of `len` bytes.
+    #[inline]
+    pub(crate) fn count_direct_get(&self, len: usize) {
+        self.count(&self.direct.gets, &self.direct.bytes_got, len);
+    }
+
+    /// Counts a direct atomic.
+    #[inline]
+    pub(crate) fn count_direct_atomic(&self) {
+        let ops = self.direct.atomics.fetch_add(1, Ordering::Relaxed);
+        self.maybe_check_health(ops);
+    }
+
+    #[inline]
+    fn count(&self, ops: &AtomicU64, bytes: &AtomicU64, len: usize) {
+        let n = ops.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(len as u64, Ordering::Relaxed);
+        self.maybe_check_health(n);
+    }
+
+    /// Direct operations never reach UCX, and only progress delivers the control endpoint's
+    /// news that a server died: progress once every [`HEALTH_CHECK_OPS`] of them.
+    #[inline]
+    fn maybe_check_health(&self, ops: u64) {
+        if ops % HEALTH_CHECK_OPS as u64 == HEALTH_CHECK_OPS as u64 - 1 {
+            self.lock().worker.progress();
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn count_put(&mut self, bytes: usize) {
+        self.traffic.puts += 1;
+        self.traffic.bytes_put += bytes as u64;
+    }
+
+    pub(crate) fn count_get(&mut self, bytes: usize) {
+        self.traffic.gets += 1;
+        self.traffic.bytes_got += bytes as u64;
+    }
+
+    pub(crate) fn request_id(&mut self) -> u64 {
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        id
+    }
+
+    /// Sends `request` to `server` and waits for its reply (spinning).
+    pub(crate) fn call(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Reply> {
+        self.call_waiting(server, request, (what, timeout), false)
+    }
+
+    /// [`Inner::call`]; `patient` sleeps while the reply is late (see `Link::call`).
+    pub(crate) fn call_waiting(
+        &mut self,
+        server: usize,
+        request: &Request,
+        (what, timeout): (&'static str, Duration),
+        patient: bool,
+    ) -> Result<Reply> {
+        let id = self.request_id();
+        self.links[server].call(&self.replies, (id, request), what, timeout, patient)
+    }
+
+    /// Sends a request whose reply grants an allocation, and adopts it.
+    pub(crate) fn grant(
+        &mut self,
+        server: usize,
+        request: &Request,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<Allocation> {
+        let reply = self.call(server, request, what, timeout)?;
+        let Reply::Alloc(grant) = reply else { return Err(unexpected(self.links[server].addr, what, reply)) };
+        self.adopt(server, grant)
+    }
+
+    /// Turns an allocation the server granted (in any reply) into an [`Allocation`].
+    pub(crate) fn adopt(&mut self, server: usize, grant: nam_proto::AllocReply) -> Result<Allocation> {
+        let link = &mut self.links[server];
+        link.remember_rkey(&grant.rkey)?;
+        let live = self.held.entry((server, grant.handle)).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone();
+        let link = &self.links[server];
+        let local = match link.path() {
+            DataPath::SharedMemory => link.rkey().local_ptr(grant.remote_addr).map_or(0, |p| p as usize),
+            _ => 0,
+        };
+        Ok(Allocation {
+            server,
+            handle: grant.handle,
+            size: grant.size,
+            remote_addr: grant.remote_addr,
+            flags: grant.flags,
+            live,
+            local,
+        })
+    }
+
+    /// Over shared memory, operations complete without progressing the worker, and only
+    /// progress delivers the control endpoint's news that the server died. Progress every
+    /// [`HEALTH_CHECK_OPS`] immediate completions so a dead server is noticed within a few
+    /// operations instead of never (a put into an orphaned segment would be lost silently).
+    #[inline]
+    pub(crate) fn note_immediate_completion(&mut self) {
+        self.unprogressed_ops += 1;
+        if self.unprogressed_ops >= HEALTH_CHECK_OPS {
+            self.unprogressed_ops = 0;
+            self.worker.progress();
+        }
+    }
+
+    /// Completes a posted data operation of `server`: at once if UCX finished it inline,
+    /// else waiting at most `timeout`.
+    #[inline]
+    pub(crate) fn finish(
+        &mut self,
+        server: usize,
+        posted: nam_ucx::Result<Posted>,
+        what: &'static str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let link = &self.links[server];
+        match posted.map_err(|source| Error::Transport { addr: link.addr, what, source })? {
+            Posted::Done => {
+                self.note_immediate_completion();
+                Ok(())
+            }
+            posted => link.wait(posted, timeout, what),
+        }
+    }
+}
+
+/// The error for a reply of the wrong kind (logged: it means a protocol mismatch).
+pub(crate) fn unexpected(addr: SocketAddr, what: &'static str, reply: Reply) -> Error {
+    log::warn!("server {addr} answered {what} with {reply:?}");
+    Error::UnexpectedReply { addr, what }
+}
