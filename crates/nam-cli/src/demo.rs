@@ -101,7 +101,7 @@ fn walkthrough(config: ClientConfig, addr: std::net::SocketAddr) -> Result<()> {
     }
     let get_us = started.elapsed().as_secs_f64() * 1e6 / gets as f64;
     println!(
-        "   bench: 1 MiB puts at {}/s, 8-byte get in {get_us:.3} us (nam bench --vs-ucx for more)",
+        "   bench: 1 MiB puts at {}/s, 8-byte get in {get_us:.3} us (nam-bench gas --vs-ucx for more)",
         format_size(put_rate as u64)
     );
 
