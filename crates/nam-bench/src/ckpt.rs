@@ -639,19 +639,7 @@ struct CheckpointSample {
     server: ServerWork,
 }
 
-/// The median of `values` (the mean of the middle two for an even count; 0 for none).
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
+use crate::harness::stats::median;
 
 /// One restart's figures (slowest rank): the whole restart, the collective rebuild, and the
 /// restore proper.

@@ -141,7 +141,7 @@ fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
                 println!("checkpoint version={s} level={level} seconds={:.4}", out.seconds);
             }
             if args.wait_flush {
-                ckpt.wait_flush(std::time::Duration::from_secs(60))?;
+                ckpt.wait_flush(crate::limits::FLUSH_WAIT)?;
             }
         }
         if args.die_rank == Some(rank) && s == args.die_after {

@@ -3,6 +3,7 @@
 //! invocation: overhead, bytes written, peak extra memory and stall time.
 
 use crate::harness::plot;
+use crate::harness::stats::middle_by;
 use anyhow::{bail, Context, Result};
 use nam_incr::{Config, DirStore, Engine, Mode, Store};
 use serde::Serialize;
@@ -236,10 +237,10 @@ fn measure(args: &CkptIncrBenchArgs, workload: &str) -> Result<Vec<Row>> {
     }
     let mut rows = Vec::new();
     for i in 0..reps[0].len() {
-        let mut runs: Vec<Row> = reps.iter().map(|r| r[i].clone()).collect();
-        runs.sort_by(|a, b| a.overhead.total_cmp(&b.overhead));
-        let spread = (runs[0].overhead, runs[runs.len() - 1].overhead);
-        let mut row = runs.swap_remove(runs.len() / 2);
+        let runs: Vec<Row> = reps.iter().map(|r| r[i].clone()).collect();
+        let overheads = runs.iter().map(|r| r.overhead);
+        let spread = (overheads.clone().fold(f64::INFINITY, f64::min), overheads.fold(f64::NEG_INFINITY, f64::max));
+        let mut row = middle_by(runs, |r| r.overhead);
         row.spread = spread;
         row.repetitions = reps.iter().map(|r| r[i].overhead).collect();
         rows.push(row);

@@ -9,6 +9,7 @@
 //! asynchronous L3 flush against none.
 
 use crate::harness::plot::{line_chart, Scales, Series};
+use crate::harness::stats::{middle as median, middle_by};
 use anyhow::{Context, Result};
 use mpi::traits::CommunicatorCollectives;
 use nam_ckpt::{Checkpointer, Comm, Config, LevelKind};
@@ -151,10 +152,9 @@ fn bench(args: PolicyBenchArgs, universe: &mpi::environment::Universe) -> Result
 }
 
 /// The repeat with the median slowdown, carrying every repeat's slowdown.
-fn median_run(mut runs: Vec<PolicyResult>) -> PolicyResult {
+fn median_run(runs: Vec<PolicyResult>) -> PolicyResult {
     let slowdowns: Vec<f64> = runs.iter().map(|r| r.slowdown).collect();
-    runs.sort_by(|a, b| a.slowdown.total_cmp(&b.slowdown));
-    let mut r = runs.swap_remove(runs.len() / 2);
+    let mut r = middle_by(runs, |r| r.slowdown);
     r.repeat_slowdowns = slowdowns;
     r
 }
@@ -304,11 +304,6 @@ struct Extra {
     checkpoint_s_no_flush: f64,
     checkpoint_s_with_flush: f64,
     flush_overhead: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Alternates, round by round, a memcpy of the data, an always-RAM checkpoint without flush

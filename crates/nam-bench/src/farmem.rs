@@ -23,7 +23,7 @@ use nam_farmem::FaultMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use workloads::Workload;
 
 /// Workloads.
@@ -132,10 +132,10 @@ pub struct FarmemBenchArgs {
     #[arg(long)]
     json: bool,
     /// Append the runs as Markdown (with the targets) to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
+    #[arg(long, alias = "out")]
+    markdown: Option<PathBuf>,
     /// Write PNG plots of slowdown against local fraction into this directory.
-    #[arg(long)]
+    #[arg(long = "plot", alias = "plot-dir", value_name = "DIR")]
     plot_dir: Option<PathBuf>,
 }
 
@@ -372,7 +372,7 @@ impl LocalServers {
 fn connect(addrs: &[SocketAddr], transport: Transport) -> Result<Arc<Client>> {
     let mut config = ClientConfig::new(addrs.to_vec());
     config.transports = Some(transport.ucx_tls().into());
-    config.timeout = Duration::from_secs(10);
+    config.timeout = crate::limits::FARMEM_CLIENT_TIMEOUT;
     Ok(Arc::new(Client::connect(config).context("connecting to the memory servers")?))
 }
 

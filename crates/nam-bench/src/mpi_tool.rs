@@ -13,10 +13,8 @@
 use anyhow::{Context, Result};
 use mpi::environment::Universe;
 use mpi::traits::Communicator;
-use std::time::Duration;
 
-/// How long a failed rank waits in `MPI_Finalize` for its peers before it exits without it.
-pub const FINALIZE_DEADLINE: Duration = Duration::from_secs(10);
+use crate::limits::FINALIZE_DEADLINE;
 
 /// Initializes MPI, runs `body`, and finalizes. A rank whose `body` fails prints
 /// `nam-bench <tool>: rank R on HOST: error: ...` (with the whole chain of causes) to stderr,

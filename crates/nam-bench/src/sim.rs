@@ -17,11 +17,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Arguments of `nam-bench sim`.
+/// Arguments of `nam-bench sim`: the benchmark's options, or a simulator subcommand.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
     #[command(subcommand)]
-    command: SimCommand,
+    command: Option<SimCommand>,
+    #[command(flatten)]
+    bench: BenchArgs,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -31,8 +34,6 @@ enum SimCommand {
     Noc(NocArgs),
     /// Ploumidis et al. 2023's ExaNeSt latency model (Table 2, Eq. 1) beside the cycle-level simulation.
     ExanestLatency(ExanestArgs),
-    /// The issue-7 benchmark: fidelity and speed, with baselines measured in the same run.
-    Bench(BenchArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -137,10 +138,10 @@ struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Write the markdown report here (e.g. docs/benchmarks-netsim.md).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Directory for PNG plots.
-    #[arg(long)]
+    #[arg(long, alias = "out")]
+    markdown: Option<PathBuf>,
+    /// Directory for the PNG plots.
+    #[arg(long = "plot", alias = "plot-dir", value_name = "DIR")]
     plot_dir: Option<PathBuf>,
     /// Also replace the generated block of this document (between the `BEGIN GENERATED` and
     /// `END GENERATED` markers), e.g. docs/netsim.md.
@@ -154,9 +155,9 @@ struct BenchArgs {
 /// Runs `nam-bench sim`.
 pub fn run(args: SimArgs) -> Result<()> {
     match args.command {
-        SimCommand::Noc(a) => noc(a),
-        SimCommand::ExanestLatency(a) => exanest_latency(a),
-        SimCommand::Bench(a) => bench(a),
+        Some(SimCommand::Noc(a)) => noc(a),
+        Some(SimCommand::ExanestLatency(a)) => exanest_latency(a),
+        None => bench(args.bench),
     }
 }
 
@@ -719,7 +720,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     } else {
         print!("{md}");
     }
-    if let Some(out) = &a.out {
+    if let Some(out) = &a.markdown {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }
     if let Some(doc) = &a.doc {

@@ -17,6 +17,7 @@
 //! it added about a third of a miss per request (docs/farmem.md, memcached).
 
 use super::{Run, Transport, WorkloadKind};
+use crate::limits::{MEMCACHED_READ_TIMEOUT, MEMCACHED_START_DEADLINE};
 use anyhow::{bail, ensure, Context, Result};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -81,9 +82,12 @@ impl Memcached {
             .spawn()
             .context("cannot start memcached (Debian: apt-get install memcached)")?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + MEMCACHED_START_DEADLINE;
         while TcpStream::connect(addr).is_err() {
-            ensure!(Instant::now() < deadline, "memcached did not listen on {addr} within 10 s");
+            ensure!(
+                Instant::now() < deadline,
+                "memcached did not listen on {addr} within {MEMCACHED_START_DEADLINE:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(Memcached { child, addr })
@@ -125,7 +129,7 @@ struct Connection {
 impl Connection {
     fn open(addr: SocketAddr) -> Result<Connection> {
         let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        s.set_read_timeout(Some(MEMCACHED_READ_TIMEOUT))?;
         s.set_nodelay(true)?;
         Ok(Connection { reader: BufReader::new(s.try_clone()?), writer: s })
     }

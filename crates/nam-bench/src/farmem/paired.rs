@@ -49,16 +49,7 @@ pub struct Paired {
     pub page_bytes: u64,
 }
 
-/// The median of `v` (the mean of the middle two for an even count).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub use crate::harness::stats::median;
 
 fn timed(w: &dyn Workload, mem: &mut [u8], iterations: usize) -> (f64, u64) {
     let t = Instant::now();

@@ -237,7 +237,7 @@ pub fn emit(args: &FarmemBenchArgs, runs: &[Run]) -> Result<()> {
             println!("{c}");
         }
     }
-    if let Some(path) = &args.out {
+    if let Some(path) = &args.markdown {
         let mut md = String::new();
         writeln!(md, "\n### `{}`\n", crate::harness::docs::command_line())?;
         writeln!(md, "{HEADER}\n{}|", "|---".repeat(14))?;

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 
 const DRIVER_SOURCE: &str = include_str!("../../../../bench/allreduce.c");
 const HEADER: &str = include_str!("../../../../include/nam.h");
-/// Longest one mpirun job may take.
-const JOB_DEADLINE: Duration = Duration::from_secs(900);
+use crate::limits::ALLREDUCE_JOB_DEADLINE as JOB_DEADLINE;
 
 /// One size at one rank count.
 pub struct Point {

@@ -7,17 +7,13 @@
 
 use super::BenchArgs;
 use crate::harness::server::LocalServer;
+use crate::harness::stats::middle_of;
 use anyhow::{bail, Context, Result};
 use nam_client::{AllocOptions, Allocation, Client, ClientConfig, Mailbox, MailboxSender, Signal, SignalOp};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const MESSAGE_BYTES: usize = 8;
-const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Polls that spin before each further poll yields the core. Short: when both sides share
-/// one core (a loaded machine), a longer spin only delays the other side (a 50 us spin made
-/// both kinds of round trip ~200 us there).
-const SPIN_POLLS: u32 = 256;
+use crate::limits::{MAILBOX_DEADLINE as DEADLINE, MAILBOX_SPIN_POLLS as SPIN_POLLS};
 
 /// Spins (yielding after [`SPIN_POLLS`]) until `ready` gives a value or the deadline
 /// passes. The same for both kinds of round trip.
@@ -142,12 +138,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let blocks = (args.repeat.max(1) as u64 * 2).max(8);
     measure(&config, iters / 10 + 1, 2).context("warm-up")?;
     let per_block = iters.div_ceil(blocks).max(100);
-    let mut runs = measure(&config, per_block, blocks)?;
-    let median = |pick: fn(&(f64, f64)) -> f64, runs: &mut Vec<(f64, f64)>| {
-        runs.sort_by(|x, y| pick(x).total_cmp(&pick(y)));
-        pick(&runs[runs.len() / 2])
-    };
-    let (mailbox, put_signal) = (median(|r| r.0, &mut runs), median(|r| r.1, &mut runs));
+    let runs = measure(&config, per_block, blocks)?;
+    let (mailbox, put_signal) = (middle_of(&runs, |r| r.0), middle_of(&runs, |r| r.1));
     let ratio = mailbox / put_signal;
     let met = if ratio <= 1.5 { "met" } else { "MISSED" };
     let verdict = format!(

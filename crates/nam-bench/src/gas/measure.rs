@@ -2,6 +2,7 @@
 //! of non-blocking ones, through the real client library.
 
 use super::clock::Clock;
+use crate::harness::stats::middle_of;
 use anyhow::Result;
 use nam_client::{Allocation, Client};
 
@@ -149,16 +150,11 @@ fn bandwidth(
     Ok((rate * size as f64 / (1 << 20) as f64, rate))
 }
 
-/// Most bytes of get destinations in flight.
-const GET_SLOTS_BYTES_MAX: usize = 4 << 20;
+use crate::limits::GET_SLOTS_BYTES_MAX;
 
 /// The median of each field over repeated measurements of one point.
 pub fn median(points: Vec<Point>) -> Point {
-    let mid = |f: fn(&Point) -> f64| {
-        let mut v: Vec<f64> = points.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let mid = |f: fn(&Point) -> f64| middle_of(&points, f);
     Point {
         latency_us_avg: mid(|p| p.latency_us_avg),
         latency_us_p50: mid(|p| p.latency_us_p50),

@@ -216,8 +216,8 @@ fn sizes(args: &BenchArgs) -> Result<Vec<u64>> {
 fn child_workload(addr: std::net::SocketAddr, transport: Transport, ops: &[Op]) -> Result<()> {
     let mut config = ClientConfig::new(vec![addr]);
     config.transports = Some(transport.ucx_tls().to_string());
-    config.timeout = std::time::Duration::from_secs(30);
-    config.connect_timeout = std::time::Duration::from_secs(30);
+    config.timeout = crate::limits::CLIENT_PROCESS_TIMEOUT;
+    config.connect_timeout = crate::limits::CLIENT_PROCESS_TIMEOUT;
     let client = Client::connect(config)?;
     let a = client.alloc(64 * 1024, &AllocOptions::default())?;
     let shared = client.open("bench-shared-counter")?;

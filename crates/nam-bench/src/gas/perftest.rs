@@ -28,8 +28,7 @@ pub fn test_name(op: Op) -> &'static str {
     }
 }
 
-/// Longest one ucx_perftest run may take.
-const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::limits::PERFTEST_RUN_TIMEOUT as RUN_TIMEOUT;
 
 /// Waits for `child` until `deadline`; kills it and returns `false` if it is still running.
 fn wait_until(child: &mut std::process::Child, deadline: Instant) -> bool {
@@ -95,11 +94,7 @@ pub fn run(op: Op, size: u64, iters: u64, transports: &str) -> Result<Baseline> 
 
 /// The median of each field over repeated runs.
 pub fn median(runs: Vec<Baseline>) -> Baseline {
-    let mid = |f: fn(&Baseline) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let mid = |f: fn(&Baseline) -> f64| crate::harness::stats::middle_of(&runs, f);
     Baseline {
         latency_us_avg: mid(|b| b.latency_us_avg),
         latency_us_p50: mid(|b| b.latency_us_p50),

@@ -97,7 +97,7 @@ pub fn many_clients(addr: SocketAddr, transport: Transport, n: usize) -> Result<
     let increments = owner.fetch(&counter, 0)?;
     owner.free(&counter)?;
     drop(owner);
-    let s = nam_client::server_status(addr, Duration::from_secs(5))?;
+    let s = nam_client::server_status(addr, crate::limits::STATUS_TIMEOUT)?;
     let line = format!(
         "{n} concurrent client processes: {} failed, {increments} of {} shared increments seen, {:.1} s; \
          after exit: {} allocations, {} bytes used, {} clients",
