@@ -153,7 +153,7 @@ struct SchemeResult {
 /// When NAM-XOR flags its buffer ready, relative to writing the rank's node-local copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Flag {
-    /// Once the copy is written and fsynced (the seed's order; partner and XOR always start
+    /// Once the copy is written and fsynced (Schmidt 2017's order; partner and XOR always start
     /// their redundancy there, since it needs the rank's CPU).
     AfterFsync,
     /// Once the bytes are in the page cache: the server pulls during the fsync (the library).
@@ -815,7 +815,7 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
         }
         if let Some(first) = by("nam-xor-write-first") {
             md += &format!(
-                "- flagging ready only after the local copy is written and fsynced (`nam-xor-write-first`, the seed's order) takes **{:.2}x** NAM-XOR's checkpoint time{}\n",
+                "- flagging ready only after the local copy is written and fsynced (`nam-xor-write-first`, Schmidt 2017's order) takes **{:.2}x** NAM-XOR's checkpoint time{}\n",
                 first.checkpoint_s / nam.checkpoint_s,
                 by("partner").map_or(String::new(), |p| format!(" ({:.2}x faster than partner)", p.checkpoint_s / first.checkpoint_s))
             );

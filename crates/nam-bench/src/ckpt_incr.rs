@@ -466,7 +466,7 @@ fn report(args: &CkptIncrBenchArgs, text: &str) -> String {
          `tracked` counts the pages the tracker saw written (write faults for the fault-based trackers, pages reported by \
          PAGEMAP_SCAN for the asynchronous one), `cpu s` the CPU time of the whole process over the run (every thread), \
          against the baseline's in the last line. \
-         Parameters: the region is written to the SSD level (files with fsync, like the seed's SSD); each interval is about \
+         Parameters: the region is written to the SSD level (files with fsync, like Abeyratne 2017's SSD level); each interval is about \
          four times as long as a stop-and-copy checkpoint of the region on a quiet machine; {} intervals make {} checkpoints, \
          of which the first of every incremental chain is full (it has no previous version), as in a job that checkpoints \
          many times (with 5 intervals, a quarter of the checkpoints were full ones). Threads: the application runs on one thread in every mode; stop-and-copy \

@@ -113,7 +113,7 @@ pub struct FarmemBenchArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "base")]
     page_size: Vec<PageSizeArg>,
     /// memcached's LRU, the same for the local and the far memcached: `classic` (one LRU per
-    /// slab class, memcached 1.4's and the seed's) or `segmented` (1.5's default, whose
+    /// slab class, memcached 1.4's, the one Mao 2020 measured) or `segmented` (1.5's default, whose
     /// maintainer thread keeps moving items between its hot, warm and cold lists).
     #[arg(long, value_enum, default_value = "classic")]
     memcached_lru: memcached::Lru,

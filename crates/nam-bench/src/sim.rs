@@ -5,7 +5,7 @@
 //! * `nam-bench sim exanest-latency` evaluates Ploumidis et al. 2023's path latency model (Table 1-2) and broadcast
 //!   model (Eq. 1) and simulates the same paths on the ExaNeSt torus.
 //! * `nam-bench sim` is the benchmark of issue 7: fidelity against the analytic models and the
-//!   seeds' numbers, and simulator speed, with baselines measured in the same run; it can write
+//!   numbers of Abeyratne 2017 and Ploumidis et al. 2023, and simulator speed, with baselines measured in the same run; it can write
 //!   `docs/benchmarks-netsim.md`.
 
 use anyhow::{bail, Context, Result};
@@ -69,7 +69,7 @@ struct NocArgs {
     /// Number of automatic sweep points.
     #[arg(long, default_value_t = 8)]
     points: usize,
-    /// Tile grid edge (24: the seed's 576-node chip).
+    /// Tile grid edge (24: the 576-node chip of Abeyratne 2017).
     #[arg(long, default_value_t = 24)]
     tiles: usize,
     /// Global routers of superstar / superstarx.
@@ -502,7 +502,7 @@ fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> 
 
 /// Abeyratne 2017 §3.5.1 numbers: (topology, average latency before saturation ns, saturation
 /// packets/ns/node).
-const SEED_FIG_3_11: [(&str, f64, f64); 7] = [
+const THESIS_FIG_3_11: [(&str, f64, f64); 7] = [
     ("mesh", 16.8, 0.14),
     ("cmesh-low", 9.6, 0.07),
     ("cmesh-high", 10.8, 0.04),
@@ -532,6 +532,40 @@ fn check(ok: bool) -> &'static str {
 fn bench(a: BenchArgs) -> Result<()> {
     let cfg = bench_cfg(a.quick);
     let points = if a.quick { 6 } else { 10 };
+    let mut md = bench_header(&a, &cfg, points);
+    let results = uniform_section(&mut md, &cfg, points)?;
+    static_section(&mut md, &results);
+    let gr = superstar_gr_section(&mut md, &cfg, points)?;
+    let rows = exanest_section(&mut md)?;
+    let speed = speed_section(&mut md, &cfg, a.quick)?;
+    if let Some(dir) = &a.plot_dir {
+        std::fs::create_dir_all(dir)?;
+        plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
+        plot_curves(&dir.join("netsim-superstar-gr.png"), "Super-Star with 1-8 global routers", &gr)?;
+        let _ = writeln!(
+            md,
+            "\nPlots: `{}`, `{}`.",
+            dir.join("netsim-uniform.png").display(),
+            dir.join("netsim-superstar-gr.png").display()
+        );
+    }
+    if a.json {
+        let v = serde_json::json!({"uniform": results, "superstar_gr": gr, "exanest": rows, "cycles_per_second_mesh8x8": speed.cycles_per_second, "sweep_speedup": speed.sweep_speedup});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{md}");
+    }
+    if let Some(out) = &a.markdown {
+        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if let Some(doc) = &a.doc {
+        crate::harness::docs::replace_generated(doc, "nam-bench sim", "nam sim bench", &md)?;
+    }
+    Ok(())
+}
+
+/// The title, the command that writes the page and the machine it was measured on.
+fn bench_header(a: &BenchArgs, cfg: &SimConfig, points: usize) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# nam-netsim benchmark\n");
     let _ = writeln!(
@@ -548,18 +582,22 @@ fn bench(a: BenchArgs) -> Result<()> {
         cfg.seed,
         points
     );
+    md
+}
 
-    // 1. Abeyratne 2017 topologies on the 24x24 layout, uniform random traffic.
+/// Abeyratne 2017's topologies on the 24x24 layout under uniform random traffic, against the
+/// analytic bounds and the thesis's numbers (§3.5.1, Fig. 3.11).
+fn uniform_section(md: &mut String, cfg: &SimConfig, points: usize) -> Result<Vec<SweepResult>> {
     let mut results = Vec::new();
-    for (name, _, _) in SEED_FIG_3_11 {
+    for (name, _, _) in THESIS_FIG_3_11 {
         let t = build(name, &TopologyParams::default())?;
         eprintln!("sweeping {name} ...");
-        results.push(sweep(&t, &cfg, &[], points)?);
+        results.push(sweep(&t, cfg, &[], points)?);
     }
     let _ = writeln!(md, "## Abeyratne 2017 topologies, uniform random traffic (Abeyratne 2017 §3.5.1, Fig. 3.11)\n");
-    let _ = writeln!(md, "| topology | zero-load sim (ns) | analytic (ns) | error | within 5% | saturation (pkt/ns/node) | channel-load bound | sat/bound | below bound | avg latency before saturation (ns) | seed latency (ns) | seed saturation | sat ours/seed |");
+    let _ = writeln!(md, "| topology | zero-load sim (ns) | analytic (ns) | error | within 5% | saturation (pkt/ns/node) | channel-load bound | sat/bound | below bound | avg latency before saturation (ns) | Abeyratne 2017 latency (ns) | Abeyratne 2017 saturation | sat ours/thesis |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (r, (_, seed_lat, seed_sat)) in results.iter().zip(SEED_FIG_3_11) {
+    for (r, (_, thesis_lat, thesis_sat)) in results.iter().zip(THESIS_FIG_3_11) {
         let bound = r.analytic.channel_load_bound_packets_per_ns_per_node;
         let err = r.zero_load_error.unwrap_or(f64::INFINITY);
         let _ = writeln!(
@@ -575,11 +613,17 @@ fn bench(a: BenchArgs) -> Result<()> {
             r.saturation_packets_per_ns_per_node / bound,
             check(r.saturation_packets_per_ns_per_node < bound),
             fmt_opt(r.avg_latency_before_saturation_ns, 2),
-            seed_lat,
-            seed_sat,
-            r.saturation_packets_per_ns_per_node / seed_sat
+            thesis_lat,
+            thesis_sat,
+            r.saturation_packets_per_ns_per_node / thesis_sat
         );
     }
+    saturation_ordering(md, &results);
+    Ok(results)
+}
+
+/// The ordering of saturation throughput Abeyratne 2017 reports, checked on `results`.
+fn saturation_ordering(md: &mut String, results: &[SweepResult]) {
     let sat =
         |n: &str| results.iter().find(|r| r.topology == n).map(|r| r.saturation_packets_per_ns_per_node).unwrap_or(0.0);
     let lat = |n: &str| {
@@ -596,7 +640,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         .iter()
         .all(|n| sat("superring") < sat(n));
     let gain = 1.0 - lat("superstar") / lat("mesh");
-    let _ = writeln!(md, "\nOrdering of saturation throughput (seed: Super-StarX >= Super-Star > mesh > cmesh and fbfly; Super-Ring lowest):\n");
+    let _ = writeln!(md, "\nOrdering of saturation throughput (Abeyratne 2017: Super-StarX >= Super-Star > mesh > cmesh and fbfly; Super-Ring lowest):\n");
     let _ =
         writeln!(md, "- Super-StarX {:.4} >= Super-Star {:.4}: {}", sat("superstarx"), sat("superstar"), check(order1));
     let _ = writeln!(md, "- Super-Star {:.4} > mesh {:.4}: {}", sat("superstar"), sat("mesh"), check(order2));
@@ -610,13 +654,15 @@ fn bench(a: BenchArgs) -> Result<()> {
         check(order3)
     );
     let _ = writeln!(md, "- Super-Ring {:.4} lowest: {}", sat("superring"), check(order4));
-    let _ = writeln!(md, "- Super-Star latency before saturation {:.2} ns vs mesh {:.2} ns: {:.0}% lower (need >= 30%; seed 9.3 vs 16.8 ns = 45%): {}\n", lat("superstar"), lat("mesh"), 100.0 * gain, check(gain >= 0.30));
+    let _ = writeln!(md, "- Super-Star latency before saturation {:.2} ns vs mesh {:.2} ns: {:.0}% lower (need >= 30%; Abeyratne 2017: 9.3 vs 16.8 ns = 45%): {}\n", lat("superstar"), lat("mesh"), 100.0 * gain, check(gain >= 0.30));
+}
 
-    // 2. Static properties against Table 3.2 / 3.3.
+/// Static properties against Abeyratne 2017 Table 3.2 / 3.3.
+fn static_section(md: &mut String, results: &[SweepResult]) {
     let _ = writeln!(md, "## Static properties (Abeyratne 2017 Table 3.2, Table 3.3)\n");
     let _ = writeln!(md, "| topology | routers L/G | radix L/G | clock L/G (GHz) | avg link L/G (mm) | area est. (mm^2) | bisection wires |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
-    for r in &results {
+    for r in results {
         let m = &r.summary;
         let _ = writeln!(
             md,
@@ -634,8 +680,10 @@ fn bench(a: BenchArgs) -> Result<()> {
             m.bisection_wires
         );
     }
+}
 
-    // 3. Super-Star with 1..8 global routers (seed Fig. 3.14).
+/// Super-Star with 1..8 global routers (Abeyratne 2017 Fig. 3.14).
+fn superstar_gr_section(md: &mut String, cfg: &SimConfig, points: usize) -> Result<Vec<SweepResult>> {
     let _ = writeln!(md, "\n## Super-Star throughput against global routers (Abeyratne 2017 Fig. 3.14)\n");
     let _ = writeln!(md, "| global routers | saturation (pkt/ns/node) | channel-load bound | zero-load (ns) |");
     let _ = writeln!(md, "|---|---|---|---|");
@@ -643,7 +691,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     for g in [1usize, 2, 4, 8] {
         let t = build("superstar", &TopologyParams { global_routers: Some(g), ..Default::default() })?;
         eprintln!("sweeping superstar GR{g} ...");
-        let mut r = sweep(&t, &cfg, &[], points)?;
+        let mut r = sweep(&t, cfg, &[], points)?;
         r.topology = format!("superstar-GR{g}");
         let _ = writeln!(
             md,
@@ -657,23 +705,36 @@ fn bench(a: BenchArgs) -> Result<()> {
     let grows =
         gr.windows(2).all(|w| w[1].saturation_packets_per_ns_per_node > w[0].saturation_packets_per_ns_per_node);
     let _ = writeln!(md, "\nThroughput grows with the number of global routers: {}\n", check(grows));
+    Ok(gr)
+}
 
-    // 4. ExaNeSt latency model.
+/// Ploumidis et al. 2023's ExaNeSt path latency model (§6.1.1, Table 2).
+fn exanest_section(md: &mut String) -> Result<Vec<ExanestRow>> {
     let rows = exanest_rows()?;
     let inter = rows.iter().find(|r| r.path == "Inter-mezz(3,1,2)").map(|r| r.model_us).unwrap_or(0.0);
     let _ = writeln!(md, "## ExaNeSt path latency model (Ploumidis et al. 2023 §6.1.1, Table 2)\n");
-    let _ = writeln!(md, "Inter-mezz(3,1,2): model {inter:.3} us; seed's own prediction 2.615 us (ratio {:.4}): {}; measured 2.555 us.\n", inter / 2.615, check((inter - 2.615).abs() < 1e-9));
+    let _ = writeln!(md, "Inter-mezz(3,1,2): model {inter:.3} us; Ploumidis et al. 2023's own prediction 2.615 us (ratio {:.4}): {}; measured 2.555 us.\n", inter / 2.615, check((inter - 2.615).abs() < 1e-9));
     md.push_str("```\n");
     let bc: Vec<(u32, (u32, u32, u32), f64)> = Vec::new();
     md.push_str(exanest_table(&rows, &bc).split("\nBroadcast").next().unwrap_or(""));
     md.push_str("```\n\n");
+    Ok(rows)
+}
 
-    // 5. Speed: 8x8 mesh at 0.3 flits/node/cycle, and sequential vs parallel sweep.
+/// What the speed section measured, for `--json`.
+struct Speed {
+    cycles_per_second: f64,
+    sweep_speedup: f64,
+}
+
+/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle, and a sweep on one thread against
+/// the same sweep on every core (the baseline in the same run).
+fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed> {
     let mesh8 = build("mesh", &TopologyParams { tiles: 8, ..Default::default() })?;
     let speed_cfg = SimConfig {
         injection: Injection::FlitsPerNodePerCycle(0.3),
         warmup_cycles: 2000,
-        measure_cycles: if a.quick { 10_000 } else { 40_000 },
+        measure_cycles: if quick { 10_000 } else { 40_000 },
         ..SimConfig::default()
     };
     let t0 = Instant::now();
@@ -682,10 +743,10 @@ fn bench(a: BenchArgs) -> Result<()> {
     let cps = r.simulated_cycles as f64 / secs;
     let mesh24 = build("mesh", &TopologyParams::default())?;
     let t1 = Instant::now();
-    let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, &cfg, &[], 4))?;
+    let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, cfg, &[], 4))?;
     let seq_s = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
-    let par = sweep(&mesh24, &cfg, &[], 4)?;
+    let par = sweep(&mesh24, cfg, &[], 4)?;
     let par_s = t2.elapsed().as_secs_f64();
     let same = serde_json::to_string(&seq.curve)? == serde_json::to_string(&par.curve)?;
     let _ = writeln!(md, "## Simulator speed\n");
@@ -698,33 +759,5 @@ fn bench(a: BenchArgs) -> Result<()> {
     let _ = writeln!(md, "| same sweep on all cores (rayon, s) | {par_s:.2} |");
     let _ = writeln!(md, "| speed-up (baseline / parallel) | {:.2} |", seq_s / par_s);
     let _ = writeln!(md, "| parallel results identical to sequential | {} |", check(same));
-
-    if let Some(dir) = &a.plot_dir {
-        std::fs::create_dir_all(dir)?;
-        plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
-        plot_curves(&dir.join("netsim-superstar-gr.png"), "Super-Star with 1-8 global routers", &gr)?;
-        let _ = writeln!(
-            md,
-            "\nPlots: `{}`, `{}`.",
-            dir.join("netsim-uniform.png").display(),
-            dir.join("netsim-superstar-gr.png").display()
-        );
-    }
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"uniform": results, "superstar_gr": gr, "exanest": rows, "cycles_per_second_mesh8x8": cps, "sweep_speedup": seq_s / par_s})
-            )?
-        );
-    } else {
-        print!("{md}");
-    }
-    if let Some(out) = &a.markdown {
-        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
-    }
-    if let Some(doc) = &a.doc {
-        crate::harness::docs::replace_generated(doc, "nam-bench sim", "nam-bench sim", &md)?;
-    }
-    Ok(())
+    Ok(Speed { cycles_per_second: cps, sweep_speedup: seq_s / par_s })
 }

@@ -227,7 +227,7 @@ fn rank_killed_during_checkpoint_leaves_the_previous_version() {
 
 /// LE+PLE with the SSD probe knows an SSD checkpoint's cost before the first one: under a
 /// bound no SSD checkpoint can meet, the first checkpoint goes to RAM. Without the probe
-/// (`ssd_probe = 0`, the seed's test) the first one goes to the SSD blind, and only the
+/// (`ssd_probe = 0`, Abeyratne 2017's test) the first one goes to the SSD blind, and only the
 /// measured cost keeps the next ones in RAM.
 #[test]
 fn le_ple_first_checkpoint_is_placed_with_the_probed_ssd_cost() {

@@ -47,7 +47,7 @@ struct Memcached {
 /// memcached's LRU (`--memcached-lru`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lru {
-    /// One LRU per slab class (`-o no_lru_maintainer`): memcached 1.4's, the seed's.
+    /// One LRU per slab class (`-o no_lru_maintainer`): memcached 1.4's, the one Mao 2020 measured.
     Classic,
     /// memcached 1.5's default: hot, warm and cold lists kept by a maintainer thread.
     Segmented,
