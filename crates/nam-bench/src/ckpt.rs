@@ -443,26 +443,7 @@ fn compare(
     xor_loop_gbps: f64,
 ) -> Result<Vec<SchemeResult>> {
     let rank = comm.rank();
-    // Both NAM-XOR rows use one group, as one job would: a group stays on the server (for
-    // restarts) with its members' buffers attached while their clients are connected.
-    let mut protectors: Vec<(Scheme, Protector)> = Vec::new();
-    let mut lanes = Vec::new();
-    for &run in runs {
-        let protector = match protectors.iter().position(|(s, _)| *s == run.scheme) {
-            Some(p) => p,
-            None => {
-                // Set up in sets (NAM-XOR's on different servers): every rank learns of a failure.
-                let built = Protector::build(comm, args, run.scheme, servers);
-                let built = comm.agree(built, &format!("setting up {}", run.name()))?;
-                protectors.push((run.scheme, built));
-                protectors.len() - 1
-            }
-        };
-        let dir = args.dir.join(run.name()).join(format!("rank-{rank}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        lanes.push(Lane { run, dir, protector, samples: Vec::new() });
-    }
+    let (mut protectors, mut lanes) = set_up_lanes(comm, args, runs, servers)?;
     // NAM-XOR joins its group with the buffer here, and the application's arrays live in
     // it; every rank must learn if one failed (a rank that returned alone would leave the
     // others in the next collective).
@@ -481,39 +462,7 @@ fn compare(
         for k in 0..count {
             let lane = &mut lanes[(k + n) % count];
             let (state, protector) = state_and_protector(&mut own, &mut protectors, home, lane.protector, len)?;
-            // The previous checkpoint goes before the next is written, so that every
-            // scheme's files fit in tmpfs at once (a job would keep it until the new one is
-            // complete; the space, not the time, differs).
-            let discarded = match n {
-                0 => Ok(()),
-                _ => {
-                    let old = format!("ckpt.{}", n - 1);
-                    let _ = std::fs::remove_file(lane.dir.join(format!("{old}.data")));
-                    protector.discard(&Target { dir: &lane.dir, name: &old, fsync: false })
-                }
-            };
-            // The agreement's allreduce is also the barrier the checkpoint is timed from.
-            comm.agree(discarded, &format!("scheme {}: discarding checkpoint {}", lane.run.name(), n.max(1) - 1))?;
-            let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
-            if args.progress && comm.rank() == 0 {
-                eprintln!("ckpt-bench: scheme {} checkpoint {n} started", lane.run.name());
-            }
-            let start = Instant::now();
-            let stats =
-                protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
-            // A scheme agrees within its sets only (NAM-XOR's sets may live on different
-            // servers): every rank must learn of a failed set before the next collective.
-            let stats = comm.agree(stats, &format!("scheme {}: checkpoint {n}", lane.run.name()))?;
-            if args.progress && comm.rank() == 0 {
-                eprintln!("ckpt-bench: scheme {} checkpoint {n} done", lane.run.name());
-            }
-            let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
-            let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
-            let work =
-                comm.agree(protector.server_work(), "asking the memory server for its work")?.unwrap_or_default();
-            if n > 0 {
-                lane.samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
-            }
+            checkpoint_lane(comm, args, lane, protector, state, len, n)?;
         }
     }
     // What every restart must give back: the arrays as the last checkpoint saw them (a
@@ -530,7 +479,7 @@ fn compare(
             let restarted = restart(comm, args, protector, &mut scratch, &expected, &lane.dir, &name)
                 .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
             if args.progress && comm.rank() == 0 {
-                eprintln!("ckpt-bench: scheme {} restart done", lane.run.name());
+                eprintln!("nam-bench ckpt: scheme {} restart done", lane.run.name());
             }
             restarts.push(restarted);
         }
@@ -540,6 +489,82 @@ fn compare(
         results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
     }
     Ok(results)
+}
+
+/// One protector per scheme and one lane (directory, samples) per row of `runs`. Both
+/// NAM-XOR rows use one group, as one job would: a group stays on the server (for restarts)
+/// with its members' buffers attached while their clients are connected.
+fn set_up_lanes(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    runs: &[Run],
+    servers: &[String],
+) -> Result<(Vec<(Scheme, Protector)>, Vec<Lane>)> {
+    let mut protectors: Vec<(Scheme, Protector)> = Vec::new();
+    let mut lanes = Vec::new();
+    for &run in runs {
+        let protector = match protectors.iter().position(|(s, _)| *s == run.scheme) {
+            Some(p) => p,
+            None => {
+                // Set up in sets (NAM-XOR's on different servers): every rank learns of a failure.
+                let built = Protector::build(comm, args, run.scheme, servers);
+                let built = comm.agree(built, &format!("setting up {}", run.name()))?;
+                protectors.push((run.scheme, built));
+                protectors.len() - 1
+            }
+        };
+        let dir = args.dir.join(run.name()).join(format!("rank-{}", comm.rank()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        lanes.push(Lane { run, dir, protector, samples: Vec::new() });
+    }
+    Ok((protectors, lanes))
+}
+
+/// Checkpoint `n` (`ckpt.<n>`) of one lane, timed from the barrier of the agreement before it;
+/// round 0 is the warm-up and keeps no sample.
+fn checkpoint_lane(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    lane: &mut Lane,
+    protector: &mut Protector,
+    state: Option<&[u8]>,
+    len: usize,
+    n: usize,
+) -> Result<()> {
+    let name = format!("ckpt.{n}");
+    // The previous checkpoint goes before the next is written, so that every
+    // scheme's files fit in tmpfs at once (a job would keep it until the new one is
+    // complete; the space, not the time, differs).
+    let discarded = match n {
+        0 => Ok(()),
+        _ => {
+            let old = format!("ckpt.{}", n - 1);
+            let _ = std::fs::remove_file(lane.dir.join(format!("{old}.data")));
+            protector.discard(&Target { dir: &lane.dir, name: &old, fsync: false })
+        }
+    };
+    // The agreement's allreduce is also the barrier the checkpoint is timed from.
+    comm.agree(discarded, &format!("scheme {}: discarding checkpoint {}", lane.run.name(), n.max(1) - 1))?;
+    let target = Target { dir: &lane.dir, name: &name, fsync: !args.no_fsync };
+    if args.progress && comm.rank() == 0 {
+        eprintln!("nam-bench ckpt: scheme {} checkpoint {n} started", lane.run.name());
+    }
+    let start = Instant::now();
+    let stats = protector.checkpoint(state, len, &lane.dir.join(format!("{name}.data")), &target, lane.run.flag);
+    // A scheme agrees within its sets only (NAM-XOR's sets may live on different
+    // servers): every rank must learn of a failed set before the next collective.
+    let stats = comm.agree(stats, &format!("scheme {}: checkpoint {n}", lane.run.name()))?;
+    if args.progress && comm.rank() == 0 {
+        eprintln!("nam-bench ckpt: scheme {} checkpoint {n} done", lane.run.name());
+    }
+    let elapsed = comm.max_f64(start.elapsed().as_secs_f64());
+    let (red, cpu) = (comm.max_f64(stats.seconds), comm.sum_f64(stats.cpu_seconds));
+    let work = comm.agree(protector.server_work(), "asking the memory server for its work")?.unwrap_or_default();
+    if n > 0 {
+        lane.samples.push(CheckpointSample { seconds: elapsed, redundancy: red, cpu, server: work });
+    }
+    Ok(())
 }
 
 /// Joins NAM-XOR's group with a buffer of `len` bytes that holds the application's arrays:
@@ -776,7 +801,7 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
     }
     let first = &results[0];
     let mut md = format!(
-        "### ckpt-bench: {} ranks on {} nodes, {} per rank, {} storage{}\n\n",
+        "### nam-bench ckpt: {} ranks on {} nodes, {} per rank, {} storage{}\n\n",
         first.ranks,
         first.nodes,
         format_size(first.bytes_per_rank),
@@ -801,38 +826,7 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
             r.bytes_match
         );
     }
-    let by = |s: &str| results.iter().find(|r| r.scheme == s);
-    if let Some(nam) = by("nam-xor") {
-        md += "\n";
-        for other in ["partner", "xor"] {
-            if let Some(o) = by(other) {
-                md += &format!(
-                    "- NAM-XOR checkpoint is **{:.2}x** faster than {other}; rank CPU on redundancy is {:.1}% of {other}'s\n",
-                    o.checkpoint_s / nam.checkpoint_s,
-                    100.0 * nam.rank_cpu_s / o.rank_cpu_s.max(1e-9)
-                );
-            }
-        }
-        if let Some(first) = by("nam-xor-write-first") {
-            md += &format!(
-                "- flagging ready only after the local copy is written and fsynced (`nam-xor-write-first`, Schmidt 2017's order) takes **{:.2}x** NAM-XOR's checkpoint time{}\n",
-                first.checkpoint_s / nam.checkpoint_s,
-                by("partner").map_or(String::new(), |p| format!(" ({:.2}x faster than partner)", p.checkpoint_s / first.checkpoint_s))
-            );
-        }
-        if let (Some(ratio), Some(wall)) = (nam.server_xor_ratio, nam.server_xor_wall_ratio) {
-            md += &format!(
-                "- server parity throughput is **{ratio:.2}x** of a plain in-memory XOR loop ({xor_loop_gbps:.2} GB/s read per CPU second) measured in this run, both per CPU second ({wall:.2}x by the server's wall time, which the ranks' processes on the same 2 cores stretch)\n"
-            );
-        }
-        md += &format!(
-            "- restore of one lost rank: **{:.2} GB/s** (median of {} restarts; from the lost rank's request to its verified bytes, {:.3} s; with the ranks agreeing who was lost and on the epoch, {:.3} s)\n",
-            nam.restore_gbps,
-            args.restores.max(1),
-            nam.bytes_per_rank as f64 / nam.restore_gbps / 1e9,
-            nam.rebuild_s
-        );
-    }
+    md += &nam_xor_findings(args, results, xor_loop_gbps);
     print!("{md}");
     if let Some(path) = &args.markdown {
         std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
@@ -841,6 +835,46 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
         bail!("a restart did not give back the checkpointed bytes");
     }
     Ok(())
+}
+
+/// The findings under the table: NAM-XOR against the other schemes, its server's parity
+/// throughput against a plain XOR loop measured in the same run, and its restore speed.
+fn nam_xor_findings(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) -> String {
+    let by = |s: &str| results.iter().find(|r| r.scheme == s);
+    let Some(nam) = by("nam-xor") else {
+        return String::new();
+    };
+    let mut md = String::new();
+    md += "\n";
+    for other in ["partner", "xor"] {
+        if let Some(o) = by(other) {
+            md += &format!(
+                "- NAM-XOR checkpoint is **{:.2}x** faster than {other}; rank CPU on redundancy is {:.1}% of {other}'s\n",
+                o.checkpoint_s / nam.checkpoint_s,
+                100.0 * nam.rank_cpu_s / o.rank_cpu_s.max(1e-9)
+            );
+        }
+    }
+    if let Some(first) = by("nam-xor-write-first") {
+        md += &format!(
+            "- flagging ready only after the local copy is written and fsynced (`nam-xor-write-first`, Schmidt 2017's order) takes **{:.2}x** NAM-XOR's checkpoint time{}\n",
+            first.checkpoint_s / nam.checkpoint_s,
+            by("partner").map_or(String::new(), |p| format!(" ({:.2}x faster than partner)", p.checkpoint_s / first.checkpoint_s))
+        );
+    }
+    if let (Some(ratio), Some(wall)) = (nam.server_xor_ratio, nam.server_xor_wall_ratio) {
+        md += &format!(
+            "- server parity throughput is **{ratio:.2}x** of a plain in-memory XOR loop ({xor_loop_gbps:.2} GB/s read per CPU second) measured in this run, both per CPU second ({wall:.2}x by the server's wall time, which the ranks' processes on the same 2 cores stretch)\n"
+        );
+    }
+    md += &format!(
+        "- restore of one lost rank: **{:.2} GB/s** (median of {} restarts; from the lost rank's request to its verified bytes, {:.3} s; with the ranks agreeing who was lost and on the epoch, {:.3} s)\n",
+        nam.restore_gbps,
+        args.restores.max(1),
+        nam.bytes_per_rank as f64 / nam.restore_gbps / 1e9,
+        nam.rebuild_s
+    );
+    md
 }
 
 #[cfg(test)]
