@@ -502,61 +502,99 @@ fn run_workload(
     addrs: &[SocketAddr],
     counts: &[usize],
 ) -> Result<Vec<Run>> {
+    match kind {
+        WorkloadKind::FaultLatency => run_fault_latency(args, transport, addrs, counts),
+        WorkloadKind::CacheSweep => run_cache_sweep(args, transport, addrs, counts),
+        WorkloadKind::Memcached => run_memcached(args, transport, addrs, counts),
+        WorkloadKind::SaxpyExplicit | WorkloadKind::FofExplicit => run_explicit(args, kind, transport, addrs, counts),
+        _ => run_paired(args, kind, transport, addrs, counts),
+    }
+}
+
+/// Remote page-fault latency per server count and fault mode.
+fn run_fault_latency(
+    args: &FarmemBenchArgs,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
-    if kind == WorkloadKind::FaultLatency {
-        for &n in counts {
-            for &mode in &args.fault_mode {
-                let run = fault::measure(
-                    connect(&addrs[..n], transport)?,
-                    (transport, n),
-                    args.scale,
-                    mode.into(),
-                    args.spin_us,
-                )?;
+    for &n in counts {
+        for &mode in &args.fault_mode {
+            let run = fault::measure(
+                connect(&addrs[..n], transport)?,
+                (transport, n),
+                args.scale,
+                mode.into(),
+                args.spin_us,
+            )?;
+            report::progress(args, &run);
+            runs.push(run);
+        }
+    }
+    Ok(runs)
+}
+
+/// The cache's line size swept per server count.
+fn run_cache_sweep(
+    args: &FarmemBenchArgs,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for &n in counts {
+        for run in cache_sweep::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)? {
+            report::progress(args, &run);
+            runs.push(run);
+        }
+    }
+    Ok(runs)
+}
+
+/// Unmodified memcached on far memory (preloaded) against memcached on local memory.
+fn run_memcached(
+    args: &FarmemBenchArgs,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    let preload = memcached::preload_path()?;
+    for &n in counts {
+        for &fraction in &args.local_fraction {
+            // Every prefetch setting and fault mode of this fraction in the same rounds.
+            let fars: Vec<memcached::FarSide> = (args.prefetch.iter())
+                .flat_map(|p| args.fault_mode.iter().map(move |m| (p, m)))
+                .map(|(&p, &mode)| memcached::FarSide {
+                    servers: &addrs[..n],
+                    transport,
+                    fraction,
+                    prefetch: p == OnOff::On,
+                    mode: mode.into(),
+                    throttle: args.throttle == OnOff::On,
+                    preload: &preload,
+                    spin_us: args.spin_us,
+                })
+                .collect();
+            for run in memcached::measure(&fars, args.scale, args.repeat, args.memcached_lru)? {
                 report::progress(args, &run);
                 runs.push(run);
             }
         }
-        return Ok(runs);
     }
-    if kind == WorkloadKind::CacheSweep {
-        for &n in counts {
-            for run in cache_sweep::measure(connect(&addrs[..n], transport)?, transport, n, args.scale)? {
-                report::progress(args, &run);
-                runs.push(run);
-            }
-        }
-        return Ok(runs);
-    }
-    if kind == WorkloadKind::Memcached {
-        let preload = memcached::preload_path()?;
-        for &n in counts {
-            for &fraction in &args.local_fraction {
-                // Every prefetch setting and fault mode of this fraction in the same rounds.
-                let fars: Vec<memcached::FarSide> = (args.prefetch.iter())
-                    .flat_map(|p| args.fault_mode.iter().map(move |m| (p, m)))
-                    .map(|(&p, &mode)| memcached::FarSide {
-                        servers: &addrs[..n],
-                        transport,
-                        fraction,
-                        prefetch: p == OnOff::On,
-                        mode: mode.into(),
-                        throttle: args.throttle == OnOff::On,
-                        preload: &preload,
-                        spin_us: args.spin_us,
-                    })
-                    .collect();
-                for run in memcached::measure(&fars, args.scale, args.repeat, args.memcached_lru)? {
-                    report::progress(args, &run);
-                    runs.push(run);
-                }
-            }
-        }
-        return Ok(runs);
-    }
-    if matches!(kind, WorkloadKind::SaxpyExplicit | WorkloadKind::FofExplicit) {
-        return run_explicit(args, kind, transport, addrs, counts);
-    }
+    Ok(runs)
+}
+
+/// A transparently paged workload against the same workload on local memory, in paired rounds.
+fn run_paired(
+    args: &FarmemBenchArgs,
+    kind: WorkloadKind,
+    transport: Transport,
+    addrs: &[SocketAddr],
+    counts: &[usize],
+) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
     let w = workload(kind, args.scale);
     let rounds = paired::Rounds { repeat: args.repeat, min_ms: args.min_ms };
     for &n in counts {

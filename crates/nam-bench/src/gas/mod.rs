@@ -131,11 +131,33 @@ pub fn run(suite: Suite, args: BenchArgs) -> Result<()> {
     let client = Client::connect(config).with_context(|| format!("connecting to {addr}"))?;
     let largest = sizes.iter().max().copied().unwrap_or(8).max(8);
     let target = client.alloc(largest, &AllocOptions { align: 4096, ..Default::default() })?;
+    let (rows, baseline_failures) = measure_rows(&args, &client, &target, &sizes)?;
+    client.free(&target)?;
+    drop(client);
+    let mut extras = baseline_failures;
+    if let Some(n) = args.clients {
+        extras.push(server::many_clients(addr, args.transport, n)?);
+    }
+    if let (Some(secs), Some(l)) = (args.idle_secs, &local) {
+        extras.push(l.idle_cpu(secs)?);
+    }
+    report_rows(&args, &rows, &extras)
+}
+
+/// Every operation and size, `--repeat` times each, alternating nam and (with `--vs-ucx`)
+/// ucx_perftest so that the machine's drift hits both alike; the middle run of each is kept.
+/// Returns the rows and the points whose baseline could not be measured.
+fn measure_rows(
+    args: &BenchArgs,
+    client: &Client,
+    target: &nam_client::Allocation,
+    sizes: &[u64],
+) -> Result<(Vec<Row>, Vec<String>)> {
     let clock = Clock::calibrate();
     let mut rows = Vec::new();
     let mut baseline_failures = Vec::new();
     for &op in &args.op {
-        for &size in &sizes {
+        for &size in sizes {
             let size = if op == Op::Fadd { 8 } else { size };
             if rows.iter().any(|r: &Row| r.point.op == op && r.point.size == size) {
                 continue;
@@ -144,7 +166,7 @@ pub fn run(suite: Suite, args: BenchArgs) -> Result<()> {
             let mut points = Vec::new();
             let mut baselines = Vec::new();
             for _ in 0..args.repeat.max(1) {
-                points.push(measure(&client, &target, op, size, iters, args.window, &clock)?);
+                points.push(measure(client, target, op, size, iters, args.window, &clock)?);
                 if args.vs_ucx {
                     match perftest::run(op, size, iters, args.transport.ucx_tls()) {
                         Ok(baseline) => baselines.push(baseline),
@@ -161,27 +183,23 @@ pub fn run(suite: Suite, args: BenchArgs) -> Result<()> {
             rows.push(row);
         }
     }
-    client.free(&target)?;
-    drop(client);
-    let mut extras = baseline_failures;
-    if let Some(n) = args.clients {
-        extras.push(server::many_clients(addr, args.transport, n)?);
-    }
-    if let (Some(secs), Some(l)) = (args.idle_secs, &local) {
-        extras.push(l.idle_cpu(secs)?);
-    }
-    let verdicts = report::targets(&rows, args.transport);
+    Ok((rows, baseline_failures))
+}
+
+/// Prints the table (or nothing after `--json`) and writes the CSV, plot and Markdown asked for.
+fn report_rows(args: &BenchArgs, rows: &[Row], extras: &[String]) -> Result<()> {
+    let verdicts = report::targets(rows, args.transport);
     if !args.json {
-        report::print_table(&rows, &verdicts, &extras);
+        report::print_table(rows, &verdicts, extras);
     }
     if let Some(path) = &args.csv {
-        report::write_csv(path, &rows)?;
+        report::write_csv(path, rows)?;
     }
     if let Some(path) = &args.plot {
-        report::plot(path, &rows, args.transport)?;
+        report::plot(path, rows, args.transport)?;
     }
     if let Some(path) = &args.markdown {
-        report::write_markdown(path, &rows, &verdicts, &extras, args.transport)?;
+        report::write_markdown(path, rows, &verdicts, extras, args.transport)?;
     }
     if args.check && verdicts.iter().any(|v| !v.met) {
         bail!("a benchmark target was missed");
