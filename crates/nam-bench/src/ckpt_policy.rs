@@ -201,6 +201,47 @@ fn bench_config(args: &PolicyBenchArgs, policy: &str, suffix: &str, flush: Optio
     Ok(config)
 }
 
+impl PolicyResult {
+    /// The result of `policy` before its run: setup measured, nothing counted yet.
+    fn empty(comm: &Comm, args: &PolicyBenchArgs, policy: &str, words: usize, reserve_seconds: f64) -> PolicyResult {
+        PolicyResult {
+            policy: if policy == "ratio" { format!("static {}:1", args.ratio) } else { policy.to_string() },
+            ranks: comm.size(),
+            bytes_per_rank: (words * 8) as u64,
+            iterations: args.iterations,
+            seconds: 0.0,
+            baseline_seconds: 0.0,
+            slowdown: 0.0,
+            repeat_slowdowns: Vec::new(),
+            ram_checkpoints: 0,
+            ssd_checkpoints: 0,
+            skipped: 0,
+            ram_bytes: 0,
+            ssd_bytes: 0,
+            projected_ssd_lifetime_years: None,
+            checkpoint_seconds: 0.0,
+            reserve_seconds,
+            ssd_curve: Vec::new(),
+            time_curve: Vec::new(),
+        }
+    }
+}
+
+/// Counts the checkpoints per level and the bytes written to each, summed over the ranks
+/// (after the timed loop, so that the accounting adds no collective to what is timed).
+fn tally_levels(comm: &Comm, r: &mut PolicyResult, file_bytes: &[u64], levels: &[Option<LevelKind>]) {
+    let mut totals = vec![0u64; file_bytes.len()];
+    comm.raw().all_reduce_into(file_bytes, &mut totals[..], mpi::collective::SystemOperation::sum());
+    for (i, (level, bytes)) in levels.iter().zip(totals).enumerate() {
+        match level {
+            Some(LevelKind::Ram) => (r.ram_checkpoints, r.ram_bytes) = (r.ram_checkpoints + 1, r.ram_bytes + bytes),
+            Some(_) => (r.ssd_checkpoints, r.ssd_bytes) = (r.ssd_checkpoints + 1, r.ssd_bytes + bytes),
+            None => r.skipped += 1,
+        }
+        r.ssd_curve.push(((i + 1) as f64, r.ssd_bytes as f64 / (1u64 << 30) as f64));
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_policy(
     comm: &Comm,
@@ -222,26 +263,7 @@ fn run_policy(
     let reserve_clock = Instant::now();
     ckpt.reserve(None)?;
     let reserve_seconds = comm.max_f64(reserve_clock.elapsed().as_secs_f64());
-    let mut r = PolicyResult {
-        policy: if policy == "ratio" { format!("static {}:1", args.ratio) } else { policy.to_string() },
-        ranks: comm.size(),
-        bytes_per_rank: (words * 8) as u64,
-        iterations: args.iterations,
-        seconds: 0.0,
-        baseline_seconds: 0.0,
-        slowdown: 0.0,
-        repeat_slowdowns: Vec::new(),
-        ram_checkpoints: 0,
-        ssd_checkpoints: 0,
-        skipped: 0,
-        ram_bytes: 0,
-        ssd_bytes: 0,
-        projected_ssd_lifetime_years: None,
-        checkpoint_seconds: 0.0,
-        reserve_seconds,
-        ssd_curve: Vec::new(),
-        time_curve: Vec::new(),
-    };
+    let mut r = PolicyResult::empty(comm, args, policy, words, reserve_seconds);
     let mut lifetime = f64::INFINITY;
     // This rank's file bytes per checkpoint, summed over the ranks after the timed loop (the
     // bench's own accounting adds no collective to the iterations it times).
@@ -260,16 +282,7 @@ fn run_policy(
         }
         Ok(())
     })?;
-    let mut totals = vec![0u64; file_bytes.len()];
-    comm.raw().all_reduce_into(&file_bytes[..], &mut totals[..], mpi::collective::SystemOperation::sum());
-    for (i, (level, bytes)) in levels.iter().zip(totals).enumerate() {
-        match level {
-            Some(LevelKind::Ram) => (r.ram_checkpoints, r.ram_bytes) = (r.ram_checkpoints + 1, r.ram_bytes + bytes),
-            Some(_) => (r.ssd_checkpoints, r.ssd_bytes) = (r.ssd_checkpoints + 1, r.ssd_bytes + bytes),
-            None => r.skipped += 1,
-        }
-        r.ssd_curve.push(((i + 1) as f64, r.ssd_bytes as f64 / (1u64 << 30) as f64));
-    }
+    tally_levels(comm, &mut r, &file_bytes, &levels);
     ckpt.finalize()?;
     let _ = std::fs::remove_file(&wear_file);
     if comm.rank() == 0 {
