@@ -126,28 +126,7 @@ fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
         step(state, rank, s);
         // SAFETY: see above.
         unsafe { counter_ptr.write(s) };
-        if args.routed_file {
-            // Written every step: a restart must bring back the content of its version.
-            let path = ckpt.route_file("progress.txt")?;
-            std::fs::write(&path, format!("step {s} of rank {rank}\n"))?;
-        }
-        if s % args.every == 0 {
-            if args.progress && rank == 0 {
-                println!("checkpointing version={s}");
-            }
-            let out = ckpt.checkpoint(None, s)?;
-            if rank == 0 {
-                let level = out.level.map(LevelKind::name).unwrap_or("skipped");
-                println!("checkpoint version={s} level={level} seconds={:.4}", out.seconds);
-            }
-            if args.wait_flush {
-                ckpt.wait_flush(crate::limits::FLUSH_WAIT)?;
-            }
-        }
-        if args.die_rank == Some(rank) && s == args.die_after {
-            // SAFETY: the rank ends here, as a crashed rank does.
-            unsafe { libc::raise(libc::SIGKILL) };
-        }
+        after_step(&mut ckpt, &args, rank, s)?;
     }
     let digest = crc32c_of(state) as u64;
     let digests = ckpt.comm().all_gather_u64(digest);
@@ -157,6 +136,34 @@ fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
         println!("final steps={} digest={}", args.steps, all.join(","));
     }
     flush.context("flush")?;
+    Ok(())
+}
+
+/// What follows step `s`: the routed file rewritten, a checkpoint every `--every` steps
+/// (waiting for its flush with `--wait-flush`), and this rank's death if `--die-rank` says so.
+fn after_step(ckpt: &mut Checkpointer, args: &AppArgs, rank: usize, s: u64) -> Result<()> {
+    if args.routed_file {
+        // Written every step: a restart must bring back the content of its version.
+        let path = ckpt.route_file("progress.txt")?;
+        std::fs::write(&path, format!("step {s} of rank {rank}\n"))?;
+    }
+    if s % args.every == 0 {
+        if args.progress && rank == 0 {
+            println!("checkpointing version={s}");
+        }
+        let out = ckpt.checkpoint(None, s)?;
+        if rank == 0 {
+            let level = out.level.map(LevelKind::name).unwrap_or("skipped");
+            println!("checkpoint version={s} level={level} seconds={:.4}", out.seconds);
+        }
+        if args.wait_flush {
+            ckpt.wait_flush(crate::limits::FLUSH_WAIT)?;
+        }
+    }
+    if args.die_rank == Some(rank) && s == args.die_after {
+        // SAFETY: the rank ends here, as a crashed rank does.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
     Ok(())
 }
 
