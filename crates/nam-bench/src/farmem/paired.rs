@@ -98,27 +98,7 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
     for far in fars.iter_mut() {
         w.init(far);
     }
-    let check = |what: &str, l: u64, f: u64| -> Result<()> {
-        if l != f {
-            bail!("{what}: computed {f:#x} in far memory but {l:#x} locally: data corrupted");
-        }
-        Ok(())
-    };
-    // Warm-up round: reaches the steady state and calibrates the iterations. A short
-    // workload gets two more paired runs, and the fastest local run sets the count, so one
-    // slow first run does not leave the rounds shorter than `min_ms`.
-    let mut warm_ms = f64::INFINITY;
-    for pass in 0..3 {
-        let (ms, l) = timed(w, local, 1);
-        warm_ms = warm_ms.min(ms);
-        for (far, region) in fars.iter_mut().zip(&regions) {
-            check("warm-up", l, timed_far(w, region, far, 1)?.1)?;
-        }
-        if pass == 0 && warm_ms >= rounds.min_ms {
-            break;
-        }
-    }
-    let iterations = ((rounds.min_ms / warm_ms.max(1e-3)).ceil() as usize).clamp(1, 1000);
+    let iterations = warm_up(w, local, &mut fars, &regions, rounds.min_ms)?;
     let before: Vec<Stats> = regions.iter().map(|r| r.stats()).collect();
     let mut locals = Vec::new();
     let (mut far_ms, mut ratios) = (vec![Vec::new(); fars.len()], vec![Vec::new(); fars.len()]);
@@ -157,6 +137,38 @@ pub fn measure(w: &dyn Workload, client: Arc<Client>, settings: &[FarSetting], r
         });
     }
     Ok(out)
+}
+
+/// Fails when the far side computed another checksum than the local side.
+fn check(what: &str, l: u64, f: u64) -> Result<()> {
+    if l != f {
+        bail!("{what}: computed {f:#x} in far memory but {l:#x} locally: data corrupted");
+    }
+    Ok(())
+}
+
+/// Warm-up round: reaches the steady state and calibrates the iterations. A short
+/// workload gets two more paired runs, and the fastest local run sets the count, so one
+/// slow first run does not leave the rounds shorter than `min_ms`.
+fn warm_up(
+    w: &dyn Workload,
+    local: &mut [u8],
+    fars: &mut [&mut [u8]],
+    regions: &[PagedRegion],
+    min_ms: f64,
+) -> Result<usize> {
+    let mut warm_ms = f64::INFINITY;
+    for pass in 0..3 {
+        let (ms, l) = timed(w, local, 1);
+        warm_ms = warm_ms.min(ms);
+        for (far, region) in fars.iter_mut().zip(regions) {
+            check("warm-up", l, timed_far(w, region, far, 1)?.1)?;
+        }
+        if pass == 0 && warm_ms >= min_ms {
+            break;
+        }
+    }
+    Ok(((min_ms / warm_ms.max(1e-3)).ceil() as usize).clamp(1, 1000))
 }
 
 fn region(w: &dyn Workload, client: Arc<Client>, s: &FarSetting) -> Result<PagedRegion> {
