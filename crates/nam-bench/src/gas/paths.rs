@@ -12,7 +12,7 @@ use super::report::Row;
 use super::{BenchArgs, Transport};
 use crate::harness::server::LocalServer;
 use anyhow::{bail, Context, Result};
-use nam_client::{AllocOptions, Client, ClientConfig};
+use nam_client::{AllocOptions, Allocation, Client, ClientConfig};
 use nam_proto::size::{format_size, parse_size};
 use std::fmt::Write as _;
 
@@ -83,31 +83,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         clients.push((path, client, target));
     }
     let crossover = clients.iter().find(|c| c.0 == PathChoice::Auto).and_then(|c| c.1.transfer_path(0));
-    let mut rows: Vec<(PathChoice, Row)> = Vec::new();
-    for &op in &args.op {
-        for &size in &sizes {
-            let iters = iterations_for(size, args.iters);
-            let mut points: Vec<Vec<Point>> = vec![Vec::new(); clients.len()];
-            for _ in 0..args.repeat.max(1) {
-                for (i, (_, client, target)) in clients.iter().enumerate() {
-                    points[i].push(measure(client, target, op, size, iters, args.window, &clock)?);
-                }
-            }
-            for ((path, _, _), points) in clients.iter().zip(points) {
-                // Best of the interleaved repeats: at 10-20 ns per operation a single
-                // preemption moves a mean by multiples, and the best run is the path's cost.
-                let best = points.into_iter().min_by(|a, b| a.latency_us_avg.total_cmp(&b.latency_us_avg));
-                let point = best.expect("at least one repeat");
-                let row = Row { point, baseline: None, transport: args.transport.name() };
-                if args.json {
-                    let mut v = row.json();
-                    v["path"] = path.name().into();
-                    println!("{v}");
-                }
-                rows.push((*path, row));
-            }
-        }
-    }
+    let rows = measure_paths(args, &clients, &sizes, &clock)?;
     for (_, client, target) in &clients {
         client.free(target)?;
     }
@@ -128,6 +104,41 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("a benchmark target was missed");
     }
     Ok(())
+}
+
+/// Every operation and size on every path, the paths taking turns; each path's best repeat.
+fn measure_paths(
+    args: &BenchArgs,
+    clients: &[(PathChoice, Client, Allocation)],
+    sizes: &[u64],
+    clock: &Clock,
+) -> Result<Vec<(PathChoice, Row)>> {
+    let mut rows: Vec<(PathChoice, Row)> = Vec::new();
+    for &op in &args.op {
+        for &size in sizes {
+            let iters = iterations_for(size, args.iters);
+            let mut points: Vec<Vec<Point>> = vec![Vec::new(); clients.len()];
+            for _ in 0..args.repeat.max(1) {
+                for (i, (_, client, target)) in clients.iter().enumerate() {
+                    points[i].push(measure(client, target, op, size, iters, args.window, clock)?);
+                }
+            }
+            for ((path, _, _), points) in clients.iter().zip(points) {
+                // Best of the interleaved repeats: at 10-20 ns per operation a single
+                // preemption moves a mean by multiples, and the best run is the path's cost.
+                let best = points.into_iter().min_by(|a, b| a.latency_us_avg.total_cmp(&b.latency_us_avg));
+                let point = best.expect("at least one repeat");
+                let row = Row { point, baseline: None, transport: args.transport.name() };
+                if args.json {
+                    let mut v = row.json();
+                    v["path"] = path.name().into();
+                    println!("{v}");
+                }
+                rows.push((*path, row));
+            }
+        }
+    }
+    Ok(rows)
 }
 
 fn latency(rows: &[(PathChoice, Row)], path: PathChoice, op: &str, size: u64) -> Option<f64> {
