@@ -491,6 +491,9 @@ fn compare(
     Ok(results)
 }
 
+/// One protector per scheme, with the scheme it protects with.
+type Protectors = Vec<(Scheme, Protector)>;
+
 /// One protector per scheme and one lane (directory, samples) per row of `runs`. Both
 /// NAM-XOR rows use one group, as one job would: a group stays on the server (for restarts)
 /// with its members' buffers attached while their clients are connected.
@@ -499,8 +502,8 @@ fn set_up_lanes(
     args: &CkptBenchArgs,
     runs: &[Run],
     servers: &[String],
-) -> Result<(Vec<(Scheme, Protector)>, Vec<Lane>)> {
-    let mut protectors: Vec<(Scheme, Protector)> = Vec::new();
+) -> Result<(Protectors, Vec<Lane>)> {
+    let mut protectors: Protectors = Vec::new();
     let mut lanes = Vec::new();
     for &run in runs {
         let protector = match protectors.iter().position(|(s, _)| *s == run.scheme) {
