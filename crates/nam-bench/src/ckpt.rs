@@ -17,12 +17,11 @@ use anyhow::{bail, Context, Result};
 use nam_ckpt::comm::Comm;
 use nam_ckpt::redundancy::{self, NamXor, Redundancy, RedundancyConfig, Scheme, ServerWork, Target};
 use nam_ckpt::CkptError;
-use nam_cli::child::DieWithParent;
 use nam_proto::size::{format_size, parse_size};
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Instant;
 
 /// Arguments of `nam-bench ckpt`.
@@ -254,15 +253,8 @@ fn start_local_server(comm: &Comm, len: usize, set_size: usize) -> Result<(Optio
     if comm.rank() == 0 {
         let sets = comm.size().div_ceil(set_size.max(2) - 1);
         let capacity = (2 * len as u64 + (8 << 20)) * sets as u64 + (64 << 20);
-        let mut c = std::process::Command::new(std::env::current_exe()?)
-            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string()])
-            .stdout(Stdio::piped())
-            .die_with_parent()
-            .spawn()
-            .context("starting nam serve")?;
-        let mut line = String::new();
-        BufReader::new(c.stdout.take().expect("piped")).read_line(&mut line)?;
-        addr = line.split_whitespace().find(|w| w.parse::<std::net::SocketAddr>().is_ok()).unwrap_or("").into();
+        let (c, line) = nam_cli::local::spawn_serve(&["--capacity", &capacity.to_string()], None)?;
+        addr = nam_cli::local::banner_addr(&line).map(|a| a.to_string()).unwrap_or_default();
         child = Some(c);
     }
     let addr = String::from_utf8(comm.broadcast_bytes(0, addr.as_bytes()))?;

@@ -1,12 +1,10 @@
 //! `nam demo`: starts a local memory server, walks a client through allocation, put/get,
 //! atomics, signals between two clients and a short benchmark, then stops the server.
 
-use crate::child::DieWithParent;
+use crate::local::{banner_addr, spawn_serve};
 use anyhow::{ensure, Context, Result};
 use nam_client::{AllocOptions, Allocation, Client, ClientConfig, Compare, Signal, SignalOp};
 use nam_proto::size::format_size;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Arguments of `nam demo` (none are needed).
@@ -20,18 +18,10 @@ pub struct DemoArgs {
 /// Runs `nam demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
     println!("== starting a memory server (64 MiB, UCX_TLS={})", args.transports);
-    let mut server = Command::new(std::env::current_exe()?)
-        .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64MiB", "--name", "demo"])
-        .env("UCX_TLS", &args.transports)
-        .stdout(Stdio::piped())
-        .die_with_parent()
-        .spawn()
-        .context("cannot start nam serve")?;
-    let mut banner = String::new();
-    BufReader::new(server.stdout.take().expect("piped")).read_line(&mut banner)?;
+    let (mut server, banner) = spawn_serve(&["--capacity", "64MiB", "--name", "demo"], Some(&args.transports))?;
     print!("   {banner}");
     let result = (|| {
-        let addr = banner.split_whitespace().find_map(|w| w.parse().ok()).context("no address in the server banner")?;
+        let addr = banner_addr(&banner).context("no address in the server banner")?;
         let mut config = ClientConfig::new(vec![addr]);
         config.transports = Some(args.transports.clone());
         config.name = "demo".into();

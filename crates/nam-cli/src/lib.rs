@@ -6,6 +6,7 @@
 pub mod child;
 pub mod demo;
 pub mod ecc_sim;
+pub mod local;
 pub mod serve;
 pub mod status;
 mod status_path;

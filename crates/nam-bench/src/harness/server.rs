@@ -3,9 +3,8 @@
 
 use crate::gas::Transport;
 use anyhow::{bail, Context, Result};
-use nam_cli::child::DieWithParent;
+use nam_cli::local::{banner_addr, spawn_serve};
 use nam_client::{AllocOptions, Client, ClientConfig};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,17 +25,9 @@ impl LocalServer {
     /// Starts `nam serve` named `name` over the UCX transports `ucx_tls` on a free loopback
     /// port with `capacity` bytes.
     pub fn start_named(ucx_tls: &str, capacity: u64, name: &str) -> Result<LocalServer> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", &capacity.to_string(), "--name", name])
-            .env("UCX_TLS", ucx_tls)
-            .stdout(Stdio::piped())
-            .die_with_parent()
-            .spawn()
-            .context("cannot start a local nam serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        let addr = line.split_whitespace().find_map(|w| w.parse().ok());
-        match addr {
+        let capacity = capacity.to_string();
+        let (mut child, line) = spawn_serve(&["--capacity", &capacity, "--name", name], Some(ucx_tls))?;
+        match banner_addr(&line) {
             Some(addr) => Ok(LocalServer { child, addr }),
             None => {
                 let _ = child.kill();
