@@ -25,7 +25,7 @@ use clap::{Parser, Subcommand};
 /// The benchmarks of nam (each beside its baseline, measured in the same run), the
 /// simulators' studies, and the checkpoint library's checks under mpirun.
 #[derive(Parser)]
-#[command(name = "nam-bench", version, about)]
+#[command(name = "nam-bench", version)]
 struct Cli {
     #[command(subcommand)]
     suite: Suite,
@@ -38,9 +38,9 @@ enum Suite {
     /// (--vs-ucx), or the transfer paths compared (--path direct,rma,auto).
     Gas(gas::BenchArgs),
     /// Allreduce at the memory server beside Open MPI's MPI_Allreduce (starts mpirun itself).
-    Allreduce(gas::BenchArgs),
+    Allreduce(gas::AllreduceArgs),
     /// Mailbox message round trip beside an 8-byte put+signal round trip.
-    Mailbox(gas::BenchArgs),
+    Mailbox(gas::MailboxArgs),
     /// Under mpirun: checkpoint redundancy schemes compared (NAM-XOR, partner, XOR on nodes).
     Ckpt(ckpt::CkptBenchArgs),
     /// Under mpirun: Abeyratne 2017's RAM/SSD placement microbenchmark over every policy.
@@ -73,9 +73,9 @@ enum Suite {
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("NAM_LOG", "warn")).init();
     match Cli::parse().suite {
-        Suite::Gas(args) => gas::run(gas::Suite::Gas, args),
-        Suite::Allreduce(args) => gas::run(gas::Suite::Allreduce, args),
-        Suite::Mailbox(args) => gas::run(gas::Suite::Mailbox, args),
+        Suite::Gas(args) => gas::run(args),
+        Suite::Allreduce(args) => gas::run_allreduce(args),
+        Suite::Mailbox(args) => gas::run_mailbox(args),
         Suite::Ckpt(args) => ckpt::run(args),
         Suite::CkptPolicy(args) => ckpt_policy::run(args),
         Suite::CkptIncr(args) => ckpt_incr::run(args),

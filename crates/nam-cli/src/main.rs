@@ -7,7 +7,7 @@ use nam_cli::{demo, ecc_sim, serve, status};
 /// Network-attached memory: memory servers, clients, and the DRAM fault-code study.
 /// Benchmarks, simulators and the checkpoint checks under mpirun are `nam-bench`.
 #[derive(Parser)]
-#[command(name = "nam", version, about)]
+#[command(name = "nam", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -4,8 +4,9 @@
 //! latency over ranks per vector size, for each rank count; each the median of several
 //! repeats (each repeat times MPI and then nam), so one run is stable on a loaded machine.
 
-use super::{BenchArgs, Transport};
+use super::Transport;
 use crate::harness::server::LocalServer;
+use crate::limits::ALLREDUCE_JOB_DEADLINE as JOB_DEADLINE;
 use anyhow::{bail, Context, Result};
 use nam_proto::size::{format_size, parse_size};
 use std::fmt::Write as _;
@@ -15,7 +16,38 @@ use std::time::{Duration, Instant};
 
 const DRIVER_SOURCE: &str = include_str!("../../../../bench/allreduce.c");
 const HEADER: &str = include_str!("../../../../include/nam.h");
-use crate::limits::ALLREDUCE_JOB_DEADLINE as JOB_DEADLINE;
+
+/// Arguments of `nam-bench allreduce`.
+#[derive(clap::Args, Debug)]
+pub struct AllreduceArgs {
+    /// Rank counts, comma-separated (each a job of its own under mpirun).
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
+    ranks: Vec<u32>,
+    /// Server to reduce at, HOST:PORT; without it a local `nam serve` is started.
+    #[arg(long)]
+    server: Option<String>,
+    /// Sweep vector sizes from --min-size to --max-size instead of 4 B to 16 MiB.
+    #[arg(long)]
+    sweep: bool,
+    /// Smallest vector of a sweep.
+    #[arg(long, default_value = "8")]
+    min_size: String,
+    /// Largest vector of a sweep.
+    #[arg(long, default_value = "64MiB")]
+    max_size: String,
+    /// UCX transport of the ranks' clients and a local server.
+    #[arg(long, value_enum, default_value = "shm")]
+    transport: Transport,
+    /// Print one JSON object per point instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write a Markdown report (command, table, target).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Exit with an error when the target is missed.
+    #[arg(long)]
+    check: bool,
+}
 
 /// One size at one rank count.
 pub struct Point {
@@ -147,7 +179,8 @@ fn verdict(points: &[Point]) -> Option<String> {
 }
 
 /// Runs `nam-bench allreduce`.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub fn run(args: AllreduceArgs) -> Result<()> {
+    let args = &args;
     let (min, max) =
         if args.sweep { (parse_size(&args.min_size)?, parse_size(&args.max_size)?) } else { (4, 16 << 20) };
     if min < 4 || min > max {
@@ -192,7 +225,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 
 fn write_markdown(
     path: &Path,
-    args: &BenchArgs,
+    args: &AllreduceArgs,
     points: &[Point],
     verdict: Option<&str>,
     min: u64,

@@ -5,15 +5,42 @@
 //! alternate in blocks (which goes first alternates too) and each is the median over its
 //! blocks, so a change of the shared machine's load hits both.
 
-use super::BenchArgs;
+use super::Transport;
 use crate::harness::server::LocalServer;
 use crate::harness::stats::middle_of;
+use crate::limits::{MAILBOX_DEADLINE as DEADLINE, MAILBOX_SPIN_POLLS as SPIN_POLLS};
 use anyhow::{bail, Context, Result};
 use nam_client::{AllocOptions, Allocation, Client, ClientConfig, Mailbox, MailboxSender, Signal, SignalOp};
+use std::path::PathBuf;
 use std::time::Instant;
 
+/// Arguments of `nam-bench mailbox`.
+#[derive(clap::Args, Debug)]
+pub struct MailboxArgs {
+    /// Server to measure, HOST:PORT; without it a local `nam serve` is started.
+    #[arg(long)]
+    server: Option<String>,
+    /// UCX transport of the two clients and a local server.
+    #[arg(long, value_enum, default_value = "shm")]
+    transport: Transport,
+    /// Round trips of each kind [default: 20000].
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Alternating blocks of round trips are 2x this many (at least 8); the median block counts.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Print one JSON object instead of the line.
+    #[arg(long)]
+    json: bool,
+    /// Write a Markdown report (command, table, target).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Exit with an error when the target is missed.
+    #[arg(long)]
+    check: bool,
+}
+
 const MESSAGE_BYTES: usize = 8;
-use crate::limits::{MAILBOX_DEADLINE as DEADLINE, MAILBOX_SPIN_POLLS as SPIN_POLLS};
 
 /// Spins (yielding after [`SPIN_POLLS`]) until `ready` gives a value or the deadline
 /// passes. The same for both kinds of round trip.
@@ -123,7 +150,8 @@ fn measure(config: &ClientConfig, iters: u64, blocks: u64) -> Result<Vec<(f64, f
 }
 
 /// Runs `nam-bench mailbox`.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub fn run(args: MailboxArgs) -> Result<()> {
+    let args = &args;
     let local;
     let addr = match &args.server {
         Some(s) => nam_client::config::parse_servers(s)?[0],

@@ -22,26 +22,12 @@ use std::path::PathBuf;
 
 pub use crate::harness::Transport;
 
-/// The suites that share [`BenchArgs`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Suite {
-    /// Put, get and fetch-add (or, with --path, the transfer paths compared).
-    Gas,
-    /// Allreduce at the memory server beside Open MPI's MPI_Allreduce (under mpirun).
-    Allreduce,
-    /// Mailbox message round trip beside an 8-byte put+signal round trip.
-    Mailbox,
-}
-
-/// Arguments of `nam-bench gas`, `nam-bench allreduce` and `nam-bench mailbox`.
+/// Arguments of `nam-bench gas`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Transfer paths to compare on the same host (direct,rma,auto), each over the sweep.
     #[arg(long, value_enum, value_delimiter = ',')]
     path: Vec<paths::PathChoice>,
-    /// Rank counts of `nam-bench allreduce`, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
-    ranks: Vec<u32>,
     /// Server to measure, HOST:PORT; without it a local `nam serve` is started.
     #[arg(long)]
     server: Option<String>,
@@ -103,13 +89,13 @@ pub struct BenchArgs {
     child: bool,
 }
 
-/// Runs `nam-bench gas`, `allreduce` or `mailbox`.
-pub fn run(suite: Suite, args: BenchArgs) -> Result<()> {
-    match suite {
-        Suite::Allreduce => return allreduce::run(&args),
-        Suite::Mailbox => return mailbox::run(&args),
-        Suite::Gas if !args.path.is_empty() => return paths::run(&args),
-        Suite::Gas => {}
+pub use allreduce::{run as run_allreduce, AllreduceArgs};
+pub use mailbox::{run as run_mailbox, MailboxArgs};
+
+/// Runs `nam-bench gas`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    if !args.path.is_empty() {
+        return paths::run(&args);
     }
     let sizes = sizes(&args)?;
     let local = match &args.server {
