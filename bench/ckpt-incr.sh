@@ -18,9 +18,9 @@ COMPUTE="${COMPUTE:-20}"
 DIR="${DIR:-/var/tmp/nam-ckpt-incr-bench}"
 OUT="${OUT:-docs/benchmarks-ckpt-incr.md}"
 
-cargo build --release -q -p nam-cli
-NAM="${CARGO_TARGET_DIR:-target}/release/nam"
+cargo build --release -q -p nam-bench
+NAM="${CARGO_TARGET_DIR:-target}/release/nam-bench"
 mkdir -p docs/img
-"$NAM" ckpt-incr-bench --mib "$MIB" --intervals "$INTERVALS" --repeat "$REPEAT" --compute "$COMPUTE" --dir "$DIR" \
+"$NAM" ckpt-incr --mib "$MIB" --intervals "$INTERVALS" --repeat "$REPEAT" --compute "$COMPUTE" --dir "$DIR" \
   --plot docs/img/ckpt-incr.png --report "$OUT"
 echo "wrote $OUT and docs/img/ckpt-incr.png"

@@ -5,7 +5,7 @@
 #   bench/ckpt-policy.sh                       # 2 ranks, 64 MiB per rank, 20 iterations, 3 repeats
 #   RANKS=4 SIZE=32MiB ITERATIONS=10 bench/ckpt-policy.sh
 #
-# Measures, in one run on this machine (nam ckpt-policy-bench under mpirun):
+# Measures, in one run on this machine (nam-bench ckpt-policy under mpirun):
 #   * Abeyratne 2017's microbenchmark for always-RAM, always-SSD, static N:1, LE and LE+PLE:
 #     slowdown against runs without checkpoints right before and after each policy run,
 #     bytes per level, and the projected SSD lifetime (Eq. 4.2 at the end of each run);
@@ -29,14 +29,14 @@ SSD_DIR="${SSD_DIR:-/var/tmp/nam-ckpt-bench}"
 FLUSH_DIR="${FLUSH_DIR:-/var/tmp/nam-ckpt-bench-pfs}"
 OUT="${OUT:-docs/benchmarks-ckpt-policy.md}"
 
-cargo build --release -q -p nam-cli
-NAM="${CARGO_TARGET_DIR:-target}/release/nam"
+cargo build --release -q -p nam-bench
+NAM="${CARGO_TARGET_DIR:-target}/release/nam-bench"
 mkdir -p bench/out docs/img
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-args=(ckpt-policy-bench --size-per-rank "$SIZE" --iterations "$ITERATIONS" --repeats "$REPEATS" --compute-ms "$COMPUTE_MS"
+args=(ckpt-policy --size-per-rank "$SIZE" --iterations "$ITERATIONS" --repeats "$REPEATS" --compute-ms "$COMPUTE_MS"
       --ram-dir "$RAM_DIR" --ssd-dir "$SSD_DIR" --flush-dir "$FLUSH_DIR")
-command_line="mpirun --mca mpi_yield_when_idle 1 -np $RANKS nam ${args[*]}"
+command_line="mpirun --mca mpi_yield_when_idle 1 -np $RANKS nam-bench ${args[*]}"
 start=$(date +%s)
 # Ranks waiting in MPI yield the CPU (mpi_yield_when_idle): this machine runs more processes
 # than it has cores, and a rank spinning in a collective would take CPU from one computing.

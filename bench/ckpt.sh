@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3: `nam ckpt-bench` under mpirun: NAM-XOR (parity computed by a memory server) against
+# Issue 3: `nam-bench ckpt` under mpirun: NAM-XOR (parity computed by a memory server) against
 # the partner and XOR-on-nodes schemes, all three in each run, 8 ranks on 8 emulated nodes.
 # Local storage on disk (fsync) and on tmpfs; a segment-size sweep for NAM-XOR's default.
 # Writes docs/benchmarks-ckpt.md from the outputs (never by hand).
@@ -9,8 +9,8 @@ set -euo pipefail
 OMPI_MCA_orte_tmpdir_base=$(mktemp -d -t nam-bench-mpi.XXXXXX)
 export OMPI_MCA_orte_tmpdir_base
 cd "$(dirname "$0")/.."
-cargo build --release -p nam-cli
-nam=$PWD/target/release/nam
+cargo build --release -p nam-bench
+nam=$PWD/target/release/nam-bench
 out=bench/out
 mkdir -p "$out"
 disk=${NAM_BENCH_DISK_DIR:-$PWD/target/ckpt-bench-disk}
@@ -20,11 +20,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl self,vader,tcp -np "$ranks" -x "NAM_EMULATE_NODES=$ranks")
 trap 'rm -rf "$disk" "$tmpfs"' EXIT
 
-run() { # name, then ckpt-bench arguments
+run() { # name, then `nam-bench ckpt` arguments
     local name=$1
     shift
     echo "$name: load average before $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/ckpt-$name.load"
-    "${mpi[@]}" "$nam" ckpt-bench --restores 3 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
+    "${mpi[@]}" "$nam" ckpt --restores 3 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
     echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-$name.load"
 }
 
@@ -41,7 +41,7 @@ run tmpfs-256MiB --size-per-rank 256MiB --dir "$tmpfs" --no-fsync --checkpoints 
 run tmpfs-64MiB-in-place --size-per-rank 64MiB --dir "$tmpfs" --no-fsync --checkpoints 5 --nam-buffer in-place
 : > "$out/ckpt-segments.md"
 for segment in 496 4KiB 64KiB 256KiB 1MiB; do
-    "${mpi[@]}" "$nam" ckpt-bench --scheme nam-xor --checkpoints 2 --size-per-rank 64MiB --dir "$tmpfs" \
+    "${mpi[@]}" "$nam" ckpt --scheme nam-xor --checkpoints 2 --size-per-rank 64MiB --dir "$tmpfs" \
         --no-fsync --segment "$segment" --json | sed "s/^/$segment /" >> "$out/ckpt-segments.md"
 done
 
@@ -62,7 +62,7 @@ done
     echo "a staging buffer. Every scheme first writes each rank's checkpoint to its local storage. Partner and"
     echo "XOR start their redundancy once that copy is fsynced; \`nam-xor\` flags its buffer ready"
     echo "before the fsync, as the checkpoint library does, so the server pulls while the rank waits"
-    echo "for its disk; with fsync, \`nam-xor-write-first\` flags after it (the seed's order), to show"
+    echo "for its disk; with fsync, \`nam-xor-write-first\` flags after it (Schmidt 2017's order), to show"
     echo "what that overlap gives. Times are the slowest rank's,"
     echo "medians over the timed rounds and over 3 restarts (each after erasing rank 1's data"
     echo "and overwriting its buffer). \`rank CPU s\` sums the compute ranks' CPU seconds spent on"

@@ -16,12 +16,12 @@ TRIALS="${TRIALS:-10000000}"
 BYTES="${BYTES:-67108864}"
 OUT="${OUT:-docs/benchmarks-ecc.md}"
 
-cargo build --release -q -p nam-cli
-NAM="${CARGO_TARGET_DIR:-target}/release/nam"
+cargo build --release -q -p nam-bench
+NAM="${CARGO_TARGET_DIR:-target}/release/nam-bench"
 
-command_line="nam ecc-sim --bench --trials $TRIALS --bench-bytes $BYTES --markdown"
+command_line="nam-bench ecc --trials $TRIALS --bench-bytes $BYTES --markdown"
 start=$(date +%s)
-section=$("$NAM" ecc-sim --bench --trials "$TRIALS" --bench-bytes "$BYTES" --markdown)
+section=$("$NAM" ecc --trials "$TRIALS" --bench-bytes "$BYTES" --markdown)
 elapsed=$(( $(date +%s) - start ))
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)

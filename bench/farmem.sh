@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part="${1:-all}"
 case "$part" in all | paging | explicit) ;; *) echo "usage: $0 [all|paging|explicit]" >&2; exit 2 ;; esac
-cargo build --release -p nam-cli -p nam-farmem-preload
+cargo build --release -p nam-bench -p nam-farmem-preload
 target="${CARGO_TARGET_DIR:-target}"
-nam="$target/release/nam"
+nam="$target/release/nam-bench"
 mkdir -p docs/img
 
 header() {
@@ -62,8 +62,8 @@ paging() {
         echo "![memcached (time per request)](img/farmem-memcached.png)"
     } > "$out"
     echo -e "\n## 4 KiB remote page faults (handler thread and SIGBUS fault modes)" >> "$out"
-    "$nam" farmem-bench --workload fault-latency --fault-mode thread,signal --server-count 1,3 \
-        --transport shm,tcp --out "$out"
+    "$nam" farmem --workload fault-latency --fault-mode thread,signal --server-count 1,3 \
+        --transport shm,tcp --markdown "$out"
     {
         echo
         echo "The kernel's part of a fault without nam (\`bench/farmem-fault-floor.c\`: the \"fetch\" is a"
@@ -100,24 +100,24 @@ paging() {
     # Thread mode's faulting thread sleeps, and its idle core must wake again: the same faults
     # with idle cores polling (`--cpu-latency-us 0`, local runs included; needs root).
     echo -e "\n## 4 KiB remote page faults with a CPU latency bound of 0 us (idle cores poll)" >> "$out"
-    "$nam" farmem-bench --workload fault-latency --fault-mode thread,signal --server-count 1 \
-        --transport shm --cpu-latency-us 0 --out "$out"
+    "$nam" farmem --workload fault-latency --fault-mode thread,signal --server-count 1 \
+        --transport shm --cpu-latency-us 0 --markdown "$out"
     echo -e "\n## Local-memory sweep: one server, UCX shared memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.1,0.25,0.5,0.75,1 \
-        --prefetch on,off --transport shm --scale 0.5 "${rounds[@]}" --out "$out" --plot-dir docs/img
-    "$nam" farmem-bench --workload memcached --local-fraction 0.1,0.25,0.5,0.75,1 \
-        --prefetch on,off --transport shm --scale 0.5 "${memcached_rounds[@]}" --out "$out" --plot-dir docs/img
+    "$nam" farmem --workload saxpy,fof --local-fraction 0.1,0.25,0.5,0.75,1 \
+        --prefetch on,off --transport shm --scale 0.5 "${rounds[@]}" --markdown "$out" --plot docs/img
+    "$nam" farmem --workload memcached --local-fraction 0.1,0.25,0.5,0.75,1 \
+        --prefetch on,off --transport shm --scale 0.5 "${memcached_rounds[@]}" --markdown "$out" --plot docs/img
     # A miss per step at small budgets: three rounds keep this part to a few minutes.
-    "$nam" farmem-bench --workload pointer-chase --local-fraction 0.1,0.25,0.5,0.75,1 \
-        --prefetch on,off --transport shm --scale 0.5 --repeat 3 --out "$out" --plot-dir docs/img
+    "$nam" farmem --workload pointer-chase --local-fraction 0.1,0.25,0.5,0.75,1 \
+        --prefetch on,off --transport shm --scale 0.5 --repeat 3 --markdown "$out" --plot docs/img
     echo -e "\n## Handler-thread fault mode, 50% local memory, UCX shared memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode thread \
-        --transport shm --scale 0.5 "${rounds[@]}" --out "$out"
-    "$nam" farmem-bench --workload memcached --local-fraction 0.5 --prefetch on,off --fault-mode thread \
-        --transport shm --scale 0.5 "${memcached_rounds[@]}" --out "$out"
+    "$nam" farmem --workload saxpy,fof --local-fraction 0.5 --prefetch on,off --fault-mode thread \
+        --transport shm --scale 0.5 "${rounds[@]}" --markdown "$out"
+    "$nam" farmem --workload memcached --local-fraction 0.5 --prefetch on,off --fault-mode thread \
+        --transport shm --scale 0.5 "${memcached_rounds[@]}" --markdown "$out"
     echo -e "\n## SAXPY at 128 MiB, paged, 50% local memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on,off --transport shm --scale 4 \
-        --repeat 3 --out "$out"
+    "$nam" farmem --workload saxpy --local-fraction 0.5 --prefetch on,off --transport shm --scale 4 \
+        --repeat 3 --markdown "$out"
     # Regions on huge pages draw on the reserved pool: room for the budgets below (root only;
     # otherwise the rows fail with the error that says how to reserve them).
     local huge_needed=96
@@ -133,10 +133,10 @@ paging() {
         echo "At \`--scale 2\` SAXPY's arrays take 64 MiB and FoF's graph 47 MiB (budgets of 16 and 11 huge"
         echo "pages); the second SAXPY row is at \`--scale 4\` (128 MiB)."
     } >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on --page-size base,huge \
-        --transport shm --scale 2 --repeat 3 --min-ms 40 --out "$out"
-    "$nam" farmem-bench --workload saxpy --local-fraction 0.5 --prefetch on --page-size base,huge \
-        --transport shm --scale 4 --repeat 3 --out "$out"
+    "$nam" farmem --workload saxpy,fof --local-fraction 0.5 --prefetch on --page-size base,huge \
+        --transport shm --scale 2 --repeat 3 --min-ms 40 --markdown "$out"
+    "$nam" farmem --workload saxpy --local-fraction 0.5 --prefetch on --page-size base,huge \
+        --transport shm --scale 4 --repeat 3 --markdown "$out"
     # Mao 2020's Table 8.1 doubles the graph; so do these rows. The smallest graphs fit in this
     # machine's last-level cache, where the local baseline never waits for DRAM.
     echo -e "\n## Friends-of-friends at growing graph sizes (Mao 2020 Table 8.1), paged, 50% local memory" >> "$out"
@@ -146,8 +146,8 @@ paging() {
         echo "Graph footprint: 12 MiB at \`--scale 0.5\` (the sweep's), doubling with each row to 95 MiB."
     } >> "$out"
     for scale in 0.5 1 2 4; do
-        "$nam" farmem-bench --workload fof --local-fraction 0.5 --prefetch on,off --transport shm \
-            --scale "$scale" --repeat 3 --min-ms 40 --out "$out"
+        "$nam" farmem --workload fof --local-fraction 0.5 --prefetch on,off --transport shm \
+            --scale "$scale" --repeat 3 --min-ms 40 --markdown "$out"
     done
     # A program changed by a few lines: each query asks the region for its pages first.
     echo -e "\n## Friends-of-friends asking for its pages (\`PagedRegion::fetch_ranges\`), paged, 50% local memory" >> "$out"
@@ -159,25 +159,25 @@ paging() {
         echo "fault modes."
     } >> "$out"
     for scale in 0.5 2; do
-        "$nam" farmem-bench --workload fof,fof-hinted --local-fraction 0.5 --prefetch on --fault-mode signal,thread \
-            --transport shm --scale "$scale" --repeat 3 --min-ms 40 --out "$out"
+        "$nam" farmem --workload fof,fof-hinted --local-fraction 0.5 --prefetch on --fault-mode signal,thread \
+            --transport shm --scale "$scale" --repeat 3 --min-ms 40 --markdown "$out"
     done
     echo -e "\n## One to three servers, UCX shared memory, 50% local memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off \
-        --server-count 1,2,3 --transport shm --scale 0.5 --repeat 3 --min-ms 40 --out "$out"
-    "$nam" farmem-bench --workload memcached --local-fraction 0.5 --prefetch on,off \
-        --server-count 1,2,3 --transport shm --scale 0.5 "${memcached_rounds[@]}" --out "$out"
+    "$nam" farmem --workload saxpy,fof --local-fraction 0.5 --prefetch on,off \
+        --server-count 1,2,3 --transport shm --scale 0.5 --repeat 3 --min-ms 40 --markdown "$out"
+    "$nam" farmem --workload memcached --local-fraction 0.5 --prefetch on,off \
+        --server-count 1,2,3 --transport shm --scale 0.5 "${memcached_rounds[@]}" --markdown "$out"
     # memcached's default LRU: its maintainer thread touches items no request asked for.
     echo -e "\n## memcached with its default segmented LRU, UCX shared memory, 50% local memory" >> "$out"
-    "$nam" farmem-bench --workload memcached --local-fraction 0.5 --prefetch on,off --memcached-lru segmented \
-        --transport shm --scale 0.5 "${memcached_rounds[@]}" --out "$out"
+    "$nam" farmem --workload memcached --local-fraction 0.5 --prefetch on,off --memcached-lru segmented \
+        --transport shm --scale 0.5 "${memcached_rounds[@]}" --markdown "$out"
     # Over UCX TCP every page costs a round trip through the server's progress loop: smaller
     # footprints, one server (see "Known problems" in docs/farmem.md for several servers).
     echo -e "\n## UCX TCP, one server, 50% local memory" >> "$out"
-    "$nam" farmem-bench --workload saxpy,fof --local-fraction 0.5 --prefetch on,off \
-        --server-count 1 --transport tcp --scale 0.125 --repeat 3 --min-ms 40 --out "$out"
-    "$nam" farmem-bench --workload memcached --local-fraction 0.5 --prefetch on,off \
-        --server-count 1 --transport tcp --scale 0.125 "${memcached_rounds[@]}" --out "$out"
+    "$nam" farmem --workload saxpy,fof --local-fraction 0.5 --prefetch on,off \
+        --server-count 1 --transport tcp --scale 0.125 --repeat 3 --min-ms 40 --markdown "$out"
+    "$nam" farmem --workload memcached --local-fraction 0.5 --prefetch on,off \
+        --server-count 1 --transport tcp --scale 0.125 "${memcached_rounds[@]}" --markdown "$out"
 }
 
 # The explicit API (FarMemory, FarArray): the other half of issue 8.
@@ -207,12 +207,12 @@ explicit() {
         echo "batch (\`FarMemory::fetch_ranges\`) and counts on the lines in place, at three line sizes."
         echo "Load average before these rows: $(cut -d' ' -f1-3 /proc/loadavg)."
     } >> "$out"
-    "$nam" farmem-bench --workload saxpy-explicit --local-fraction 0.5 --prefetch on,off \
-        --transport shm --scale 8 --repeat 5 --out "$out"
-    "$nam" farmem-bench --workload fof-explicit --local-fraction 0.5 --prefetch on,off \
-        --transport shm --scale 0.5 --repeat 5 --line-bytes 256,1024,4096 --out "$out"
+    "$nam" farmem --workload saxpy-explicit --local-fraction 0.5 --prefetch on,off \
+        --transport shm --scale 8 --repeat 5 --markdown "$out"
+    "$nam" farmem --workload fof-explicit --local-fraction 0.5 --prefetch on,off \
+        --transport shm --scale 0.5 --repeat 5 --line-bytes 256,1024,4096 --markdown "$out"
     echo -e "\n## Explicit API: line size and metadata cache (50% local memory, shared memory)" >> "$out"
-    "$nam" farmem-bench --workload cache-sweep --transport shm --scale 0.5 --out "$out"
+    "$nam" farmem --workload cache-sweep --transport shm --scale 0.5 --markdown "$out"
 }
 
 case "$part" in

@@ -7,11 +7,11 @@
 #
 # Measures, in one run on this machine, each beside its baseline:
 #   * allreduce at the memory server vs Open MPI's MPI_Allreduce in the same mpirun job
-#     (nam bench allreduce; float sum, osu_allreduce-style average latency over ranks);
-#   * a mailbox message round trip vs an 8-byte put+signal round trip (nam bench mailbox), over
+#     (nam-bench allreduce; float sum, osu_allreduce-style average latency over ranks);
+#   * a mailbox message round trip vs an 8-byte put+signal round trip (nam-bench mailbox), over
 #     shared memory and over TCP;
 #   * put/get latency 4 B..1 MiB through the direct load/store path, UCX RMA, and the crossover
-#     measured on connecting (nam bench --path direct,rma,auto).
+#     measured on connecting (nam-bench gas --path direct,rma,auto).
 set -euo pipefail
 # Open MPI session directories of this run's own (leftovers or concurrent jobs in /tmp make
 # mpirun abort with "orte_session_dir failed").
@@ -24,14 +24,14 @@ OUT="${OUT:-docs/benchmarks-gas.md}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-cargo build --release -q -p nam-cli -p nam-capi
-NAM="${CARGO_TARGET_DIR:-target}/release/nam"
+cargo build --release -q -p nam-bench -p nam-capi
+NAM="${CARGO_TARGET_DIR:-target}/release/nam-bench"
 
 start=$(date +%s)
-"$NAM" bench allreduce --ranks "$RANKS" --markdown "$TMP/allreduce.md" > "$TMP/allreduce.txt"
-"$NAM" bench mailbox --transport shm --repeat 5 --markdown "$TMP/mailbox-shm.md" > /dev/null
-"$NAM" bench mailbox --transport tcp --iters 2000 --repeat 3 --markdown "$TMP/mailbox-tcp.md" > /dev/null
-"$NAM" bench --path direct,rma,auto --op put,get --repeat 5 --markdown "$TMP/path.md" > /dev/null
+"$NAM" allreduce --ranks "$RANKS" --markdown "$TMP/allreduce.md" > "$TMP/allreduce.txt"
+"$NAM" mailbox --transport shm --repeat 5 --markdown "$TMP/mailbox-shm.md" > /dev/null
+"$NAM" mailbox --transport tcp --iters 2000 --repeat 3 --markdown "$TMP/mailbox-tcp.md" > /dev/null
+"$NAM" gas --path direct,rma,auto --op put,get --repeat 5 --markdown "$TMP/path.md" > /dev/null
 elapsed=$(( $(date +%s) - start ))
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)

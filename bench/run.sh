@@ -4,17 +4,17 @@
 # reports (bench/ecc.sh, bench/netsim.sh) unless NAM_BENCH_MEMORY_ONLY=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p nam-cli
-nam=./target/release/nam
+cargo build --release -p nam-bench
+nam=./target/release/nam-bench
 out=bench/out
 mkdir -p "$out" docs/img
 
 # Shared memory: the full sweep, the idle server. TCP: a shorter sweep, 64 client processes.
-$nam bench --sweep --max-size 64MiB --op get,put,fadd --transport shm --vs-ucx --idle-secs 5 \
+$nam gas --sweep --max-size 64MiB --op get,put,fadd --transport shm --vs-ucx --idle-secs 5 \
     --csv "$out/shm.csv" --plot docs/img/bench-shm.png --markdown "$out/shm.md"
 # Over TCP, the points the targets name (ucx_perftest's own small TCP gets stall here).
-$nam bench --op fadd --transport tcp --vs-ucx --clients 64 --markdown "$out/tcp-fadd.md"
-$nam bench --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp --vs-ucx \
+$nam gas --op fadd --transport tcp --vs-ucx --clients 64 --markdown "$out/tcp-fadd.md"
+$nam gas --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp --vs-ucx \
     --csv "$out/tcp.csv" --plot docs/img/bench-tcp.png --markdown "$out/tcp.md"
 
 {

@@ -31,12 +31,12 @@
 #       --mca pml ob1 --mca btl self,vader,tcp \
 #       --mca btl_tcp_if_include 10.213.0.0/24 --mca oob_tcp_if_include 10.213.0.0/24 \
 #       -x UCX_NET_DEVICES=veth0 -x UCX_TLS=tcp -x NAM_TRANSPORTS=tcp \
-#       --host 10.213.0.3:2,10.213.0.4:2 -np 4 nam ckpt-bench --scheme nam-xor \
+#       --host 10.213.0.3:2,10.213.0.4:2 -np 4 nam-bench ckpt --scheme nam-xor \
 #       --servers 10.213.0.1:7000 --dir /tmp/ckpt-bench --size-per-rank 4MiB
 #   scripts/cluster.sh down
 #
 # NAM_CLUSTER names the cluster (default "namc"; at most 10 characters, letters, digits, -).
-# The test suite (crates/nam-cli/tests/cluster.rs) uses a name of its own per test process.
+# The test suite (crates/nam-bench/tests/cluster.rs) uses a name of its own per test process.
 
 set -euo pipefail
 

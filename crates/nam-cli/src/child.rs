@@ -4,7 +4,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// Makes a spawned child receive SIGTERM when this process dies, even by `kill -9`, so a
-/// local server started by `nam bench` or `nam demo` is never left behind.
+/// local server started by `nam demo` or a `nam-bench` suite is never left behind.
 pub trait DieWithParent {
     /// Arranges `PR_SET_PDEATHSIG` in the child.
     fn die_with_parent(&mut self) -> &mut Self;

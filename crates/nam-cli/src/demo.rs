@@ -1,12 +1,10 @@
 //! `nam demo`: starts a local memory server, walks a client through allocation, put/get,
 //! atomics, signals between two clients and a short benchmark, then stops the server.
 
-use crate::child::DieWithParent;
+use crate::local::{banner_addr, spawn_serve};
 use anyhow::{ensure, Context, Result};
-use nam_client::{AllocOptions, Client, ClientConfig, Compare, Signal, SignalOp};
+use nam_client::{AllocOptions, Allocation, Client, ClientConfig, Compare, Signal, SignalOp};
 use nam_proto::size::format_size;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Arguments of `nam demo` (none are needed).
@@ -20,18 +18,10 @@ pub struct DemoArgs {
 /// Runs `nam demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
     println!("== starting a memory server (64 MiB, UCX_TLS={})", args.transports);
-    let mut server = Command::new(std::env::current_exe()?)
-        .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64MiB", "--name", "demo"])
-        .env("UCX_TLS", &args.transports)
-        .stdout(Stdio::piped())
-        .die_with_parent()
-        .spawn()
-        .context("cannot start nam serve")?;
-    let mut banner = String::new();
-    BufReader::new(server.stdout.take().expect("piped")).read_line(&mut banner)?;
+    let (mut server, banner) = spawn_serve(&["--capacity", "64MiB", "--name", "demo"], Some(&args.transports))?;
     print!("   {banner}");
     let result = (|| {
-        let addr = banner.split_whitespace().find_map(|w| w.parse().ok()).context("no address in the server banner")?;
+        let addr = banner_addr(&banner).context("no address in the server banner")?;
         let mut config = ClientConfig::new(vec![addr]);
         config.transports = Some(args.transports.clone());
         config.name = "demo".into();
@@ -85,25 +75,7 @@ fn walkthrough(config: ClientConfig, addr: std::net::SocketAddr) -> Result<()> {
     let bad = bob.put(&seen, (1 << 20) - 4, b"too long");
     println!("   bad input: {}", bad.err().map(|e| e.to_string()).unwrap_or_else(|| "accepted?!".into()));
 
-    let block = vec![0x5au8; 1 << 20];
-    let started = Instant::now();
-    let rounds = 200;
-    for _ in 0..rounds {
-        bob.put(&seen, 0, &block)?;
-    }
-    bob.flush()?;
-    let put_rate = rounds as f64 * block.len() as f64 / started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let gets = 20_000;
-    let mut word = [0u8; 8];
-    for _ in 0..gets {
-        bob.get(&seen, 0, &mut word)?;
-    }
-    let get_us = started.elapsed().as_secs_f64() * 1e6 / gets as f64;
-    println!(
-        "   bench: 1 MiB puts at {}/s, 8-byte get in {get_us:.3} us (nam bench --vs-ucx for more)",
-        format_size(put_rate as u64)
-    );
+    quick_measure(&bob, &seen)?;
 
     let status = bob.status(0)?;
     println!(
@@ -112,6 +84,30 @@ fn walkthrough(config: ClientConfig, addr: std::net::SocketAddr) -> Result<()> {
         format_size(status.capacity),
         status.allocations,
         status.clients
+    );
+    Ok(())
+}
+
+/// A short measurement on the shared allocation: 1 MiB put bandwidth and 8-byte get latency.
+fn quick_measure(bob: &Client, seen: &Allocation) -> Result<()> {
+    let block = vec![0x5au8; 1 << 20];
+    let started = Instant::now();
+    let rounds = 200;
+    for _ in 0..rounds {
+        bob.put(seen, 0, &block)?;
+    }
+    bob.flush()?;
+    let put_rate = rounds as f64 * block.len() as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let gets = 20_000;
+    let mut word = [0u8; 8];
+    for _ in 0..gets {
+        bob.get(seen, 0, &mut word)?;
+    }
+    let get_us = started.elapsed().as_secs_f64() * 1e6 / gets as f64;
+    println!(
+        "   bench: 1 MiB puts at {}/s, 8-byte get in {get_us:.3} us (nam-bench gas --vs-ucx for more)",
+        format_size(put_rate as u64)
     );
     Ok(())
 }

@@ -1,22 +1,20 @@
 //! `nam ecc-sim`: rerun the DRAM fault-injection study of Abeyratne 2017 (Table 4.4) with the codes
-//! of `nam-ecc`, or benchmark them.
+//! of `nam-ecc`. The benchmark of the codes is `nam-bench ecc`.
 
 use anyhow::{bail, Context};
 use nam_ecc::report::{self, ResultRecord};
 use nam_ecc::{
-    bench, sim, CodeKind, CodeSetup, DataModel, DecodePolicy, ErrorValues, FaultCombination, FaultModel, LocationCheck,
+    sim, CodeKind, CodeSetup, DataModel, DecodePolicy, ErrorValues, FaultCombination, FaultModel, LocationCheck,
     Placement, SimConfig,
 };
 
 /// Trials per combination of a plain run.
 const TRIALS_DEFAULT: u64 = 1_000_000;
-/// Trials per Table 4.4 row of `--bench` (the seed's and the 10 million).
-const BENCH_TRIALS_DEFAULT: u64 = 10_000_000;
 
 /// Monte-Carlo fault injection into an x4 rank protected by RS(36,32), RS(18,16) or RS(19,16).
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  nam ecc-sim --table --trials 10000000\n  nam ecc-sim --code rs19_16 --faults chip,chip+chip --trials 100000 --json\n  nam ecc-sim --bench"
+    after_help = "Examples:\n  nam ecc-sim --table --trials 10000000\n  nam ecc-sim --code rs19_16 --faults chip,chip+chip --trials 100000 --json"
 )]
 pub struct EccSimArgs {
     /// Codes to simulate, comma-separated: rs36_32, rs18_16, rs19_16 [default: all three].
@@ -24,12 +22,12 @@ pub struct EccSimArgs {
     pub code: Vec<CodeKind>,
 
     /// Fault combinations, comma-separated; `+` puts faults in different chips
-    /// (bit, column, pin, word, chip; e.g. `bit,chip,pin+chip`). `table` = the seed's 14 rows,
+    /// (bit, column, pin, word, chip; e.g. `bit,chip,pin+chip`). `table` = the 14 rows of Abeyratne 2017 Table 4.4,
     /// `all` = every fault alone and every pair.
     #[arg(long, default_value = "table")]
     pub faults: String,
 
-    /// Trials per fault combination [default: 1 000 000; 10 000 000 with --bench].
+    /// Trials per fault combination [default: 1 000 000].
     #[arg(long)]
     pub trials: Option<u64>,
 
@@ -41,12 +39,12 @@ pub struct EccSimArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Print the whole of Table 4.4's layout for all three codes, with the seed's cell under
+    /// Print the whole of Table 4.4's layout for all three codes, with Abeyratne 2017's cell under
     /// every cell that differs.
     #[arg(long)]
     pub table: bool,
 
-    /// With --table or --bench: print markdown instead of plain text.
+    /// With --table: print markdown instead of plain text.
     #[arg(long)]
     pub markdown: bool,
 
@@ -55,7 +53,7 @@ pub struct EccSimArgs {
     pub threads: Option<usize>,
 
     /// Beats of beat-local faults (bit, column, word) in a multi-chip combination:
-    /// `coincident` (same beat pair, the seed's reading) or `independent`.
+    /// `coincident` (same beat pair, the reading of Abeyratne 2017) or `independent`.
     #[arg(long, default_value = "coincident")]
     pub placement: Placement,
 
@@ -64,36 +62,23 @@ pub struct EccSimArgs {
     #[arg(long, default_value = "random")]
     pub values: ErrorValues,
 
-    /// Correction radius for every selected code [default: the seed's, 1 for RS(36,32) and
+    /// Correction radius for every selected code [default: Abeyratne 2017's, 1 for RS(36,32) and
     /// RS(19,16), 0 (detect only) for RS(18,16)].
     #[arg(long)]
     pub correct: Option<usize>,
 
     /// Decoder accepts error positions beyond the shortened code length (models a decoder
-    /// without a range check; for studying the seed's SDC numbers).
+    /// without a range check; for studying Abeyratne 2017's SDC numbers).
     #[arg(long)]
     pub no_range_check: bool,
 
     /// Write a random line per trial instead of the all-zero line (slower, same counts).
     #[arg(long)]
     pub random_data: bool,
-
-    /// Benchmark instead: Table 4.4 at --trials per row (default for --bench: 10 000 000) on
-    /// every core against one thread, and RS(19,16) encode+decode MB/s per core against a
-    /// textbook bit-serial implementation.
-    #[arg(long)]
-    pub bench: bool,
-
-    /// Data bytes of the --bench throughput buffer.
-    #[arg(long, default_value_t = 64 << 20)]
-    pub bench_bytes: usize,
 }
 
 /// Run `nam ecc-sim`.
 pub fn run(args: EccSimArgs) -> anyhow::Result<()> {
-    if args.bench {
-        return run_bench(&args);
-    }
     let config = build_config(&args)?;
     let results = sim::run(&config).context("ecc-sim")?;
     if args.json {
@@ -152,7 +137,7 @@ fn build_config(args: &EccSimArgs) -> anyhow::Result<SimConfig> {
 fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
     println!("{}\n", report::describe(config));
     println!(
-        "{:<10} {:<14} {:>12} {:>10} {:>10} {:>10}  seed Table 4.4",
+        "{:<10} {:<14} {:>12} {:>10} {:>10} {:>10}  Abeyratne 2017 Table 4.4",
         "code", "faults", "trials", "DCE", "DUE", "SDC"
     );
     for r in results {
@@ -171,18 +156,4 @@ fn print_rows(config: &SimConfig, results: &[sim::SimResult]) {
             seed
         );
     }
-}
-
-fn run_bench(args: &EccSimArgs) -> anyhow::Result<()> {
-    let trials = args.trials.unwrap_or(BENCH_TRIALS_DEFAULT);
-    let report = bench::run_bench(trials, args.bench_bytes, args.seed, args.threads).context("ecc-sim --bench")?;
-    if args.json {
-        println!("{}", report.to_json());
-    } else {
-        if !args.markdown {
-            println!("CPU: {}\n", report.cpu);
-        }
-        print!("{}", report.to_markdown());
-    }
-    Ok(())
 }

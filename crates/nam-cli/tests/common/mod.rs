@@ -17,6 +17,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The binary whose `serve` the tests start: `nam` in nam-cli's tests, `nam-bench` (whose
+/// hidden `serve` is the same `nam_cli::serve`) in nam-bench's, which share this module.
+pub fn server_bin() -> &'static str {
+    option_env!("CARGO_BIN_EXE_nam")
+        .or(option_env!("CARGO_BIN_EXE_nam-bench"))
+        .expect("these tests run in nam-cli or nam-bench, whose binaries serve")
+}
+
 /// The two transports every behaviour is checked on: UCX over TCP, and UCX shared memory
 /// (the sockaddr connection manager needs `tcp` listed; the data lanes use shared memory).
 pub const TRANSPORTS: [&str; 2] = ["tcp", "sm,self,tcp"];
@@ -35,7 +43,7 @@ impl ServerProcess {
     }
 
     pub fn start_on(listen: &str, transports: &str, extra: &[&str]) -> ServerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nam"))
+        let mut child = Command::new(server_bin())
             .args(["serve", "--listen", listen])
             .args(extra)
             .env("UCX_TLS", transports)

@@ -1,0 +1,763 @@
+//! `nam-bench sim`: the interconnect simulator (nam-netsim) from the command line.
+//!
+//! * `nam-bench sim noc` runs one load point or a sweep (`--sweep`) for one or more topologies and
+//!   prints a table, `--json`, `--csv FILE` and `--plot FILE.png` (latency against injection rate).
+//! * `nam-bench sim exanest-latency` evaluates Ploumidis et al. 2023's path latency model (Table 1-2) and broadcast
+//!   model (Eq. 1) and simulates the same paths on the ExaNeSt torus.
+//! * `nam-bench sim` is the benchmark of issue 7: fidelity against the analytic models and the
+//!   numbers of Abeyratne 2017 and Ploumidis et al. 2023, and simulator speed, with baselines measured in the same run; it can write
+//!   `docs/benchmarks-netsim.md`.
+
+use anyhow::{bail, Context, Result};
+use nam_netsim::exanest::{broadcast_latency_us, broadcast_steps, PathModel, TABLE2};
+use nam_netsim::sweep::{sweep, SweepResult};
+use nam_netsim::traffic::{parse_trace, TraceEvent};
+use nam_netsim::{build, routing, topofile, Injection, SimConfig, SimResult, Topology, TopologyParams, TrafficPattern};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `nam-bench sim`: the benchmark's options, or a simulator subcommand.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
+enum SimCommand {
+    /// Simulate on-chip / system networks (one load point, or a sweep with --sweep).
+    Noc(NocArgs),
+    /// Ploumidis et al. 2023's ExaNeSt latency model (Table 2, Eq. 1) beside the cycle-level simulation.
+    ExanestLatency(ExanestArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct NocArgs {
+    /// Topologies, comma-separated: mesh, torus, cmesh, cmesh-low, cmesh-high, fbfly, superstar,
+    /// superstarx, superring, exanest.
+    #[arg(long, value_delimiter = ',', default_value = "mesh")]
+    topology: Vec<String>,
+    /// A topology file (format in docs/netsim.md) instead of --topology.
+    #[arg(long)]
+    topology_file: Option<PathBuf>,
+    /// Routing: the topology's own (default) or `shortest`.
+    #[arg(long)]
+    routing: Option<String>,
+    /// Traffic: uniform, clustered, transpose, bitcomp.
+    #[arg(long, default_value = "uniform")]
+    traffic: String,
+    /// Replay a trace file (`TIME_NS SRC DST` per line) instead of synthetic traffic.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Offered load of a single run (unit: --rate-unit).
+    #[arg(long, default_value_t = 0.02)]
+    rate: f64,
+    /// Unit of --rate / --rates: packets-per-ns (per node) or flits-per-cycle (per node).
+    #[arg(long, default_value = "packets-per-ns")]
+    rate_unit: String,
+    /// Sweep injection rates (in parallel on all cores).
+    #[arg(long)]
+    sweep: bool,
+    /// Rates of the sweep (packets/ns/node); default: --points rates up to 1.2x the bound.
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// Number of automatic sweep points.
+    #[arg(long, default_value_t = 8)]
+    points: usize,
+    /// Tile grid edge (24: the 576-node chip of Abeyratne 2017).
+    #[arg(long, default_value_t = 24)]
+    tiles: usize,
+    /// Global routers of superstar / superstarx.
+    #[arg(long)]
+    global_routers: Option<usize>,
+    /// Nodes per router of cmesh / fbfly.
+    #[arg(long)]
+    concentration: Option<usize>,
+    /// Parallel links between cmesh routers.
+    #[arg(long)]
+    parallel_links: Option<usize>,
+    /// Super-StarX neighbour-link occupancy threshold (flits).
+    #[arg(long)]
+    threshold: Option<u32>,
+    /// ExaNeSt torus size in QFDBs, X,Y,Z.
+    #[arg(long, value_delimiter = ',', default_value = "4,4,2")]
+    exanest_dims: Vec<usize>,
+    /// Override every router's clock (GHz).
+    #[arg(long)]
+    freq_ghz: Option<f64>,
+    /// VCs per port.
+    #[arg(long, default_value_t = 4)]
+    vcs: usize,
+    /// Flits per VC buffer (default 5; 64 for exanest).
+    #[arg(long)]
+    vc_depth: Option<usize>,
+    /// Flits per packet.
+    #[arg(long, default_value_t = 4)]
+    packet_flits: usize,
+    /// Warm-up, reference cycles.
+    #[arg(long, default_value_t = 1000)]
+    warmup: u64,
+    /// Measurement window, reference cycles.
+    #[arg(long, default_value_t = 3000)]
+    measure: u64,
+    /// Longest drain, reference cycles.
+    #[arg(long, default_value_t = 12000)]
+    drain: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write the points as CSV.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write a PNG plot of latency against injection rate (sweep only).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExanestArgs {
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write a PNG plot of model, simulation and measurement per path.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// Shorter windows and fewer points (for a smoke run).
+    #[arg(long)]
+    quick: bool,
+    /// Write the markdown report here (e.g. docs/benchmarks-netsim.md).
+    #[arg(long, alias = "out")]
+    markdown: Option<PathBuf>,
+    /// Directory for the PNG plots.
+    #[arg(long = "plot", alias = "plot-dir", value_name = "DIR")]
+    plot_dir: Option<PathBuf>,
+    /// Also replace the generated block of this document (between the `BEGIN GENERATED` and
+    /// `END GENERATED` markers), e.g. docs/netsim.md.
+    #[arg(long)]
+    doc: Option<PathBuf>,
+    /// Print JSON instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `nam-bench sim`.
+pub fn run(args: SimArgs) -> Result<()> {
+    match args.command {
+        Some(SimCommand::Noc(a)) => noc(a),
+        Some(SimCommand::ExanestLatency(a)) => exanest_latency(a),
+        None => bench(args.bench),
+    }
+}
+
+fn params(a: &NocArgs) -> Result<TopologyParams> {
+    let dims: [usize; 3] =
+        a.exanest_dims.as_slice().try_into().map_err(|_| anyhow::anyhow!("--exanest-dims needs three sizes X,Y,Z"))?;
+    Ok(TopologyParams {
+        tiles: a.tiles,
+        concentration: a.concentration,
+        parallel_links: a.parallel_links,
+        global_routers: a.global_routers,
+        threshold_flits: a.threshold,
+        exanest_dims: dims,
+        freq_ghz: a.freq_ghz,
+    })
+}
+
+fn topologies(a: &NocArgs) -> Result<Vec<Topology>> {
+    let mut out = Vec::new();
+    if let Some(f) = &a.topology_file {
+        out.push(topofile::load(f)?);
+    } else {
+        let p = params(a)?;
+        for name in &a.topology {
+            out.push(build(name, &p)?);
+        }
+    }
+    if let Some(r) = &a.routing {
+        for t in &mut out {
+            routing::select(t, r)?;
+        }
+    }
+    Ok(out)
+}
+
+fn config(a: &NocArgs, t: &Topology) -> Result<SimConfig> {
+    let traffic = match &a.trace {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading trace {}", path.display()))?;
+            TrafficPattern::Trace(parse_trace(&text)?)
+        }
+        None => TrafficPattern::from_name(&a.traffic)?,
+    };
+    let injection = match a.rate_unit.as_str() {
+        "packets-per-ns" => Injection::PacketsPerNsPerNode(a.rate),
+        "flits-per-cycle" => Injection::FlitsPerNodePerCycle(a.rate),
+        other => bail!("unknown --rate-unit `{other}` (packets-per-ns, flits-per-cycle)"),
+    };
+    let cfg = SimConfig {
+        vcs: a.vcs,
+        vc_depth_flits: a.vc_depth.unwrap_or_else(|| t.default_vc_depth_flits()),
+        packet_flits: a.packet_flits,
+        injection,
+        traffic,
+        warmup_cycles: a.warmup,
+        measure_cycles: a.measure,
+        drain_cycles_max: a.drain,
+        seed: a.seed,
+        ..SimConfig::default()
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn fmt_opt(x: Option<f64>, prec: usize) -> String {
+    x.map(|v| format!("{v:.prec$}")).unwrap_or_else(|| "unstable".into())
+}
+
+fn noc(a: NocArgs) -> Result<()> {
+    let topos = topologies(&a)?;
+    if a.sweep {
+        let mut results = Vec::new();
+        for t in &topos {
+            let cfg = config(&a, t)?;
+            let mut rates = a.rates.clone();
+            if a.rate_unit == "flits-per-cycle" {
+                let f = t.reference_freq_ghz() / a.packet_flits as f64;
+                rates.iter_mut().for_each(|r| *r *= f);
+            }
+            results.push(sweep(t, &cfg, &rates, a.points)?);
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&results)?);
+        } else {
+            print!("{}", sweep_tables(&results));
+        }
+        if let Some(p) = &a.csv {
+            write_csv(p, results.iter().flat_map(|r| r.curve.iter()))?;
+        }
+        if let Some(p) = &a.plot {
+            plot_curves(p, "Latency vs offered load", &results)?;
+        }
+    } else {
+        let mut points = Vec::new();
+        for t in &topos {
+            points.push(nam_netsim::run(t, &config(&a, t)?)?);
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&points)?);
+        } else {
+            print!("{}", point_table(&points));
+        }
+        if let Some(p) = &a.csv {
+            write_csv(p, points.iter())?;
+        }
+        if a.plot.is_some() {
+            bail!("--plot needs --sweep (a curve to draw)");
+        }
+    }
+    Ok(())
+}
+
+fn point_table(points: &[SimResult]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "topology", "offered", "accepted", "status", "avg_ns", "p99_ns", "avg_cyc", "p99_cyc", "power_W", "pJ/bit"
+    );
+    for p in points {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>9.4} {:>9.4} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8.2} {:>9.2}",
+            p.topology,
+            p.offered_packets_per_ns_per_node,
+            p.accepted_packets_per_ns_per_node,
+            format!("{:?}", p.status).to_lowercase(),
+            fmt_opt(p.avg_latency_ns, 2),
+            fmt_opt(p.p99_latency_ns, 2),
+            fmt_opt(p.avg_latency_cycles, 1),
+            fmt_opt(p.p99_latency_cycles, 1),
+            p.energy.power_w,
+            p.energy.pj_per_bit
+        );
+    }
+    s
+}
+
+fn sweep_tables(results: &[SweepResult]) -> String {
+    let mut s = String::new();
+    for r in results {
+        let m = &r.summary;
+        let _ = writeln!(
+            s,
+            "== {} ({} traffic): {} nodes, {} local routers (radix {}, {:.2} GHz), {} global (radix {}, {:.2} GHz), area {:.2} mm^2, bisection {} wires",
+            r.topology, r.traffic, m.nodes, m.local_routers, m.local_radix, m.local_freq_ghz, m.global_routers,
+            m.global_radix, m.global_freq_ghz, m.area_mm2, m.bisection_wires
+        );
+        let _ = writeln!(
+            s,
+            "   zero-load latency: simulated {} ns ({} cycles), analytic {:.2} ns; saturation {:.4} packets/ns/node (channel-load bound {:.4}, bottleneck {})",
+            fmt_opt(r.zero_load_latency_ns, 2),
+            fmt_opt(r.zero_load_latency_cycles, 1),
+            r.analytic.zero_load_latency_ns,
+            r.saturation_packets_per_ns_per_node,
+            r.analytic.channel_load_bound_packets_per_ns_per_node,
+            r.analytic.bottleneck
+        );
+        s.push_str(&point_table(&r.curve));
+        s.push('\n');
+    }
+    s
+}
+
+fn write_csv<'a>(path: &Path, points: impl Iterator<Item = &'a SimResult>) -> Result<()> {
+    let mut s = String::from(
+        "topology,traffic,offered_packets_per_ns_per_node,accepted_packets_per_ns_per_node,status,avg_latency_ns,p99_latency_ns,avg_latency_cycles,p99_latency_cycles,router_pj,link_pj,power_w,pj_per_bit\n",
+    );
+    let o = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_default();
+    for p in points {
+        let _ = writeln!(
+            s,
+            "{},{},{:.6},{:.6},{:?},{},{},{},{},{:.1},{:.1},{:.4},{:.4}",
+            p.topology,
+            p.traffic,
+            p.offered_packets_per_ns_per_node,
+            p.accepted_packets_per_ns_per_node,
+            p.status,
+            o(p.avg_latency_ns),
+            o(p.p99_latency_ns),
+            o(p.avg_latency_cycles),
+            o(p.p99_latency_cycles),
+            p.energy.router_pj,
+            p.energy.link_pj,
+            p.energy.power_w,
+            p.energy.pj_per_bit
+        );
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Draws named (x, y) series as lines with points on linear axes.
+fn plot_series(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
+    crate::harness::plot::line_chart(path, title, x_label, y_label, series, crate::harness::plot::Scales::default())
+}
+
+fn plot_curves(path: &Path, title: &str, results: &[SweepResult]) -> Result<()> {
+    let series: Vec<(String, Vec<(f64, f64)>)> = results
+        .iter()
+        .map(|r| {
+            let v = r
+                .curve
+                .iter()
+                .filter_map(|p| p.avg_latency_ns.map(|l| (p.offered_packets_per_ns_per_node, l)))
+                .collect();
+            (r.topology.clone(), v)
+        })
+        .collect();
+    plot_series(path, title, "offered load (packets/ns/node)", "average latency (ns)", &series)
+}
+
+/// ExaNeSt node ids (one node per MPSoC on the default 4x4x2 torus) for the paths of Table 2.
+fn exanest_path_nodes(name: &str) -> Option<(usize, usize)> {
+    // QFDB q = x + 4 * (y + 4 * z); MPSoC f of QFDB q is node 4 * q + f (f = 0 is F1).
+    match name {
+        "Intra-QFDB-sh" => Some((0, 1)),
+        "Intra-mezz-sh" => Some((0, 4)),
+        "Intra-mezz-mh(2)" => Some((0, 5)),
+        "Intra-mezz-mh(3)" => Some((1, 6)),
+        "Inter-mezz(3,1,2)" => Some((1, (1 + 4 * (2 + 4)) * 4 + 2)),
+        _ => None,
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ExanestRow {
+    path: &'static str,
+    hops: (u32, u32, u32),
+    model_us: f64,
+    measured_us: f64,
+    model_error: f64,
+    simulated_network_ns: Option<f64>,
+    simulated_total_us: Option<f64>,
+}
+
+fn exanest_rows() -> Result<Vec<ExanestRow>> {
+    let model = PathModel::default();
+    let torus = build("exanest", &TopologyParams::default())?;
+    let mut rows = Vec::new();
+    for c in TABLE2 {
+        let m = model.latency_us(c.inter_mezz, c.intra_mezz, c.intra_qfdb);
+        let sim_ns = match exanest_path_nodes(c.name) {
+            Some((src, dst)) => {
+                let cfg = SimConfig {
+                    traffic: TrafficPattern::Trace(vec![TraceEvent { time_ns: 0.0, src, dst }]),
+                    vc_depth_flits: torus.default_vc_depth_flits(),
+                    ..SimConfig::default()
+                };
+                nam_netsim::run(&torus, &cfg)?.avg_latency_ns
+            }
+            None => None,
+        };
+        rows.push(ExanestRow {
+            path: c.name,
+            hops: (c.inter_mezz, c.intra_mezz, c.intra_qfdb),
+            model_us: m,
+            measured_us: c.measured_us,
+            model_error: (m - c.measured_us) / c.measured_us,
+            simulated_network_ns: sim_ns,
+            simulated_total_us: sim_ns.map(|n| model.base_us + n / 1000.0),
+        });
+    }
+    Ok(rows)
+}
+
+fn exanest_latency(a: ExanestArgs) -> Result<()> {
+    let rows = exanest_rows()?;
+    let model = PathModel::default();
+    let bcast: Vec<(u32, (u32, u32, u32), f64)> = [4u32, 8, 16, 32, 64, 128, 256, 512]
+        .iter()
+        .map(|&n| {
+            let s = broadcast_steps(n, 4, 4);
+            (n, s, broadcast_latency_us(s, TABLE2[0].measured_us, TABLE2[1].measured_us, TABLE2[2].measured_us))
+        })
+        .collect();
+    if a.json {
+        let v = serde_json::json!({ "model": model, "paths": rows, "broadcast": bcast.iter().map(|(n, s, l)| serde_json::json!({"ranks": n, "steps_mpsoc_qfdb_mezz": s, "expected_us": l})).collect::<Vec<_>>() });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", exanest_table(&rows, &bcast));
+    }
+    if let Some(p) = &a.plot {
+        let idx = |f: &dyn Fn(&ExanestRow) -> Option<f64>| -> Vec<(f64, f64)> {
+            rows.iter().enumerate().filter_map(|(i, r)| f(r).map(|y| (i as f64, y))).collect()
+        };
+        let series = vec![
+            ("Ploumidis et al. 2023 measured (Table 2)".to_string(), idx(&|r| Some(r.measured_us))),
+            ("path model".to_string(), idx(&|r| Some(r.model_us))),
+            ("1.17 us + cycle-level network".to_string(), idx(&|r| r.simulated_total_us)),
+        ];
+        let labels: Vec<String> = rows.iter().enumerate().map(|(i, r)| format!("{i}={}", r.path)).collect();
+        plot_series(
+            p,
+            "ExaNeSt zero-byte latency per path",
+            &format!("path ({})", labels.join(", ")),
+            "latency (us)",
+            &series,
+        )?;
+    }
+    Ok(())
+}
+
+fn exanest_table(rows: &[ExanestRow], bcast: &[(u32, (u32, u32, u32), f64)]) -> String {
+    let mut s = String::from("ExaNeSt path latency, zero-byte MPI message (Ploumidis et al. 2023 §6.1.1, Table 1-2)\n");
+    let m = PathModel::default();
+    let _ = writeln!(
+        s,
+        "model: {:.3} us + (i+j+1) x L_ER {:.3} us + (i+j+k) x L_l {:.3} us",
+        m.base_us, m.router_us, m.link_us
+    );
+    let _ = writeln!(
+        s,
+        "{:<18} {:>9} {:>9} {:>12} {:>8} {:>12} {:>11}",
+        "path", "(i,j,k)", "model_us", "measured_us", "error", "sim_net_ns", "sim_tot_us"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<18} {:>9} {:>9.3} {:>12.3} {:>7.1}% {:>12} {:>11}",
+            r.path,
+            format!("{},{},{}", r.hops.0, r.hops.1, r.hops.2),
+            r.model_us,
+            r.measured_us,
+            100.0 * r.model_error,
+            r.simulated_network_ns.map(|x| format!("{x:.1}")).unwrap_or("-".into()),
+            r.simulated_total_us.map(|x| format!("{x:.3}")).unwrap_or("-".into())
+        );
+    }
+    s.push_str("\nBroadcast (Ploumidis et al. 2023 Eq. 1, binomial tree, 4 ranks/MPSoC, 4 MPSoCs/QFDB; one-way latencies = Table 2 zero-byte values)\n");
+    let _ = writeln!(s, "{:>6} {:>20} {:>12}", "ranks", "steps (MPSoC,QFDB,mezz)", "expected_us");
+    for (n, st, l) in bcast {
+        let _ = writeln!(s, "{:>6} {:>20} {:>12.3}", n, format!("{},{},{}", st.0, st.1, st.2), l);
+    }
+    s
+}
+
+/// Abeyratne 2017 §3.5.1 numbers: (topology, average latency before saturation ns, saturation
+/// packets/ns/node).
+const THESIS_FIG_3_11: [(&str, f64, f64); 7] = [
+    ("mesh", 16.8, 0.14),
+    ("cmesh-low", 9.6, 0.07),
+    ("cmesh-high", 10.8, 0.04),
+    ("fbfly", 7.9, 0.044),
+    ("superstar", 9.3, 0.18),
+    ("superstarx", 9.5, 0.20),
+    ("superring", 10.6, 0.01),
+];
+
+fn bench_cfg(quick: bool) -> SimConfig {
+    SimConfig {
+        warmup_cycles: if quick { 500 } else { 1000 },
+        measure_cycles: if quick { 1500 } else { 3000 },
+        drain_cycles_max: if quick { 6000 } else { 12000 },
+        ..SimConfig::default()
+    }
+}
+
+fn check(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    let cfg = bench_cfg(a.quick);
+    let points = if a.quick { 6 } else { 10 };
+    let mut md = bench_header(&a, &cfg, points);
+    let results = uniform_section(&mut md, &cfg, points)?;
+    static_section(&mut md, &results);
+    let gr = superstar_gr_section(&mut md, &cfg, points)?;
+    let rows = exanest_section(&mut md)?;
+    let speed = speed_section(&mut md, &cfg, a.quick)?;
+    if let Some(dir) = &a.plot_dir {
+        std::fs::create_dir_all(dir)?;
+        plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
+        plot_curves(&dir.join("netsim-superstar-gr.png"), "Super-Star with 1-8 global routers", &gr)?;
+        let _ = writeln!(
+            md,
+            "\nPlots: `{}`, `{}`.",
+            dir.join("netsim-uniform.png").display(),
+            dir.join("netsim-superstar-gr.png").display()
+        );
+    }
+    if a.json {
+        let v = serde_json::json!({"uniform": results, "superstar_gr": gr, "exanest": rows, "cycles_per_second_mesh8x8": speed.cycles_per_second, "sweep_speedup": speed.sweep_speedup});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{md}");
+    }
+    if let Some(out) = &a.markdown {
+        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if let Some(doc) = &a.doc {
+        crate::harness::docs::replace_generated(doc, "nam-bench sim", "nam sim bench", &md)?;
+    }
+    Ok(())
+}
+
+/// The title, the command that writes the page and the machine it was measured on.
+fn bench_header(a: &BenchArgs, cfg: &SimConfig, points: usize) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# nam-netsim benchmark\n");
+    let _ = writeln!(
+        md,
+        "Generated by `nam-bench sim{}` (driver: `bench/netsim.sh`); do not edit by hand.\n",
+        if a.quick { " --quick" } else { "" }
+    );
+    let _ = writeln!(
+        md,
+        "Machine: {}. Window: {} warm-up + {} measured reference cycles, seed {}, {} sweep points per topology.\n",
+        crate::harness::machine::describe(),
+        cfg.warmup_cycles,
+        cfg.measure_cycles,
+        cfg.seed,
+        points
+    );
+    md
+}
+
+/// Abeyratne 2017's topologies on the 24x24 layout under uniform random traffic, against the
+/// analytic bounds and the thesis's numbers (§3.5.1, Fig. 3.11).
+fn uniform_section(md: &mut String, cfg: &SimConfig, points: usize) -> Result<Vec<SweepResult>> {
+    let mut results = Vec::new();
+    for (name, _, _) in THESIS_FIG_3_11 {
+        let t = build(name, &TopologyParams::default())?;
+        eprintln!("sweeping {name} ...");
+        results.push(sweep(&t, cfg, &[], points)?);
+    }
+    let _ = writeln!(md, "## Abeyratne 2017 topologies, uniform random traffic (Abeyratne 2017 §3.5.1, Fig. 3.11)\n");
+    let _ = writeln!(md, "| topology | zero-load sim (ns) | analytic (ns) | error | within 5% | saturation (pkt/ns/node) | channel-load bound | sat/bound | below bound | avg latency before saturation (ns) | Abeyratne 2017 latency (ns) | Abeyratne 2017 saturation | sat ours/thesis |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (r, (_, thesis_lat, thesis_sat)) in results.iter().zip(THESIS_FIG_3_11) {
+        let bound = r.analytic.channel_load_bound_packets_per_ns_per_node;
+        let err = r.zero_load_error.unwrap_or(f64::INFINITY);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.2} | {:.1}% | {} | {:.4} | {:.4} | {:.2} | {} | {} | {} | {} | {:.2} |",
+            r.topology,
+            fmt_opt(r.zero_load_latency_ns, 2),
+            r.analytic.zero_load_latency_ns,
+            100.0 * err,
+            check(err <= 0.05),
+            r.saturation_packets_per_ns_per_node,
+            bound,
+            r.saturation_packets_per_ns_per_node / bound,
+            check(r.saturation_packets_per_ns_per_node < bound),
+            fmt_opt(r.avg_latency_before_saturation_ns, 2),
+            thesis_lat,
+            thesis_sat,
+            r.saturation_packets_per_ns_per_node / thesis_sat
+        );
+    }
+    saturation_ordering(md, &results);
+    Ok(results)
+}
+
+/// The ordering of saturation throughput Abeyratne 2017 reports, checked on `results`.
+fn saturation_ordering(md: &mut String, results: &[SweepResult]) {
+    let sat =
+        |n: &str| results.iter().find(|r| r.topology == n).map(|r| r.saturation_packets_per_ns_per_node).unwrap_or(0.0);
+    let lat = |n: &str| {
+        results
+            .iter()
+            .find(|r| r.topology == n)
+            .and_then(|r| r.avg_latency_before_saturation_ns)
+            .unwrap_or(f64::INFINITY)
+    };
+    let order1 = sat("superstarx") >= sat("superstar");
+    let order2 = sat("superstar") > sat("mesh");
+    let order3 = ["cmesh-low", "cmesh-high", "fbfly"].iter().all(|n| sat("mesh") > sat(n));
+    let order4 = ["mesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx"]
+        .iter()
+        .all(|n| sat("superring") < sat(n));
+    let gain = 1.0 - lat("superstar") / lat("mesh");
+    let _ = writeln!(md, "\nOrdering of saturation throughput (Abeyratne 2017: Super-StarX >= Super-Star > mesh > cmesh and fbfly; Super-Ring lowest):\n");
+    let _ =
+        writeln!(md, "- Super-StarX {:.4} >= Super-Star {:.4}: {}", sat("superstarx"), sat("superstar"), check(order1));
+    let _ = writeln!(md, "- Super-Star {:.4} > mesh {:.4}: {}", sat("superstar"), sat("mesh"), check(order2));
+    let _ = writeln!(
+        md,
+        "- mesh {:.4} > cmesh-low {:.4}, cmesh-high {:.4}, fbfly {:.4}: {}",
+        sat("mesh"),
+        sat("cmesh-low"),
+        sat("cmesh-high"),
+        sat("fbfly"),
+        check(order3)
+    );
+    let _ = writeln!(md, "- Super-Ring {:.4} lowest: {}", sat("superring"), check(order4));
+    let _ = writeln!(md, "- Super-Star latency before saturation {:.2} ns vs mesh {:.2} ns: {:.0}% lower (need >= 30%; Abeyratne 2017: 9.3 vs 16.8 ns = 45%): {}\n", lat("superstar"), lat("mesh"), 100.0 * gain, check(gain >= 0.30));
+}
+
+/// Static properties against Abeyratne 2017 Table 3.2 / 3.3.
+fn static_section(md: &mut String, results: &[SweepResult]) {
+    let _ = writeln!(md, "## Static properties (Abeyratne 2017 Table 3.2, Table 3.3)\n");
+    let _ = writeln!(md, "| topology | routers L/G | radix L/G | clock L/G (GHz) | avg link L/G (mm) | area est. (mm^2) | bisection wires |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for r in results {
+        let m = &r.summary;
+        let _ = writeln!(
+            md,
+            "| {} | {}/{} | {}/{} | {:.2}/{:.2} | {:.2}/{:.2} | {:.2} | {} |",
+            m.topology,
+            m.local_routers,
+            m.global_routers,
+            m.local_radix,
+            m.global_radix,
+            m.local_freq_ghz,
+            m.global_freq_ghz,
+            m.avg_local_link_mm,
+            m.avg_global_link_mm,
+            m.area_mm2,
+            m.bisection_wires
+        );
+    }
+}
+
+/// Super-Star with 1..8 global routers (Abeyratne 2017 Fig. 3.14).
+fn superstar_gr_section(md: &mut String, cfg: &SimConfig, points: usize) -> Result<Vec<SweepResult>> {
+    let _ = writeln!(md, "\n## Super-Star throughput against global routers (Abeyratne 2017 Fig. 3.14)\n");
+    let _ = writeln!(md, "| global routers | saturation (pkt/ns/node) | channel-load bound | zero-load (ns) |");
+    let _ = writeln!(md, "|---|---|---|---|");
+    let mut gr = Vec::new();
+    for g in [1usize, 2, 4, 8] {
+        let t = build("superstar", &TopologyParams { global_routers: Some(g), ..Default::default() })?;
+        eprintln!("sweeping superstar GR{g} ...");
+        let mut r = sweep(&t, cfg, &[], points)?;
+        r.topology = format!("superstar-GR{g}");
+        let _ = writeln!(
+            md,
+            "| {g} | {:.4} | {:.4} | {} |",
+            r.saturation_packets_per_ns_per_node,
+            r.analytic.channel_load_bound_packets_per_ns_per_node,
+            fmt_opt(r.zero_load_latency_ns, 2)
+        );
+        gr.push(r);
+    }
+    let grows =
+        gr.windows(2).all(|w| w[1].saturation_packets_per_ns_per_node > w[0].saturation_packets_per_ns_per_node);
+    let _ = writeln!(md, "\nThroughput grows with the number of global routers: {}\n", check(grows));
+    Ok(gr)
+}
+
+/// Ploumidis et al. 2023's ExaNeSt path latency model (§6.1.1, Table 2).
+fn exanest_section(md: &mut String) -> Result<Vec<ExanestRow>> {
+    let rows = exanest_rows()?;
+    let inter = rows.iter().find(|r| r.path == "Inter-mezz(3,1,2)").map(|r| r.model_us).unwrap_or(0.0);
+    let _ = writeln!(md, "## ExaNeSt path latency model (Ploumidis et al. 2023 §6.1.1, Table 2)\n");
+    let _ = writeln!(md, "Inter-mezz(3,1,2): model {inter:.3} us; Ploumidis et al. 2023's own prediction 2.615 us (ratio {:.4}): {}; measured 2.555 us.\n", inter / 2.615, check((inter - 2.615).abs() < 1e-9));
+    md.push_str("```\n");
+    let bc: Vec<(u32, (u32, u32, u32), f64)> = Vec::new();
+    md.push_str(exanest_table(&rows, &bc).split("\nBroadcast").next().unwrap_or(""));
+    md.push_str("```\n\n");
+    Ok(rows)
+}
+
+/// What the speed section measured, for `--json`.
+struct Speed {
+    cycles_per_second: f64,
+    sweep_speedup: f64,
+}
+
+/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle, and a sweep on one thread against
+/// the same sweep on every core (the baseline in the same run).
+fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed> {
+    let mesh8 = build("mesh", &TopologyParams { tiles: 8, ..Default::default() })?;
+    let speed_cfg = SimConfig {
+        injection: Injection::FlitsPerNodePerCycle(0.3),
+        warmup_cycles: 2000,
+        measure_cycles: if quick { 10_000 } else { 40_000 },
+        ..SimConfig::default()
+    };
+    let t0 = Instant::now();
+    let r = nam_netsim::run(&mesh8, &speed_cfg)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let cps = r.simulated_cycles as f64 / secs;
+    let mesh24 = build("mesh", &TopologyParams::default())?;
+    let t1 = Instant::now();
+    let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, cfg, &[], 4))?;
+    let seq_s = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let par = sweep(&mesh24, cfg, &[], 4)?;
+    let par_s = t2.elapsed().as_secs_f64();
+    let same = serde_json::to_string(&seq.curve)? == serde_json::to_string(&par.curve)?;
+    let _ = writeln!(md, "## Simulator speed\n");
+    let _ = writeln!(md, "| measurement | value |\n|---|---|");
+    let _ = writeln!(md, "| 8x8 mesh, 0.3 flits/node/cycle: simulated cycles | {} |", r.simulated_cycles);
+    let _ = writeln!(md, "| wall time (s) | {secs:.3} |");
+    let _ = writeln!(md, "| **simulated cycles per second** | {cps:.0} |");
+    let _ = writeln!(md, "| router-cycles per second | {:.0} |", r.router_ticks as f64 / secs);
+    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, s) | {seq_s:.2} |");
+    let _ = writeln!(md, "| same sweep on all cores (rayon, s) | {par_s:.2} |");
+    let _ = writeln!(md, "| speed-up (baseline / parallel) | {:.2} |", seq_s / par_s);
+    let _ = writeln!(md, "| parallel results identical to sequential | {} |", check(same));
+    Ok(Speed { cycles_per_second: cps, sweep_speedup: seq_s / par_s })
+}
