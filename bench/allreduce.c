@@ -1,5 +1,5 @@
 /*
- * allreduce.c: the MPI driver of `nam bench allreduce` (osu_allreduce-style). Each rank
+ * allreduce.c: the MPI driver of `nam-bench allreduce` (osu_allreduce-style). Each rank
  * times MPI_Allreduce and nam_allreduce (float sum) on the same vectors in one run: per size,
  * several repeats, each a timed loop of MPI_Allreduce then one of nam_allreduce (so a change
  * of the machine's load hits both); a repeat's latency is the average over ranks of their
@@ -8,7 +8,7 @@
  *   RESULT <bytes> <ranks> <nam_us> <mpi_us> <repeats> <iterations per repeat>
  *
  * and checks that both give the same result. Arguments: min_bytes max_bytes. The memory
- * server comes from NAM_SERVERS. `nam bench allreduce` builds and launches this with mpirun.
+ * server comes from NAM_SERVERS. `nam-bench allreduce` builds and launches this with mpirun.
  *
  * Failures are agreed (agree_or_exit): every rank contributes whether its nam calls succeeded
  * before the next MPI collective, so no rank enters one alone; on a failure every rank prints

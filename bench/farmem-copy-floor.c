@@ -6,7 +6,7 @@
 // Paging copies every page that comes in (from the server's memory into a local page; over
 // UCX shared memory, from a shared mapping: one copy, UFFDIO_COPY) and every dirty page that
 // goes out (one copy back, with streaming stores). SAXPY (y = a x + y over float arrays x and
-// y, four passes, like `nam farmem-bench --workload saxpy`) on arrays twice the budget must
+// y, four passes, like `nam-bench farmem --workload saxpy`) on arrays twice the budget must
 // bring in, each pass, at least the half of x and of y that is not resident, and write back
 // the half of y it brings in, whatever the replacement. Two floors are printed: the local
 // pass plus those copies, over the local pass (one core does both, as in signal mode), and

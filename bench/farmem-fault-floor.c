@@ -1,5 +1,5 @@
 // The floor of a 4 KiB userfaultfd page fault on this machine, without nam: how much of a
-// remote fault (`nam farmem-bench --workload fault-latency`) the kernel's fault delivery and
+// remote fault (`nam-bench farmem --workload fault-latency`) the kernel's fault delivery and
 // page installation cost alone. The "fetch" is a copy from a hot local buffer.
 //
 //   gcc -O2 -o /tmp/fault-floor bench/farmem-fault-floor.c -lpthread

@@ -2,7 +2,7 @@
 """How much could a better replacement policy save paged friends-of-friends? (issue 8)
 
 A model, not a measurement of nam: it rebuilds the benchmark's FoF graph at --scale 0.5
-(`nam farmem-bench --workload fof`: Chung-Lu, 100,000 users, 1,500,000 friendships, Zipf-like
+(`nam-bench farmem --workload fof`: Chung-Lu, 100,000 users, 1,500,000 friendships, Zipf-like
 weights 1/(i+10)^0.8, CSR `offsets` then `neighbors`, u32 each; Python's RNG, so the same
 distribution, not the same graph), replays the 4 KiB pages its 1,000 queries touch, and counts
 the misses of several policies with half of the pages resident (the 50% rows), and of

@@ -1,6 +1,6 @@
 // The floor of a 4 KiB fetch over TCP on loopback on this machine, without UCX or nam: a
 // 64-byte request and a 4 KiB + 64-byte reply between two processes over one TCP
-// connection (TCP_NODELAY), what a remote page fault over UCX TCP (`nam farmem-bench
+// connection (TCP_NODELAY), what a remote page fault over UCX TCP (`nam-bench farmem
 // --workload fault-latency --transport tcp`) pays at least for its transfer.
 //
 //   gcc -O2 -o /tmp/tcp-floor bench/farmem-tcp-floor.c

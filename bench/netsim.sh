@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 cargo build --release -p nam-bench
 target="${CARGO_TARGET_DIR:-target}"
 mkdir -p docs/img
-"$target/release/nam-bench" sim --markdown docs/benchmarks-netsim.md --doc docs/netsim.md --plot docs/img "$@"
+"$target/release/nam-bench" sim --markdown docs/benchmarks-netsim.md --plot docs/img "$@"
 "$target/release/nam-bench" sim exanest-latency --plot docs/img/netsim-exanest.png

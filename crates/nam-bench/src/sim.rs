@@ -143,10 +143,6 @@ struct BenchArgs {
     /// Directory for the PNG plots.
     #[arg(long = "plot", alias = "plot-dir", value_name = "DIR")]
     plot_dir: Option<PathBuf>,
-    /// Also replace the generated block of this document (between the `BEGIN GENERATED` and
-    /// `END GENERATED` markers), e.g. docs/netsim.md.
-    #[arg(long)]
-    doc: Option<PathBuf>,
     /// Print JSON instead of the report.
     #[arg(long)]
     json: bool,
@@ -557,9 +553,6 @@ fn bench(a: BenchArgs) -> Result<()> {
     }
     if let Some(out) = &a.markdown {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
-    }
-    if let Some(doc) = &a.doc {
-        crate::harness::docs::replace_generated(doc, "nam-bench sim", "nam sim bench", &md)?;
     }
     Ok(())
 }

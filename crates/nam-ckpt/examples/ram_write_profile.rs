@@ -3,7 +3,7 @@
 //! wall time and of CPU time (which leaves out time the process waited for a core on a loaded
 //! machine). `ONLY=par` or `ONLY=nopar` runs one of the two layouts (16+2 parity, none);
 //! `CHUNK=bytes` sets the chunk size (default 64 KiB). A profiling aid, not the benchmark:
-//! `nam ckpt-policy-bench` measures the target under MPI.
+//! `nam-bench ckpt-policy` measures the target under MPI.
 
 use nam_ckpt::format::{self, ChunkParity, Footer, WriteOptions};
 use std::time::Instant;

@@ -51,7 +51,7 @@
 //! # Ok::<(), nam_ckpt::CkptError>(())
 //! ```
 //!
-//! A redundancy scheme on its own (what `nam ckpt-check redundancy` does):
+//! A redundancy scheme on its own (what `nam-bench ckpt-check redundancy` does):
 //!
 //! ```no_run
 //! use nam_ckpt::{redundancy, Comm, RedundancyConfig, Scheme, Target};

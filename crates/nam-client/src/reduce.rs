@@ -117,7 +117,7 @@ impl ReduceGroup {
         client.put(a, self.layout.deposit_at(self.rank), data)?;
         client.put(a, self.layout.descriptor_at(self.rank), &descriptor.encode())?;
         // A deposit above the direct path's crossover went by UCX RMA: complete it at the
-        // server before the arrival is counted (found by nam bench allreduce: 1 MiB on 8
+        // server before the arrival is counted (found by nam-bench allreduce: 1 MiB on 8
         // ranks read a half-written deposit).
         if !client.takes_direct_path(a, data.len()) {
             client.flush_server(a.server)?;

@@ -1,4 +1,4 @@
-//! Measurements behind `nam ecc-sim --bench`, each with a baseline run in the same process.
+//! Measurements behind `nam-bench ecc`, each with a baseline run in the same process.
 //!
 //! * [`rs19_throughput`]: RS(19,16) encode + decode of a real buffer on one core, table-driven
 //!   ([`StrongCode`]) against the textbook encoder/syndromes with the bit-serial multiply
@@ -197,7 +197,7 @@ pub struct RowRate {
     pub trials_per_s: f64,
 }
 
-/// Everything `nam ecc-sim --bench` measures.
+/// Everything `nam-bench ecc` measures.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BenchReport {
     /// CPU model, from /proc/cpuinfo where available.

@@ -19,7 +19,7 @@ pub const CHUNK_TRIALS: u64 = 1 << 14;
 /// chunk index that keys each random stream, stay far from overflow.
 pub const TRIALS_MAX: u64 = 1 << 40;
 
-/// Least time each RS(19,16) throughput measurement of `nam sim ecc --bench` runs: 2 s, long
+/// Least time each RS(19,16) throughput measurement of `nam-bench ecc` runs: 2 s, long
 /// enough for a stable rate on a loaded machine.
 pub const THROUGHPUT_MIN_TIME: Duration = Duration::from_secs(2);
 

@@ -6,7 +6,7 @@
 //! wake again, far more than the fault itself. On the benchmark machine (a 2-vCPU virtual
 //! machine whose cpuidle driver halts the vCPU) a thread-mode fault over shared memory took
 //! 15.9 us; with a bound of 0 us held, so that idle cores poll instead of halting, 6.0 us,
-//! against 5.5 us in signal mode (`nam farmem-bench --workload fault-latency --fault-mode
+//! against 5.5 us in signal mode (`nam-bench farmem --workload fault-latency --fault-mode
 //! thread,signal` without and with `--cpu-latency-us 0`, docs/farmem.md).
 //!
 //! The bound is the documented interface of Linux's PM QoS ("CPU latency QoS"): a process
@@ -14,7 +14,7 @@
 //! core in states that wake within it for as long as the file stays open (the lowest of all
 //! open requests wins). It costs power, and on a virtual machine the host's cycles, while
 //! cores idle, so it is opt-in: [`crate::PagerConfig::cpu_latency_us`] holds one for a
-//! region's lifetime, and `nam farmem-bench --cpu-latency-us` for a whole benchmark (the
+//! region's lifetime, and `nam-bench farmem --cpu-latency-us` for a whole benchmark (the
 //! local runs included, so the ratios compare like with like). Writing the device needs
 //! root, or write access given to it (a udev rule), as tuned's latency profiles do.
 

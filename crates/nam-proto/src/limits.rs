@@ -61,7 +61,7 @@ pub const CKPT_NAME_SUFFIX_LEN_MAX: usize = 16;
 
 /// Default segment of one RMA GET: measured on this project's machines, 256 KiB segments
 /// pull at several times the rate of the 496-byte packet payload of Schmidt 2017 §4.2.4
-/// (`nam ckpt-bench --segment-sweep`).
+/// (`nam-bench ckpt --segment-sweep`).
 pub const CKPT_SEGMENT_DEFAULT: u32 = 256 * 1024;
 /// Default GETs in flight per rank: enough to keep the link busy while one completes,
 /// few enough that a group's ranks share the server's worker fairly.

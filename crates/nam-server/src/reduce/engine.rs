@@ -96,7 +96,7 @@ impl Engine for ReduceEngine {
 
 /// The groups whose memory is still theirs: a broken group's allocation may have been
 /// freed and handed to another group (writing a flag there corrupted its deposits:
-/// allreduce results differed from MPI's under `nam bench allreduce`).
+/// allreduce results differed from MPI's under `nam-bench allreduce`).
 fn live_groups<'r>(reducer: &'r mut Reducer, manager: &'r Manager) -> impl Iterator<Item = &'r mut Group> {
     reducer.groups_mut().filter(move |g| !g.broken && manager.is_live(g.handle))
 }
