@@ -22,5 +22,5 @@ cargo build --release -q -p nam-bench
 NAM="${CARGO_TARGET_DIR:-target}/release/nam-bench"
 mkdir -p docs/img
 "$NAM" ckpt-incr --mib "$MIB" --intervals "$INTERVALS" --repeat "$REPEAT" --compute "$COMPUTE" --dir "$DIR" \
-  --plot docs/img/ckpt-incr.png --report "$OUT"
+  --plot docs/img/ckpt-incr.png --markdown "$OUT"
 echo "wrote $OUT and docs/img/ckpt-incr.png"

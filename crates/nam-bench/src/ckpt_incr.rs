@@ -47,9 +47,9 @@ pub struct CkptIncrBenchArgs {
     /// Write a PNG plot of the overheads.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// Write a Markdown report.
-    #[arg(long)]
-    report: Option<PathBuf>,
+    /// Write a Markdown report (`--report` is the older name).
+    #[arg(long, alias = "report")]
+    markdown: Option<PathBuf>,
 }
 
 const WORKLOADS: [&str; 5] = ["streaming", "sparse-random", "hot-reuse", "sweep-cold", "heat-stencil"];
@@ -326,7 +326,7 @@ pub fn run(args: CkptIncrBenchArgs) -> Result<()> {
     if let Some(path) = &args.plot {
         plot_rows(path, &rows, &workloads)?;
     }
-    if let Some(path) = &args.report {
+    if let Some(path) = &args.markdown {
         std::fs::write(path, report(&args, &text))?;
     }
     Ok(())

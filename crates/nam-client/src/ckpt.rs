@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use nam_proto::ckpt::*;
 use nam_proto::{Reply, Request, Status};
 use nam_ucx::MemRegion;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where the server writes a restore this rank asked for ([`CkptMember::restore_own`]).
@@ -77,9 +78,28 @@ pub fn node_id() -> String {
     std::env::var("NAM_NODE_ID").unwrap_or_else(|_| nam_proto::host_id().split('/').next().unwrap_or("").to_string())
 }
 
+/// How a member holds its client: borrowed ([`Client::ckpt_join`]) or shared
+/// ([`Client::ckpt_join_shared`], for a member that lives as long as its owner wants, such as
+/// a checkpoint library's scheme that holds the client itself).
+#[derive(Clone)]
+enum ClientRef<'c> {
+    Borrowed(&'c Client),
+    Shared(Arc<Client>),
+}
+
+impl std::ops::Deref for ClientRef<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        match self {
+            ClientRef::Borrowed(client) => client,
+            ClientRef::Shared(client) => client,
+        }
+    }
+}
+
 /// One rank's membership of a checkpoint group.
 pub struct CkptMember<'c> {
-    client: &'c Client,
+    client: ClientRef<'c>,
     spec: GroupSpec,
     rank: u32,
     group_id: u64,
@@ -110,7 +130,20 @@ impl Client {
     /// `buffer_len` bytes mapped for the server to pull. A replacement rank that does not
     /// know its size yet passes 0, restores, then [`CkptMember::resize`]s.
     pub fn ckpt_join(&self, spec: &GroupSpec, rank: u32, buffer_len: usize) -> Result<CkptMember<'_>> {
-        let mut member = CkptMember::new(self, spec, rank, false)?;
+        let mut member = CkptMember::new(ClientRef::Borrowed(self), spec, rank, false)?;
+        member.register(BufferSource::Mapped(buffer_len))?;
+        Ok(member)
+    }
+
+    /// As [`Client::ckpt_join`], the member holding a share of the client instead of a
+    /// borrow, so it can live beside the client in one owner.
+    pub fn ckpt_join_shared(
+        self: &Arc<Self>,
+        spec: &GroupSpec,
+        rank: u32,
+        buffer_len: usize,
+    ) -> Result<CkptMember<'static>> {
+        let mut member = CkptMember::new(ClientRef::Shared(Arc::clone(self)), spec, rank, false)?;
         member.register(BufferSource::Mapped(buffer_len))?;
         Ok(member)
     }
@@ -127,20 +160,40 @@ impl Client {
     /// where it does not, UCX emulates them with messages this process answers (the waits
     /// of this member progress for them).
     pub fn ckpt_join_in<'m>(&'m self, spec: &GroupSpec, rank: u32, buffer: &'m mut [u8]) -> Result<CkptMember<'m>> {
+        Self::check_in_place(buffer)?;
+        let mut member = CkptMember::new(ClientRef::Borrowed(self), spec, rank, true)?;
+        member.register(BufferSource::InPlace(buffer.as_mut_ptr(), buffer.len()))?;
+        Ok(member)
+    }
+
+    /// As [`Client::ckpt_join_in`], the member holding a share of the client instead of a
+    /// borrow (the buffer must then live for the program: `'static`).
+    pub fn ckpt_join_in_shared(
+        self: &Arc<Self>,
+        spec: &GroupSpec,
+        rank: u32,
+        buffer: &'static mut [u8],
+    ) -> Result<CkptMember<'static>> {
+        Self::check_in_place(buffer)?;
+        let mut member = CkptMember::new(ClientRef::Shared(Arc::clone(self)), spec, rank, true)?;
+        member.register(BufferSource::InPlace(buffer.as_mut_ptr(), buffer.len()))?;
+        Ok(member)
+    }
+
+    /// Refuses an empty in-place buffer.
+    fn check_in_place(buffer: &[u8]) -> Result<()> {
         if buffer.is_empty() {
             return Err(Error::InvalidArgument(
                 "an application's checkpoint buffer must not be empty (a replacement that does not know its size joins with ckpt_join and 0 bytes)",
             ));
         }
-        let mut member = CkptMember::new(self, spec, rank, true)?;
-        member.register(BufferSource::InPlace(buffer.as_mut_ptr(), buffer.len()))?;
-        Ok(member)
+        Ok(())
     }
 }
 
 impl<'c> CkptMember<'c> {
     /// A member of `spec` not joined yet.
-    fn new(client: &'c Client, spec: &GroupSpec, rank: u32, in_place: bool) -> Result<CkptMember<'c>> {
+    fn new(client: ClientRef<'c>, spec: &GroupSpec, rank: u32, in_place: bool) -> Result<CkptMember<'c>> {
         if spec.server >= client.server_count() {
             return Err(Error::InvalidArgument("checkpoint group on a server index that is not configured"));
         }
@@ -554,7 +607,7 @@ impl<'c> CkptMember<'c> {
         if self.len as u64 != len {
             self.resize(len as usize)?;
         }
-        let client = self.client;
+        let client = self.client.clone();
         client.get(restored, 0, self.buffer_mut()?)?;
         client.free(restored)
     }

@@ -59,22 +59,9 @@ pub struct NamXor {
     /// Wall seconds of this rank's last own restore, from asking the server to holding the
     /// verified bytes (only on the rank that was lost).
     restore_seconds: Option<f64>,
-    // Field order: the member, which borrows the client (see `detach`), is dropped first.
+    /// This rank's membership; it holds its own share of `client`.
     member: Option<CkptMember<'static>>,
     client: Arc<Client>,
-}
-
-/// Extends a member's borrow of the scheme's client to the scheme's life.
-///
-/// # Safety
-/// `member` must borrow the [`Client`] inside `NamXor::client` and be stored in
-/// `NamXor::member`: that client lives in the heap allocation of an [`Arc`] the scheme holds,
-/// which neither moves nor is freed while the scheme lives; `member` is declared before
-/// `client`, so it is dropped first; and no `CkptMember<'static>` leaves the scheme (its
-/// methods hand out borrows tied to `&self`).
-unsafe fn detach(member: CkptMember<'_>) -> CkptMember<'static> {
-    // SAFETY: the types differ only in the lifetime; the caller keeps the borrow valid.
-    unsafe { std::mem::transmute::<CkptMember<'_>, CkptMember<'static>>(member) }
 }
 
 fn client_error(what: &str) -> impl Fn(nam_client::Error) -> CkptError + '_ {
@@ -168,9 +155,9 @@ impl NamXor {
             m.resize(len).map_err(client_error("resizing the group buffer"))?;
         }
         if self.member.is_none() {
-            let member = self.client.ckpt_join(&self.spec, me, len).map_err(client_error("joining the group"))?;
-            // SAFETY: the member borrows `self.client` and is kept in `self.member` (`detach`).
-            self.member = Some(unsafe { detach(member) });
+            let member =
+                self.client.ckpt_join_shared(&self.spec, me, len).map_err(client_error("joining the group"))?;
+            self.member = Some(member);
         }
         Ok(self.member.as_mut().expect("joined"))
     }
@@ -192,10 +179,9 @@ impl NamXor {
             return Err(CkptError::Config("NAM-XOR: this rank has joined its group already".into()));
         }
         let me = self.me();
-        let member = self.client.ckpt_join_in(&self.spec, me, buffer).map_err(client_error("joining the group"))?;
-        // SAFETY: the member borrows `self.client` (and the application's `'static` buffer)
-        // and is kept in `self.member` (`detach`).
-        self.member = Some(unsafe { detach(member) });
+        let member =
+            self.client.ckpt_join_in_shared(&self.spec, me, buffer).map_err(client_error("joining the group"))?;
+        self.member = Some(member);
         Ok(())
     }
 
