@@ -8,7 +8,8 @@
 //! It is summed over every source and destination weighted by the traffic pattern (and over the
 //! global routers Super-Star's round-robin rotates through).
 
-use crate::constants::CLOCK_PHASES;
+use crate::config::SimConfig;
+use crate::constants::{CLOCK_PHASES, TERMINAL_DELAY_CYCLES_DEFAULT};
 use crate::error::Result;
 use crate::physical;
 use crate::routing::{RouteState, Router};
@@ -57,11 +58,12 @@ fn path(
     src: usize,
     dst: usize,
     pick: usize,
+    terminal: u64,
 ) -> (u64, Vec<Stage>, Vec<usize>) {
     let nch = topo.channels.len();
     let mut r = topo.nodes[src].router;
     let inj_delay = physical::wire_delay_ps(topo.nodes[src].link_length_mm);
-    let inj = periods[r] * cycles(inj_delay, periods[r]);
+    let inj = periods[r] * (terminal + cycles(inj_delay, periods[r]));
     let mut st = RouteState::new();
     let mut wires = vec![nch + 2 * src];
     let mut stages = Vec::new();
@@ -105,17 +107,24 @@ fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usiz
     arrivals[flits - 1] - t0
 }
 
+/// The router and interface parameters the zero-load model follows.
+struct Pipeline {
+    flits: usize,
+    terminal: u64,
+}
+
 /// Average contention-free latency (ps) over start phases, and routers traversed.
 fn walk(
     topo: &Topology,
     router: &Router,
     periods: &[u64],
-    flits: usize,
+    pipe: &Pipeline,
     src: usize,
     dst: usize,
     pick: usize,
 ) -> (f64, usize, Vec<usize>) {
-    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick);
+    let flits = pipe.flits;
+    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick, pipe.terminal);
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
     let phases = if single_clock { 1 } else { CLOCK_PHASES };
@@ -136,8 +145,20 @@ fn picks(topo: &Topology) -> usize {
     }
 }
 
-/// Computes the zero-load latency and channel-load bound of `topo` under `traffic`.
+/// Computes the zero-load latency and channel-load bound of `topo` under `traffic`, with the
+/// default router pipeline and terminal interface.
 pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_flits: usize) -> Result<AnalyticModel> {
+    analyze_pipeline(topo, traffic, vcs, &Pipeline { flits: packet_flits, terminal: TERMINAL_DELAY_CYCLES_DEFAULT })
+}
+
+/// [`analyze`] for the traffic, VCs, packet size and pipeline of `cfg`.
+pub fn analyze_config(topo: &Topology, cfg: &SimConfig) -> Result<AnalyticModel> {
+    let pipe = Pipeline { flits: cfg.packet_flits, terminal: cfg.terminal_delay_cycles };
+    analyze_pipeline(topo, &cfg.traffic, cfg.vcs, &pipe)
+}
+
+fn analyze_pipeline(topo: &Topology, traffic: &TrafficPattern, vcs: usize, pipe: &Pipeline) -> Result<AnalyticModel> {
+    let packet_flits = pipe.flits;
     let router = Router::new(topo, vcs)?;
     let periods: Vec<u64> = topo.routers.iter().map(|r| period_ps(r.freq_ghz)).collect();
     let nch = topo.channels.len();
@@ -148,7 +169,7 @@ pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_fli
         for (dst, w) in traffic.distribution(topo, src) {
             for pick in 0..npick {
                 let wp = w / npick as f64;
-                let (lat, routers, wires) = walk(topo, &router, &periods, packet_flits, src, dst, pick);
+                let (lat, routers, wires) = walk(topo, &router, &periods, pipe, src, dst, pick);
                 lat_sum += wp * lat;
                 routers_sum += wp * routers as f64;
                 weight_sum += wp;

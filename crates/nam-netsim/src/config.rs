@@ -1,8 +1,10 @@
 //! Simulation parameters and results.
 
+pub use crate::alloc::AllocatorKind;
 use crate::constants::{
-    DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, VCS_DEFAULT,
-    VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
+    ALLOC_ITERS_DEFAULT, ALLOC_ITERS_MAX, DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT,
+    LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, TERMINAL_DELAY_CYCLES_DEFAULT,
+    VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
 };
 pub use crate::constants::{PACKET_FLITS_MAX, RUN_CYCLES_MAX, VCS_MAX, VC_DEPTH_MAX};
 use crate::error::{invalid, Result};
@@ -43,6 +45,22 @@ pub struct SimConfig {
     pub generate_during_drain: bool,
     /// Random seed; the same seed gives the same result.
     pub seed: u64,
+    /// VC allocator (BookSim2 `vc_allocator`); default separable input-first.
+    pub vc_allocator: AllocatorKind,
+    /// Switch allocator (BookSim2 `sw_allocator`); default separable input-first
+    /// ([`AllocatorKind::IndexPreferred`] is a VC allocator only).
+    pub sw_allocator: AllocatorKind,
+    /// Iterations of an iSLIP allocator (BookSim2 `alloc_iters`).
+    pub alloc_iters: usize,
+    /// Cycles of the source router's clock from a packet's generation to its head flit
+    /// entering the injection link (default 1, the usual terminal model; 0 is nam-netsim's
+    /// earlier, one cycle shorter terminal interface).
+    pub terminal_delay_cycles: u64,
+    /// A stable run's average latency must stay within this multiple of the zero-load latency.
+    pub latency_bound_factor: f64,
+    /// Zero-load latency (ns) the latency bound is relative to; `None`: the run computes it
+    /// from the analytic model (a sweep passes the figure it already has).
+    pub zero_load_latency_ns: Option<f64>,
 }
 
 impl Default for SimConfig {
@@ -59,6 +77,12 @@ impl Default for SimConfig {
             deadlock_cycles: DEADLOCK_CYCLES_DEFAULT,
             generate_during_drain: true,
             seed: 1,
+            vc_allocator: AllocatorKind::SeparableInputFirst,
+            sw_allocator: AllocatorKind::SeparableInputFirst,
+            alloc_iters: ALLOC_ITERS_DEFAULT,
+            terminal_delay_cycles: TERMINAL_DELAY_CYCLES_DEFAULT,
+            latency_bound_factor: LATENCY_BOUND_FACTOR_DEFAULT,
+            zero_load_latency_ns: None,
         }
     }
 }
@@ -85,6 +109,23 @@ impl SimConfig {
         if self.deadlock_cycles == 0 {
             return Err(invalid("deadlock_cycles", "must be > 0"));
         }
+        if self.sw_allocator == AllocatorKind::IndexPreferred {
+            return Err(invalid("sw_allocator", "index_preferred is a VC allocator only"));
+        }
+        if self.alloc_iters == 0 || self.alloc_iters > ALLOC_ITERS_MAX {
+            return Err(invalid("alloc_iters", format!("{} is outside 1..={ALLOC_ITERS_MAX}", self.alloc_iters)));
+        }
+        if self.terminal_delay_cycles > RUN_CYCLES_MAX {
+            return Err(invalid("terminal_delay_cycles", format!("at most {RUN_CYCLES_MAX}")));
+        }
+        if !(self.latency_bound_factor > 1.0 && self.latency_bound_factor.is_finite()) {
+            return Err(invalid("latency_bound_factor", format!("{} is not a factor > 1", self.latency_bound_factor)));
+        }
+        if let Some(z) = self.zero_load_latency_ns {
+            if !(z > 0.0 && z.is_finite()) {
+                return Err(invalid("zero_load_latency_ns", format!("{z} is not a latency > 0")));
+            }
+        }
         match self.injection {
             Injection::FlitsPerNodePerCycle(x) if !(0.0..=1.0).contains(&x) => {
                 Err(invalid("injection_rate", format!("{x} flits/node/cycle is outside 0-1")))
@@ -101,7 +142,8 @@ impl SimConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
-    /// All measured packets were delivered and the network accepted the offered load.
+    /// All measured packets were delivered, the accepted rate matched the offered load, the
+    /// latency stayed within its bound relative to zero load and did not drift upward.
     Stable,
     /// The network did not reach steady state (saturated): no latency number is reported.
     Unstable,

@@ -47,6 +47,7 @@
 
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod analytic;
 pub mod builders;
 pub mod config;
@@ -61,6 +62,7 @@ pub mod topofile;
 pub mod topology;
 pub mod traffic;
 
+pub use alloc::AllocatorKind;
 pub use builders::{build, TopologyParams, TOPOLOGY_NAMES};
 pub use config::{Energy, Injection, RunStatus, SimConfig, SimResult};
 pub use error::{NetsimError, Result};

@@ -11,8 +11,10 @@
 //! downstream clock. Because every transfer takes at least one period, the order in which
 //! routers tick within one instant does not matter, which makes runs deterministic.
 
+use crate::alloc::{allocate, AllocatorKind, Pointers, Request};
+use crate::analytic::analyze_config;
 use crate::config::{Energy, Injection, RunStatus, SimConfig, SimResult};
-use crate::constants::WINDOW_BACKLOG_FRACTION;
+use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_DRIFT_TOLERANCE};
 use crate::error::{invalid, Result};
 use crate::physical;
 use crate::routing::{Hop, RouteState, Router};
@@ -55,8 +57,11 @@ struct RouterState {
     ivc: Vec<InVc>,
     credits: Vec<u32>,
     ovc_busy: Vec<bool>,
-    sa_in_rr: Vec<usize>,
-    sa_out_rr: Vec<usize>,
+    /// Round-robin pointers of the VC allocator (groups: input VCs; outputs: output VCs).
+    va_ptr: Pointers,
+    /// Round-robin pointers of the switch allocator (groups: input ports; outputs: ports).
+    sa_ptr: Pointers,
+    /// Per output port: the index-preferred VC allocator's round-robin pointer.
     va_out_rr: Vec<usize>,
     pick: usize,
     buffered: u32,
@@ -122,6 +127,14 @@ pub struct Simulation<'a> {
     router_ticks: u64,
     routers_sum: u64,
     scratch: Requests,
+    reqs: Vec<Request>,
+    grants: Vec<Request>,
+    alloc_tmp: Vec<Request>,
+    /// Per half of the window (by generation time): count, sum and sum of squares of the
+    /// latencies (ps) of measured packets, for the latency-drift test.
+    halves: [(u64, f64, f64); 2],
+    /// Zero-load latency (ps) the latency bound is relative to (`None` for traces).
+    zero_load_ps: Option<f64>,
 }
 
 fn period_ps(freq_ghz: f64) -> u64 {
@@ -171,8 +184,20 @@ impl<'a> Simulation<'a> {
             router_ticks: 0,
             routers_sum: 0,
             scratch: Vec::new(),
+            reqs: Vec::new(),
+            grants: Vec::new(),
+            alloc_tmp: Vec::new(),
+            halves: [(0, 0.0, 0.0); 2],
+            zero_load_ps: None,
             cfg,
         };
+        if !matches!(sim.cfg.traffic, TrafficPattern::Trace(_)) {
+            let z = match sim.cfg.zero_load_latency_ns {
+                Some(z) => z,
+                None => analyze_config(topo, &sim.cfg)?.zero_load_latency_ns,
+            };
+            sim.zero_load_ps = Some(z * 1000.0);
+        }
         if !sim.cfg.generate_during_drain {
             sim.gen_end_ps = sim.measure_end_ps;
         }
@@ -184,7 +209,9 @@ impl<'a> Simulation<'a> {
 
     fn new_wire(&mut self, delay_ps: f64, up_period: u64, up_is_router: bool, down_period: u64, len: f64) -> usize {
         let up_cycles = pipeline_cycles(delay_ps, up_period);
-        let stage = if up_is_router { 2 } else { 0 };
+        // A router's flit spends the switch-traversal cycle after allocation before the link; a
+        // network interface's flit spends the terminal delay before it.
+        let stage = if up_is_router { 2 } else { self.cfg.terminal_delay_cycles };
         self.wires.push(Wire {
             flit_offset_ps: up_period * (stage + up_cycles),
             credit_offset_ps: down_period * pipeline_cycles(delay_ps, down_period),
@@ -213,8 +240,8 @@ impl<'a> Simulation<'a> {
                     .collect(),
                 credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
                 ovc_busy: vec![false; ports_out * v],
-                sa_in_rr: vec![0; ports_in],
-                sa_out_rr: vec![0; ports_out],
+                va_ptr: Pointers::new(ports_in * v, v, ports_out * v),
+                sa_ptr: Pointers::new(ports_in, v, ports_out),
                 va_out_rr: vec![0; ports_out],
                 pick: 0,
                 buffered: 0,
@@ -337,7 +364,7 @@ impl<'a> Simulation<'a> {
                 status = RunStatus::Deadlock;
                 break;
             }
-            if self.cfg.generate_during_drain && now >= self.measure_end_ps && !self.window_accepts_offered() {
+            if self.cfg.generate_during_drain && now >= self.measure_end_ps && !self.accepted_rate_stable() {
                 status = RunStatus::Unstable;
                 break;
             }
@@ -356,21 +383,51 @@ impl<'a> Simulation<'a> {
         self.result(status, now)
     }
 
-    /// Whether the window's accepted throughput kept up with the offered load
-    /// (all but [`WINDOW_BACKLOG_FRACTION`]); a
-    /// saturated network is declared unstable without draining.
-    fn window_accepts_offered(&self) -> bool {
+    /// Whether the window's accepted rate matched the offered load: the packets delivered in
+    /// the window fall short of those generated in it by at most [`ACCEPTED_RATE_TOLERANCE`]
+    /// plus [`ACCEPTED_RATE_SIGMAS`] Poisson standard deviations (the packets in flight at the
+    /// window's two ends differ by that much in steady state). A saturated network, whose
+    /// source queues grow, fails it at the window's end without draining.
+    fn accepted_rate_stable(&self) -> bool {
         if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
             return true;
         }
-        // Packets generated in the window vs. packets delivered in the window, allowing one
-        // packet in flight per node so that sparse low-load runs are not misjudged.
-        let backlog = self.measured_generated.saturating_sub(self.window_packets_ejected) as f64;
-        backlog <= (WINDOW_BACKLOG_FRACTION * self.measured_generated as f64).max(self.topo.node_count() as f64)
+        let generated = self.measured_generated as f64;
+        let backlog = generated - self.window_packets_ejected as f64;
+        backlog <= ACCEPTED_RATE_TOLERANCE * generated + ACCEPTED_RATE_SIGMAS * generated.sqrt()
+    }
+
+    /// Whether the measured latency converged under its bound: the average stays within
+    /// `latency_bound_factor` times the zero-load latency, and the packets generated in the
+    /// window's second half waited at most [`LATENCY_DRIFT_TOLERANCE`] (plus the noise
+    /// allowance) longer than those of the first half.
+    fn latency_converged(&self) -> bool {
+        let Some(zero) = self.zero_load_ps else {
+            return true;
+        };
+        let [(n0, s0, q0), (n1, s1, q1)] = self.halves;
+        let n = n0 + n1;
+        if n == 0 {
+            return true;
+        }
+        if (s0 + s1) / n as f64 > self.cfg.latency_bound_factor * zero {
+            return false;
+        }
+        if n0 < 2 || n1 < 2 {
+            return true;
+        }
+        let (m0, m1) = (s0 / n0 as f64, s1 / n1 as f64);
+        let var = |m: f64, q: f64, k: u64| ((q / k as f64 - m * m).max(0.0)) / k as f64;
+        let se = (var(m0, q0, n0) + var(m1, q1, n1)).sqrt();
+        m1 - m0 <= LATENCY_DRIFT_TOLERANCE * m0 + ACCEPTED_RATE_SIGMAS * se
     }
 
     fn queues_empty(&self) -> bool {
         self.nis.iter().all(|ni| ni.queue.is_empty() && ni.cur.is_none())
+    }
+
+    fn mid_window_ps(&self) -> u64 {
+        self.warm_end_ps + (self.measure_end_ps - self.warm_end_ps) / 2
     }
 
     fn in_window(&self, t: u64) -> bool {
@@ -433,9 +490,50 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Separable VC allocation: each input VC requests one free output VC in its range, each
-    /// output port grants round-robin among requesters.
+    /// VC allocation: each input VC holding a routed head asks for every free output VC of its
+    /// range on its output port; the configured allocator picks at most one per input VC and
+    /// one input VC per output VC.
     fn allocate_vcs(&mut self, r: usize) {
+        if self.cfg.vc_allocator == AllocatorKind::IndexPreferred {
+            return self.allocate_vcs_index_preferred(r);
+        }
+        let v = self.cfg.vcs;
+        let mut reqs = std::mem::take(&mut self.reqs);
+        let mut grants = std::mem::take(&mut self.grants);
+        reqs.clear();
+        grants.clear();
+        let rs = &mut self.routers[r];
+        for (i, vc) in rs.ivc.iter().enumerate() {
+            let (Some(hop), None) = (vc.hop, vc.out_vc) else {
+                continue;
+            };
+            for ov in hop.vc_lo as usize..hop.vc_hi as usize {
+                let o = hop.port * v + ov;
+                if !rs.ovc_busy[o] {
+                    reqs.push(Request { group: i as u32, key: ov as u32, out: o as u32 });
+                }
+            }
+        }
+        allocate(
+            self.cfg.vc_allocator,
+            self.cfg.alloc_iters,
+            &mut reqs,
+            &mut rs.va_ptr,
+            &mut grants,
+            &mut self.alloc_tmp,
+        );
+        for g in &grants {
+            rs.ovc_busy[g.out as usize] = true;
+            rs.ivc[g.group as usize].out_vc = Some(g.key as u8);
+        }
+        self.reqs = reqs;
+        self.grants = grants;
+    }
+
+    /// The index-preferred VC allocator ([`AllocatorKind::IndexPreferred`]): each input VC
+    /// requests one free output VC in its range, the first from its own index, each output
+    /// port grants round-robin among requesters.
+    fn allocate_vcs_index_preferred(&mut self, r: usize) {
         let v = self.cfg.vcs;
         let mut req = std::mem::take(&mut self.scratch);
         req.clear();
@@ -472,37 +570,36 @@ impl<'a> Simulation<'a> {
         self.scratch = req;
     }
 
-    /// Separable switch allocation (input first, then output, round-robin at both) and switch
-    /// traversal of the winners onto their output wires.
+    /// Switch allocation (every input VC with a flit, an output VC and a credit asks for its
+    /// output port; the configured allocator grants at most one VC per input port and one
+    /// input port per output port) and switch traversal of the winners onto their output wires.
     fn allocate_switch(&mut self, r: usize, t: u64) {
         let v = self.cfg.vcs;
         let window = self.in_window(t);
-        let mut req = std::mem::take(&mut self.scratch);
-        req.clear();
+        let mut reqs = std::mem::take(&mut self.reqs);
+        let mut grants = std::mem::take(&mut self.grants);
+        reqs.clear();
+        grants.clear();
         let rs = &mut self.routers[r];
-        let n_in = rs.in_wires.len();
-        for p in 0..n_in {
-            for k in 0..v {
-                let vc = (rs.sa_in_rr[p] + k) % v;
-                let ivc = &rs.ivc[p * v + vc];
-                let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
-                    continue;
-                };
-                if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 {
-                    req.push((hop.port, p * v + vc));
-                    break;
-                }
+        for (i, ivc) in rs.ivc.iter().enumerate() {
+            let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
+                continue;
+            };
+            if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 {
+                reqs.push(Request { group: (i / v) as u32, key: (i % v) as u32, out: hop.port as u32 });
             }
         }
-        req.sort_unstable_by_key(|&(o, i)| (o, (i / v + n_in - rs.sa_out_rr[o] % n_in) % n_in));
-        let mut last = usize::MAX;
-        for &(o, i) in req.iter() {
-            if o == last {
-                continue;
-            }
-            last = o;
-            let (p, vc) = (i / v, i % v);
-            let ivc = &mut rs.ivc[i];
+        allocate(
+            self.cfg.sw_allocator,
+            self.cfg.alloc_iters,
+            &mut reqs,
+            &mut rs.sa_ptr,
+            &mut grants,
+            &mut self.alloc_tmp,
+        );
+        for g in &grants {
+            let (o, p, vc) = (g.out as usize, g.group as usize, g.key as usize);
+            let ivc = &mut rs.ivc[p * v + vc];
             let ov = ivc.out_vc.expect("allocated");
             let mut flit = ivc.buf.pop_front().expect("non-empty");
             if flit.tail {
@@ -521,11 +618,10 @@ impl<'a> Simulation<'a> {
             }
             let inw = &mut self.wires[rs.in_wires[p]];
             inw.credits.push_back((t + inw.credit_offset_ps, vc as u8));
-            rs.sa_in_rr[p] = vc + 1;
-            rs.sa_out_rr[o] = p + 1;
             self.last_progress_ps = t;
         }
-        self.scratch = req;
+        self.reqs = reqs;
+        self.grants = grants;
     }
 
     fn tick_ni(&mut self, n: usize, t: u64) {
@@ -598,6 +694,7 @@ impl<'a> Simulation<'a> {
 
     fn eject(&mut self, n: usize, t: u64) {
         let f = self.cfg.packet_flits as u16;
+        let mid = self.mid_window_ps();
         loop {
             let w = &mut self.wires[self.nis[n].ej_wire];
             let Some(&(arrival, flit)) = w.flits.front().filter(|x| x.0 <= t) else {
@@ -621,7 +718,12 @@ impl<'a> Simulation<'a> {
             }
             if pkt.measured {
                 self.measured_delivered += 1;
-                self.latencies_ps.push(arrival - pkt.gen_ps);
+                let lat = arrival - pkt.gen_ps;
+                self.latencies_ps.push(lat);
+                let half = &mut self.halves[usize::from(pkt.gen_ps >= mid)];
+                half.0 += 1;
+                half.1 += lat as f64;
+                half.2 += (lat as f64) * (lat as f64);
                 self.routers_sum += pkt.routers as u64;
             }
         }
@@ -639,7 +741,7 @@ impl<'a> Simulation<'a> {
                 x / self.cfg.packet_flits as f64 * 1000.0 / self.ref_period_ps as f64
             }
         };
-        let steady = self.window_accepts_offered();
+        let steady = self.accepted_rate_stable() && self.latency_converged();
         let status = if status == RunStatus::Stable && !steady { RunStatus::Unstable } else { status };
         self.latencies_ps.sort_unstable();
         let lat = &self.latencies_ps;

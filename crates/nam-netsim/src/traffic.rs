@@ -5,7 +5,7 @@ use crate::topology::Topology;
 use rand::Rng;
 
 /// Names accepted by [`TrafficPattern::from_name`].
-pub const TRAFFIC_NAMES: [&str; 4] = ["uniform", "clustered", "transpose", "bitcomp"];
+pub const TRAFFIC_NAMES: [&str; 5] = ["uniform", "uniform-noself", "clustered", "transpose", "bitcomp"];
 
 /// One packet of a trace: sent at `time_ns` from `src` to `dst`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,8 +21,12 @@ pub struct TraceEvent {
 /// Where packets go.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrafficPattern {
-    /// Every other node equally likely.
+    /// Every node equally likely, the source itself included (as BookSim2's `uniform` and
+    /// other common simulators draw it): a packet to itself crosses its router once.
     Uniform,
+    /// Every other node equally likely (nam-netsim's uniform traffic before it included the
+    /// source).
+    UniformNoSelf,
     /// Nodes of the same or a 4-adjacent cluster (Abeyratne 2017 §3.5.1), clusters of
     /// `cluster_edge_nodes` x `cluster_edge_nodes` nodes on the node grid.
     Clustered,
@@ -39,6 +43,7 @@ impl TrafficPattern {
     pub fn from_name(name: &str) -> Result<Self> {
         match name {
             "uniform" | "uniform-random" => Ok(TrafficPattern::Uniform),
+            "uniform-noself" | "uniform_noself" => Ok(TrafficPattern::UniformNoSelf),
             "clustered" => Ok(TrafficPattern::Clustered),
             "transpose" => Ok(TrafficPattern::Transpose),
             "bitcomp" | "bit-complement" => Ok(TrafficPattern::BitComplement),
@@ -53,6 +58,7 @@ impl TrafficPattern {
     pub fn name(&self) -> &'static str {
         match self {
             TrafficPattern::Uniform => "uniform",
+            TrafficPattern::UniformNoSelf => "uniform-noself",
             TrafficPattern::Clustered => "clustered",
             TrafficPattern::Transpose => "transpose",
             TrafficPattern::BitComplement => "bitcomp",
@@ -119,7 +125,8 @@ impl TrafficPattern {
     pub fn dest(&self, topo: &Topology, src: usize, rng: &mut impl Rng) -> Option<usize> {
         let n = topo.node_count();
         match self {
-            TrafficPattern::Uniform => {
+            TrafficPattern::Uniform => Some(rng.gen_range(0..n)),
+            TrafficPattern::UniformNoSelf => {
                 let d = rng.gen_range(0..n - 1);
                 Some(if d >= src { d + 1 } else { d })
             }
@@ -148,7 +155,8 @@ impl TrafficPattern {
     pub fn distribution(&self, topo: &Topology, src: usize) -> Vec<(usize, f64)> {
         let n = topo.node_count();
         match self {
-            TrafficPattern::Uniform => (0..n).filter(|&d| d != src).map(|d| (d, 1.0 / (n - 1) as f64)).collect(),
+            TrafficPattern::Uniform => (0..n).map(|d| (d, 1.0 / n as f64)).collect(),
+            TrafficPattern::UniformNoSelf => (0..n).filter(|&d| d != src).map(|d| (d, 1.0 / (n - 1) as f64)).collect(),
             TrafficPattern::Clustered => {
                 let c = Self::cluster_candidates(topo, src);
                 let w = 1.0 / c.len().max(1) as f64;
