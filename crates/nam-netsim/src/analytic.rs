@@ -109,7 +109,8 @@ fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usiz
 
 /// The router and interface parameters the zero-load model follows.
 struct Pipeline {
-    flits: usize,
+    /// Packet sizes (flits) with their probabilities.
+    sizes: Vec<(usize, f64)>,
     terminal: u64,
 }
 
@@ -123,13 +124,16 @@ fn walk(
     dst: usize,
     pick: usize,
 ) -> (f64, usize, Vec<usize>) {
-    let flits = pipe.flits;
     let (inj, stages, wires) = path(topo, router, periods, src, dst, pick, pipe.terminal);
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
     let phases = if single_clock { 1 } else { CLOCK_PHASES };
-    let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
-    (total as f64 / phases as f64, stages.len(), wires)
+    let mut lat = 0.0;
+    for &(flits, p) in &pipe.sizes {
+        let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
+        lat += p * total as f64 / phases as f64;
+    }
+    (lat, stages.len(), wires)
 }
 
 /// Number of distinct round-robin choices the routing rotates through.
@@ -148,17 +152,22 @@ fn picks(topo: &Topology) -> usize {
 /// Computes the zero-load latency and channel-load bound of `topo` under `traffic`, with the
 /// default router pipeline and terminal interface.
 pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_flits: usize) -> Result<AnalyticModel> {
-    analyze_pipeline(topo, traffic, vcs, &Pipeline { flits: packet_flits, terminal: TERMINAL_DELAY_CYCLES_DEFAULT })
+    analyze_pipeline(
+        topo,
+        traffic,
+        vcs,
+        &Pipeline { sizes: vec![(packet_flits, 1.0)], terminal: TERMINAL_DELAY_CYCLES_DEFAULT },
+    )
 }
 
 /// [`analyze`] for the traffic, VCs, packet size and pipeline of `cfg`.
 pub fn analyze_config(topo: &Topology, cfg: &SimConfig) -> Result<AnalyticModel> {
-    let pipe = Pipeline { flits: cfg.packet_flits, terminal: cfg.terminal_delay_cycles };
+    let pipe = Pipeline { sizes: cfg.packet_sizes(), terminal: cfg.terminal_delay_cycles };
     analyze_pipeline(topo, &cfg.traffic, cfg.vcs, &pipe)
 }
 
 fn analyze_pipeline(topo: &Topology, traffic: &TrafficPattern, vcs: usize, pipe: &Pipeline) -> Result<AnalyticModel> {
-    let packet_flits = pipe.flits;
+    let packet_flits: f64 = pipe.sizes.iter().map(|&(f, p)| f as f64 * p).sum();
     let router = Router::new(topo, vcs)?;
     let periods: Vec<u64> = topo.routers.iter().map(|r| period_ps(r.freq_ghz)).collect();
     let nch = topo.channels.len();
@@ -174,7 +183,7 @@ fn analyze_pipeline(topo: &Topology, traffic: &TrafficPattern, vcs: usize, pipe:
                 routers_sum += wp * routers as f64;
                 weight_sum += wp;
                 for w in wires {
-                    load[w] += wp * packet_flits as f64;
+                    load[w] += wp * packet_flits;
                 }
             }
         }

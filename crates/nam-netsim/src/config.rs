@@ -20,6 +20,34 @@ pub enum Injection {
     FlitsPerNodePerCycle(f64),
 }
 
+/// How each node's packets are spread in time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub enum InjectionProcess {
+    /// A packet with the same probability every cycle (BookSim2 `injection_process = bernoulli`).
+    #[default]
+    Bernoulli,
+    /// Bursts: each node is off or on; it turns on with probability `alpha` and off with
+    /// probability `beta` per cycle of its router, and sends only while on, at the rate that
+    /// keeps its average at the configured injection (BookSim2 `injection_process = on_off`,
+    /// `burst_alpha`, `burst_beta`). Nodes start in the long-run share of the on state.
+    OnOff {
+        /// Probability per cycle of turning on.
+        alpha: f64,
+        /// Probability per cycle of turning off.
+        beta: f64,
+    },
+}
+
+impl InjectionProcess {
+    /// Long-run share of cycles a node is on (1 for Bernoulli).
+    pub fn on_share(&self) -> f64 {
+        match *self {
+            InjectionProcess::Bernoulli => 1.0,
+            InjectionProcess::OnOff { alpha, beta } => alpha / (alpha + beta),
+        }
+    }
+}
+
 /// Everything a run needs besides the topology.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -61,6 +89,11 @@ pub struct SimConfig {
     /// Zero-load latency (ns) the latency bound is relative to; `None`: the run computes it
     /// from the analytic model (a sweep passes the figure it already has).
     pub zero_load_latency_ns: Option<f64>,
+    /// Injection process (BookSim2 `injection_process`).
+    pub injection_process: InjectionProcess,
+    /// Packet sizes in flits with their relative weights (BookSim2 `packet_size` and
+    /// `packet_size_rate`); empty: every packet has `packet_flits` flits.
+    pub packet_size_mix: Vec<(usize, f64)>,
 }
 
 impl Default for SimConfig {
@@ -83,11 +116,27 @@ impl Default for SimConfig {
             terminal_delay_cycles: TERMINAL_DELAY_CYCLES_DEFAULT,
             latency_bound_factor: LATENCY_BOUND_FACTOR_DEFAULT,
             zero_load_latency_ns: None,
+            injection_process: InjectionProcess::Bernoulli,
+            packet_size_mix: Vec::new(),
         }
     }
 }
 
 impl SimConfig {
+    /// Packet sizes (flits) with their probabilities, summing to 1.
+    pub fn packet_sizes(&self) -> Vec<(usize, f64)> {
+        if self.packet_size_mix.is_empty() {
+            return vec![(self.packet_flits, 1.0)];
+        }
+        let total: f64 = self.packet_size_mix.iter().map(|x| x.1).sum();
+        self.packet_size_mix.iter().map(|&(s, w)| (s, w / total)).collect()
+    }
+
+    /// Average packet size in flits.
+    pub fn mean_packet_flits(&self) -> f64 {
+        self.packet_sizes().iter().map(|&(s, p)| s as f64 * p).sum()
+    }
+
     /// Checks every field; errors name the field.
     pub fn validate(&self) -> Result<()> {
         if self.vcs == 0 || self.vcs > VCS_MAX {
@@ -98,6 +147,22 @@ impl SimConfig {
         }
         if self.packet_flits == 0 || self.packet_flits > PACKET_FLITS_MAX {
             return Err(invalid("packet_flits", format!("{} is outside 1..={PACKET_FLITS_MAX}", self.packet_flits)));
+        }
+        for &(size, w) in &self.packet_size_mix {
+            if size == 0 || size > PACKET_FLITS_MAX {
+                return Err(invalid("packet_size_mix", format!("size {size} is outside 1..={PACKET_FLITS_MAX}")));
+            }
+            if !(w > 0.0 && w.is_finite()) {
+                return Err(invalid("packet_size_mix", format!("weight {w} of size {size} is not > 0")));
+            }
+        }
+        if let InjectionProcess::OnOff { alpha, beta } = self.injection_process {
+            if !(alpha > 0.0 && alpha <= 1.0 && (0.0..=1.0).contains(&beta)) {
+                return Err(invalid(
+                    "injection_process",
+                    format!("alpha {alpha} must be in (0, 1], beta {beta} in [0, 1]"),
+                ));
+            }
         }
         let total = self.warmup_cycles + self.measure_cycles + self.drain_cycles_max;
         if self.measure_cycles == 0 || total > RUN_CYCLES_MAX {

@@ -64,7 +64,7 @@ pub mod traffic;
 
 pub use alloc::AllocatorKind;
 pub use builders::{build, TopologyParams, TOPOLOGY_NAMES};
-pub use config::{Energy, Injection, RunStatus, SimConfig, SimResult};
+pub use config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
 pub use error::{NetsimError, Result};
 pub use sim::run;
 pub use topology::{RoutingKind, Topology, TopologySummary};

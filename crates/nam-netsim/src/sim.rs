@@ -13,7 +13,7 @@
 
 use crate::alloc::{allocate, AllocatorKind, Pointers, Request};
 use crate::analytic::analyze_config;
-use crate::config::{Energy, Injection, RunStatus, SimConfig, SimResult};
+use crate::config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
 use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_DRIFT_TOLERANCE};
 use crate::error::{invalid, Result};
 use crate::physical;
@@ -72,7 +72,10 @@ struct RouterState {
 struct Ni {
     inj_wire: usize,
     ej_wire: usize,
+    /// Probability of a new packet per cycle while on (always on for Bernoulli injection).
     p_packet: f64,
+    /// Whether an on/off source is on.
+    on: bool,
     queue: VecDeque<u32>,
     cur: Option<(u32, usize, u8)>,
     credits: Vec<u32>,
@@ -88,6 +91,7 @@ struct Packet {
     rs: RouteState,
     received: u16,
     routers: u16,
+    flits: u16,
 }
 
 struct Domain {
@@ -135,6 +139,10 @@ pub struct Simulation<'a> {
     halves: [(u64, f64, f64); 2],
     /// Zero-load latency (ps) the latency bound is relative to (`None` for traces).
     zero_load_ps: Option<f64>,
+    /// Cumulative probabilities of the packet sizes (flits), when there is more than one.
+    size_cdf: Vec<(u16, f64)>,
+    /// Every source's destination, for patterns that fix it.
+    fixed_dst: Option<Vec<Option<usize>>>,
 }
 
 fn period_ps(freq_ghz: f64) -> u64 {
@@ -189,8 +197,21 @@ impl<'a> Simulation<'a> {
             alloc_tmp: Vec::new(),
             halves: [(0, 0.0, 0.0); 2],
             zero_load_ps: None,
+            size_cdf: Vec::new(),
+            fixed_dst: cfg.traffic.is_fixed().then(|| cfg.traffic.fixed_destinations(topo)),
             cfg,
         };
+        let sizes = sim.cfg.packet_sizes();
+        if sizes.len() > 1 {
+            let mut acc = 0.0;
+            sim.size_cdf = sizes
+                .iter()
+                .map(|&(f, p)| {
+                    acc += p;
+                    (f as u16, acc)
+                })
+                .collect();
+        }
         if !matches!(sim.cfg.traffic, TrafficPattern::Trace(_)) {
             let z = match sim.cfg.zero_load_latency_ns {
                 Some(z) => z,
@@ -281,7 +302,8 @@ impl<'a> Simulation<'a> {
 
     fn build_nis(&mut self) -> Result<()> {
         let topo = self.topo;
-        let f = self.cfg.packet_flits as f64;
+        let f = self.cfg.mean_packet_flits();
+        let on_share = self.cfg.injection_process.on_share();
         let mut traces: Vec<VecDeque<(u64, usize)>> = vec![VecDeque::new(); topo.node_count()];
         if let TrafficPattern::Trace(events) = &self.cfg.traffic {
             for e in events {
@@ -294,7 +316,7 @@ impl<'a> Simulation<'a> {
             let p_packet = match self.cfg.injection {
                 Injection::PacketsPerNsPerNode(x) => x * period_ns,
                 Injection::FlitsPerNodePerCycle(x) => x / f * period_ns * 1000.0 / self.ref_period_ps as f64,
-            };
+            } / on_share;
             if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
                 // Injection rate is not used for traces.
             } else if p_packet * f > 1.0 + 1e-9 {
@@ -304,16 +326,22 @@ impl<'a> Simulation<'a> {
                 ));
             }
             let seed = self.cfg.seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let on = match self.cfg.injection_process {
+                InjectionProcess::Bernoulli => true,
+                InjectionProcess::OnOff { .. } => rng.gen::<f64>() < on_share,
+            };
             self.router_nis[r].push(n);
             self.nis.push(Ni {
                 inj_wire: self.routers[r].in_wires[topo.node_port(n)],
                 ej_wire: self.routers[r].out_wires[topo.node_port(n)],
                 p_packet,
+                on,
                 queue: VecDeque::new(),
                 cur: None,
                 credits: vec![self.cfg.vc_depth_flits as u32; self.cfg.vcs],
                 next_vc: 0,
-                rng: ChaCha8Rng::seed_from_u64(seed),
+                rng,
                 trace: std::mem::take(&mut traces[n]),
             });
         }
@@ -627,7 +655,6 @@ impl<'a> Simulation<'a> {
     fn tick_ni(&mut self, n: usize, t: u64) {
         self.eject(n, t);
         let window = self.in_window(t);
-        let f = self.cfg.packet_flits;
         let ni = &mut self.nis[n];
         let inj = &mut self.wires[ni.inj_wire];
         while inj.credits.front().is_some_and(|c| c.0 <= t) {
@@ -648,6 +675,7 @@ impl<'a> Simulation<'a> {
             }
         }
         if let Some((pkt, sent, vc)) = ni.cur {
+            let f = self.packets[pkt as usize].flits as usize;
             if ni.credits[vc as usize] > 0 {
                 ni.credits[vc as usize] -= 1;
                 let flit = Flit { pkt, vc, head: sent == 0, tail: sent + 1 == f };
@@ -672,10 +700,29 @@ impl<'a> Simulation<'a> {
             while ni.trace.front().is_some_and(|e| e.0 <= t) {
                 trace_dsts.push(ni.trace.pop_front().expect("front exists").1);
             }
-        } else if t < self.gen_end_ps && ni.p_packet > 0.0 && ni.rng.gen::<f64>() < ni.p_packet {
-            new_dsts[0] = self.cfg.traffic.dest(topo, n, &mut ni.rng);
+        } else if t < self.gen_end_ps && ni.p_packet > 0.0 {
+            if let InjectionProcess::OnOff { alpha, beta } = self.cfg.injection_process {
+                let flip = if ni.on { beta } else { alpha };
+                if ni.rng.gen::<f64>() < flip {
+                    ni.on = !ni.on;
+                }
+            }
+            if ni.on && ni.rng.gen::<f64>() < ni.p_packet {
+                new_dsts[0] = match &self.fixed_dst {
+                    Some(fixed) => fixed[n],
+                    None => self.cfg.traffic.dest(topo, n, &mut ni.rng),
+                };
+            }
         }
+        let ni = &mut self.nis[n];
+        let default_flits = self.cfg.packet_flits as u16;
         for dst in new_dsts.into_iter().flatten().chain(trace_dsts) {
+            let flits = if self.size_cdf.is_empty() {
+                default_flits
+            } else {
+                let u = ni.rng.gen::<f64>();
+                self.size_cdf.iter().find(|x| u < x.1).unwrap_or(self.size_cdf.last().expect("sizes")).0
+            };
             let id = self.packets.len() as u32;
             self.packets.push(Packet {
                 dst: dst as u32,
@@ -684,16 +731,16 @@ impl<'a> Simulation<'a> {
                 rs: RouteState::new(),
                 received: 0,
                 routers: 0,
+                flits,
             });
             if measured {
                 self.measured_generated += 1;
             }
-            self.nis[n].queue.push_back(id);
+            ni.queue.push_back(id);
         }
     }
 
     fn eject(&mut self, n: usize, t: u64) {
-        let f = self.cfg.packet_flits as u16;
         let mid = self.mid_window_ps();
         loop {
             let w = &mut self.wires[self.nis[n].ej_wire];
@@ -709,6 +756,7 @@ impl<'a> Simulation<'a> {
             if !flit.tail {
                 continue;
             }
+            let f = pkt.flits;
             if pkt.received != f {
                 self.packets_malformed += 1;
             }
@@ -738,7 +786,7 @@ impl<'a> Simulation<'a> {
             (TrafficPattern::Trace(ev), _) => ev.len() as f64 / nodes / window_ns,
             (_, Injection::PacketsPerNsPerNode(x)) => x,
             (_, Injection::FlitsPerNodePerCycle(x)) => {
-                x / self.cfg.packet_flits as f64 * 1000.0 / self.ref_period_ps as f64
+                x / self.cfg.mean_packet_flits() * 1000.0 / self.ref_period_ps as f64
             }
         };
         let steady = self.accepted_rate_stable() && self.latency_converged();

@@ -38,6 +38,12 @@ pub struct SweepResult {
     pub summary: TopologySummary,
 }
 
+/// The highest offered load (packets/ns/node) every node can inject: one flit per cycle of
+/// its router while on, over the average packet size.
+fn injection_limit(topo: &Topology, cfg: &SimConfig) -> f64 {
+    topo.injection_limit_packets_per_ns(1) / cfg.mean_packet_flits() * cfg.injection_process.on_share()
+}
+
 /// Offered rates at `points` evenly spaced fractions of `bound` from `bound / points` to
 /// `max_fraction * bound`.
 pub fn auto_rates(bound: f64, points: usize, max_fraction: f64) -> Vec<f64> {
@@ -60,7 +66,7 @@ pub fn sweep(topo: &Topology, cfg: &SimConfig, rates: &[f64], auto_points: usize
     let cfg = &cfg;
     let bound = analytic.channel_load_bound_packets_per_ns_per_node;
     let rates: Vec<f64> = if rates.is_empty() {
-        let limit = 0.99 * topo.injection_limit_packets_per_ns(cfg.packet_flits);
+        let limit = 0.99 * injection_limit(topo, cfg);
         auto_rates(bound, auto_points.max(1), 1.2).into_iter().map(|r| r.min(limit)).collect()
     } else {
         rates.to_vec()
@@ -129,7 +135,7 @@ pub fn find_saturation(topo: &Topology, cfg: &SimConfig, precision: f64) -> Resu
     let bound = analytic.channel_load_bound_packets_per_ns_per_node;
     let mut cfg = cfg.clone();
     cfg.zero_load_latency_ns = cfg.zero_load_latency_ns.or(Some(analytic.zero_load_latency_ns));
-    let top = bound.min(0.999 * topo.injection_limit_packets_per_ns(cfg.packet_flits));
+    let top = bound.min(0.999 * injection_limit(topo, &cfg));
     let at = |rate: f64| -> Result<SimResult> {
         let mut c = cfg.clone();
         c.injection = Injection::PacketsPerNsPerNode(rate);
