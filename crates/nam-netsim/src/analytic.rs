@@ -48,6 +48,9 @@ fn cycles(delay_ps: f64, period: u64) -> u64 {
 struct Stage {
     period: u64,
     offset: u64,
+    /// Extra wait of the head flit before its switch allocation (routing delay, and a VC
+    /// allocation stage of its own when not speculative).
+    head_delay: u64,
 }
 
 /// The routers and wires from `src` to `dst`: (injection offset, stages, wires used).
@@ -58,27 +61,34 @@ fn path(
     src: usize,
     dst: usize,
     pick: usize,
-    terminal: u64,
+    pipe: &Pipeline,
 ) -> (u64, Vec<Stage>, Vec<usize>) {
+    let terminal = pipe.terminal;
+    let head_cycles = pipe.routing + u64::from(!pipe.speculative);
+    let st = 2 + pipe.switch;
     let nch = topo.channels.len();
     let mut r = topo.nodes[src].router;
     let inj_delay = physical::wire_delay_ps(topo.nodes[src].link_length_mm);
     let inj = periods[r] * (terminal + cycles(inj_delay, periods[r]));
-    let mut st = RouteState::new();
+    let mut rst = RouteState::new();
     let mut wires = vec![nch + 2 * src];
     let mut stages = Vec::new();
     loop {
         let p = periods[r];
-        let hop = router.route(topo, r, dst, &mut st, pick, &|_| 0);
+        let hop = router.route(topo, r, dst, &mut rst, pick, &|_| 0);
         match topo.port_channel(r, hop.port) {
             None => {
                 let d = physical::wire_delay_ps(topo.nodes[dst].link_length_mm);
-                stages.push(Stage { period: p, offset: p * (2 + cycles(d, p)) });
+                stages.push(Stage { period: p, offset: p * (st + cycles(d, p)), head_delay: p * head_cycles });
                 wires.push(nch + 2 * dst + 1);
                 break;
             }
             Some(c) => {
-                stages.push(Stage { period: p, offset: p * (2 + cycles(topo.channel_delay_ps(c), p)) });
+                stages.push(Stage {
+                    period: p,
+                    offset: p * (st + cycles(topo.channel_delay_ps(c), p)),
+                    head_delay: p * head_cycles,
+                });
                 wires.push(c);
                 r = topo.channels[c].to;
             }
@@ -97,8 +107,9 @@ fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usiz
         let mut prev: Option<u64> = None;
         for a in arrivals.iter_mut() {
             let mut tick = a.div_ceil(s.period) * s.period;
-            if let Some(p) = prev {
-                tick = tick.max(p + s.period);
+            match prev {
+                Some(p) => tick = tick.max(p + s.period),
+                None => tick += s.head_delay,
             }
             prev = Some(tick);
             *a = tick + s.offset;
@@ -112,6 +123,9 @@ struct Pipeline {
     /// Packet sizes (flits) with their probabilities.
     sizes: Vec<(usize, f64)>,
     terminal: u64,
+    routing: u64,
+    speculative: bool,
+    switch: u64,
 }
 
 /// Average contention-free latency (ps) over start phases, and routers traversed.
@@ -124,7 +138,7 @@ fn walk(
     dst: usize,
     pick: usize,
 ) -> (f64, usize, Vec<usize>) {
-    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick, pipe.terminal);
+    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick, pipe);
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
     let phases = if single_clock { 1 } else { CLOCK_PHASES };
@@ -152,17 +166,25 @@ fn picks(topo: &Topology) -> usize {
 /// Computes the zero-load latency and channel-load bound of `topo` under `traffic`, with the
 /// default router pipeline and terminal interface.
 pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_flits: usize) -> Result<AnalyticModel> {
-    analyze_pipeline(
-        topo,
-        traffic,
-        vcs,
-        &Pipeline { sizes: vec![(packet_flits, 1.0)], terminal: TERMINAL_DELAY_CYCLES_DEFAULT },
-    )
+    let pipe = Pipeline {
+        sizes: vec![(packet_flits, 1.0)],
+        terminal: TERMINAL_DELAY_CYCLES_DEFAULT,
+        routing: 0,
+        speculative: true,
+        switch: 0,
+    };
+    analyze_pipeline(topo, traffic, vcs, &pipe)
 }
 
 /// [`analyze`] for the traffic, VCs, packet size and pipeline of `cfg`.
 pub fn analyze_config(topo: &Topology, cfg: &SimConfig) -> Result<AnalyticModel> {
-    let pipe = Pipeline { sizes: cfg.packet_sizes(), terminal: cfg.terminal_delay_cycles };
+    let pipe = Pipeline {
+        sizes: cfg.packet_sizes(),
+        terminal: cfg.terminal_delay_cycles,
+        routing: cfg.routing_delay_cycles,
+        speculative: cfg.speculative,
+        switch: cfg.switch_delay_cycles,
+    };
     analyze_pipeline(topo, &cfg.traffic, cfg.vcs, &pipe)
 }
 

@@ -3,8 +3,8 @@
 pub use crate::alloc::AllocatorKind;
 use crate::constants::{
     ALLOC_ITERS_DEFAULT, ALLOC_ITERS_MAX, DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT,
-    LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, TERMINAL_DELAY_CYCLES_DEFAULT,
-    VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
+    LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, PIPELINE_DELAY_MAX,
+    TERMINAL_DELAY_CYCLES_DEFAULT, VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
 };
 pub use crate::constants::{PACKET_FLITS_MAX, RUN_CYCLES_MAX, VCS_MAX, VC_DEPTH_MAX};
 use crate::error::{invalid, Result};
@@ -91,6 +91,20 @@ pub struct SimConfig {
     pub zero_load_latency_ns: Option<f64>,
     /// Injection process (BookSim2 `injection_process`).
     pub injection_process: InjectionProcess,
+    /// Speculative switch allocation (BookSim2 `speculative`): a head that wins its output VC
+    /// requests the switch in the same cycle, at lower priority than flits that already hold
+    /// an output VC; `false` gives VC allocation a pipeline stage of its own (the head asks for
+    /// the switch one cycle later).
+    pub speculative: bool,
+    /// Cycles between a head's route computation and its VC allocation (BookSim2
+    /// `routing_delay`; 0: both in the router's first stage).
+    pub routing_delay_cycles: u64,
+    /// Extra cycles between switch allocation and the link (BookSim2 `sw_alloc_delay` +
+    /// `st_final_delay` beyond the 2-stage pipeline's one each).
+    pub switch_delay_cycles: u64,
+    /// Extra cycles a credit takes back upstream beyond the link's pipeline (BookSim2
+    /// `credit_delay`).
+    pub credit_delay_cycles: u64,
     /// Packet sizes in flits with their relative weights (BookSim2 `packet_size` and
     /// `packet_size_rate`); empty: every packet has `packet_flits` flits.
     pub packet_size_mix: Vec<(usize, f64)>,
@@ -118,6 +132,10 @@ impl Default for SimConfig {
             zero_load_latency_ns: None,
             injection_process: InjectionProcess::Bernoulli,
             packet_size_mix: Vec::new(),
+            speculative: true,
+            routing_delay_cycles: 0,
+            switch_delay_cycles: 0,
+            credit_delay_cycles: 0,
         }
     }
 }
@@ -180,8 +198,15 @@ impl SimConfig {
         if self.alloc_iters == 0 || self.alloc_iters > ALLOC_ITERS_MAX {
             return Err(invalid("alloc_iters", format!("{} is outside 1..={ALLOC_ITERS_MAX}", self.alloc_iters)));
         }
-        if self.terminal_delay_cycles > RUN_CYCLES_MAX {
-            return Err(invalid("terminal_delay_cycles", format!("at most {RUN_CYCLES_MAX}")));
+        for (field, x) in [
+            ("terminal_delay_cycles", self.terminal_delay_cycles),
+            ("routing_delay_cycles", self.routing_delay_cycles),
+            ("switch_delay_cycles", self.switch_delay_cycles),
+            ("credit_delay_cycles", self.credit_delay_cycles),
+        ] {
+            if x > PIPELINE_DELAY_MAX {
+                return Err(invalid(field, format!("{x} is above {PIPELINE_DELAY_MAX} cycles")));
+            }
         }
         if !(self.latency_bound_factor > 1.0 && self.latency_bound_factor.is_finite()) {
             return Err(invalid("latency_bound_factor", format!("{} is not a factor > 1", self.latency_bound_factor)));

@@ -63,6 +63,10 @@ pub const DEADLOCK_CYCLES_DEFAULT: u64 = 5000;
 /// packet is created); 0 gives nam-netsim's earlier, one cycle shorter terminal interface.
 pub const TERMINAL_DELAY_CYCLES_DEFAULT: u64 = 1;
 
+/// Largest configurable pipeline delay (terminal, routing, switch, credit), in cycles: deeper
+/// than any router pipeline in use, and it keeps delays far from overflowing the ps clock.
+pub const PIPELINE_DELAY_MAX: u64 = 64;
+
 /// Default iterations of an iSLIP allocator (BookSim2's `alloc_iters` default).
 pub const ALLOC_ITERS_DEFAULT: usize = 1;
 

@@ -48,6 +48,12 @@ struct InVc {
     buf: VecDeque<Flit>,
     hop: Option<Hop>,
     out_vc: Option<u8>,
+    /// Earliest time (ps) of the head's next pipeline step (VC allocation after routing,
+    /// switch allocation after VC allocation).
+    ready_ps: u64,
+    /// Time (ps) the head won its output VC: a switch request in that same cycle is
+    /// speculative.
+    va_ps: u64,
 }
 
 struct RouterState {
@@ -232,10 +238,11 @@ impl<'a> Simulation<'a> {
         let up_cycles = pipeline_cycles(delay_ps, up_period);
         // A router's flit spends the switch-traversal cycle after allocation before the link; a
         // network interface's flit spends the terminal delay before it.
-        let stage = if up_is_router { 2 } else { self.cfg.terminal_delay_cycles };
+        let stage = if up_is_router { 2 + self.cfg.switch_delay_cycles } else { self.cfg.terminal_delay_cycles };
+        let credit_cycles = pipeline_cycles(delay_ps, down_period) + self.cfg.credit_delay_cycles;
         self.wires.push(Wire {
             flit_offset_ps: up_period * (stage + up_cycles),
-            credit_offset_ps: down_period * pipeline_cycles(delay_ps, down_period),
+            credit_offset_ps: down_period * credit_cycles,
             flits: VecDeque::new(),
             credits: VecDeque::new(),
             length_mm: len,
@@ -257,7 +264,13 @@ impl<'a> Simulation<'a> {
                 in_wires: Vec::with_capacity(ports_in),
                 out_wires: Vec::with_capacity(ports_out),
                 ivc: (0..ports_in * v)
-                    .map(|_| InVc { buf: VecDeque::with_capacity(self.cfg.vc_depth_flits), hop: None, out_vc: None })
+                    .map(|_| InVc {
+                        buf: VecDeque::with_capacity(self.cfg.vc_depth_flits),
+                        hop: None,
+                        out_vc: None,
+                        ready_ps: 0,
+                        va_ps: u64::MAX,
+                    })
                     .collect(),
                 credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
                 ovc_busy: vec![false; ports_out * v],
@@ -488,14 +501,15 @@ impl<'a> Simulation<'a> {
         if rs.buffered == 0 {
             return;
         }
-        self.route_heads(r);
-        self.allocate_vcs(r);
+        self.route_heads(r, t);
+        self.allocate_vcs(r, t);
         self.allocate_switch(r, t);
     }
 
     /// Route computation for head flits at the front of idle VCs.
-    fn route_heads(&mut self, r: usize) {
+    fn route_heads(&mut self, r: usize, t: u64) {
         let v = self.cfg.vcs;
+        let va_at = t + self.cfg.routing_delay_cycles * self.routers[r].period_ps;
         let cap = (v * self.cfg.vc_depth_flits) as u32;
         let RouterState { ivc, credits, pick, .. } = &mut self.routers[r];
         let occupancy = |port: usize| {
@@ -515,16 +529,18 @@ impl<'a> Simulation<'a> {
             *pick = pick.wrapping_add(1);
             pkt.routers += 1;
             vc.hop = Some(hop);
+            vc.ready_ps = va_at;
         }
     }
 
     /// VC allocation: each input VC holding a routed head asks for every free output VC of its
     /// range on its output port; the configured allocator picks at most one per input VC and
     /// one input VC per output VC.
-    fn allocate_vcs(&mut self, r: usize) {
+    fn allocate_vcs(&mut self, r: usize, t: u64) {
         if self.cfg.vc_allocator == AllocatorKind::IndexPreferred {
-            return self.allocate_vcs_index_preferred(r);
+            return self.allocate_vcs_index_preferred(r, t);
         }
+        let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
         let v = self.cfg.vcs;
         let mut reqs = std::mem::take(&mut self.reqs);
         let mut grants = std::mem::take(&mut self.grants);
@@ -535,6 +551,9 @@ impl<'a> Simulation<'a> {
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            if vc.ready_ps > t {
+                continue;
+            }
             for ov in hop.vc_lo as usize..hop.vc_hi as usize {
                 let o = hop.port * v + ov;
                 if !rs.ovc_busy[o] {
@@ -552,7 +571,10 @@ impl<'a> Simulation<'a> {
         );
         for g in &grants {
             rs.ovc_busy[g.out as usize] = true;
-            rs.ivc[g.group as usize].out_vc = Some(g.key as u8);
+            let ivc = &mut rs.ivc[g.group as usize];
+            ivc.out_vc = Some(g.key as u8);
+            ivc.ready_ps = sa_at;
+            ivc.va_ps = t;
         }
         self.reqs = reqs;
         self.grants = grants;
@@ -561,8 +583,9 @@ impl<'a> Simulation<'a> {
     /// The index-preferred VC allocator ([`AllocatorKind::IndexPreferred`]): each input VC
     /// requests one free output VC in its range, the first from its own index, each output
     /// port grants round-robin among requesters.
-    fn allocate_vcs_index_preferred(&mut self, r: usize) {
+    fn allocate_vcs_index_preferred(&mut self, r: usize, t: u64) {
         let v = self.cfg.vcs;
+        let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
         let mut req = std::mem::take(&mut self.scratch);
         req.clear();
         let rs = &mut self.routers[r];
@@ -571,6 +594,9 @@ impl<'a> Simulation<'a> {
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            if vc.ready_ps > t {
+                continue;
+            }
             let width = (hop.vc_hi - hop.vc_lo) as usize;
             let start = i % width.max(1);
             for k in 0..width {
@@ -592,6 +618,8 @@ impl<'a> Simulation<'a> {
                 last = o;
                 rs.ovc_busy[o] = true;
                 rs.ivc[i].out_vc = Some((o % v) as u8);
+                rs.ivc[i].ready_ps = sa_at;
+                rs.ivc[i].va_ps = t;
                 rs.va_out_rr[o / v] = i + 1;
             }
         }
@@ -609,22 +637,40 @@ impl<'a> Simulation<'a> {
         reqs.clear();
         grants.clear();
         let rs = &mut self.routers[r];
+        // Speculative requests (heads whose VC was allocated in this same cycle) go second,
+        // to the input and output ports the others left free.
+        let mut speculative = 0;
         for (i, ivc) in rs.ivc.iter().enumerate() {
             let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
                 continue;
             };
-            if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 {
+            if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 && ivc.ready_ps <= t {
+                if ivc.va_ps == t && self.cfg.speculative {
+                    speculative += 1;
+                    continue;
+                }
                 reqs.push(Request { group: (i / v) as u32, key: (i % v) as u32, out: hop.port as u32 });
             }
         }
-        allocate(
-            self.cfg.sw_allocator,
-            self.cfg.alloc_iters,
-            &mut reqs,
-            &mut rs.sa_ptr,
-            &mut grants,
-            &mut self.alloc_tmp,
-        );
+        let (kind, iters) = (self.cfg.sw_allocator, self.cfg.alloc_iters);
+        allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        if speculative > 0 {
+            reqs.clear();
+            for (i, ivc) in rs.ivc.iter().enumerate() {
+                let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
+                    continue;
+                };
+                let (group, out) = ((i / v) as u32, hop.port as u32);
+                if ivc.va_ps == t
+                    && !ivc.buf.is_empty()
+                    && rs.credits[hop.port * v + ov as usize] > 0
+                    && !grants.iter().any(|g| g.group == group || g.out == out)
+                {
+                    reqs.push(Request { group, key: (i % v) as u32, out });
+                }
+            }
+            allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        }
         for g in &grants {
             let (o, p, vc) = (g.out as usize, g.group as usize, g.key as usize);
             let ivc = &mut rs.ivc[p * v + vc];
