@@ -49,6 +49,7 @@
 
 pub mod alloc;
 pub mod analytic;
+pub mod bookconfig;
 pub mod builders;
 pub mod config;
 pub mod constants;
