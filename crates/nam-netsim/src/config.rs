@@ -275,6 +275,17 @@ pub struct SimResult {
     pub avg_latency_cycles: Option<f64>,
     /// 99th percentile latency in reference-clock cycles; `None` unless stable.
     pub p99_latency_cycles: Option<f64>,
+    /// Average network latency (head entering the injection link to tail delivery, without
+    /// the source queue: BookSim2's "network latency"), ns; `None` unless stable.
+    pub avg_network_latency_ns: Option<f64>,
+    /// Smallest latency, ns; `None` unless stable.
+    pub min_latency_ns: Option<f64>,
+    /// Median latency, ns; `None` unless stable.
+    pub p50_latency_ns: Option<f64>,
+    /// 95th percentile latency, ns; `None` unless stable.
+    pub p95_latency_ns: Option<f64>,
+    /// Largest latency, ns; `None` unless stable.
+    pub max_latency_ns: Option<f64>,
     /// Reference clock (GHz) used for the cycle figures.
     pub reference_freq_ghz: f64,
     /// Average routers traversed by measured packets.

@@ -93,6 +93,8 @@ struct Ni {
 struct Packet {
     dst: u32,
     gen_ps: u64,
+    /// Time the head flit entered the injection link (network latency starts here).
+    inj_ps: u64,
     measured: bool,
     rs: RouteState,
     received: u16,
@@ -143,6 +145,8 @@ pub struct Simulation<'a> {
     /// Per half of the window (by generation time): count, sum and sum of squares of the
     /// latencies (ps) of measured packets, for the latency-drift test.
     halves: [(u64, f64, f64); 2],
+    /// Sum of the network latencies (head injection to tail delivery) of measured packets.
+    network_latency_sum_ps: u64,
     /// Zero-load latency (ps) the latency bound is relative to (`None` for traces).
     zero_load_ps: Option<f64>,
     /// Cumulative probabilities of the packet sizes (flits), when there is more than one.
@@ -203,6 +207,7 @@ impl<'a> Simulation<'a> {
             alloc_tmp: Vec::new(),
             halves: [(0, 0.0, 0.0); 2],
             zero_load_ps: None,
+            network_latency_sum_ps: 0,
             size_cdf: Vec::new(),
             fixed_dst: cfg.traffic.is_fixed().then(|| cfg.traffic.fixed_destinations(topo)),
             cfg,
@@ -725,6 +730,9 @@ impl<'a> Simulation<'a> {
             if ni.credits[vc as usize] > 0 {
                 ni.credits[vc as usize] -= 1;
                 let flit = Flit { pkt, vc, head: sent == 0, tail: sent + 1 == f };
+                if sent == 0 {
+                    self.packets[pkt as usize].inj_ps = t;
+                }
                 let w = &mut self.wires[ni.inj_wire];
                 w.flits.push_back((t + w.flit_offset_ps, flit));
                 if window {
@@ -773,6 +781,7 @@ impl<'a> Simulation<'a> {
             self.packets.push(Packet {
                 dst: dst as u32,
                 gen_ps: t,
+                inj_ps: t,
                 measured,
                 rs: RouteState::new(),
                 received: 0,
@@ -814,6 +823,7 @@ impl<'a> Simulation<'a> {
                 self.measured_delivered += 1;
                 let lat = arrival - pkt.gen_ps;
                 self.latencies_ps.push(lat);
+                self.network_latency_sum_ps += arrival - pkt.inj_ps;
                 let half = &mut self.halves[usize::from(pkt.gen_ps >= mid)];
                 half.0 += 1;
                 half.1 += lat as f64;
@@ -842,8 +852,11 @@ impl<'a> Simulation<'a> {
         let stable = status == RunStatus::Stable && !lat.is_empty();
         let ref_ghz = 1000.0 / self.ref_period_ps as f64;
         let avg_ns = stable.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0);
-        let p99_ns =
-            stable.then(|| lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0);
+        let pct = |q: f64| {
+            stable.then(|| lat[((lat.len() as f64 * q).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0)
+        };
+        let p99_ns = pct(0.99);
+        let net_ns = stable.then(|| self.network_latency_sum_ps as f64 / lat.len() as f64 / 1000.0);
         let router_pj: f64 = self.routers.iter().map(|r| r.window_flits as f64 * r.energy_pj_per_flit).sum();
         let link_pj: f64 =
             self.wires.iter().map(|w| w.window_flits as f64 * physical::link_energy_pj_per_flit(w.length_mm)).sum();
@@ -858,6 +871,11 @@ impl<'a> Simulation<'a> {
             p99_latency_ns: p99_ns,
             avg_latency_cycles: avg_ns.map(|x| x * ref_ghz),
             p99_latency_cycles: p99_ns.map(|x| x * ref_ghz),
+            avg_network_latency_ns: net_ns,
+            min_latency_ns: pct(0.0),
+            p50_latency_ns: pct(0.5),
+            p95_latency_ns: pct(0.95),
+            max_latency_ns: pct(1.0),
             reference_freq_ghz: ref_ghz,
             avg_routers_traversed: self.routers_sum as f64 / lat.len().max(1) as f64,
             packets_measured: self.measured_generated,

@@ -185,3 +185,24 @@ fn the_index_preferred_vc_allocator_is_kept_as_an_option() {
     let sw = SimConfig { sw_allocator: AllocatorKind::IndexPreferred, ..cfg };
     assert!(matches!(run(&t, &sw), Err(NetsimError::InvalidParameter { field, .. }) if field == "sw_allocator"));
 }
+
+#[test]
+fn statistics_split_network_and_total_latency_with_percentiles() {
+    let t = mesh8_1ghz();
+    // One packet: no source queueing, so network and total latency agree (26 cycles).
+    let trace = vec![traffic::TraceEvent { time_ns: 0.0, src: 0, dst: 63 }];
+    let r = run(&t, &SimConfig { traffic: TrafficPattern::Trace(trace), ..SimConfig::default() }).unwrap();
+    assert_eq!(r.avg_network_latency_ns, r.avg_latency_ns);
+    assert_eq!((r.min_latency_ns, r.max_latency_ns), (r.avg_latency_ns, r.avg_latency_ns));
+    // Near saturation packets wait in their source queues: total latency exceeds network
+    // latency, and the percentiles are ordered.
+    let cfg = SimConfig { injection: Injection::FlitsPerNodePerCycle(0.34), ..SimConfig::default() };
+    let r = run(&t, &cfg).unwrap();
+    assert_eq!(r.status, RunStatus::Stable);
+    let (net, total) = (r.avg_network_latency_ns.unwrap(), r.avg_latency_ns.unwrap());
+    assert!(net < total, "network {net} vs total {total}");
+    let q =
+        [r.min_latency_ns, r.p50_latency_ns, r.p95_latency_ns, r.p99_latency_ns, r.max_latency_ns].map(Option::unwrap);
+    assert!(q.windows(2).all(|w| w[0] <= w[1]), "{q:?}");
+    assert!(q[0] <= total && total <= q[4]);
+}
