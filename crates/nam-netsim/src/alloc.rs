@@ -109,11 +109,13 @@ impl Pointers {
 }
 
 /// Allocates `reqs` (listed group by group, every group's requests contiguous) and appends the
-/// grants to `grants`; `tmp` is scratch space. `iters` is used by iSLIP only.
+/// grants to `grants`; `tmp` is scratch space. `iters` is used by iSLIP only. `reqs` is left
+/// reordered (and, input first, cut to each group's pick).
+#[inline]
 pub fn allocate(
     kind: AllocatorKind,
     iters: usize,
-    reqs: &mut [Request],
+    reqs: &mut Vec<Request>,
     ptr: &mut Pointers,
     grants: &mut Vec<Request>,
     tmp: &mut Vec<Request>,
@@ -122,16 +124,21 @@ pub fn allocate(
         return;
     }
     match kind {
-        AllocatorKind::SeparableInputFirst | AllocatorKind::IndexPreferred => input_first(reqs, ptr, grants, tmp),
+        AllocatorKind::SeparableInputFirst | AllocatorKind::IndexPreferred => input_first(reqs, ptr, grants),
         AllocatorKind::SeparableOutputFirst => output_first(reqs, ptr, grants, tmp, 1),
         AllocatorKind::Islip => output_first(reqs, ptr, grants, tmp, iters.max(1)),
     }
 }
 
-/// Input arbiters first (a linear pass, requests come grouped), then output arbiters.
-fn input_first(reqs: &[Request], ptr: &mut Pointers, grants: &mut Vec<Request>, tmp: &mut Vec<Request>) {
-    tmp.clear();
-    let mut i = 0;
+/// Input arbiters first (a linear pass in place, requests come grouped), then output arbiters.
+fn input_first(reqs: &mut Vec<Request>, ptr: &mut Pointers, grants: &mut Vec<Request>) {
+    if reqs.len() == 1 {
+        // One request: both arbiters grant it (the common case at light load).
+        ptr.commit(&reqs[0]);
+        grants.push(reqs[0]);
+        return;
+    }
+    let (mut i, mut w) = (0, 0);
     while i < reqs.len() {
         let g = reqs[i].group;
         let mut best = reqs[i];
@@ -145,13 +152,15 @@ fn input_first(reqs: &[Request], ptr: &mut Pointers, grants: &mut Vec<Request>, 
             }
             i += 1;
         }
-        tmp.push(best);
+        reqs[w] = best;
+        w += 1;
     }
-    if tmp.len() > 1 {
-        tmp.sort_unstable_by_key(|r| (r.out, ptr.group_rank(r)));
+    reqs.truncate(w);
+    if w > 1 {
+        reqs.sort_unstable_by_key(|r| (r.out, ptr.group_rank(r)));
     }
     let mut last = u32::MAX;
-    for r in tmp.iter() {
+    for r in reqs.iter() {
         if r.out == last {
             continue;
         }
@@ -164,13 +173,7 @@ fn input_first(reqs: &[Request], ptr: &mut Pointers, grants: &mut Vec<Request>, 
 /// Output arbiters first, then each group accepts one grant; repeated `iters` times over the
 /// groups and outputs still unmatched (pointers move on the first iteration only when
 /// `iters > 1`, as iSLIP does; with one iteration every accept moves them).
-fn output_first(
-    reqs: &mut [Request],
-    ptr: &mut Pointers,
-    grants: &mut Vec<Request>,
-    tmp: &mut Vec<Request>,
-    iters: usize,
-) {
+fn output_first(reqs: &[Request], ptr: &mut Pointers, grants: &mut Vec<Request>, tmp: &mut Vec<Request>, iters: usize) {
     let first = grants.len();
     for it in 0..iters {
         let matched = &grants[first..];

@@ -140,7 +140,10 @@ pub struct Simulation<'a> {
     routers_sum: u64,
     scratch: Requests,
     reqs: Vec<Request>,
+    spec_reqs: Vec<Request>,
     grants: Vec<Request>,
+    /// Output VCs granted by the VC allocation of the router ticking now.
+    va_granted: usize,
     alloc_tmp: Vec<Request>,
     /// Per half of the window (by generation time): count, sum and sum of squares of the
     /// latencies (ps) of measured packets, for the latency-drift test.
@@ -203,7 +206,9 @@ impl<'a> Simulation<'a> {
             routers_sum: 0,
             scratch: Vec::new(),
             reqs: Vec::new(),
+            spec_reqs: Vec::new(),
             grants: Vec::new(),
+            va_granted: 0,
             alloc_tmp: Vec::new(),
             halves: [(0, 0.0, 0.0); 2],
             zero_load_ps: None,
@@ -546,6 +551,7 @@ impl<'a> Simulation<'a> {
             return self.allocate_vcs_index_preferred(r, t);
         }
         let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
+        let input_first = self.cfg.vc_allocator == AllocatorKind::SeparableInputFirst;
         let v = self.cfg.vcs;
         let mut reqs = std::mem::take(&mut self.reqs);
         let mut grants = std::mem::take(&mut self.grants);
@@ -559,10 +565,18 @@ impl<'a> Simulation<'a> {
             if vc.ready_ps > t {
                 continue;
             }
-            for ov in hop.vc_lo as usize..hop.vc_hi as usize {
+            // Input-first: the input VC's arbiter picks here, the first free output VC from
+            // its pointer; the other allocators see every free output VC.
+            let (lo, width) = (hop.vc_lo as usize, (hop.vc_hi - hop.vc_lo) as usize);
+            let start = rs.va_ptr.input[i] as usize;
+            for k in 0..width {
+                let ov = lo + (start + k) % width;
                 let o = hop.port * v + ov;
                 if !rs.ovc_busy[o] {
                     reqs.push(Request { group: i as u32, key: ov as u32, out: o as u32 });
+                    if input_first {
+                        break;
+                    }
                 }
             }
         }
@@ -574,6 +588,7 @@ impl<'a> Simulation<'a> {
             &mut grants,
             &mut self.alloc_tmp,
         );
+        self.va_granted = grants.len();
         for g in &grants {
             rs.ovc_busy[g.out as usize] = true;
             let ivc = &mut rs.ivc[g.group as usize];
@@ -589,6 +604,7 @@ impl<'a> Simulation<'a> {
     /// requests one free output VC in its range, the first from its own index, each output
     /// port grants round-robin among requesters.
     fn allocate_vcs_index_preferred(&mut self, r: usize, t: u64) {
+        self.va_granted = 0;
         let v = self.cfg.vcs;
         let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
         let mut req = std::mem::take(&mut self.scratch);
@@ -625,6 +641,7 @@ impl<'a> Simulation<'a> {
                 rs.ivc[i].out_vc = Some((o % v) as u8);
                 rs.ivc[i].ready_ps = sa_at;
                 rs.ivc[i].va_ps = t;
+                self.va_granted += 1;
                 rs.va_out_rr[o / v] = i + 1;
             }
         }
@@ -641,41 +658,52 @@ impl<'a> Simulation<'a> {
         let mut grants = std::mem::take(&mut self.grants);
         reqs.clear();
         grants.clear();
+        let mut spec = std::mem::take(&mut self.spec_reqs);
+        spec.clear();
         let rs = &mut self.routers[r];
+        let (kind, iters) = (self.cfg.sw_allocator, self.cfg.alloc_iters);
+        // With an input-first allocator each input port's arbiter is applied here, while
+        // collecting (the first eligible VC from its pointer), which keeps the hot loop short.
+        let input_first = kind == AllocatorKind::SeparableInputFirst;
+        // Speculative requests exist only when this router's VC allocation granted some in
+        // this cycle; otherwise an input-first port stops at its first request.
+        let any_spec = self.cfg.speculative && self.va_granted > 0;
         // Speculative requests (heads whose VC was allocated in this same cycle) go second,
         // to the input and output ports the others left free.
-        let mut speculative = 0;
-        for (i, ivc) in rs.ivc.iter().enumerate() {
-            let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
-                continue;
-            };
-            if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 && ivc.ready_ps <= t {
-                if ivc.va_ps == t && self.cfg.speculative {
-                    speculative += 1;
-                    continue;
-                }
-                reqs.push(Request { group: (i / v) as u32, key: (i % v) as u32, out: hop.port as u32 });
-            }
-        }
-        let (kind, iters) = (self.cfg.sw_allocator, self.cfg.alloc_iters);
-        allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
-        if speculative > 0 {
-            reqs.clear();
-            for (i, ivc) in rs.ivc.iter().enumerate() {
+        for p in 0..rs.in_wires.len() {
+            let start = rs.sa_ptr.input[p] as usize;
+            let (mut found, mut found_spec) = (false, false);
+            for k in 0..v {
+                let vc = (start + k) % v;
+                let i = p * v + vc;
+                let ivc = &rs.ivc[i];
                 let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
                     continue;
                 };
-                let (group, out) = ((i / v) as u32, hop.port as u32);
-                if ivc.va_ps == t
-                    && !ivc.buf.is_empty()
-                    && rs.credits[hop.port * v + ov as usize] > 0
-                    && !grants.iter().any(|g| g.group == group || g.out == out)
-                {
-                    reqs.push(Request { group, key: (i % v) as u32, out });
+                if ivc.buf.is_empty() || rs.credits[hop.port * v + ov as usize] == 0 || ivc.ready_ps > t {
+                    continue;
+                }
+                let req = Request { group: p as u32, key: vc as u32, out: hop.port as u32 };
+                if ivc.va_ps == t && self.cfg.speculative {
+                    if !(input_first && found_spec) {
+                        spec.push(req);
+                        found_spec = true;
+                    }
+                } else if !(input_first && found) {
+                    reqs.push(req);
+                    found = true;
+                }
+                if input_first && found && (!any_spec || found_spec) {
+                    break;
                 }
             }
-            allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
         }
+        allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        if !spec.is_empty() {
+            spec.retain(|s| !grants.iter().any(|g| g.group == s.group || g.out == s.out));
+            allocate(kind, iters, &mut spec, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        }
+        self.spec_reqs = spec;
         for g in &grants {
             let (o, p, vc) = (g.out as usize, g.group as usize, g.key as usize);
             let ivc = &mut rs.ivc[p * v + vc];
