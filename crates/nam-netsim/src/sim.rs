@@ -674,7 +674,7 @@ impl<'a> Simulation<'a> {
             let start = rs.sa_ptr.input[p] as usize;
             let (mut found, mut found_spec) = (false, false);
             for k in 0..v {
-                let vc = (start + k) % v;
+                let vc = if start + k >= v { start + k - v } else { start + k };
                 let i = p * v + vc;
                 let ivc = &rs.ivc[i];
                 let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
