@@ -7,19 +7,8 @@ use nam_netsim::analytic::{analyze, analyze_config};
 use nam_netsim::sweep::find_saturation;
 use nam_netsim::*;
 
-fn small(name: &str) -> Topology {
-    let p = TopologyParams {
-        tiles: 8,
-        concentration: match name {
-            "cmesh-high" | "fbfly" => Some(4),
-            _ => None,
-        },
-        global_routers: Some(2),
-        exanest_dims: [3, 2, 2],
-        ..TopologyParams::default()
-    };
-    build(name, &p).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
+mod common;
+use common::small;
 
 fn low_load(t: &Topology, cfg: SimConfig) -> (f64, f64) {
     let a = analyze_config(t, &cfg).unwrap();

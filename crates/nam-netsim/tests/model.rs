@@ -5,23 +5,11 @@ use nam_netsim::analytic::analyze;
 use nam_netsim::traffic::TraceEvent;
 use nam_netsim::*;
 
-/// Small versions of every named topology (8x8 tiles, ExaNeSt 2x2x2).
+mod common;
+
+/// Small versions of every named topology (8x8 tiles, ExaNeSt 3x2x2).
 fn small_topologies() -> Vec<Topology> {
-    let mut out = Vec::new();
-    for name in TOPOLOGY_NAMES {
-        let p = TopologyParams {
-            tiles: 8,
-            concentration: match name {
-                "cmesh-high" | "fbfly" => Some(4),
-                _ => None,
-            },
-            global_routers: Some(2),
-            exanest_dims: [3, 2, 2],
-            ..TopologyParams::default()
-        };
-        out.push(build(name, &p).unwrap_or_else(|e| panic!("{name}: {e}")));
-    }
-    out
+    TOPOLOGY_NAMES.iter().map(|name| common::small(name)).collect()
 }
 
 fn cfg_for(t: &Topology, injection: Injection) -> SimConfig {
