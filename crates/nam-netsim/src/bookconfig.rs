@@ -7,6 +7,7 @@
 use crate::alloc::AllocatorKind;
 use crate::builders::{build, TopologyParams};
 use crate::config::{Injection, InjectionProcess, SimConfig};
+use crate::constants::{BOOKSIM_MAX_SAMPLES_DEFAULT, BOOKSIM_SAMPLE_PERIOD_DEFAULT, BOOKSIM_WARMUP_PERIODS_DEFAULT};
 use crate::error::{NetsimError, Result};
 use crate::routing;
 use crate::topology::Topology;
@@ -282,13 +283,13 @@ pub fn parse(text: &str) -> Result<FileConfig> {
         let flits = if rate_in_flits { r } else { r * fc.sim.mean_packet_flits() };
         fc.sim.injection = Injection::FlitsPerNodePerCycle(flits);
     }
-    let period = sample_period.unwrap_or(1000);
-    let warm = warmup_periods.unwrap_or(3);
+    let period = sample_period.unwrap_or(BOOKSIM_SAMPLE_PERIOD_DEFAULT);
+    let warm = warmup_periods.unwrap_or(BOOKSIM_WARMUP_PERIODS_DEFAULT);
     if sample_period.is_some() || warmup_periods.is_some() || max_samples.is_some() {
         // Warm-up of `warmup_periods` samples; the window is what BookSim2 would measure at
         // most after it (`max_samples` in all).
         fc.sim.warmup_cycles = warm * period;
-        fc.sim.measure_cycles = max_samples.unwrap_or(10).saturating_sub(warm).max(1) * period;
+        fc.sim.measure_cycles = max_samples.unwrap_or(BOOKSIM_MAX_SAMPLES_DEFAULT).saturating_sub(warm).max(1) * period;
     }
     fc.sim.validate()?;
     Ok(fc)

@@ -105,6 +105,18 @@ pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
 /// paths that cross clock domains.
 pub const CLOCK_PHASES: u64 = 16;
 
+// BookSim2-style configuration files (`crate::bookconfig`).
+
+/// BookSim2's default `sample_period`, in cycles, used when a file sets only some of
+/// `warmup_periods`, `sample_period` and `max_samples`.
+pub const BOOKSIM_SAMPLE_PERIOD_DEFAULT: u64 = 1000;
+
+/// BookSim2's default `warmup_periods`.
+pub const BOOKSIM_WARMUP_PERIODS_DEFAULT: u64 = 3;
+
+/// BookSim2's default `max_samples`.
+pub const BOOKSIM_MAX_SAMPLES_DEFAULT: u64 = 10;
+
 // The defaults lie within the bounds checked on input.
 const _: () = assert!(1 <= ALLOC_ITERS_DEFAULT && ALLOC_ITERS_DEFAULT <= ALLOC_ITERS_MAX);
 const _: () = assert!(1 <= VCS_DEFAULT && VCS_DEFAULT <= VCS_MAX);
