@@ -8,7 +8,8 @@
 //! It is summed over every source and destination weighted by the traffic pattern (and over the
 //! global routers Super-Star's round-robin rotates through).
 
-use crate::constants::CLOCK_PHASES;
+use crate::config::SimConfig;
+use crate::constants::{CLOCK_PHASES, TERMINAL_DELAY_CYCLES_DEFAULT};
 use crate::error::Result;
 use crate::physical;
 use crate::routing::{RouteState, Router};
@@ -47,6 +48,9 @@ fn cycles(delay_ps: f64, period: u64) -> u64 {
 struct Stage {
     period: u64,
     offset: u64,
+    /// Extra wait of the head flit before its switch allocation (routing delay, and a VC
+    /// allocation stage of its own when not speculative).
+    head_delay: u64,
 }
 
 /// The routers and wires from `src` to `dst`: (injection offset, stages, wires used).
@@ -57,26 +61,34 @@ fn path(
     src: usize,
     dst: usize,
     pick: usize,
+    pipe: &Pipeline,
 ) -> (u64, Vec<Stage>, Vec<usize>) {
+    let terminal = pipe.terminal;
+    let head_cycles = pipe.routing + u64::from(!pipe.speculative);
+    let st = 2 + pipe.switch;
     let nch = topo.channels.len();
     let mut r = topo.nodes[src].router;
     let inj_delay = physical::wire_delay_ps(topo.nodes[src].link_length_mm);
-    let inj = periods[r] * cycles(inj_delay, periods[r]);
-    let mut st = RouteState::new();
+    let inj = periods[r] * (terminal + cycles(inj_delay, periods[r]));
+    let mut rst = RouteState::new();
     let mut wires = vec![nch + 2 * src];
     let mut stages = Vec::new();
     loop {
         let p = periods[r];
-        let hop = router.route(topo, r, dst, &mut st, pick, &|_| 0);
+        let hop = router.route(topo, r, dst, &mut rst, pick, &|_| 0);
         match topo.port_channel(r, hop.port) {
             None => {
                 let d = physical::wire_delay_ps(topo.nodes[dst].link_length_mm);
-                stages.push(Stage { period: p, offset: p * (2 + cycles(d, p)) });
+                stages.push(Stage { period: p, offset: p * (st + cycles(d, p)), head_delay: p * head_cycles });
                 wires.push(nch + 2 * dst + 1);
                 break;
             }
             Some(c) => {
-                stages.push(Stage { period: p, offset: p * (2 + cycles(topo.channel_delay_ps(c), p)) });
+                stages.push(Stage {
+                    period: p,
+                    offset: p * (st + cycles(topo.channel_delay_ps(c), p)),
+                    head_delay: p * head_cycles,
+                });
                 wires.push(c);
                 r = topo.channels[c].to;
             }
@@ -95,8 +107,9 @@ fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usiz
         let mut prev: Option<u64> = None;
         for a in arrivals.iter_mut() {
             let mut tick = a.div_ceil(s.period) * s.period;
-            if let Some(p) = prev {
-                tick = tick.max(p + s.period);
+            match prev {
+                Some(p) => tick = tick.max(p + s.period),
+                None => tick += s.head_delay,
             }
             prev = Some(tick);
             *a = tick + s.offset;
@@ -105,22 +118,36 @@ fn time_packet(t0: u64, src_period: u64, inj: u64, stages: &[Stage], flits: usiz
     arrivals[flits - 1] - t0
 }
 
+/// The router and interface parameters the zero-load model follows.
+struct Pipeline {
+    /// Packet sizes (flits) with their probabilities.
+    sizes: Vec<(usize, f64)>,
+    terminal: u64,
+    routing: u64,
+    speculative: bool,
+    switch: u64,
+}
+
 /// Average contention-free latency (ps) over start phases, and routers traversed.
 fn walk(
     topo: &Topology,
     router: &Router,
     periods: &[u64],
-    flits: usize,
+    pipe: &Pipeline,
     src: usize,
     dst: usize,
     pick: usize,
 ) -> (f64, usize, Vec<usize>) {
-    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick);
+    let (inj, stages, wires) = path(topo, router, periods, src, dst, pick, pipe);
     let p0 = periods[topo.nodes[src].router];
     let single_clock = stages.iter().all(|s| s.period == p0);
     let phases = if single_clock { 1 } else { CLOCK_PHASES };
-    let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
-    (total as f64 / phases as f64, stages.len(), wires)
+    let mut lat = 0.0;
+    for &(flits, p) in &pipe.sizes {
+        let total: u64 = (0..phases).map(|k| time_packet(k * 7 * p0, p0, inj, &stages, flits)).sum();
+        lat += p * total as f64 / phases as f64;
+    }
+    (lat, stages.len(), wires)
 }
 
 /// Number of distinct round-robin choices the routing rotates through.
@@ -136,8 +163,33 @@ fn picks(topo: &Topology) -> usize {
     }
 }
 
-/// Computes the zero-load latency and channel-load bound of `topo` under `traffic`.
+/// Computes the zero-load latency and channel-load bound of `topo` under `traffic`, with the
+/// default router pipeline and terminal interface.
 pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_flits: usize) -> Result<AnalyticModel> {
+    let pipe = Pipeline {
+        sizes: vec![(packet_flits, 1.0)],
+        terminal: TERMINAL_DELAY_CYCLES_DEFAULT,
+        routing: 0,
+        speculative: true,
+        switch: 0,
+    };
+    analyze_pipeline(topo, traffic, vcs, &pipe)
+}
+
+/// [`analyze`] for the traffic, VCs, packet size and pipeline of `cfg`.
+pub fn analyze_config(topo: &Topology, cfg: &SimConfig) -> Result<AnalyticModel> {
+    let pipe = Pipeline {
+        sizes: cfg.packet_sizes(),
+        terminal: cfg.terminal_delay_cycles,
+        routing: cfg.routing_delay_cycles,
+        speculative: cfg.speculative,
+        switch: cfg.switch_delay_cycles,
+    };
+    analyze_pipeline(topo, &cfg.traffic, cfg.vcs, &pipe)
+}
+
+fn analyze_pipeline(topo: &Topology, traffic: &TrafficPattern, vcs: usize, pipe: &Pipeline) -> Result<AnalyticModel> {
+    let packet_flits: f64 = pipe.sizes.iter().map(|&(f, p)| f as f64 * p).sum();
     let router = Router::new(topo, vcs)?;
     let periods: Vec<u64> = topo.routers.iter().map(|r| period_ps(r.freq_ghz)).collect();
     let nch = topo.channels.len();
@@ -148,12 +200,12 @@ pub fn analyze(topo: &Topology, traffic: &TrafficPattern, vcs: usize, packet_fli
         for (dst, w) in traffic.distribution(topo, src) {
             for pick in 0..npick {
                 let wp = w / npick as f64;
-                let (lat, routers, wires) = walk(topo, &router, &periods, packet_flits, src, dst, pick);
+                let (lat, routers, wires) = walk(topo, &router, &periods, pipe, src, dst, pick);
                 lat_sum += wp * lat;
                 routers_sum += wp * routers as f64;
                 weight_sum += wp;
                 for w in wires {
-                    load[w] += wp * packet_flits as f64;
+                    load[w] += wp * packet_flits;
                 }
             }
         }

@@ -1,8 +1,10 @@
 //! Simulation parameters and results.
 
+pub use crate::alloc::AllocatorKind;
 use crate::constants::{
-    DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, VCS_DEFAULT,
-    VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
+    ALLOC_ITERS_DEFAULT, ALLOC_ITERS_MAX, DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT,
+    LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, PIPELINE_DELAY_MAX,
+    TERMINAL_DELAY_CYCLES_DEFAULT, VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
 };
 pub use crate::constants::{PACKET_FLITS_MAX, RUN_CYCLES_MAX, VCS_MAX, VC_DEPTH_MAX};
 use crate::error::{invalid, Result};
@@ -16,6 +18,34 @@ pub enum Injection {
     PacketsPerNsPerNode(f64),
     /// Flits per node per cycle of the reference clock (the fastest router nodes attach to).
     FlitsPerNodePerCycle(f64),
+}
+
+/// How each node's packets are spread in time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub enum InjectionProcess {
+    /// A packet with the same probability every cycle (BookSim2 `injection_process = bernoulli`).
+    #[default]
+    Bernoulli,
+    /// Bursts: each node is off or on; it turns on with probability `alpha` and off with
+    /// probability `beta` per cycle of its router, and sends only while on, at the rate that
+    /// keeps its average at the configured injection (BookSim2 `injection_process = on_off`,
+    /// `burst_alpha`, `burst_beta`). Nodes start in the long-run share of the on state.
+    OnOff {
+        /// Probability per cycle of turning on.
+        alpha: f64,
+        /// Probability per cycle of turning off.
+        beta: f64,
+    },
+}
+
+impl InjectionProcess {
+    /// Long-run share of cycles a node is on (1 for Bernoulli).
+    pub fn on_share(&self) -> f64 {
+        match *self {
+            InjectionProcess::Bernoulli => 1.0,
+            InjectionProcess::OnOff { alpha, beta } => alpha / (alpha + beta),
+        }
+    }
 }
 
 /// Everything a run needs besides the topology.
@@ -43,6 +73,41 @@ pub struct SimConfig {
     pub generate_during_drain: bool,
     /// Random seed; the same seed gives the same result.
     pub seed: u64,
+    /// VC allocator (BookSim2 `vc_allocator`); default separable input-first.
+    pub vc_allocator: AllocatorKind,
+    /// Switch allocator (BookSim2 `sw_allocator`); default separable input-first
+    /// ([`AllocatorKind::IndexPreferred`] is a VC allocator only).
+    pub sw_allocator: AllocatorKind,
+    /// Iterations of an iSLIP allocator (BookSim2 `alloc_iters`).
+    pub alloc_iters: usize,
+    /// Cycles of the source router's clock from a packet's generation to its head flit
+    /// entering the injection link (default 1, the usual terminal model; 0 is nam-netsim's
+    /// earlier, one cycle shorter terminal interface).
+    pub terminal_delay_cycles: u64,
+    /// A stable run's average latency must stay within this multiple of the zero-load latency.
+    pub latency_bound_factor: f64,
+    /// Zero-load latency (ns) the latency bound is relative to; `None`: the run computes it
+    /// from the analytic model (a sweep passes the figure it already has).
+    pub zero_load_latency_ns: Option<f64>,
+    /// Injection process (BookSim2 `injection_process`).
+    pub injection_process: InjectionProcess,
+    /// Speculative switch allocation (BookSim2 `speculative`): a head that wins its output VC
+    /// requests the switch in the same cycle, at lower priority than flits that already hold
+    /// an output VC; `false` gives VC allocation a pipeline stage of its own (the head asks for
+    /// the switch one cycle later).
+    pub speculative: bool,
+    /// Cycles between a head's route computation and its VC allocation (BookSim2
+    /// `routing_delay`; 0: both in the router's first stage).
+    pub routing_delay_cycles: u64,
+    /// Extra cycles between switch allocation and the link (BookSim2 `sw_alloc_delay` +
+    /// `st_final_delay` beyond the 2-stage pipeline's one each).
+    pub switch_delay_cycles: u64,
+    /// Extra cycles a credit takes back upstream beyond the link's pipeline (BookSim2
+    /// `credit_delay`).
+    pub credit_delay_cycles: u64,
+    /// Packet sizes in flits with their relative weights (BookSim2 `packet_size` and
+    /// `packet_size_rate`); empty: every packet has `packet_flits` flits.
+    pub packet_size_mix: Vec<(usize, f64)>,
 }
 
 impl Default for SimConfig {
@@ -59,11 +124,37 @@ impl Default for SimConfig {
             deadlock_cycles: DEADLOCK_CYCLES_DEFAULT,
             generate_during_drain: true,
             seed: 1,
+            vc_allocator: AllocatorKind::SeparableInputFirst,
+            sw_allocator: AllocatorKind::SeparableInputFirst,
+            alloc_iters: ALLOC_ITERS_DEFAULT,
+            terminal_delay_cycles: TERMINAL_DELAY_CYCLES_DEFAULT,
+            latency_bound_factor: LATENCY_BOUND_FACTOR_DEFAULT,
+            zero_load_latency_ns: None,
+            injection_process: InjectionProcess::Bernoulli,
+            packet_size_mix: Vec::new(),
+            speculative: true,
+            routing_delay_cycles: 0,
+            switch_delay_cycles: 0,
+            credit_delay_cycles: 0,
         }
     }
 }
 
 impl SimConfig {
+    /// Packet sizes (flits) with their probabilities, summing to 1.
+    pub fn packet_sizes(&self) -> Vec<(usize, f64)> {
+        if self.packet_size_mix.is_empty() {
+            return vec![(self.packet_flits, 1.0)];
+        }
+        let total: f64 = self.packet_size_mix.iter().map(|x| x.1).sum();
+        self.packet_size_mix.iter().map(|&(s, w)| (s, w / total)).collect()
+    }
+
+    /// Average packet size in flits.
+    pub fn mean_packet_flits(&self) -> f64 {
+        self.packet_sizes().iter().map(|&(s, p)| s as f64 * p).sum()
+    }
+
     /// Checks every field; errors name the field.
     pub fn validate(&self) -> Result<()> {
         if self.vcs == 0 || self.vcs > VCS_MAX {
@@ -75,6 +166,22 @@ impl SimConfig {
         if self.packet_flits == 0 || self.packet_flits > PACKET_FLITS_MAX {
             return Err(invalid("packet_flits", format!("{} is outside 1..={PACKET_FLITS_MAX}", self.packet_flits)));
         }
+        for &(size, w) in &self.packet_size_mix {
+            if size == 0 || size > PACKET_FLITS_MAX {
+                return Err(invalid("packet_size_mix", format!("size {size} is outside 1..={PACKET_FLITS_MAX}")));
+            }
+            if !(w > 0.0 && w.is_finite()) {
+                return Err(invalid("packet_size_mix", format!("weight {w} of size {size} is not > 0")));
+            }
+        }
+        if let InjectionProcess::OnOff { alpha, beta } = self.injection_process {
+            if !(alpha > 0.0 && alpha <= 1.0 && (0.0..=1.0).contains(&beta)) {
+                return Err(invalid(
+                    "injection_process",
+                    format!("alpha {alpha} must be in (0, 1], beta {beta} in [0, 1]"),
+                ));
+            }
+        }
         let total = self.warmup_cycles + self.measure_cycles + self.drain_cycles_max;
         if self.measure_cycles == 0 || total > RUN_CYCLES_MAX {
             return Err(invalid(
@@ -84,6 +191,30 @@ impl SimConfig {
         }
         if self.deadlock_cycles == 0 {
             return Err(invalid("deadlock_cycles", "must be > 0"));
+        }
+        if self.sw_allocator == AllocatorKind::IndexPreferred {
+            return Err(invalid("sw_allocator", "index_preferred is a VC allocator only"));
+        }
+        if self.alloc_iters == 0 || self.alloc_iters > ALLOC_ITERS_MAX {
+            return Err(invalid("alloc_iters", format!("{} is outside 1..={ALLOC_ITERS_MAX}", self.alloc_iters)));
+        }
+        for (field, x) in [
+            ("terminal_delay_cycles", self.terminal_delay_cycles),
+            ("routing_delay_cycles", self.routing_delay_cycles),
+            ("switch_delay_cycles", self.switch_delay_cycles),
+            ("credit_delay_cycles", self.credit_delay_cycles),
+        ] {
+            if x > PIPELINE_DELAY_MAX {
+                return Err(invalid(field, format!("{x} is above {PIPELINE_DELAY_MAX} cycles")));
+            }
+        }
+        if !(self.latency_bound_factor > 1.0 && self.latency_bound_factor.is_finite()) {
+            return Err(invalid("latency_bound_factor", format!("{} is not a factor > 1", self.latency_bound_factor)));
+        }
+        if let Some(z) = self.zero_load_latency_ns {
+            if !(z > 0.0 && z.is_finite()) {
+                return Err(invalid("zero_load_latency_ns", format!("{z} is not a latency > 0")));
+            }
         }
         match self.injection {
             Injection::FlitsPerNodePerCycle(x) if !(0.0..=1.0).contains(&x) => {
@@ -101,7 +232,8 @@ impl SimConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
-    /// All measured packets were delivered and the network accepted the offered load.
+    /// All measured packets were delivered, the accepted rate matched the offered load, the
+    /// latency stayed within its bound relative to zero load and did not drift upward.
     Stable,
     /// The network did not reach steady state (saturated): no latency number is reported.
     Unstable,
@@ -143,6 +275,17 @@ pub struct SimResult {
     pub avg_latency_cycles: Option<f64>,
     /// 99th percentile latency in reference-clock cycles; `None` unless stable.
     pub p99_latency_cycles: Option<f64>,
+    /// Average network latency (head entering the injection link to tail delivery, without
+    /// the source queue: BookSim2's "network latency"), ns; `None` unless stable.
+    pub avg_network_latency_ns: Option<f64>,
+    /// Smallest latency, ns; `None` unless stable.
+    pub min_latency_ns: Option<f64>,
+    /// Median latency, ns; `None` unless stable.
+    pub p50_latency_ns: Option<f64>,
+    /// 95th percentile latency, ns; `None` unless stable.
+    pub p95_latency_ns: Option<f64>,
+    /// Largest latency, ns; `None` unless stable.
+    pub max_latency_ns: Option<f64>,
     /// Reference clock (GHz) used for the cycle figures.
     pub reference_freq_ghz: f64,
     /// Average routers traversed by measured packets.

@@ -56,12 +56,46 @@ pub const DRAIN_CYCLES_MAX_DEFAULT: u64 = 12_000;
 /// is declared deadlocked.
 pub const DEADLOCK_CYCLES_DEFAULT: u64 = 5000;
 
+/// Default cycles the network interface takes from a packet's generation to its head flit
+/// entering the injection link: one, so that a packet generated at cycle `t` enters the
+/// router's input buffer at `t + 2` over a one-cycle link, as in the usual terminal model
+/// (BookSim2's source queue writes the flit onto the injection channel one step after the
+/// packet is created); 0 gives nam-netsim's earlier, one cycle shorter terminal interface.
+pub const TERMINAL_DELAY_CYCLES_DEFAULT: u64 = 1;
+
+/// Largest configurable pipeline delay (terminal, routing, switch, credit), in cycles: deeper
+/// than any router pipeline in use, and it keeps delays far from overflowing the ps clock.
+pub const PIPELINE_DELAY_MAX: u64 = 64;
+
+/// Default iterations of an iSLIP allocator (BookSim2's `alloc_iters` default).
+pub const ALLOC_ITERS_DEFAULT: usize = 1;
+
+/// Most iterations accepted for an iSLIP allocator: more than the widest router's ports
+/// cannot add matches.
+pub const ALLOC_ITERS_MAX: usize = 64;
+
 // Measurement.
 
-/// Share of the window's generated packets that may stay undelivered at the window's end
-/// (at least one per node) before the run counts as unstable: 10%, so accepted throughput
-/// kept up with 90% of the offered load.
-pub const WINDOW_BACKLOG_FRACTION: f64 = 0.1;
+/// Default bound on a stable run's average latency, as a multiple of the zero-load latency:
+/// the point where the latency curve has clearly left its zero-load plateau (a saturated
+/// network's latency grows without bound; three times zero load is the common definition of
+/// the knee in NoC evaluations).
+pub const LATENCY_BOUND_FACTOR_DEFAULT: f64 = 3.0;
+
+/// Largest relative shortfall of the window's accepted packets against the packets generated
+/// in it that still counts as a stable accepted rate (beyond the sampling noise allowance of
+/// [`ACCEPTED_RATE_SIGMAS`]).
+pub const ACCEPTED_RATE_TOLERANCE: f64 = 0.02;
+
+/// Sampling noise allowance of the accepted-rate and latency-drift tests, in standard
+/// deviations (of a Poisson count, or of a mean latency): three, so that a stable run is
+/// misjudged about once in a thousand.
+pub const ACCEPTED_RATE_SIGMAS: f64 = 3.0;
+
+/// Largest relative growth of the average latency of packets generated in the second half of
+/// the window over those of the first half that still counts as converged (beyond the noise
+/// allowance): a saturated network's source queues, and so its latency, keep growing.
+pub const LATENCY_DRIFT_TOLERANCE: f64 = 0.05;
 
 /// Points counted as "before saturation": offered load at most this fraction of the saturation
 /// throughput.
@@ -71,7 +105,20 @@ pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
 /// paths that cross clock domains.
 pub const CLOCK_PHASES: u64 = 16;
 
+// BookSim2-style configuration files (`crate::bookconfig`).
+
+/// BookSim2's default `sample_period`, in cycles, used when a file sets only some of
+/// `warmup_periods`, `sample_period` and `max_samples`.
+pub const BOOKSIM_SAMPLE_PERIOD_DEFAULT: u64 = 1000;
+
+/// BookSim2's default `warmup_periods`.
+pub const BOOKSIM_WARMUP_PERIODS_DEFAULT: u64 = 3;
+
+/// BookSim2's default `max_samples`.
+pub const BOOKSIM_MAX_SAMPLES_DEFAULT: u64 = 10;
+
 // The defaults lie within the bounds checked on input.
+const _: () = assert!(1 <= ALLOC_ITERS_DEFAULT && ALLOC_ITERS_DEFAULT <= ALLOC_ITERS_MAX);
 const _: () = assert!(1 <= VCS_DEFAULT && VCS_DEFAULT <= VCS_MAX);
 const _: () = assert!(1 <= VC_DEPTH_DEFAULT && VC_DEPTH_DEFAULT <= VC_DEPTH_MAX);
 const _: () = assert!(1 <= PACKET_FLITS_DEFAULT && PACKET_FLITS_DEFAULT <= PACKET_FLITS_MAX);

@@ -47,7 +47,9 @@
 
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod analytic;
+pub mod bookconfig;
 pub mod builders;
 pub mod config;
 pub mod constants;
@@ -61,8 +63,9 @@ pub mod topofile;
 pub mod topology;
 pub mod traffic;
 
+pub use alloc::AllocatorKind;
 pub use builders::{build, TopologyParams, TOPOLOGY_NAMES};
-pub use config::{Energy, Injection, RunStatus, SimConfig, SimResult};
+pub use config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
 pub use error::{NetsimError, Result};
 pub use sim::run;
 pub use topology::{RoutingKind, Topology, TopologySummary};

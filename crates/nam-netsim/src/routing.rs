@@ -75,6 +75,7 @@ impl Router {
     ///
     /// `pick` rotates among equivalent choices (global routers, parallel links); `occupancy(port)`
     /// returns the flits buffered downstream of an output port (for Super-StarX's threshold).
+    #[inline]
     pub fn route(
         &self,
         topo: &Topology,

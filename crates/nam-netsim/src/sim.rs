@@ -11,8 +11,10 @@
 //! downstream clock. Because every transfer takes at least one period, the order in which
 //! routers tick within one instant does not matter, which makes runs deterministic.
 
-use crate::config::{Energy, Injection, RunStatus, SimConfig, SimResult};
-use crate::constants::WINDOW_BACKLOG_FRACTION;
+use crate::alloc::{allocate, AllocatorKind, Pointers, Request};
+use crate::analytic::analyze_config;
+use crate::config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
+use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_DRIFT_TOLERANCE};
 use crate::error::{invalid, Result};
 use crate::physical;
 use crate::routing::{Hop, RouteState, Router};
@@ -46,6 +48,12 @@ struct InVc {
     buf: VecDeque<Flit>,
     hop: Option<Hop>,
     out_vc: Option<u8>,
+    /// Earliest time (ps) of the head's next pipeline step (VC allocation after routing,
+    /// switch allocation after VC allocation).
+    ready_ps: u64,
+    /// Time (ps) the head won its output VC: a switch request in that same cycle is
+    /// speculative.
+    va_ps: u64,
 }
 
 struct RouterState {
@@ -55,8 +63,11 @@ struct RouterState {
     ivc: Vec<InVc>,
     credits: Vec<u32>,
     ovc_busy: Vec<bool>,
-    sa_in_rr: Vec<usize>,
-    sa_out_rr: Vec<usize>,
+    /// Round-robin pointers of the VC allocator (groups: input VCs; outputs: output VCs).
+    va_ptr: Pointers,
+    /// Round-robin pointers of the switch allocator (groups: input ports; outputs: ports).
+    sa_ptr: Pointers,
+    /// Per output port: the index-preferred VC allocator's round-robin pointer.
     va_out_rr: Vec<usize>,
     pick: usize,
     buffered: u32,
@@ -67,7 +78,10 @@ struct RouterState {
 struct Ni {
     inj_wire: usize,
     ej_wire: usize,
+    /// Probability of a new packet per cycle while on (always on for Bernoulli injection).
     p_packet: f64,
+    /// Whether an on/off source is on.
+    on: bool,
     queue: VecDeque<u32>,
     cur: Option<(u32, usize, u8)>,
     credits: Vec<u32>,
@@ -79,10 +93,13 @@ struct Ni {
 struct Packet {
     dst: u32,
     gen_ps: u64,
+    /// Time the head flit entered the injection link (network latency starts here).
+    inj_ps: u64,
     measured: bool,
     rs: RouteState,
     received: u16,
     routers: u16,
+    flits: u16,
 }
 
 struct Domain {
@@ -122,6 +139,23 @@ pub struct Simulation<'a> {
     router_ticks: u64,
     routers_sum: u64,
     scratch: Requests,
+    reqs: Vec<Request>,
+    spec_reqs: Vec<Request>,
+    grants: Vec<Request>,
+    /// Output VCs granted by the VC allocation of the router ticking now.
+    va_granted: usize,
+    alloc_tmp: Vec<Request>,
+    /// Per half of the window (by generation time): count, sum and sum of squares of the
+    /// latencies (ps) of measured packets, for the latency-drift test.
+    halves: [(u64, f64, f64); 2],
+    /// Sum of the network latencies (head injection to tail delivery) of measured packets.
+    network_latency_sum_ps: u64,
+    /// Zero-load latency (ps) the latency bound is relative to (`None` for traces).
+    zero_load_ps: Option<f64>,
+    /// Cumulative probabilities of the packet sizes (flits), when there is more than one.
+    size_cdf: Vec<(u16, f64)>,
+    /// Every source's destination, for patterns that fix it.
+    fixed_dst: Option<Vec<Option<usize>>>,
 }
 
 fn period_ps(freq_ghz: f64) -> u64 {
@@ -171,8 +205,36 @@ impl<'a> Simulation<'a> {
             router_ticks: 0,
             routers_sum: 0,
             scratch: Vec::new(),
+            reqs: Vec::new(),
+            spec_reqs: Vec::new(),
+            grants: Vec::new(),
+            va_granted: 0,
+            alloc_tmp: Vec::new(),
+            halves: [(0, 0.0, 0.0); 2],
+            zero_load_ps: None,
+            network_latency_sum_ps: 0,
+            size_cdf: Vec::new(),
+            fixed_dst: cfg.traffic.is_fixed().then(|| cfg.traffic.fixed_destinations(topo)),
             cfg,
         };
+        let sizes = sim.cfg.packet_sizes();
+        if sizes.len() > 1 {
+            let mut acc = 0.0;
+            sim.size_cdf = sizes
+                .iter()
+                .map(|&(f, p)| {
+                    acc += p;
+                    (f as u16, acc)
+                })
+                .collect();
+        }
+        if !matches!(sim.cfg.traffic, TrafficPattern::Trace(_)) {
+            let z = match sim.cfg.zero_load_latency_ns {
+                Some(z) => z,
+                None => analyze_config(topo, &sim.cfg)?.zero_load_latency_ns,
+            };
+            sim.zero_load_ps = Some(z * 1000.0);
+        }
         if !sim.cfg.generate_during_drain {
             sim.gen_end_ps = sim.measure_end_ps;
         }
@@ -184,10 +246,13 @@ impl<'a> Simulation<'a> {
 
     fn new_wire(&mut self, delay_ps: f64, up_period: u64, up_is_router: bool, down_period: u64, len: f64) -> usize {
         let up_cycles = pipeline_cycles(delay_ps, up_period);
-        let stage = if up_is_router { 2 } else { 0 };
+        // A router's flit spends the switch-traversal cycle after allocation before the link; a
+        // network interface's flit spends the terminal delay before it.
+        let stage = if up_is_router { 2 + self.cfg.switch_delay_cycles } else { self.cfg.terminal_delay_cycles };
+        let credit_cycles = pipeline_cycles(delay_ps, down_period) + self.cfg.credit_delay_cycles;
         self.wires.push(Wire {
             flit_offset_ps: up_period * (stage + up_cycles),
-            credit_offset_ps: down_period * pipeline_cycles(delay_ps, down_period),
+            credit_offset_ps: down_period * credit_cycles,
             flits: VecDeque::new(),
             credits: VecDeque::new(),
             length_mm: len,
@@ -209,12 +274,18 @@ impl<'a> Simulation<'a> {
                 in_wires: Vec::with_capacity(ports_in),
                 out_wires: Vec::with_capacity(ports_out),
                 ivc: (0..ports_in * v)
-                    .map(|_| InVc { buf: VecDeque::with_capacity(self.cfg.vc_depth_flits), hop: None, out_vc: None })
+                    .map(|_| InVc {
+                        buf: VecDeque::with_capacity(self.cfg.vc_depth_flits),
+                        hop: None,
+                        out_vc: None,
+                        ready_ps: 0,
+                        va_ps: u64::MAX,
+                    })
                     .collect(),
                 credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
                 ovc_busy: vec![false; ports_out * v],
-                sa_in_rr: vec![0; ports_in],
-                sa_out_rr: vec![0; ports_out],
+                va_ptr: Pointers::new(ports_in * v, v, ports_out * v),
+                sa_ptr: Pointers::new(ports_in, v, ports_out),
                 va_out_rr: vec![0; ports_out],
                 pick: 0,
                 buffered: 0,
@@ -254,7 +325,8 @@ impl<'a> Simulation<'a> {
 
     fn build_nis(&mut self) -> Result<()> {
         let topo = self.topo;
-        let f = self.cfg.packet_flits as f64;
+        let f = self.cfg.mean_packet_flits();
+        let on_share = self.cfg.injection_process.on_share();
         let mut traces: Vec<VecDeque<(u64, usize)>> = vec![VecDeque::new(); topo.node_count()];
         if let TrafficPattern::Trace(events) = &self.cfg.traffic {
             for e in events {
@@ -267,7 +339,7 @@ impl<'a> Simulation<'a> {
             let p_packet = match self.cfg.injection {
                 Injection::PacketsPerNsPerNode(x) => x * period_ns,
                 Injection::FlitsPerNodePerCycle(x) => x / f * period_ns * 1000.0 / self.ref_period_ps as f64,
-            };
+            } / on_share;
             if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
                 // Injection rate is not used for traces.
             } else if p_packet * f > 1.0 + 1e-9 {
@@ -277,16 +349,22 @@ impl<'a> Simulation<'a> {
                 ));
             }
             let seed = self.cfg.seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let on = match self.cfg.injection_process {
+                InjectionProcess::Bernoulli => true,
+                InjectionProcess::OnOff { .. } => rng.gen::<f64>() < on_share,
+            };
             self.router_nis[r].push(n);
             self.nis.push(Ni {
                 inj_wire: self.routers[r].in_wires[topo.node_port(n)],
                 ej_wire: self.routers[r].out_wires[topo.node_port(n)],
                 p_packet,
+                on,
                 queue: VecDeque::new(),
                 cur: None,
                 credits: vec![self.cfg.vc_depth_flits as u32; self.cfg.vcs],
                 next_vc: 0,
-                rng: ChaCha8Rng::seed_from_u64(seed),
+                rng,
                 trace: std::mem::take(&mut traces[n]),
             });
         }
@@ -337,7 +415,7 @@ impl<'a> Simulation<'a> {
                 status = RunStatus::Deadlock;
                 break;
             }
-            if self.cfg.generate_during_drain && now >= self.measure_end_ps && !self.window_accepts_offered() {
+            if self.cfg.generate_during_drain && now >= self.measure_end_ps && !self.accepted_rate_stable() {
                 status = RunStatus::Unstable;
                 break;
             }
@@ -356,21 +434,51 @@ impl<'a> Simulation<'a> {
         self.result(status, now)
     }
 
-    /// Whether the window's accepted throughput kept up with the offered load
-    /// (all but [`WINDOW_BACKLOG_FRACTION`]); a
-    /// saturated network is declared unstable without draining.
-    fn window_accepts_offered(&self) -> bool {
+    /// Whether the window's accepted rate matched the offered load: the packets delivered in
+    /// the window fall short of those generated in it by at most [`ACCEPTED_RATE_TOLERANCE`]
+    /// plus [`ACCEPTED_RATE_SIGMAS`] Poisson standard deviations (the packets in flight at the
+    /// window's two ends differ by that much in steady state). A saturated network, whose
+    /// source queues grow, fails it at the window's end without draining.
+    fn accepted_rate_stable(&self) -> bool {
         if matches!(self.cfg.traffic, TrafficPattern::Trace(_)) {
             return true;
         }
-        // Packets generated in the window vs. packets delivered in the window, allowing one
-        // packet in flight per node so that sparse low-load runs are not misjudged.
-        let backlog = self.measured_generated.saturating_sub(self.window_packets_ejected) as f64;
-        backlog <= (WINDOW_BACKLOG_FRACTION * self.measured_generated as f64).max(self.topo.node_count() as f64)
+        let generated = self.measured_generated as f64;
+        let backlog = generated - self.window_packets_ejected as f64;
+        backlog <= ACCEPTED_RATE_TOLERANCE * generated + ACCEPTED_RATE_SIGMAS * generated.sqrt()
+    }
+
+    /// Whether the measured latency converged under its bound: the average stays within
+    /// `latency_bound_factor` times the zero-load latency, and the packets generated in the
+    /// window's second half waited at most [`LATENCY_DRIFT_TOLERANCE`] (plus the noise
+    /// allowance) longer than those of the first half.
+    fn latency_converged(&self) -> bool {
+        let Some(zero) = self.zero_load_ps else {
+            return true;
+        };
+        let [(n0, s0, q0), (n1, s1, q1)] = self.halves;
+        let n = n0 + n1;
+        if n == 0 {
+            return true;
+        }
+        if (s0 + s1) / n as f64 > self.cfg.latency_bound_factor * zero {
+            return false;
+        }
+        if n0 < 2 || n1 < 2 {
+            return true;
+        }
+        let (m0, m1) = (s0 / n0 as f64, s1 / n1 as f64);
+        let var = |m: f64, q: f64, k: u64| ((q / k as f64 - m * m).max(0.0)) / k as f64;
+        let se = (var(m0, q0, n0) + var(m1, q1, n1)).sqrt();
+        m1 - m0 <= LATENCY_DRIFT_TOLERANCE * m0 + ACCEPTED_RATE_SIGMAS * se
     }
 
     fn queues_empty(&self) -> bool {
         self.nis.iter().all(|ni| ni.queue.is_empty() && ni.cur.is_none())
+    }
+
+    fn mid_window_ps(&self) -> u64 {
+        self.warm_end_ps + (self.measure_end_ps - self.warm_end_ps) / 2
     }
 
     fn in_window(&self, t: u64) -> bool {
@@ -403,14 +511,15 @@ impl<'a> Simulation<'a> {
         if rs.buffered == 0 {
             return;
         }
-        self.route_heads(r);
-        self.allocate_vcs(r);
+        self.route_heads(r, t);
+        self.allocate_vcs(r, t);
         self.allocate_switch(r, t);
     }
 
     /// Route computation for head flits at the front of idle VCs.
-    fn route_heads(&mut self, r: usize) {
+    fn route_heads(&mut self, r: usize, t: u64) {
         let v = self.cfg.vcs;
+        let va_at = t + self.cfg.routing_delay_cycles * self.routers[r].period_ps;
         let cap = (v * self.cfg.vc_depth_flits) as u32;
         let RouterState { ivc, credits, pick, .. } = &mut self.routers[r];
         let occupancy = |port: usize| {
@@ -430,13 +539,74 @@ impl<'a> Simulation<'a> {
             *pick = pick.wrapping_add(1);
             pkt.routers += 1;
             vc.hop = Some(hop);
+            vc.ready_ps = va_at;
         }
     }
 
-    /// Separable VC allocation: each input VC requests one free output VC in its range, each
-    /// output port grants round-robin among requesters.
-    fn allocate_vcs(&mut self, r: usize) {
+    /// VC allocation: each input VC holding a routed head asks for every free output VC of its
+    /// range on its output port; the configured allocator picks at most one per input VC and
+    /// one input VC per output VC.
+    fn allocate_vcs(&mut self, r: usize, t: u64) {
+        if self.cfg.vc_allocator == AllocatorKind::IndexPreferred {
+            return self.allocate_vcs_index_preferred(r, t);
+        }
+        let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
+        let input_first = self.cfg.vc_allocator == AllocatorKind::SeparableInputFirst;
         let v = self.cfg.vcs;
+        let mut reqs = std::mem::take(&mut self.reqs);
+        let mut grants = std::mem::take(&mut self.grants);
+        reqs.clear();
+        grants.clear();
+        let rs = &mut self.routers[r];
+        for (i, vc) in rs.ivc.iter().enumerate() {
+            let (Some(hop), None) = (vc.hop, vc.out_vc) else {
+                continue;
+            };
+            if vc.ready_ps > t {
+                continue;
+            }
+            // Input-first: the input VC's arbiter picks here, the first free output VC from
+            // its pointer; the other allocators see every free output VC.
+            let (lo, width) = (hop.vc_lo as usize, (hop.vc_hi - hop.vc_lo) as usize);
+            let start = rs.va_ptr.input[i] as usize;
+            for k in 0..width {
+                let ov = lo + (start + k) % width;
+                let o = hop.port * v + ov;
+                if !rs.ovc_busy[o] {
+                    reqs.push(Request { group: i as u32, key: ov as u32, out: o as u32 });
+                    if input_first {
+                        break;
+                    }
+                }
+            }
+        }
+        allocate(
+            self.cfg.vc_allocator,
+            self.cfg.alloc_iters,
+            &mut reqs,
+            &mut rs.va_ptr,
+            &mut grants,
+            &mut self.alloc_tmp,
+        );
+        self.va_granted = grants.len();
+        for g in &grants {
+            rs.ovc_busy[g.out as usize] = true;
+            let ivc = &mut rs.ivc[g.group as usize];
+            ivc.out_vc = Some(g.key as u8);
+            ivc.ready_ps = sa_at;
+            ivc.va_ps = t;
+        }
+        self.reqs = reqs;
+        self.grants = grants;
+    }
+
+    /// The index-preferred VC allocator ([`AllocatorKind::IndexPreferred`]): each input VC
+    /// requests one free output VC in its range, the first from its own index, each output
+    /// port grants round-robin among requesters.
+    fn allocate_vcs_index_preferred(&mut self, r: usize, t: u64) {
+        self.va_granted = 0;
+        let v = self.cfg.vcs;
+        let sa_at = t + if self.cfg.speculative { 0 } else { self.routers[r].period_ps };
         let mut req = std::mem::take(&mut self.scratch);
         req.clear();
         let rs = &mut self.routers[r];
@@ -445,6 +615,9 @@ impl<'a> Simulation<'a> {
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            if vc.ready_ps > t {
+                continue;
+            }
             let width = (hop.vc_hi - hop.vc_lo) as usize;
             let start = i % width.max(1);
             for k in 0..width {
@@ -466,43 +639,74 @@ impl<'a> Simulation<'a> {
                 last = o;
                 rs.ovc_busy[o] = true;
                 rs.ivc[i].out_vc = Some((o % v) as u8);
+                rs.ivc[i].ready_ps = sa_at;
+                rs.ivc[i].va_ps = t;
+                self.va_granted += 1;
                 rs.va_out_rr[o / v] = i + 1;
             }
         }
         self.scratch = req;
     }
 
-    /// Separable switch allocation (input first, then output, round-robin at both) and switch
-    /// traversal of the winners onto their output wires.
+    /// Switch allocation (every input VC with a flit, an output VC and a credit asks for its
+    /// output port; the configured allocator grants at most one VC per input port and one
+    /// input port per output port) and switch traversal of the winners onto their output wires.
     fn allocate_switch(&mut self, r: usize, t: u64) {
         let v = self.cfg.vcs;
         let window = self.in_window(t);
-        let mut req = std::mem::take(&mut self.scratch);
-        req.clear();
+        let mut reqs = std::mem::take(&mut self.reqs);
+        let mut grants = std::mem::take(&mut self.grants);
+        reqs.clear();
+        grants.clear();
+        let mut spec = std::mem::take(&mut self.spec_reqs);
+        spec.clear();
         let rs = &mut self.routers[r];
-        let n_in = rs.in_wires.len();
-        for p in 0..n_in {
+        let (kind, iters) = (self.cfg.sw_allocator, self.cfg.alloc_iters);
+        // With an input-first allocator each input port's arbiter is applied here, while
+        // collecting (the first eligible VC from its pointer), which keeps the hot loop short.
+        let input_first = kind == AllocatorKind::SeparableInputFirst;
+        // Speculative requests exist only when this router's VC allocation granted some in
+        // this cycle; otherwise an input-first port stops at its first request.
+        let any_spec = self.cfg.speculative && self.va_granted > 0;
+        // Speculative requests (heads whose VC was allocated in this same cycle) go second,
+        // to the input and output ports the others left free.
+        for p in 0..rs.in_wires.len() {
+            let start = rs.sa_ptr.input[p] as usize;
+            let (mut found, mut found_spec) = (false, false);
             for k in 0..v {
-                let vc = (rs.sa_in_rr[p] + k) % v;
-                let ivc = &rs.ivc[p * v + vc];
+                let vc = if start + k >= v { start + k - v } else { start + k };
+                let i = p * v + vc;
+                let ivc = &rs.ivc[i];
                 let (Some(hop), Some(ov)) = (ivc.hop, ivc.out_vc) else {
                     continue;
                 };
-                if !ivc.buf.is_empty() && rs.credits[hop.port * v + ov as usize] > 0 {
-                    req.push((hop.port, p * v + vc));
+                if ivc.buf.is_empty() || rs.credits[hop.port * v + ov as usize] == 0 || ivc.ready_ps > t {
+                    continue;
+                }
+                let req = Request { group: p as u32, key: vc as u32, out: hop.port as u32 };
+                if ivc.va_ps == t && self.cfg.speculative {
+                    if !(input_first && found_spec) {
+                        spec.push(req);
+                        found_spec = true;
+                    }
+                } else if !(input_first && found) {
+                    reqs.push(req);
+                    found = true;
+                }
+                if input_first && found && (!any_spec || found_spec) {
                     break;
                 }
             }
         }
-        req.sort_unstable_by_key(|&(o, i)| (o, (i / v + n_in - rs.sa_out_rr[o] % n_in) % n_in));
-        let mut last = usize::MAX;
-        for &(o, i) in req.iter() {
-            if o == last {
-                continue;
-            }
-            last = o;
-            let (p, vc) = (i / v, i % v);
-            let ivc = &mut rs.ivc[i];
+        allocate(kind, iters, &mut reqs, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        if !spec.is_empty() {
+            spec.retain(|s| !grants.iter().any(|g| g.group == s.group || g.out == s.out));
+            allocate(kind, iters, &mut spec, &mut rs.sa_ptr, &mut grants, &mut self.alloc_tmp);
+        }
+        self.spec_reqs = spec;
+        for g in &grants {
+            let (o, p, vc) = (g.out as usize, g.group as usize, g.key as usize);
+            let ivc = &mut rs.ivc[p * v + vc];
             let ov = ivc.out_vc.expect("allocated");
             let mut flit = ivc.buf.pop_front().expect("non-empty");
             if flit.tail {
@@ -521,17 +725,15 @@ impl<'a> Simulation<'a> {
             }
             let inw = &mut self.wires[rs.in_wires[p]];
             inw.credits.push_back((t + inw.credit_offset_ps, vc as u8));
-            rs.sa_in_rr[p] = vc + 1;
-            rs.sa_out_rr[o] = p + 1;
             self.last_progress_ps = t;
         }
-        self.scratch = req;
+        self.reqs = reqs;
+        self.grants = grants;
     }
 
     fn tick_ni(&mut self, n: usize, t: u64) {
         self.eject(n, t);
         let window = self.in_window(t);
-        let f = self.cfg.packet_flits;
         let ni = &mut self.nis[n];
         let inj = &mut self.wires[ni.inj_wire];
         while inj.credits.front().is_some_and(|c| c.0 <= t) {
@@ -552,9 +754,13 @@ impl<'a> Simulation<'a> {
             }
         }
         if let Some((pkt, sent, vc)) = ni.cur {
+            let f = self.packets[pkt as usize].flits as usize;
             if ni.credits[vc as usize] > 0 {
                 ni.credits[vc as usize] -= 1;
                 let flit = Flit { pkt, vc, head: sent == 0, tail: sent + 1 == f };
+                if sent == 0 {
+                    self.packets[pkt as usize].inj_ps = t;
+                }
                 let w = &mut self.wires[ni.inj_wire];
                 w.flits.push_back((t + w.flit_offset_ps, flit));
                 if window {
@@ -576,28 +782,49 @@ impl<'a> Simulation<'a> {
             while ni.trace.front().is_some_and(|e| e.0 <= t) {
                 trace_dsts.push(ni.trace.pop_front().expect("front exists").1);
             }
-        } else if t < self.gen_end_ps && ni.p_packet > 0.0 && ni.rng.gen::<f64>() < ni.p_packet {
-            new_dsts[0] = self.cfg.traffic.dest(topo, n, &mut ni.rng);
+        } else if t < self.gen_end_ps && ni.p_packet > 0.0 {
+            if let InjectionProcess::OnOff { alpha, beta } = self.cfg.injection_process {
+                let flip = if ni.on { beta } else { alpha };
+                if ni.rng.gen::<f64>() < flip {
+                    ni.on = !ni.on;
+                }
+            }
+            if ni.on && ni.rng.gen::<f64>() < ni.p_packet {
+                new_dsts[0] = match &self.fixed_dst {
+                    Some(fixed) => fixed[n],
+                    None => self.cfg.traffic.dest(topo, n, &mut ni.rng),
+                };
+            }
         }
+        let ni = &mut self.nis[n];
+        let default_flits = self.cfg.packet_flits as u16;
         for dst in new_dsts.into_iter().flatten().chain(trace_dsts) {
+            let flits = if self.size_cdf.is_empty() {
+                default_flits
+            } else {
+                let u = ni.rng.gen::<f64>();
+                self.size_cdf.iter().find(|x| u < x.1).unwrap_or(self.size_cdf.last().expect("sizes")).0
+            };
             let id = self.packets.len() as u32;
             self.packets.push(Packet {
                 dst: dst as u32,
                 gen_ps: t,
+                inj_ps: t,
                 measured,
                 rs: RouteState::new(),
                 received: 0,
                 routers: 0,
+                flits,
             });
             if measured {
                 self.measured_generated += 1;
             }
-            self.nis[n].queue.push_back(id);
+            ni.queue.push_back(id);
         }
     }
 
     fn eject(&mut self, n: usize, t: u64) {
-        let f = self.cfg.packet_flits as u16;
+        let mid = self.mid_window_ps();
         loop {
             let w = &mut self.wires[self.nis[n].ej_wire];
             let Some(&(arrival, flit)) = w.flits.front().filter(|x| x.0 <= t) else {
@@ -612,6 +839,7 @@ impl<'a> Simulation<'a> {
             if !flit.tail {
                 continue;
             }
+            let f = pkt.flits;
             if pkt.received != f {
                 self.packets_malformed += 1;
             }
@@ -621,7 +849,13 @@ impl<'a> Simulation<'a> {
             }
             if pkt.measured {
                 self.measured_delivered += 1;
-                self.latencies_ps.push(arrival - pkt.gen_ps);
+                let lat = arrival - pkt.gen_ps;
+                self.latencies_ps.push(lat);
+                self.network_latency_sum_ps += arrival - pkt.inj_ps;
+                let half = &mut self.halves[usize::from(pkt.gen_ps >= mid)];
+                half.0 += 1;
+                half.1 += lat as f64;
+                half.2 += (lat as f64) * (lat as f64);
                 self.routers_sum += pkt.routers as u64;
             }
         }
@@ -636,18 +870,21 @@ impl<'a> Simulation<'a> {
             (TrafficPattern::Trace(ev), _) => ev.len() as f64 / nodes / window_ns,
             (_, Injection::PacketsPerNsPerNode(x)) => x,
             (_, Injection::FlitsPerNodePerCycle(x)) => {
-                x / self.cfg.packet_flits as f64 * 1000.0 / self.ref_period_ps as f64
+                x / self.cfg.mean_packet_flits() * 1000.0 / self.ref_period_ps as f64
             }
         };
-        let steady = self.window_accepts_offered();
+        let steady = self.accepted_rate_stable() && self.latency_converged();
         let status = if status == RunStatus::Stable && !steady { RunStatus::Unstable } else { status };
         self.latencies_ps.sort_unstable();
         let lat = &self.latencies_ps;
         let stable = status == RunStatus::Stable && !lat.is_empty();
         let ref_ghz = 1000.0 / self.ref_period_ps as f64;
         let avg_ns = stable.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0);
-        let p99_ns =
-            stable.then(|| lat[((lat.len() as f64 * 0.99).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0);
+        let pct = |q: f64| {
+            stable.then(|| lat[((lat.len() as f64 * q).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0)
+        };
+        let p99_ns = pct(0.99);
+        let net_ns = stable.then(|| self.network_latency_sum_ps as f64 / lat.len() as f64 / 1000.0);
         let router_pj: f64 = self.routers.iter().map(|r| r.window_flits as f64 * r.energy_pj_per_flit).sum();
         let link_pj: f64 =
             self.wires.iter().map(|w| w.window_flits as f64 * physical::link_energy_pj_per_flit(w.length_mm)).sum();
@@ -662,6 +899,11 @@ impl<'a> Simulation<'a> {
             p99_latency_ns: p99_ns,
             avg_latency_cycles: avg_ns.map(|x| x * ref_ghz),
             p99_latency_cycles: p99_ns.map(|x| x * ref_ghz),
+            avg_network_latency_ns: net_ns,
+            min_latency_ns: pct(0.0),
+            p50_latency_ns: pct(0.5),
+            p95_latency_ns: pct(0.95),
+            max_latency_ns: pct(1.0),
             reference_freq_ghz: ref_ghz,
             avg_routers_traversed: self.routers_sum as f64 / lat.len().max(1) as f64,
             packets_measured: self.measured_generated,

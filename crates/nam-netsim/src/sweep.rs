@@ -1,7 +1,7 @@
 //! Sweeps over injection rates, run in parallel with rayon, plus the zero-load and saturation
 //! figures derived from them.
 
-use crate::analytic::{analyze, AnalyticModel};
+use crate::analytic::{analyze_config, AnalyticModel};
 use crate::config::{Injection, RunStatus, SimConfig, SimResult};
 pub use crate::constants::{BEFORE_SATURATION_FRACTION, SWEEP_POINTS_MAX};
 use crate::error::{invalid, Result};
@@ -38,6 +38,12 @@ pub struct SweepResult {
     pub summary: TopologySummary,
 }
 
+/// The highest offered load (packets/ns/node) every node can inject: one flit per cycle of
+/// its router while on, over the average packet size.
+fn injection_limit(topo: &Topology, cfg: &SimConfig) -> f64 {
+    topo.injection_limit_packets_per_ns(1) / cfg.mean_packet_flits() * cfg.injection_process.on_share()
+}
+
 /// Offered rates at `points` evenly spaced fractions of `bound` from `bound / points` to
 /// `max_fraction * bound`.
 pub fn auto_rates(bound: f64, points: usize, max_fraction: f64) -> Vec<f64> {
@@ -52,10 +58,15 @@ pub fn sweep(topo: &Topology, cfg: &SimConfig, rates: &[f64], auto_points: usize
         return Err(invalid("rates", format!("at most {SWEEP_POINTS_MAX} points")));
     }
     cfg.validate()?;
-    let analytic = analyze(topo, &cfg.traffic, cfg.vcs, cfg.packet_flits)?;
+    let analytic = analyze_config(topo, cfg)?;
+    let mut cfg = cfg.clone();
+    if cfg.zero_load_latency_ns.is_none() && !matches!(cfg.traffic, crate::traffic::TrafficPattern::Trace(_)) {
+        cfg.zero_load_latency_ns = Some(analytic.zero_load_latency_ns);
+    }
+    let cfg = &cfg;
     let bound = analytic.channel_load_bound_packets_per_ns_per_node;
     let rates: Vec<f64> = if rates.is_empty() {
-        let limit = 0.99 * topo.injection_limit_packets_per_ns(cfg.packet_flits);
+        let limit = 0.99 * injection_limit(topo, cfg);
         auto_rates(bound, auto_points.max(1), 1.2).into_iter().map(|r| r.min(limit)).collect()
     } else {
         rates.to_vec()
@@ -95,5 +106,66 @@ pub fn sweep(topo: &Topology, cfg: &SimConfig, rates: &[f64], auto_points: usize
         avg_latency_before_saturation_ns: before,
         curve,
         summary: topo.summary(),
+    })
+}
+
+/// The saturation point of one topology, found by bisection on the offered load.
+#[derive(Debug, Clone, Serialize)]
+pub struct Saturation {
+    /// Highest offered load found stable, packets/ns/node.
+    pub offered_packets_per_ns_per_node: f64,
+    /// Accepted throughput at that load, packets/ns/node.
+    pub accepted_packets_per_ns_per_node: f64,
+    /// The channel-load bound, packets/ns/node.
+    pub channel_load_bound_packets_per_ns_per_node: f64,
+    /// Offered saturation load over the channel-load bound.
+    pub fraction_of_bound: f64,
+    /// Runs simulated.
+    pub runs: usize,
+}
+
+/// Finds the highest stable offered load by bisection between zero and the smaller of the
+/// channel-load bound and the injection limit, to `precision` (a fraction of that range):
+/// saturation read from the latency curve and convergence tests of each run.
+pub fn find_saturation(topo: &Topology, cfg: &SimConfig, precision: f64) -> Result<Saturation> {
+    if !(precision > 0.0 && precision < 1.0) {
+        return Err(invalid("precision", format!("{precision} is outside (0, 1)")));
+    }
+    let analytic = analyze_config(topo, cfg)?;
+    let bound = analytic.channel_load_bound_packets_per_ns_per_node;
+    let mut cfg = cfg.clone();
+    cfg.zero_load_latency_ns = cfg.zero_load_latency_ns.or(Some(analytic.zero_load_latency_ns));
+    let top = bound.min(0.999 * injection_limit(topo, &cfg));
+    let at = |rate: f64| -> Result<SimResult> {
+        let mut c = cfg.clone();
+        c.injection = Injection::PacketsPerNsPerNode(rate);
+        sim::run(topo, &c)
+    };
+    let (mut lo, mut hi) = (0.0, top);
+    let mut best: Option<SimResult> = None;
+    let mut runs = 0;
+    let top_run = at(top)?;
+    runs += 1;
+    if top_run.status == RunStatus::Stable {
+        lo = top;
+        best = Some(top_run);
+    }
+    while hi - lo > precision * top {
+        let mid = 0.5 * (lo + hi);
+        let r = at(mid)?;
+        runs += 1;
+        if r.status == RunStatus::Stable {
+            lo = mid;
+            best = Some(r);
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(Saturation {
+        offered_packets_per_ns_per_node: lo,
+        accepted_packets_per_ns_per_node: best.map(|r| r.accepted_packets_per_ns_per_node).unwrap_or(0.0),
+        channel_load_bound_packets_per_ns_per_node: bound,
+        fraction_of_bound: lo / bound,
+        runs,
     })
 }

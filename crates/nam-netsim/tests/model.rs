@@ -5,23 +5,11 @@ use nam_netsim::analytic::analyze;
 use nam_netsim::traffic::TraceEvent;
 use nam_netsim::*;
 
-/// Small versions of every named topology (8x8 tiles, ExaNeSt 2x2x2).
+mod common;
+
+/// Small versions of every named topology (8x8 tiles, ExaNeSt 3x2x2).
 fn small_topologies() -> Vec<Topology> {
-    let mut out = Vec::new();
-    for name in TOPOLOGY_NAMES {
-        let p = TopologyParams {
-            tiles: 8,
-            concentration: match name {
-                "cmesh-high" | "fbfly" => Some(4),
-                _ => None,
-            },
-            global_routers: Some(2),
-            exanest_dims: [3, 2, 2],
-            ..TopologyParams::default()
-        };
-        out.push(build(name, &p).unwrap_or_else(|e| panic!("{name}: {e}")));
-    }
-    out
+    TOPOLOGY_NAMES.iter().map(|name| common::small(name)).collect()
 }
 
 fn cfg_for(t: &Topology, injection: Injection) -> SimConfig {
@@ -128,15 +116,21 @@ fn simulated_zero_load_latency_matches_the_analytic_model_within_5_percent() {
 #[test]
 fn single_packet_latency_is_exact() {
     // 4x4 mesh at 1 GHz, node 0 -> node 15: injection link 1 cycle, 7 routers x 2 stages,
-    // 6 router links + ejection link of 1 cycle each, 3 more flits behind the head: 25 cycles.
+    // 6 router links + ejection link of 1 cycle each, 3 more flits behind the head: 25 cycles
+    // with the earlier terminal interface (no terminal delay).
     let p = TopologyParams { tiles: 4, freq_ghz: Some(1.0), ..Default::default() };
     let t = build("mesh", &p).unwrap();
     let trace = vec![TraceEvent { time_ns: 0.0, src: 0, dst: 15 }];
-    let cfg = SimConfig { traffic: TrafficPattern::Trace(trace), ..SimConfig::default() };
+    let cfg = SimConfig { traffic: TrafficPattern::Trace(trace), terminal_delay_cycles: 0, ..SimConfig::default() };
     let r = run(&t, &cfg).unwrap();
     assert_eq!(r.avg_latency_ns, Some(25.0));
     assert_eq!(r.avg_latency_cycles, Some(25.0));
     assert_eq!(r.avg_routers_traversed, 7.0);
+    // The default terminal interface takes one cycle more from generation to the injection
+    // link (the usual model): 26 cycles.
+    let r = run(&t, &SimConfig { terminal_delay_cycles: 1, ..cfg }).unwrap();
+    assert_eq!(r.avg_latency_cycles, Some(26.0));
+    assert_eq!(SimConfig::default().terminal_delay_cycles, 1);
 }
 
 #[test]

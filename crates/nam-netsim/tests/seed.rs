@@ -90,7 +90,7 @@ fn bad_names_and_parameters_are_errors_naming_the_field() {
     let mut t = full("mesh");
     assert!(matches!(routing::select(&mut t, "valiant"), Err(NetsimError::UnknownRouting { .. })));
     assert!(routing::select(&mut t, "shortest").is_ok());
-    assert!(matches!(TrafficPattern::from_name("tornado"), Err(NetsimError::UnknownTraffic { .. })));
+    assert!(matches!(TrafficPattern::from_name("zigzag"), Err(NetsimError::UnknownTraffic { .. })));
     let field = |e: NetsimError| match e {
         NetsimError::InvalidParameter { field, .. } => field,
         other => panic!("unexpected {other:?}"),
