@@ -279,6 +279,8 @@ impl PyClient {
     /// `open` it; `persistent=True` keeps it after every holder disconnects; `server` picks
     /// a server by index (default: round-robin); `align` is a power of two (0: 64 bytes).
     #[pyo3(signature = (size, *, name=None, shared=false, persistent=false, align=0, server=None))]
+    // Python's keyword arguments: each option of AllocOptions is one.
+    #[allow(clippy::too_many_arguments)]
     fn alloc(
         &self,
         py: Python<'_>,
@@ -407,6 +409,7 @@ impl PyClient {
     /// word at `signal_offset` of `signal`, so a reader that sees the signal sees the data.
     /// Data and signal word must be on the same server.
     #[pyo3(signature = (allocation, data, offset, signal, signal_offset, value, op="set"))]
+    // The data and the signal word each take an allocation and an offset, as in Rust.
     #[allow(clippy::too_many_arguments)]
     fn put_signal(
         &self,
