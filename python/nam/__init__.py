@@ -43,7 +43,7 @@ def mapped_array(
     view = client.map(allocation, offset, nbytes)
     if view is None:
         return None
-    return _np.frombuffer(view, dtype=dtype).reshape(shape)
+    return _np.ndarray(shape, dtype=dtype, buffer=view)
 
 
 __all__ = ["Allocation", "Client", "Mapped", "NamError", "Request", "farmem", "mapped_array", "__version__"]

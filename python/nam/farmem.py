@@ -32,8 +32,8 @@ def array(
     if client is None:
         client = Client()
     region = Region(client, max(nbytes, 1), local_bytes, fault_mode=fault_mode)
-    count = nbytes // dtype.itemsize
-    return _np.frombuffer(region, dtype=dtype, count=count).reshape(shape)
+    # np.ndarray over the buffer (not frombuffer + reshape) so that array.base is the region.
+    return _np.ndarray(shape, dtype=dtype, buffer=region)
 
 
 __all__ = ["Cache", "Region", "array"]
