@@ -55,10 +55,11 @@ for tool in fmt clippy; do
 done
 pkg-config --exists ucx || { echo "setup: pkg-config cannot find ucx" >&2; exit 1; }
 # The Python package (python/, docs/python.md) builds and tests in the virtual environment
-# .venv at the repository root, with Debian's Python (the one python3-dev belongs to).
+# .venv at the repository root, with Debian's Python (the one python3-dev belongs to);
+# mpi4py builds against Open MPI (libopenmpi-dev above).
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
-.venv/bin/python -c "import numpy, pytest" 2>/dev/null && [ -x .venv/bin/maturin ] ||
-    .venv/bin/pip install -q maturin numpy pytest
+.venv/bin/python -c "import numpy, pytest, mpi4py" 2>/dev/null && [ -x .venv/bin/maturin ] ||
+    .venv/bin/pip install -q maturin numpy pytest mpi4py
 echo "setup: dependencies present (UCX $(pkg-config --modversion ucx), $(cargo --version))"
 
 $deps_only && exit 0

@@ -1,9 +1,10 @@
 //! The native part of the Python package `nam` (module `nam._nam`), built by maturin from
-//! `python/`: the client (`client`), far memory (`farmem`), the exceptions (`errors`) and
+//! `python/`: the client (`client`), far memory (`farmem`), checkpointing (`ckpt`), the exceptions (`errors`) and
 //! the buffer protocol both ways (`buffer`). The Python files in `python/nam` re-export it
 //! and add what is simpler in Python (numpy arrays over the buffers exported here).
 
 mod buffer;
+mod ckpt;
 mod client;
 mod errors;
 mod farmem;
@@ -20,6 +21,7 @@ fn _nam(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::PyMapped>()?;
     module.add_class::<farmem::PyCache>()?;
     module.add_class::<farmem::PyRegion>()?;
+    module.add_class::<ckpt::PyCheckpointer>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
