@@ -93,7 +93,9 @@ def main() -> None:
     args = parser.parse_args()
     target = REPO / "target" / args.profile
     binary = target / "examples" / "rust_baseline"
-    os.environ["NAM_BIN"] = str(target / "nam")
+    # The server serves both sides alike; a debug `nam` does when no release one is built.
+    server_bin = target / "nam" if (target / "nam").exists() else REPO / "target" / "debug" / "nam"
+    os.environ["NAM_BIN"] = str(server_bin)
     # Each client measures its direct-vs-UCX crossover when it connects, and a loaded machine
     # measures it differently each time; one fixed choice for both sides compares one path.
     os.environ.setdefault("NAM_DIRECT_MAX", "max")
@@ -118,7 +120,7 @@ def main() -> None:
         "`python/examples/rust_baseline.rs`) on the same `nam serve`, in alternating rounds of one",
         f"run; the best of {args.rounds} rounds of each. 1 MiB: {args.bw_iters} transfers a round; "
         f"8 B: {args.lat_iters} operations a round.",
-        f"Build profile: {args.profile}. Machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Build profile of both clients: {args.profile}; server: {server_bin.relative_to(REPO)}. Machine: {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, numpy {np.__version__}. "
         f"NAM_DIRECT_MAX={os.environ['NAM_DIRECT_MAX']} for both sides.",
         "",
