@@ -17,6 +17,8 @@ test:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace --no-fail-fast
+	.venv/bin/maturin develop -q -m python/Cargo.toml
+	.venv/bin/python -m pytest -q python/tests
 
 # Benchmarks with their baselines measured in the same run; writes docs/benchmarks.md.
 bench:

@@ -15,7 +15,8 @@ deps_only=false
 # Redis; the services these packages install are not used.
 packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
           build-essential binutils fonts-dejavu-core ca-certificates memcached iproute2
-          redis-server redis-tools libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
+          redis-server redis-tools libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+          python3-venv python3-dev)
 
 # A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.
 if [ -f "$HOME/.cargo/env" ]; then
@@ -53,6 +54,12 @@ for tool in fmt clippy; do
     fi
 done
 pkg-config --exists ucx || { echo "setup: pkg-config cannot find ucx" >&2; exit 1; }
+# The Python package (python/, docs/python.md) builds and tests in the virtual environment
+# .venv at the repository root, with Debian's Python (the one python3-dev belongs to);
+# mpi4py builds against Open MPI (libopenmpi-dev above).
+[ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
+.venv/bin/python -c "import numpy, pytest, mpi4py" 2>/dev/null && [ -x .venv/bin/maturin ] ||
+    .venv/bin/pip install -q maturin numpy pytest mpi4py
 echo "setup: dependencies present (UCX $(pkg-config --modversion ucx), $(cargo --version))"
 
 $deps_only && exit 0

@@ -1,0 +1,120 @@
+//! `nam.ckpt`: the checkpoint library (`nam_ckpt::Checkpointer`, the one behind the C API's
+//! `nam_ckpt_*`) for mpi4py programs. The Python wrapper (`nam/ckpt.py`) passes the
+//! communicator's Fortran handle (`comm.py2f()`), as `nam_ckpt_init` does in C, and names
+//! regions by string.
+
+use crate::buffer::{AssertSend, Borrowed};
+use crate::errors::{exception, invalid};
+use nam::status_of_ckpt_error;
+use nam_ckpt::{Checkpointer, CkptError, Comm, Config};
+use pyo3::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn ckpt_error(error: CkptError) -> PyErr {
+    exception(status_of_ckpt_error(&error), error.to_string())
+}
+
+/// The checkpointer of one MPI job (collective calls: every rank makes them in the same order).
+#[pyclass(module = "nam.ckpt", name = "_Checkpointer", unsendable)]
+pub struct PyCheckpointer {
+    // Dropped before the buffers it reads: field order is drop order.
+    inner: Option<Checkpointer>,
+    regions: BTreeMap<i32, Borrowed>,
+}
+
+impl PyCheckpointer {
+    fn live(&mut self) -> PyResult<&mut Checkpointer> {
+        self.inner.as_mut().ok_or_else(|| invalid("the checkpointer was finalized".into()))
+    }
+}
+
+#[pymethods]
+impl PyCheckpointer {
+    /// Collective over the communicator whose Fortran handle is `fcomm`; `config` is a TOML
+    /// file (None: `NAM_CKPT_CONFIG`, or defaults), with the `NAM_CKPT_*` variables applied.
+    #[new]
+    #[pyo3(signature = (fcomm, config=None))]
+    fn new(py: Python<'_>, fcomm: i32, config: Option<String>) -> PyResult<PyCheckpointer> {
+        let config = Config::load(config.as_deref().map(Path::new)).map_err(ckpt_error)?;
+        let init = AssertSend(move || {
+            // SAFETY: mpi4py initialized MPI, and `fcomm` is a live communicator's handle
+            // (from `comm.py2f()`); the library duplicates it.
+            let comm = unsafe { Comm::from_raw(mpi::ffi::MPI_Comm_f2c(fcomm)) };
+            Checkpointer::init(comm, config)
+        });
+        let inner = py.allow_threads(move || AssertSend((init.0)())).0.map_err(ckpt_error)?;
+        Ok(PyCheckpointer { inner: Some(inner), regions: BTreeMap::new() })
+    }
+
+    /// Protects the bytes of `array` (a writable, contiguous buffer, kept alive here) under `id`.
+    fn protect(&mut self, id: i32, array: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut buffer = Borrowed::new(array, true)?;
+        let bytes = buffer.as_mut_slice();
+        let (ptr, len) = (bytes.as_mut_ptr(), bytes.len());
+        // SAFETY: the buffer view keeps the memory valid (and unresized) until unprotected.
+        unsafe { self.live()?.protect(id, ptr, len) }.map_err(ckpt_error)?;
+        self.regions.insert(id, buffer);
+        Ok(())
+    }
+
+    /// Stops protecting `id`.
+    fn unprotect(&mut self, id: i32) -> PyResult<()> {
+        self.live()?.unprotect(id).map_err(ckpt_error)?;
+        self.regions.remove(&id);
+        Ok(())
+    }
+
+    /// Collective: writes version `version` of checkpoint `name`; returns the level written
+    /// ('ram', 'ssd', 'pfs', 'nam') or None when the placement policy skipped it.
+    #[pyo3(signature = (version, name=None))]
+    fn checkpoint(&mut self, py: Python<'_>, version: u64, name: Option<String>) -> PyResult<Option<&'static str>> {
+        let ckpt = AssertSend(self.live()?);
+        let outcome = py.allow_threads(move || {
+            let ckpt = ckpt;
+            AssertSend(ckpt.0.checkpoint(name.as_deref(), version))
+        });
+        Ok(outcome.0.map_err(ckpt_error)?.level.map(|l| l.name()))
+    }
+
+    /// Collective: the newest version of `name` that restart can restore, or None.
+    #[pyo3(signature = (name=None))]
+    fn latest(&mut self, py: Python<'_>, name: Option<String>) -> PyResult<Option<u64>> {
+        let ckpt = AssertSend(self.live()?);
+        Ok(py.allow_threads(move || {
+            let ckpt = ckpt;
+            ckpt.0.latest(name.as_deref())
+        }))
+    }
+
+    /// Collective: restores the protected regions (or only `ids`) from `version` (None: the
+    /// newest restorable); returns (version, level, ranks rebuilt by the redundancy scheme).
+    #[pyo3(signature = (name=None, version=None, ids=None))]
+    fn restart(
+        &mut self,
+        py: Python<'_>,
+        name: Option<String>,
+        version: Option<u64>,
+        ids: Option<Vec<i32>>,
+    ) -> PyResult<(u64, &'static str, Vec<usize>)> {
+        let ckpt = AssertSend(self.live()?);
+        let outcome = py.allow_threads(move || {
+            let ckpt = ckpt;
+            AssertSend(ckpt.0.restart(name.as_deref(), version, ids.as_deref()))
+        });
+        let outcome = outcome.0.map_err(ckpt_error)?;
+        Ok((outcome.version, outcome.level.name(), outcome.rebuilt_ranks))
+    }
+
+    /// Collective: waits for background flushes and releases the checkpointer.
+    fn finalize(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(ckpt) = self.inner.take() else { return Ok(()) };
+        let ckpt = AssertSend(ckpt);
+        let result = py.allow_threads(move || {
+            let ckpt = ckpt;
+            AssertSend(ckpt.0.finalize())
+        });
+        self.regions.clear();
+        result.0.map_err(ckpt_error)
+    }
+}

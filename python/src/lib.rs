@@ -1,0 +1,27 @@
+//! The native part of the Python package `nam` (module `nam._nam`), built by maturin from
+//! `python/`: the client (`client`), far memory (`farmem`), checkpointing (`ckpt`), the exceptions (`errors`) and
+//! the buffer protocol both ways (`buffer`). The Python files in `python/nam` re-export it
+//! and add what is simpler in Python (numpy arrays over the buffers exported here).
+
+mod buffer;
+mod ckpt;
+mod client;
+mod errors;
+mod farmem;
+
+use pyo3::prelude::*;
+
+/// The module `nam._nam`.
+#[pymodule]
+fn _nam(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(module)?;
+    module.add_class::<client::PyClient>()?;
+    module.add_class::<client::PyAllocation>()?;
+    module.add_class::<client::PyRequest>()?;
+    module.add_class::<client::PyMapped>()?;
+    module.add_class::<farmem::PyCache>()?;
+    module.add_class::<farmem::PyRegion>()?;
+    module.add_class::<ckpt::PyCheckpointer>()?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
