@@ -24,6 +24,9 @@ pub(crate) struct Refusal {
     pub(crate) message: String,
 }
 
+/// The one answer to a failed Hello, whether the tenant is unknown or the token wrong.
+pub(crate) const AUTH_FAILED_MESSAGE: &str = "authentication failed: unknown tenant or wrong token";
+
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal { status, message: message.into() })
 }
@@ -132,11 +135,11 @@ impl Manager {
 
     /// Checks a tenant's token and attaches `client` to it.
     pub(crate) fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
-        let Some(t) = self.tenants.get(tenant) else {
-            return refuse(Status::AuthFailed, format!("unknown tenant {tenant:?}"));
-        };
-        if !constant_time_eq(t.token.as_bytes(), token.as_bytes()) {
-            return refuse(Status::AuthFailed, format!("wrong token for tenant {tenant:?}"));
+        // One status and one text for both failures, so a stranger cannot learn which
+        // tenant names exist by probing (issue 25, "authentication that reveals nothing").
+        let known = self.tenants.get(tenant).map(|t| constant_time_eq(t.token.as_bytes(), token.as_bytes()));
+        if known != Some(true) {
+            return refuse(Status::AuthFailed, AUTH_FAILED_MESSAGE);
         }
         self.client_tenant.insert(client, tenant.to_string());
         self.client_handles.entry(client).or_default();
@@ -466,8 +469,12 @@ mod tests {
     #[test]
     fn auth_rejects_wrong_token_and_unknown_tenant() {
         let mut m = manager();
-        assert_eq!(m.authenticate(9, "a", "tb").unwrap_err().status, Status::AuthFailed);
-        assert_eq!(m.authenticate(9, "zz", "").unwrap_err().status, Status::AuthFailed);
+        let wrong_token = m.authenticate(9, "a", "tb").unwrap_err();
+        let unknown_tenant = m.authenticate(9, "zz", "").unwrap_err();
+        assert_eq!(wrong_token.status, Status::AuthFailed);
+        assert_eq!(unknown_tenant.status, Status::AuthFailed);
+        // The two failures are indistinguishable to the peer.
+        assert_eq!(wrong_token, unknown_tenant);
         assert_eq!(m.allocate(9, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
     }
 
