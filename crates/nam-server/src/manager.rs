@@ -139,6 +139,10 @@ impl Manager {
         // tenant names exist by probing (issue 25, "authentication that reveals nothing").
         let known = self.tenants.get(tenant).map(|t| constant_time_eq(t.token.as_bytes(), token.as_bytes()));
         if known != Some(true) {
+            // A failed re-Hello leaves the client acting for no tenant (docs/protocol.md):
+            // it keeps the references it holds, to be released when it leaves, but can
+            // use none of them until it authenticates again.
+            self.client_tenant.remove(&client);
             return refuse(Status::AuthFailed, AUTH_FAILED_MESSAGE);
         }
         self.client_tenant.insert(client, tenant.to_string());
@@ -258,9 +262,11 @@ impl Manager {
     /// Where `handle` lies in the pool, if `client` holds it: `(offset, size)`. Every
     /// operation of the message data path goes through this check.
     pub(crate) fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
+        // A client that acts for no tenant (never authenticated, or failed a re-Hello) uses
+        // nothing, not even what it still holds.
+        self.tenant_of(client)?;
         let held = self.client_handles.get(&client).is_some_and(|h| h.contains(&handle));
         if !held {
-            self.tenant_of(client)?;
             return if handle != 0 && handle < self.next_handle && !self.allocations.contains_key(&handle) {
                 refuse(Status::FreedHandle, format!("handle {handle} was freed"))
             } else {
@@ -476,6 +482,19 @@ mod tests {
         // The two failures are indistinguishable to the peer.
         assert_eq!(wrong_token, unknown_tenant);
         assert_eq!(m.allocate(9, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
+    }
+
+    #[test]
+    fn failed_rehello_forgets_the_tenant() {
+        let mut m = manager();
+        let g = m.allocate(1, &req(4096, 0, "")).unwrap();
+        assert_eq!(m.authenticate(1, "a", "wrong").unwrap_err().status, Status::AuthFailed);
+        assert_eq!(m.tenant(1), None);
+        assert_eq!(m.allocate(1, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
+        assert_eq!(m.resolve(1, g.handle).unwrap_err().status, Status::NotConnected);
+        // What it held is still released when it leaves.
+        assert_eq!(m.release_client(1), 1);
+        assert!(m.resolve(2, g.handle).is_err());
     }
 
     #[test]
