@@ -107,8 +107,16 @@ pub(crate) struct Manager {
     client_tenant: HashMap<u64, String>,
     client_handles: HashMap<u64, BTreeSet<u64>>,
     next_handle: u64,
+    /// The tenant of each recently destroyed handle, so that `FreedHandle` is told only to
+    /// that tenant; to anyone else a freed handle answers as one never issued (issue 25).
+    /// Bounded by [`FREED_REMEMBERED`]: older freed handles answer `UnknownHandle` to all.
+    freed: BTreeMap<u64, String>,
     manifest_dirty: bool,
 }
+
+/// How many destroyed handles the manager remembers the tenant of, so the record cannot
+/// grow without bound however many allocations come and go.
+const FREED_REMEMBERED: usize = 16_384;
 
 impl Manager {
     /// A manager for a pool of `capacity` bytes serving `tenants`.
@@ -129,6 +137,7 @@ impl Manager {
             client_tenant: HashMap::new(),
             client_handles: HashMap::new(),
             next_handle: 1,
+            freed: BTreeMap::new(),
             manifest_dirty: false,
         }
     }
@@ -242,13 +251,13 @@ impl Manager {
     /// Releases `client`'s reference to `handle`; the space is returned when nobody holds
     /// it (an explicit free releases persistent allocations too).
     pub(crate) fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
-        self.tenant_of(client)?;
+        let tenant = self.tenant_of(client)?;
         let held = self.client_handles.get_mut(&client).is_some_and(|h| h.remove(&handle));
         if !held {
-            return if self.allocations.contains_key(&handle) || handle >= self.next_handle || handle == 0 {
-                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
-            } else {
+            return if self.freed_by(&tenant, handle) {
                 refuse(Status::FreedHandle, format!("handle {handle} was already freed"))
+            } else {
+                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
             };
         }
         let allocation = self.allocations.get_mut(&handle).expect("held handle exists");
@@ -264,10 +273,10 @@ impl Manager {
     pub(crate) fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
         // A client that acts for no tenant (never authenticated, or failed a re-Hello) uses
         // nothing, not even what it still holds.
-        self.tenant_of(client)?;
+        let tenant = self.tenant_of(client)?;
         let held = self.client_handles.get(&client).is_some_and(|h| h.contains(&handle));
         if !held {
-            return if handle != 0 && handle < self.next_handle && !self.allocations.contains_key(&handle) {
+            return if self.freed_by(&tenant, handle) {
                 refuse(Status::FreedHandle, format!("handle {handle} was freed"))
             } else {
                 refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
@@ -275,6 +284,13 @@ impl Manager {
         }
         let r = &self.allocations[&handle].record;
         Ok((r.offset, r.size))
+    }
+
+    /// Whether `handle` was an allocation of `tenant` that is now destroyed (and recent
+    /// enough to be remembered). Another tenant's freed handle is not: it must answer as one
+    /// that never existed.
+    fn freed_by(&self, tenant: &str, handle: u64) -> bool {
+        self.freed.get(&handle).is_some_and(|t| t == tenant)
     }
 
     /// The named allocation of `tenant`, without taking a reference to it.
@@ -332,6 +348,10 @@ impl Manager {
         let allocation = self.allocations.remove(&handle).expect("destroy of a live handle");
         let r = allocation.record;
         self.ranges.release(r.offset, r.size);
+        self.freed.insert(handle, r.tenant.clone());
+        if self.freed.len() > FREED_REMEMBERED {
+            self.freed.pop_first();
+        }
         if let Some(name) = r.name {
             self.names.remove(&(r.tenant.clone(), name));
         }
