@@ -20,6 +20,17 @@ fn refusal<T: std::fmt::Debug>(r: Result<T, Error>) -> Status {
     }
 }
 
+/// The status and message of a refusal: what a peer can learn from it.
+fn refusal_message<T: std::fmt::Debug>(r: Result<T, Error>) -> (Status, String) {
+    match r {
+        Err(Error::Refused { status, message, .. }) => (status, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// A handle no test server issues: the reference for "does not exist".
+const NEVER_ISSUED: u64 = 987_654_321;
+
 /// This test binary run again as a child process for the test `role` (see `child_roles`).
 fn child(server: &ServerProcess, role: &str, vars: &[(&str, String)]) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -111,10 +122,17 @@ fn protection_domains_isolate_tenants_and_freed_allocations_fail() {
         assert_ne!(address.domain(), theirs.domain(), "{transports}");
         // Another domain's address, and the same allocation forged into the caller's domain.
         let forged = GlobalAddress::new(address.server(), theirs.domain(), address.handle(), 0).unwrap();
+        // Both answer exactly as a handle never issued (issue 25: lookups reveal nothing).
+        let never = GlobalAddress::new(address.server(), theirs.domain(), NEVER_ISSUED, 0).unwrap();
+        let never_refusal = refusal_message(genomics.get_global(never, &mut [0u8; 6]));
+        assert_eq!(never_refusal.0, Status::UnknownHandle, "{transports}");
+        let as_never =
+            |handle: u64| (never_refusal.0, never_refusal.1.replace(&NEVER_ISSUED.to_string(), &handle.to_string()));
         for (what, target) in [("their address", address), ("forged", forged)] {
-            assert_eq!(refusal(genomics.put_global(target, b"forged")), Status::DomainMismatch, "{transports} {what}");
-            assert_eq!(refusal(genomics.get_global(target, &mut [0u8; 6])), Status::DomainMismatch, "{what}");
-            assert_eq!(refusal(genomics.fetch_add_global(target, 1)), Status::DomainMismatch, "{what}");
+            let expected = as_never(target.handle());
+            assert_eq!(refusal_message(genomics.put_global(target, b"forged")), expected, "{transports} {what}");
+            assert_eq!(refusal_message(genomics.get_global(target, &mut [0u8; 6])), expected, "{what}");
+            assert_eq!(refusal_message(genomics.fetch_add_global(target, 1)), expected, "{what}");
         }
         let mut back = [0u8; 6];
         climate.get(&a, 0, &mut back).unwrap();
@@ -127,6 +145,9 @@ fn protection_domains_isolate_tenants_and_freed_allocations_fail() {
         climate.free(&a).unwrap();
         let late = as_tenant("climate", "c");
         assert_eq!(refusal(late.get_global(address, &mut back)), Status::FreedHandle, "{transports}");
+        // Freed by climate: genomics, forging it into its own domain, is told only "unknown".
+        let e = refusal_message(as_tenant("genomics", "g").get_global(forged, &mut back));
+        assert_eq!(e, as_never(forged.handle()), "{transports}: another tenant's freed handle");
     }
 }
 

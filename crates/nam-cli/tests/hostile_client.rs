@@ -558,3 +558,44 @@ fn hostile_tenant_cannot_crash_the_server() {
         run_transport(transports, seed, Duration::from_secs(secs));
     }
 }
+
+/// The error a call was refused with; panics on anything else.
+fn refused_with(outcome: Outcome, what: &str) -> (Status, String) {
+    match outcome {
+        Outcome::Reply(Reply::Error { status, message }) => (status, message),
+        Outcome::Reply(other) => panic!("{what}: accepted: {other:?}"),
+        Outcome::Lost(why) => panic!("{what}: lost: {why}"),
+    }
+}
+
+fn hello_as(tenant: &str, token: &str) -> Request {
+    Request::Hello(Hello { tenant: tenant.into(), token: token.into(), client_name: "probe".into(), pid: 1 })
+}
+
+/// Issue 25, "authentication that reveals nothing": an unknown tenant and a wrong token are
+/// refused alike, and a failed re-Hello leaves the connection unauthenticated.
+#[test]
+fn failed_hello_reveals_nothing_and_deauthenticates() {
+    let dir = temp_dir("hostile-auth");
+    let config = config(&dir);
+    let transports = TRANSPORTS[0];
+    let mut server = ServerProcess::start(transports, &["--capacity", "8MiB", "--config", config.to_str().unwrap()]);
+    let mut stranger = RawClient::connect(server.addr, &server.transports);
+    let wrong_token = refused_with(stranger.call(&hello_as("alice", "b-secret")), "wrong token");
+    let unknown_tenant = refused_with(stranger.call(&hello_as("mallory", "b-secret")), "unknown tenant");
+    assert_eq!(wrong_token.0, Status::AuthFailed);
+    assert_eq!(wrong_token, unknown_tenant, "the two failures must be indistinguishable");
+
+    let mut bob = RawClient::connect(server.addr, &server.transports);
+    bob.hello("bob", "b-secret");
+    let alloc = Request::Alloc(Alloc { size: 4096, align: 0, flags: 0, name: String::new() });
+    assert!(matches!(bob.call(&alloc), Outcome::Reply(Reply::Alloc(_))), "bob allocates once authenticated");
+    let (status, _) = refused_with(bob.call(&hello_as("alice", "guess")), "re-Hello with a wrong token");
+    assert_eq!(status, Status::AuthFailed);
+    let (status, _) = refused_with(bob.call(&alloc), "alloc after a failed re-Hello");
+    assert_eq!(status, Status::NotConnected, "a failed re-Hello leaves the connection unauthenticated");
+    bob.hello("bob", "b-secret");
+    assert!(matches!(bob.call(&alloc), Outcome::Reply(Reply::Alloc(_))), "a good Hello authenticates again");
+    assert_alive(&mut server, "after the auth probes", 0, false);
+    server.terminate();
+}

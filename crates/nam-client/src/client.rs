@@ -483,9 +483,9 @@ impl Client {
     }
 
     /// The allocation an address points into and the offset in it. The first call for an
-    /// allocation asks its server (which refuses another domain's address with
-    /// [`nam_proto::Status::DomainMismatch`], a freed allocation with
-    /// [`nam_proto::Status::FreedHandle`]); later calls are answered from a cache. The client
+    /// allocation asks its server (which refuses another domain's or tenant's allocation with
+    /// [`nam_proto::Status::UnknownHandle`], as if it did not exist, and the caller's own
+    /// tenant's freed allocation with [`nam_proto::Status::FreedHandle`]); later calls are answered from a cache. The client
     /// holds the allocation from then on: [`Client::free`] on the result releases it.
     pub fn resolve(&self, address: GlobalAddress) -> Result<(Allocation, u64)> {
         self.global.resolve(&self.session, address)

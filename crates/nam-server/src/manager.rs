@@ -24,6 +24,9 @@ pub(crate) struct Refusal {
     pub(crate) message: String,
 }
 
+/// The one answer to a failed Hello, whether the tenant is unknown or the token wrong.
+pub(crate) const AUTH_FAILED_MESSAGE: &str = "authentication failed: unknown tenant or wrong token";
+
 fn refuse<T>(status: Status, message: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal { status, message: message.into() })
 }
@@ -104,8 +107,16 @@ pub(crate) struct Manager {
     client_tenant: HashMap<u64, String>,
     client_handles: HashMap<u64, BTreeSet<u64>>,
     next_handle: u64,
+    /// The tenant of each recently destroyed handle, so that `FreedHandle` is told only to
+    /// that tenant; to anyone else a freed handle answers as one never issued (issue 25).
+    /// Bounded by [`FREED_REMEMBERED`]: older freed handles answer `UnknownHandle` to all.
+    freed: BTreeMap<u64, String>,
     manifest_dirty: bool,
 }
+
+/// How many destroyed handles the manager remembers the tenant of, so the record cannot
+/// grow without bound however many allocations come and go.
+const FREED_REMEMBERED: usize = 16_384;
 
 impl Manager {
     /// A manager for a pool of `capacity` bytes serving `tenants`.
@@ -126,17 +137,22 @@ impl Manager {
             client_tenant: HashMap::new(),
             client_handles: HashMap::new(),
             next_handle: 1,
+            freed: BTreeMap::new(),
             manifest_dirty: false,
         }
     }
 
     /// Checks a tenant's token and attaches `client` to it.
     pub(crate) fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
-        let Some(t) = self.tenants.get(tenant) else {
-            return refuse(Status::AuthFailed, format!("unknown tenant {tenant:?}"));
-        };
-        if !constant_time_eq(t.token.as_bytes(), token.as_bytes()) {
-            return refuse(Status::AuthFailed, format!("wrong token for tenant {tenant:?}"));
+        // One status and one text for both failures, so a stranger cannot learn which
+        // tenant names exist by probing (issue 25, "authentication that reveals nothing").
+        let known = self.tenants.get(tenant).map(|t| constant_time_eq(t.token.as_bytes(), token.as_bytes()));
+        if known != Some(true) {
+            // A failed re-Hello leaves the client acting for no tenant (docs/protocol.md):
+            // it keeps the references it holds, to be released when it leaves, but can
+            // use none of them until it authenticates again.
+            self.client_tenant.remove(&client);
+            return refuse(Status::AuthFailed, AUTH_FAILED_MESSAGE);
         }
         self.client_tenant.insert(client, tenant.to_string());
         self.client_handles.entry(client).or_default();
@@ -235,13 +251,13 @@ impl Manager {
     /// Releases `client`'s reference to `handle`; the space is returned when nobody holds
     /// it (an explicit free releases persistent allocations too).
     pub(crate) fn free(&mut self, client: u64, handle: u64) -> Result<(), Refusal> {
-        self.tenant_of(client)?;
+        let tenant = self.tenant_of(client)?;
         let held = self.client_handles.get_mut(&client).is_some_and(|h| h.remove(&handle));
         if !held {
-            return if self.allocations.contains_key(&handle) || handle >= self.next_handle || handle == 0 {
-                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
-            } else {
+            return if self.freed_by(&tenant, handle) {
                 refuse(Status::FreedHandle, format!("handle {handle} was already freed"))
+            } else {
+                refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
             };
         }
         let allocation = self.allocations.get_mut(&handle).expect("held handle exists");
@@ -255,10 +271,12 @@ impl Manager {
     /// Where `handle` lies in the pool, if `client` holds it: `(offset, size)`. Every
     /// operation of the message data path goes through this check.
     pub(crate) fn resolve(&self, client: u64, handle: u64) -> Result<(u64, u64), Refusal> {
+        // A client that acts for no tenant (never authenticated, or failed a re-Hello) uses
+        // nothing, not even what it still holds.
+        let tenant = self.tenant_of(client)?;
         let held = self.client_handles.get(&client).is_some_and(|h| h.contains(&handle));
         if !held {
-            self.tenant_of(client)?;
-            return if handle != 0 && handle < self.next_handle && !self.allocations.contains_key(&handle) {
+            return if self.freed_by(&tenant, handle) {
                 refuse(Status::FreedHandle, format!("handle {handle} was freed"))
             } else {
                 refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"))
@@ -266,6 +284,13 @@ impl Manager {
         }
         let r = &self.allocations[&handle].record;
         Ok((r.offset, r.size))
+    }
+
+    /// Whether `handle` was an allocation of `tenant` that is now destroyed (and recent
+    /// enough to be remembered). Another tenant's freed handle is not: it must answer as one
+    /// that never existed.
+    fn freed_by(&self, tenant: &str, handle: u64) -> bool {
+        self.freed.get(&handle).is_some_and(|t| t == tenant)
     }
 
     /// The named allocation of `tenant`, without taking a reference to it.
@@ -323,6 +348,10 @@ impl Manager {
         let allocation = self.allocations.remove(&handle).expect("destroy of a live handle");
         let r = allocation.record;
         self.ranges.release(r.offset, r.size);
+        self.freed.insert(handle, r.tenant.clone());
+        if self.freed.len() > FREED_REMEMBERED {
+            self.freed.pop_first();
+        }
         if let Some(name) = r.name {
             self.names.remove(&(r.tenant.clone(), name));
         }
@@ -466,9 +495,26 @@ mod tests {
     #[test]
     fn auth_rejects_wrong_token_and_unknown_tenant() {
         let mut m = manager();
-        assert_eq!(m.authenticate(9, "a", "tb").unwrap_err().status, Status::AuthFailed);
-        assert_eq!(m.authenticate(9, "zz", "").unwrap_err().status, Status::AuthFailed);
+        let wrong_token = m.authenticate(9, "a", "tb").unwrap_err();
+        let unknown_tenant = m.authenticate(9, "zz", "").unwrap_err();
+        assert_eq!(wrong_token.status, Status::AuthFailed);
+        assert_eq!(unknown_tenant.status, Status::AuthFailed);
+        // The two failures are indistinguishable to the peer.
+        assert_eq!(wrong_token, unknown_tenant);
         assert_eq!(m.allocate(9, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
+    }
+
+    #[test]
+    fn failed_rehello_forgets_the_tenant() {
+        let mut m = manager();
+        let g = m.allocate(1, &req(4096, 0, "")).unwrap();
+        assert_eq!(m.authenticate(1, "a", "wrong").unwrap_err().status, Status::AuthFailed);
+        assert_eq!(m.tenant(1), None);
+        assert_eq!(m.allocate(1, &req(64, 0, "")).unwrap_err().status, Status::NotConnected);
+        assert_eq!(m.resolve(1, g.handle).unwrap_err().status, Status::NotConnected);
+        // What it held is still released when it leaves.
+        assert_eq!(m.release_client(1), 1);
+        assert!(m.resolve(2, g.handle).is_err());
     }
 
     #[test]

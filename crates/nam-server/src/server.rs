@@ -317,7 +317,12 @@ impl Server {
         let client = connection.client_id;
         match request {
             Request::Hello(hello) => {
-                self.manager.authenticate(client, &hello.tenant, &hello.token)?;
+                if let Err(refusal) = self.manager.authenticate(client, &hello.tenant, &hello.token) {
+                    // A failed Hello on an authenticated connection de-authenticates it:
+                    // the peer proved no right to the tenant it had (docs/protocol.md).
+                    connection.authenticated = false;
+                    return Err(refusal);
+                }
                 connection.authenticated = true;
                 connection.label = format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
                 Ok(Reply::Hello(HelloReply {

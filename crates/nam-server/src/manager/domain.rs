@@ -16,29 +16,27 @@ impl Manager {
 
     /// Makes `client` a holder of `handle`, reached by a global address in `domain`. The
     /// domain must be the client's, and the allocation must belong to the client's tenant;
-    /// otherwise nothing changes and the refusal says which check failed. The client then
-    /// holds a reference, so the allocation lives until it frees it (or its lease expires).
+    /// otherwise nothing changes and the client is told exactly what it would be told for a
+    /// handle never issued, so it learns nothing of other tenants' allocations (issue 25,
+    /// "authentication that reveals nothing"). Only its own tenant's freed allocations answer
+    /// `FreedHandle`. The client then holds a reference, so the allocation lives until it
+    /// frees it (or its lease expires).
     pub(crate) fn hold_global(&mut self, client: u64, domain: u16, handle: u64) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
         let mine = self.domain_of(client)?;
+        let unknown = || refuse(Status::UnknownHandle, format!("no allocation {handle} on this server"));
         if domain != mine {
-            return refuse(
-                Status::DomainMismatch,
-                format!("address is in protection domain {domain}; tenant {tenant:?} is domain {mine}"),
-            );
+            return unknown();
         }
         let Some(allocation) = self.allocations.get(&handle) else {
-            return if handle != 0 && handle < self.next_handle {
+            return if self.freed_by(&tenant, handle) {
                 refuse(Status::FreedHandle, format!("allocation {handle} was freed"))
             } else {
-                refuse(Status::UnknownHandle, format!("no allocation {handle} on this server"))
+                unknown()
             };
         };
         if allocation.record.tenant != tenant {
-            return refuse(
-                Status::DomainMismatch,
-                format!("allocation {handle} belongs to another protection domain than tenant {tenant:?}"),
-            );
+            return unknown();
         }
         let handles = self.client_handles.get_mut(&client).expect("authenticated client");
         if !handles.contains(&handle) && handles.len() >= HANDLES_PER_CLIENT_MAX {
@@ -84,14 +82,26 @@ mod tests {
         let g = m.allocate(1, &alloc).unwrap();
         assert_eq!(m.hold_global(2, 1, g.handle).unwrap(), g);
         assert_eq!(m.resolve(2, g.handle).unwrap(), (g.offset, g.size));
-        // Client 3 (domain 2) with the owner's domain, and with its own domain.
-        assert_eq!(m.hold_global(3, 1, g.handle).unwrap_err().status, Status::DomainMismatch);
-        assert_eq!(m.hold_global(3, 2, g.handle).unwrap_err().status, Status::DomainMismatch);
+        // Client 3 (domain 2) with the owner's domain, and with its own domain: answered
+        // exactly as a handle never issued.
+        let never = m.hold_global(3, 2, 999).unwrap_err();
+        assert_eq!(never.status, Status::UnknownHandle);
+        let never_msg = |h: u64| never.message.replace("999", &h.to_string());
+        for domain in [1, 2] {
+            let e = m.hold_global(3, domain, g.handle).unwrap_err();
+            assert_eq!((e.status, e.message), (Status::UnknownHandle, never_msg(g.handle)), "domain {domain}");
+        }
         assert!(m.resolve(3, g.handle).is_err(), "a refused hold grants nothing");
         m.free(1, g.handle).unwrap();
         assert!(m.is_live(g.handle), "client 2 still holds it");
         m.free(2, g.handle).unwrap();
         assert_eq!(m.hold_global(1, 1, g.handle).unwrap_err().status, Status::FreedHandle);
         assert_eq!(m.hold_global(1, 1, 999).unwrap_err().status, Status::UnknownHandle);
+        // Freed by tenant a: tenant b is told nothing more than for a handle never issued.
+        let e = m.hold_global(3, 2, g.handle).unwrap_err();
+        assert_eq!((e.status, e.message), (Status::UnknownHandle, never_msg(g.handle)));
+        let (e, never) = (m.resolve(3, g.handle).unwrap_err(), m.resolve(3, 999).unwrap_err());
+        assert_eq!((e.status, e.message), (never.status, never.message.replace("999", &g.handle.to_string())));
+        assert_eq!(m.resolve(1, g.handle).unwrap_err().status, Status::FreedHandle, "its own tenant is told");
     }
 }
