@@ -42,7 +42,9 @@
 #define NAM_CKPT_VERSION_LATEST UINT64_MAX
 
 /**
- * The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from.
+ * The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from; the
+ * levels 1-3 can also be asked for per call (`nam_ckpt_checkpoint_level`).
+ * `NAM_CKPT_LEVEL_SKIPPED`: the policy skipped the checkpoint.
  */
 #define NAM_CKPT_LEVEL_SKIPPED 0
 
@@ -57,7 +59,8 @@
 #define NAM_CKPT_LEVEL_SSD 2
 
 /**
- * L3 on the parallel file system.
+ * L3 on the parallel file system (`flush.dir`); asked for per call, the checkpoint goes to
+ * the policy's L1 level and is flushed there before the call returns.
  */
 #define NAM_CKPT_LEVEL_PFS 3
 
@@ -1411,6 +1414,41 @@ nam_status_t nam_ckpt_checkpoint(nam_ckpt_t *ckpt,
                                  int *level_out);
 
 /**
+ * Collective: `nam_ckpt_checkpoint` at `level`, chosen for this call instead of by the
+ * placement policy (as FTI's `FTI_Checkpoint(id, level)`), the same on every rank:
+ * `NAM_CKPT_LEVEL_RAM`, `NAM_CKPT_LEVEL_SSD` or `NAM_CKPT_LEVEL_PFS` (the policy's L1 level,
+ * then flushed to `flush.dir` before the call returns). The configured L2 scheme protects
+ * it. Errors: `NAM_ERR_INVALID_ARGUMENT` (no such level), `NAM_ERR_CONFIG` (PFS without
+ * `flush.dir`, `NAM_CKPT_LEVEL_NAM`, or incremental checkpoints), `NAM_ERR_CKPT_RAM_TOO_SMALL`.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `level_out` is NULL
+ * or valid for a write.
+ */
+nam_status_t nam_ckpt_checkpoint_level(nam_ckpt_t *ckpt,
+                                       const char *name,
+                                       uint64_t version,
+                                       int level,
+                                       int *level_out);
+
+/**
+ * Collective, to call every iteration (as FTI's `FTI_Snapshot`): checkpoints as
+ * `nam_ckpt_checkpoint` when `snapshot.interval` seconds (configuration; default 60) have
+ * passed since init or the last checkpoint, else returns at the cost of one allreduce.
+ * `*taken_out` (may be NULL) = 1 when it checkpointed, else 0; `*level_out` (may be NULL)
+ * as for `nam_ckpt_checkpoint` (`NAM_CKPT_LEVEL_SKIPPED` when nothing was written).
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `taken_out` and
+ * `level_out` are NULL or valid for a write.
+ */
+nam_status_t nam_ckpt_snapshot(nam_ckpt_t *ckpt,
+                               const char *name,
+                               uint64_t version,
+                               int *taken_out,
+                               int *level_out);
+
+/**
  * Reserves the RAM level's files for checkpoints of `name` (NULL: the configured name) of
  * the regions protected now, so that no checkpoint allocates tmpfs pages; call it after
  * protecting the regions. Not collective. `*bytes_out` (may be NULL) = bytes reserved by
@@ -1426,7 +1464,12 @@ nam_status_t nam_ckpt_reserve(nam_ckpt_t *ckpt,
 
 /**
  * Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
- * the configured name) a restart can start from, or `*found_out` = 0.
+ * the configured name) that `nam_ckpt_restart` can restore: every rank still has its data,
+ * or the L2 scheme can rebuild the ranks that lost it from the files left (newer versions
+ * that cannot be restored are passed over). `*found_out` = 0 and `NAM_OK` when no version
+ * was ever committed (a first run); `*found_out` = 0 and `NAM_ERR_CKPT_UNRECOVERABLE` when
+ * versions were committed but none can be restored, `nam_last_error_message` naming what
+ * is missing of each (for example the ranks of an XOR set that lost their files).
  *
  * # Safety
  * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; the outputs are valid
@@ -1634,9 +1677,14 @@ nam_status_t nam_region_destroy(nam_region_t *region);
 
 #endif  /* NAM_H */
 
-#if defined(MPI_VERSION) && !defined(NAM_NO_MPI_HELPERS)
-/** nam_ckpt_init_fcomm for a C communicator: include <mpi.h> before <nam.h>. */
-static inline nam_status_t nam_ckpt_init(MPI_Comm comm, const char *config_path, nam_ckpt_t **out) {
-  return nam_ckpt_init_fcomm((int)MPI_Comm_c2f(comm), config_path, out);
-}
+#ifndef NAM_NO_MPI_HELPERS
+/**
+ * nam_status_t nam_ckpt_init(MPI_Comm comm, const char *config_path, nam_ckpt_t **out):
+ * nam_ckpt_init_fcomm for a C communicator. A macro, so that it expands where the program
+ * calls it, after its <mpi.h>: nam.h needs no MPI header and may come before or after
+ * <mpi.h>. Define NAM_NO_MPI_HELPERS to leave the name free.
+ */
+#ifndef nam_ckpt_init
+#define nam_ckpt_init(comm, config_path, out) nam_ckpt_init_fcomm((int)MPI_Comm_c2f(comm), (config_path), (out))
+#endif
 #endif

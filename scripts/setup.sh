@@ -16,7 +16,7 @@ deps_only=false
 packages=(libucx-dev ucx-utils pkg-config clang libclang-dev openmpi-bin libopenmpi-dev
           build-essential binutils fonts-dejavu-core ca-certificates memcached iproute2
           redis-server redis-tools libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
-          python3-venv python3-dev patchelf)
+          python3-venv python3-dev patchelf gfortran)
 
 # A rustup toolchain in ~/.cargo counts as installed even if this shell has not sourced it.
 if [ -f "$HOME/.cargo/env" ]; then

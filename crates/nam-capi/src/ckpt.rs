@@ -1,9 +1,10 @@
 //! `nam_ckpt_t`: the checkpoint library (nam-ckpt) for MPI applications written in C.
 //!
-//! Collective calls (init, checkpoint, latest, restart, finalize) must be made by every rank
-//! of the communicator, in the same order. With `<mpi.h>` included before `<nam.h>`,
-//! `nam_ckpt_init(MPI_Comm, ...)` is available; it calls `nam_ckpt_init_fcomm` with the
-//! communicator's Fortran handle, so nam.h itself needs no MPI header.
+//! Collective calls (init, checkpoint, snapshot, latest, restart, finalize) must be made by
+//! every rank of the communicator, in the same order. `nam_ckpt_init(MPI_Comm, ...)` is a
+//! macro of nam.h that calls `nam_ckpt_init_fcomm` with the communicator's Fortran handle
+//! where the program calls it, after its `<mpi.h>`: nam.h needs no MPI header and may be
+//! included before or after `<mpi.h>`.
 
 use crate::ffi::{deref_mut, guard, optional_str, required_str, write_optional, Failure};
 use crate::status::nam_status_t::{self, *};
@@ -20,13 +21,16 @@ pub struct nam_ckpt_t {
 /// Pass as `version` to `nam_ckpt_restart` to restart the newest restorable version.
 pub const NAM_CKPT_VERSION_LATEST: u64 = u64::MAX;
 
-/// The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from.
+/// The level a checkpoint went to (`nam_ckpt_checkpoint`'s `level_out`), or came from; the
+/// levels 1-3 can also be asked for per call (`nam_ckpt_checkpoint_level`).
+/// `NAM_CKPT_LEVEL_SKIPPED`: the policy skipped the checkpoint.
 pub const NAM_CKPT_LEVEL_SKIPPED: c_int = 0;
 /// L1 in RAM (tmpfs).
 pub const NAM_CKPT_LEVEL_RAM: c_int = 1;
 /// L1 on the node's SSD.
 pub const NAM_CKPT_LEVEL_SSD: c_int = 2;
-/// L3 on the parallel file system.
+/// L3 on the parallel file system (`flush.dir`); asked for per call, the checkpoint goes to
+/// the policy's L1 level and is flushed there before the call returns.
 pub const NAM_CKPT_LEVEL_PFS: c_int = 3;
 /// Memory servers (incremental checkpoints, `incremental.levels`).
 pub const NAM_CKPT_LEVEL_NAM: c_int = 4;
@@ -143,6 +147,62 @@ pub unsafe extern "C" fn nam_ckpt_checkpoint(
     })
 }
 
+/// Collective: `nam_ckpt_checkpoint` at `level`, chosen for this call instead of by the
+/// placement policy (as FTI's `FTI_Checkpoint(id, level)`), the same on every rank:
+/// `NAM_CKPT_LEVEL_RAM`, `NAM_CKPT_LEVEL_SSD` or `NAM_CKPT_LEVEL_PFS` (the policy's L1 level,
+/// then flushed to `flush.dir` before the call returns). The configured L2 scheme protects
+/// it. Errors: `NAM_ERR_INVALID_ARGUMENT` (no such level), `NAM_ERR_CONFIG` (PFS without
+/// `flush.dir`, `NAM_CKPT_LEVEL_NAM`, or incremental checkpoints), `NAM_ERR_CKPT_RAM_TOO_SMALL`.
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `level_out` is NULL
+/// or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_checkpoint_level(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    version: u64,
+    level: c_int,
+    level_out: *mut c_int,
+) -> nam_status_t {
+    guard("nam_ckpt_checkpoint_level", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let kind = u64::try_from(level)
+            .ok()
+            .and_then(LevelKind::from_code)
+            .ok_or_else(|| Failure::Invalid(format!("level {level} is no NAM_CKPT_LEVEL_*")))?;
+        let out = ckpt.inner.checkpoint_level(optional_str(name, "name")?, version, kind)?;
+        write_optional(level_out, level_code(out.level));
+        Ok(NAM_OK)
+    })
+}
+
+/// Collective, to call every iteration (as FTI's `FTI_Snapshot`): checkpoints as
+/// `nam_ckpt_checkpoint` when `snapshot.interval` seconds (configuration; default 60) have
+/// passed since init or the last checkpoint, else returns at the cost of one allreduce.
+/// `*taken_out` (may be NULL) = 1 when it checkpointed, else 0; `*level_out` (may be NULL)
+/// as for `nam_ckpt_checkpoint` (`NAM_CKPT_LEVEL_SKIPPED` when nothing was written).
+///
+/// # Safety
+/// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `taken_out` and
+/// `level_out` are NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ckpt_snapshot(
+    ckpt: *mut nam_ckpt_t,
+    name: *const c_char,
+    version: u64,
+    taken_out: *mut c_int,
+    level_out: *mut c_int,
+) -> nam_status_t {
+    guard("nam_ckpt_snapshot", || {
+        let ckpt = deref_mut(ckpt, "ckpt")?;
+        let out = ckpt.inner.snapshot(optional_str(name, "name")?, version)?;
+        write_optional(taken_out, c_int::from(out.is_some()));
+        write_optional(level_out, level_code(out.and_then(|o| o.level)));
+        Ok(NAM_OK)
+    })
+}
+
 /// Reserves the RAM level's files for checkpoints of `name` (NULL: the configured name) of
 /// the regions protected now, so that no checkpoint allocates tmpfs pages; call it after
 /// protecting the regions. Not collective. `*bytes_out` (may be NULL) = bytes reserved by
@@ -166,7 +226,12 @@ pub unsafe extern "C" fn nam_ckpt_reserve(
 }
 
 /// Collective: `*found_out` = 1 and `*version_out` = the newest version of `name` (NULL:
-/// the configured name) a restart can start from, or `*found_out` = 0.
+/// the configured name) that `nam_ckpt_restart` can restore: every rank still has its data,
+/// or the L2 scheme can rebuild the ranks that lost it from the files left (newer versions
+/// that cannot be restored are passed over). `*found_out` = 0 and `NAM_OK` when no version
+/// was ever committed (a first run); `*found_out` = 0 and `NAM_ERR_CKPT_UNRECOVERABLE` when
+/// versions were committed but none can be restored, `nam_last_error_message` naming what
+/// is missing of each (for example the ranks of an XOR set that lost their files).
 ///
 /// # Safety
 /// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; the outputs are valid
@@ -181,8 +246,12 @@ pub unsafe extern "C" fn nam_ckpt_latest(
     guard("nam_ckpt_latest", || {
         let ckpt = deref_mut(ckpt, "ckpt")?;
         let (version_out, found_out) = (deref_mut(version_out, "version_out")?, deref_mut(found_out, "found_out")?);
-        let latest = ckpt.inner.latest(optional_str(name, "name")?);
-        (*version_out, *found_out) = (latest.unwrap_or(0), c_int::from(latest.is_some()));
+        (*version_out, *found_out) = (0, 0);
+        match ckpt.inner.latest_restorable(optional_str(name, "name")?) {
+            Ok(latest) => (*version_out, *found_out) = (latest.version, 1),
+            Err(CkptError::NoCheckpoint(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         Ok(NAM_OK)
     })
 }

@@ -11,8 +11,9 @@
 //! - 64-bit atomics (`nam_atomic_fetch_add`, `nam_atomic_cswap`, `nam_atomic_swap`,
 //!   `nam_atomic_fetch`) and signals (`nam_put_signal`, `nam_wait_until`).
 //! - Checkpoint/restart for MPI applications (`nam_ckpt_t`, nam-ckpt): `nam_ckpt_init`
-//!   with an `MPI_Comm` and a config file, `nam_ckpt_protect`, `nam_ckpt_checkpoint`,
-//!   `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`.
+//!   with an `MPI_Comm` and a config file, `nam_ckpt_protect`, `nam_ckpt_checkpoint` (at the
+//!   policy's level, or `nam_ckpt_checkpoint_level` at one chosen per call),
+//!   `nam_ckpt_snapshot` (once an interval has passed), `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`.
 //! - Checkpoint groups (`nam_ckpt_group_*`): a memory server pulls each rank's checkpoint
 //!   buffer and keeps XOR parity (NAM-XOR); ready, wait, restore.
 //! - Global addresses (`nam_gaddr_t`, `nam_gaddr_of`, `nam_gaddr_put`, `nam_gaddr_get`,
@@ -74,10 +75,10 @@ pub use atomic::{
     nam_signal_op_t, nam_wait_until,
 };
 pub use ckpt::{
-    nam_ckpt_checkpoint, nam_ckpt_config_dump, nam_ckpt_finalize, nam_ckpt_init_fcomm, nam_ckpt_latest,
-    nam_ckpt_protect, nam_ckpt_restart, nam_ckpt_route_file, nam_ckpt_t, nam_ckpt_unprotect, status_of_ckpt_error,
-    NAM_CKPT_LEVEL_NAM, NAM_CKPT_LEVEL_PFS, NAM_CKPT_LEVEL_RAM, NAM_CKPT_LEVEL_SKIPPED, NAM_CKPT_LEVEL_SSD,
-    NAM_CKPT_VERSION_LATEST,
+    nam_ckpt_checkpoint, nam_ckpt_checkpoint_level, nam_ckpt_config_dump, nam_ckpt_finalize, nam_ckpt_init_fcomm,
+    nam_ckpt_latest, nam_ckpt_protect, nam_ckpt_restart, nam_ckpt_route_file, nam_ckpt_snapshot, nam_ckpt_t,
+    nam_ckpt_unprotect, status_of_ckpt_error, NAM_CKPT_LEVEL_NAM, NAM_CKPT_LEVEL_PFS, NAM_CKPT_LEVEL_RAM,
+    NAM_CKPT_LEVEL_SKIPPED, NAM_CKPT_LEVEL_SSD, NAM_CKPT_VERSION_LATEST,
 };
 pub use ckpt_group::{
     nam_ckpt_group_buffer, nam_ckpt_group_fetch_restored, nam_ckpt_group_join, nam_ckpt_group_leave,

@@ -9,6 +9,7 @@ use crate::constants::FLUSH_WAIT_MAX;
 use crate::error::{CkptError, Result};
 use crate::full::Full;
 use crate::incremental::Incremental;
+use crate::latest::Latest;
 use crate::level::{check_writable, LevelKind};
 use crate::memory_server::ServerClient;
 use crate::policy::Decision;
@@ -17,7 +18,7 @@ use crate::restart::RestartOutcome;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A protected memory region.
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +84,9 @@ pub(crate) enum Strategy {
 pub struct Checkpointer {
     pub(crate) job: Job,
     pub(crate) strategy: Strategy,
+    /// When this rank's last checkpoint finished (or init): [`Checkpointer::snapshot`]
+    /// measures its interval from here.
+    pub(crate) last_checkpoint: Instant,
 }
 
 impl Checkpointer {
@@ -109,7 +113,7 @@ impl Checkpointer {
             None => Strategy::Full(Full::new(&comm, &config, client.as_ref())?),
         };
         let job = Job { comm, config, regions: BTreeMap::new(), files: BTreeMap::new() };
-        Ok(Checkpointer { job, strategy })
+        Ok(Checkpointer { job, strategy, last_checkpoint: Instant::now() })
     }
 
     fn check_dirs(config: &Config) -> Result<()> {
@@ -174,21 +178,79 @@ impl Checkpointer {
     /// its file, the L2 scheme protects it, every rank commits, and older versions beyond
     /// `keep` go. Incremental checkpoints: the engine stores what changed.
     pub fn checkpoint(&mut self, name: Option<&str>, version: u64) -> Result<CheckpointOutcome> {
-        let name = name.unwrap_or(&self.job.config.name).to_string();
-        match &mut self.strategy {
-            Strategy::Full(full) => full.checkpoint(&self.job, &name, version),
-            Strategy::Incremental(incr) => incr.checkpoint(&mut self.job, &name, version),
-        }
+        self.checkpoint_at(name, version, None)
     }
 
-    /// Collective: the newest version of `name` that a restart can start from (`None`
-    /// when there is none). A commit marker on any rank means that version was stored on
-    /// every rank; restart still verifies every byte and falls back when it must.
+    /// Collective: [`Checkpointer::checkpoint`] at a level chosen for this call (as FTI's
+    /// `FTI_Checkpoint(id, level)`), the same on every rank, instead of the placement
+    /// policy's: [`LevelKind::Ram`] or [`LevelKind::Ssd`] (a RAM checkpoint larger than the
+    /// rank's share is [`CkptError::RamTooSmall`]), or [`LevelKind::Pfs`]: the policy's L1
+    /// level, then flushed to `flush.dir` before the call returns (the outcome's `flushed`
+    /// and `level` say so). The L2 scheme protects it as any other. Full checkpoints only;
+    /// [`LevelKind::Nam`], PFS without `flush.dir` and incremental checkpoints are
+    /// [`CkptError::Config`].
+    pub fn checkpoint_level(
+        &mut self,
+        name: Option<&str>,
+        version: u64,
+        level: LevelKind,
+    ) -> Result<CheckpointOutcome> {
+        self.checkpoint_at(name, version, Some(level))
+    }
+
+    /// Collective: checkpoints as [`Checkpointer::checkpoint`] when `snapshot.interval`
+    /// seconds have passed since init or since the last checkpoint (FTI's `FTI_Snapshot`),
+    /// else returns `None` at the cost of one allreduce. The slowest rank's clock decides,
+    /// so every rank decides alike. Call it every iteration.
+    pub fn snapshot(&mut self, name: Option<&str>, version: u64) -> Result<Option<CheckpointOutcome>> {
+        let elapsed = self.job.comm.max_f64(self.last_checkpoint.elapsed().as_secs_f64());
+        if elapsed < self.job.config.snapshot.interval {
+            return Ok(None);
+        }
+        self.checkpoint_at(name, version, None).map(Some)
+    }
+
+    fn checkpoint_at(
+        &mut self,
+        name: Option<&str>,
+        version: u64,
+        level: Option<LevelKind>,
+    ) -> Result<CheckpointOutcome> {
+        let name = name.unwrap_or(&self.job.config.name).to_string();
+        let outcome = match (&mut self.strategy, level) {
+            (Strategy::Full(full), level) => full.checkpoint(&self.job, &name, version, level),
+            (Strategy::Incremental(incr), None) => incr.checkpoint(&mut self.job, &name, version),
+            (Strategy::Incremental(_), Some(level)) => Err(CkptError::Config(format!(
+                "incremental checkpoints go to the levels of incremental.levels; a level per call ({}) is for full checkpoints",
+                level.name()
+            ))),
+        };
+        if outcome.is_ok() {
+            self.last_checkpoint = Instant::now();
+        }
+        outcome
+    }
+
+    /// Collective: the newest version of `name` that a restart can restore (`None` when
+    /// there is none): [`Checkpointer::latest_restorable`] without the reasons.
     pub fn latest(&self, name: Option<&str>) -> Option<u64> {
+        self.latest_restorable(name).ok().map(|l| l.version)
+    }
+
+    /// Collective: the newest version of `name` that a restart can restore: one whose data
+    /// every rank still has, or the L2 scheme can rebuild from the files left (newer
+    /// committed versions that cannot be restored are listed in [`Latest::skipped`]).
+    /// Err([`CkptError::NoCheckpoint`]) when no version was committed,
+    /// Err([`CkptError::Unrecoverable`]) saying what is missing when none can be restored.
+    /// Restart still verifies every byte and falls back when it must.
+    pub fn latest_restorable(&self, name: Option<&str>) -> Result<Latest> {
         let name = name.unwrap_or(&self.job.config.name).to_string();
         match &self.strategy {
-            Strategy::Full(full) => full.latest(&self.job, &name),
-            Strategy::Incremental(incr) => incr.latest(&self.job, &name),
+            Strategy::Full(full) => full.latest_restorable(&self.job, &name),
+            Strategy::Incremental(incr) => match incr.latest(&self.job, &name) {
+                Some(version) => Ok(Latest { version, level: None, skipped: Vec::new() }),
+                None => Err(CkptError::NoCheckpoint(format!(" of `{name}`"))),
+            },
         }
     }
 

@@ -187,6 +187,22 @@ impl Default for PolicyConfig {
     }
 }
 
+/// Snapshots ([`crate::Checkpointer::snapshot`]): checkpoints taken when an interval has
+/// passed, as FTI's `FTI_Snapshot` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotConfig {
+    /// Seconds from init, or from the last checkpoint, after which a snapshot call
+    /// checkpoints (0: every call).
+    pub interval: f64,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        SnapshotConfig { interval: 60.0 }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -205,6 +221,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Incremental checkpoints of the protected regions.
     pub incremental: crate::incremental::IncrementalConfig,
+    /// Snapshots.
+    pub snapshot: SnapshotConfig,
 }
 
 impl Default for Config {
@@ -217,6 +235,7 @@ impl Default for Config {
             flush: FlushConfig::default(),
             policy: PolicyConfig::default(),
             incremental: Default::default(),
+            snapshot: SnapshotConfig::default(),
         }
     }
 }
@@ -265,6 +284,12 @@ impl Config {
         }
         if !(0.0..1.0).contains(&self.policy.bound) {
             return bad(format!("policy.bound = {} must be in [0, 1)", self.policy.bound));
+        }
+        if !(self.snapshot.interval >= 0.0 && self.snapshot.interval.is_finite()) {
+            return bad(format!(
+                "snapshot.interval = {} must be a finite number of seconds >= 0",
+                self.snapshot.interval
+            ));
         }
         crate::policy::PolicyKind::parse(&self.policy.kind)?;
         Scheme::parse(&self.redundancy.scheme)?;

@@ -50,12 +50,34 @@ impl Full {
         let ssd = Level { kind: LevelKind::Ssd, dir: config.ssd.dir.clone(), keep: config.ssd.keep };
         let pfs =
             config.flush.dir.clone().map(|dir| Level { kind: LevelKind::Pfs, dir, keep: config.flush.keep.max(1) });
-        let flusher = pfs.clone().filter(|_| config.flush.every > 0).map(Flusher::start);
+        // Started whenever there is a PFS level: `flush.every` paces the flushes, and a
+        // checkpoint asked for at the PFS level ([`crate::Checkpointer::checkpoint_level`])
+        // flushes on its own.
+        let flusher = pfs.clone().map(Flusher::start);
         Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0 })
     }
 
-    /// Collective: writes version `version` of checkpoint `name`.
-    pub(crate) fn checkpoint(&mut self, job: &Job, name: &str, version: u64) -> Result<CheckpointOutcome> {
+    /// Collective: writes version `version` of checkpoint `name`, at the level the policy
+    /// picks, or at `forced` (the same on every rank): RAM or SSD instead of the policy's
+    /// choice, or PFS (the policy's L1 level, then flushed before the call returns).
+    pub(crate) fn checkpoint(
+        &mut self,
+        job: &Job,
+        name: &str,
+        version: u64,
+        forced: Option<LevelKind>,
+    ) -> Result<CheckpointOutcome> {
+        match forced {
+            Some(LevelKind::Nam) => {
+                return Err(CkptError::Config(
+                    "the memory-server level holds incremental checkpoints only ([incremental] levels)".into(),
+                ))
+            }
+            Some(LevelKind::Pfs) if self.pfs.is_none() => {
+                return Err(CkptError::Config("a checkpoint at the PFS level needs flush.dir".into()))
+            }
+            _ => {}
+        }
         let clock = crate::cpu::Stopwatch::start();
         // The background flush yields memory bandwidth and cores to the checkpoint.
         let _flush_paused = self.flusher.as_ref().map(Flusher::pause);
@@ -65,7 +87,14 @@ impl Full {
             + file_data.as_ref().map_or(0, |f| f.iter().map(|(_, d)| d.len() as u64).sum());
         let ram_limit = self.ram_share(job);
         // One allreduce decides the placement and tells whether every rank read its files.
-        let (decision, all_ready) = self.clc.decide(&job.comm, bytes, ram_limit, file_data.is_ok());
+        let (mut decision, all_ready) = self.clc.decide(&job.comm, bytes, ram_limit, file_data.is_ok());
+        decision.placement = match (forced, decision.placement) {
+            (Some(LevelKind::Ram), _) => Placement::Ram,
+            // A PFS checkpoint is never skipped: its L1 copy goes to the SSD when the policy
+            // would have skipped it.
+            (Some(LevelKind::Ssd), _) | (Some(LevelKind::Pfs), Placement::Skip) => Placement::Ssd,
+            (_, placement) => placement,
+        };
         let file_data = redundancy::agreed(job.comm.raw(), file_data, all_ready, "reading routed files")?;
         let parts = self.parts(job, &file_data);
         self.count += 1;
@@ -99,14 +128,23 @@ impl Full {
         job.comm.agree(retained, "removing old versions")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(job, &level, &name, version, &parts, &file_data, &clock)?;
-        let after = self.after_commit(job, &level, &name, version);
+        let to_pfs = forced == Some(LevelKind::Pfs);
+        let after = self.after_commit(job, &level, &name, version, to_pfs);
         // T_chk of Abeyratne 2017, Eq. 4.3, is this rank's whole call, retention included.
         let after = after
             .and_then(|flushed| self.clc.record(decision.placement, clock.wall_seconds(), file_bytes).map(|_| flushed));
         let flushed = job.comm.agree(after, "retention and the wear record after the commit")?;
+        if to_pfs {
+            let local =
+                self.wait_flush(crate::constants::FLUSH_WAIT_MAX).and_then(|_| match self.flush_errors().first() {
+                    Some(e) => Err(CkptError::Flush { path: level.dir.clone(), reason: e.clone() }),
+                    None => Ok(()),
+                });
+            job.comm.agree(local, "flushing the checkpoint to the PFS level")?;
+        }
         Ok(CheckpointOutcome {
             version,
-            level: Some(level.kind),
+            level: Some(if to_pfs { LevelKind::Pfs } else { level.kind }),
             decision,
             file_bytes,
             write_seconds,
@@ -242,12 +280,14 @@ impl Full {
         }
     }
 
-    /// Retention and flush after a commit; true when the version was queued for flush.
-    fn after_commit(&mut self, job: &Job, level: &Level, name: &str, version: u64) -> Result<bool> {
+    /// Retention and flush after a commit (every `flush.every`-th version, or this one when
+    /// `flush`); true when the version was queued for flush.
+    fn after_commit(&mut self, job: &Job, level: &Level, name: &str, version: u64, flush: bool) -> Result<bool> {
         let rank = job.comm.rank();
         let mut flushed = false;
         if let Some(f) = &self.flusher {
-            if self.count.is_multiple_of(job.config.flush.every) {
+            // `is_multiple_of(0)` is false for the count (at least 1): `every = 0` never flushes.
+            if flush || self.count.is_multiple_of(job.config.flush.every) {
                 f.submit(FlushJob { name: name.into(), version, rank, source: level.file(name, version, rank) });
                 flushed = true;
             }

@@ -3,7 +3,9 @@
 //! A tour:
 //! - [`Checkpointer`]: the application API. `init` with a communicator and a [`Config`]
 //!   (one TOML file, `NAM_CKPT_*` overrides, [`Config::dump`]); `protect`/`unprotect`
-//!   regions by id; `route_file`; collective `checkpoint` (name + version), `latest`,
+//!   regions by id; `route_file`; collective `checkpoint` (name + version; at the policy's
+//!   level, or at one chosen per call with `checkpoint_level`), `snapshot` (checkpoints once
+//!   `snapshot.interval` has passed), `latest` (only what a restart can restore),
 //!   `restart` (all or selected regions, falling back level by level and version by
 //!   version); `finalize`. The C API (`nam_ckpt_*` in nam.h) wraps it.
 //! - Levels ([`LevelKind`], [`level`]): L1 RAM (tmpfs, size-capped, chunk parity) or SSD
@@ -81,6 +83,7 @@ pub mod format;
 mod full;
 pub mod groups;
 pub mod incremental;
+mod latest;
 pub mod level;
 mod mapped;
 pub mod memory_server;
@@ -99,6 +102,7 @@ pub use checkpointer::{CheckpointOutcome, Checkpointer};
 pub use config::Config;
 pub use fault::FAULT_ENV;
 pub use incremental::IncrementalConfig;
+pub use latest::Latest;
 pub use level::LevelKind;
 pub use policy::{Decision, Placement, PolicyKind};
 pub use restart::RestartOutcome;

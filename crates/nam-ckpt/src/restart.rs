@@ -26,13 +26,13 @@ pub struct RestartOutcome {
 }
 
 impl Full {
-    fn levels(&self) -> Vec<Level> {
+    pub(crate) fn levels(&self) -> Vec<Level> {
         [Some(self.ram.clone()), Some(self.ssd.clone()), self.pfs.clone()].into_iter().flatten().collect()
     }
 
     /// Collective: `(version, level)` pairs committed on any rank, newest version first,
     /// RAM before SSD before PFS.
-    fn candidates(&self, job: &Job, name: &str) -> Vec<(u64, LevelKind)> {
+    pub(crate) fn candidates(&self, job: &Job, name: &str) -> Vec<(u64, LevelKind)> {
         let rank = job.comm.rank();
         let mine: Vec<(u64, u64)> = self
             .levels()
@@ -49,12 +49,6 @@ impl Full {
             all.into_iter().filter_map(|(v, k)| LevelKind::from_code(k).map(|k| (v, k))).collect();
         list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         list
-    }
-
-    /// Collective: the newest version of `name` that a restart can start from
-    /// ([`crate::Checkpointer::latest`]).
-    pub(crate) fn latest(&self, job: &Job, name: &str) -> Option<u64> {
-        self.candidates(job, name).first().map(|c| c.0)
     }
 
     /// Collective: restores the newest restorable version (or exactly `version`) into the

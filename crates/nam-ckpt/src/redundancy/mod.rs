@@ -159,6 +159,26 @@ pub trait Redundancy {
     /// Deletes this rank's redundancy files for `target.name` (retention).
     fn discard(&mut self, target: &Target) -> Result<()>;
 
+    /// Not collective: what a [`Redundancy::rebuild`] would need from this rank's redundancy
+    /// files for `target.name` and cannot find (`None` when they are all there, or the
+    /// scheme keeps none). [`crate::Checkpointer::latest`] asks it before it reports a
+    /// version.
+    fn missing_redundancy(&self, _target: &Target) -> Option<String> {
+        None
+    }
+
+    /// Not collective: whether [`Redundancy::rebuild`] can bring back the data of the ranks
+    /// it rebuilds with this rank (its set, or every rank for the partner scheme), when the
+    /// ranks `lost` (of the communicator the scheme was built on) have no data and the ranks
+    /// `no_redundancy` lack their redundancy files. Err says what is missing; the default is
+    /// that of a scheme that rebuilds nothing.
+    fn can_rebuild(&self, lost: &[usize], _no_redundancy: &[usize]) -> std::result::Result<(), String> {
+        if lost.is_empty() {
+            return Ok(());
+        }
+        Err(format!("ranks {lost:?} lost their data and the scheme `{}` rebuilds none", self.scheme().name()))
+    }
+
     /// Stores the node-local copy of `data` through `local` and protects it, in the order
     /// that suits the scheme: the checkpoint library's store. The statistics and errors are
     /// those of [`Redundancy::protect`]; a failed write fails the whole call on every rank.
@@ -221,6 +241,37 @@ pub fn build_with(
             Box::new(NamXor::with_client(comm, config.set_size, &config.servers, &client, 0, 0)?)
         }
     })
+}
+
+/// [`Redundancy::can_rebuild`] for a scheme of sets that each survive `tolerated` lost
+/// ranks and whose survivors read their own redundancy file (XOR, Reed-Solomon, NAM-XOR).
+pub(crate) fn set_can_rebuild(
+    what: &str,
+    set: &[usize],
+    tolerated: usize,
+    lost: &[usize],
+    no_redundancy: &[usize],
+) -> std::result::Result<(), String> {
+    let lost_here: Vec<usize> = set.iter().copied().filter(|r| lost.contains(r)).collect();
+    if lost_here.is_empty() {
+        return Ok(());
+    }
+    if lost_here.len() > tolerated {
+        return Err(format!("{what} set {set:?} lost ranks {lost_here:?}; it rebuilds at most {tolerated} per set"));
+    }
+    let unreadable: Vec<usize> =
+        set.iter().copied().filter(|r| !lost.contains(r) && no_redundancy.contains(r)).collect();
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} set {set:?} lost ranks {lost_here:?}, and ranks {unreadable:?} of it have no redundancy file to rebuild them from"
+    ))
+}
+
+/// `Some(what is missing)` when `path` does not exist (for [`Redundancy::missing_redundancy`]).
+pub(crate) fn missing_file(path: &Path) -> Option<String> {
+    (!path.exists()).then(|| format!("{} is missing", path.display()))
 }
 
 /// Ranks without data, agreed over `comm` (collective).

@@ -227,6 +227,15 @@ impl Redundancy for NamXor {
         super::xor::remove_if_exists(&target.file("namxor"))
     }
 
+    fn missing_redundancy(&self, target: &Target) -> Option<String> {
+        // The parity is in the memory server; the survivors' records name its epoch.
+        super::missing_file(&target.file("namxor"))
+    }
+
+    fn can_rebuild(&self, lost: &[usize], no_redundancy: &[usize]) -> std::result::Result<(), String> {
+        super::set_can_rebuild("NAM-XOR", &self.set, 1, lost, no_redundancy)
+    }
+
     /// The memory server's parity costs this rank no CPU: flag the buffer before the local
     /// write's fsync, so the server pulls while the rank waits for its disk (the commit still
     /// waits for both, and a failed write fails the checkpoint on every rank). Not before the

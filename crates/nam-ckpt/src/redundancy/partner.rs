@@ -194,6 +194,25 @@ impl Redundancy for Partner {
     fn discard(&mut self, target: &Target) -> Result<()> {
         self.senders.iter().try_for_each(|&s| remove_if_exists(&Self::copy_file(target, s)))
     }
+
+    fn missing_redundancy(&self, target: &Target) -> Option<String> {
+        let missing: Vec<String> =
+            self.senders.iter().filter_map(|&s| super::missing_file(&Self::copy_file(target, s))).collect();
+        (!missing.is_empty()).then(|| missing.join(", "))
+    }
+
+    fn can_rebuild(&self, lost: &[usize], no_redundancy: &[usize]) -> std::result::Result<(), String> {
+        for &l in lost {
+            let p = self.partner[l];
+            if lost.contains(&p) {
+                return Err(format!("rank {l} and its partner {p} both lost their data"));
+            }
+            if no_redundancy.contains(&p) {
+                return Err(format!("rank {l} lost its data and its partner {p} has no copy of it"));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn read_copy(target: &Target, of: usize) -> Result<Vec<u8>> {

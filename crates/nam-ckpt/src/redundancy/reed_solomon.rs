@@ -212,6 +212,14 @@ impl Redundancy for ReedSolomon {
     fn discard(&mut self, target: &Target) -> Result<()> {
         remove_if_exists(&target.file("rs"))
     }
+
+    fn missing_redundancy(&self, target: &Target) -> Option<String> {
+        super::missing_file(&target.file("rs"))
+    }
+
+    fn can_rebuild(&self, lost: &[usize], no_redundancy: &[usize]) -> std::result::Result<(), String> {
+        super::set_can_rebuild("Reed-Solomon", &self.set, self.k, lost, no_redundancy)
+    }
 }
 
 impl ReedSolomon {

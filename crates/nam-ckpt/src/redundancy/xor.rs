@@ -179,6 +179,14 @@ impl Redundancy for Xor {
     fn discard(&mut self, target: &Target) -> Result<()> {
         remove_if_exists(&target.file("xor"))
     }
+
+    fn missing_redundancy(&self, target: &Target) -> Option<String> {
+        super::missing_file(&target.file("xor"))
+    }
+
+    fn can_rebuild(&self, lost: &[usize], no_redundancy: &[usize]) -> std::result::Result<(), String> {
+        super::set_can_rebuild("XOR", &self.set, 1, lost, no_redundancy)
+    }
 }
 
 fn read_parity(target: &Target, set: &[usize]) -> Result<(RedHeader, Vec<u8>)> {
