@@ -9,7 +9,9 @@ C API's ``nam_ckpt_*``; see docs/checkpoint.md for the configuration, levels and
     if ckpt.latest("heat") is not None:
         ckpt.restart("heat")
     ...
-    ckpt.checkpoint(int(step[0]), name="heat")
+    ckpt.checkpoint(int(step[0]), name="heat")               # the placement policy's level
+    ckpt.checkpoint(int(step[0]), name="heat", level="ssd")  # or one chosen per call
+    ckpt.snapshot(int(step[0]), name="heat")  # every iteration: checkpoints each snapshot.interval
     ckpt.finalize()
 
 Every call but ``protect``/``unprotect`` is collective: all ranks make it, in the same order.
@@ -54,13 +56,28 @@ class Checkpointer:
         self._inner.unprotect(region_id(name))
         self._names.pop(name, None)
 
-    def checkpoint(self, version: int, name: str | None = None) -> str | None:
-        """Collective: writes version ``version`` of checkpoint ``name``; returns the level
-        written ('ram', 'ssd', 'pfs' or 'nam'), or None when the placement policy skipped it."""
-        return self._inner.checkpoint(version, name)
+    def checkpoint(self, version: int, name: str | None = None, level: str | None = None) -> str | None:
+        """Collective: writes version ``version`` of checkpoint ``name`` at the level the
+        placement policy picks, or at ``level`` chosen for this call (as FTI's
+        ``FTI_Checkpoint(id, level)``; the same on every rank): 'ram', 'ssd', or 'pfs' (the
+        policy's node-local level, then flushed to ``flush.dir`` before the call returns).
+        Returns the level written ('ram', 'ssd', 'pfs' or 'nam'), or None when the placement
+        policy skipped it. An unknown level raises ``InvalidArgumentError``; 'pfs' without
+        ``flush.dir`` or a level with incremental checkpoints raises ``ConfigError``."""
+        return self._inner.checkpoint(version, name, level)
+
+    def snapshot(self, version: int, name: str | None = None) -> tuple[bool, str | None]:
+        """Collective, to call every iteration (as FTI's ``FTI_Snapshot``): checkpoints as
+        ``checkpoint`` when ``snapshot.interval`` seconds (configuration, default 60) have
+        passed since init or the last checkpoint, else costs one allreduce. Returns
+        ``(taken, level)``."""
+        return self._inner.snapshot(version, name)
 
     def latest(self, name: str | None = None) -> int | None:
-        """Collective: the newest version of ``name`` that ``restart`` can restore, or None."""
+        """Collective: the newest version of ``name`` that ``restart`` can restore (every
+        rank's data is there, or the redundancy scheme can rebuild it), or None when no
+        version was ever written. Raises ``CkptUnrecoverableError``, saying what is missing,
+        when versions were written but none can be restored."""
         return self._inner.latest(name)
 
     def restart(self, name: str | None = None, version: int | None = None, regions: list[str] | None = None):

@@ -6,10 +6,18 @@
 use crate::buffer::{AssertSend, Borrowed};
 use crate::errors::{exception, invalid};
 use nam::status_of_ckpt_error;
-use nam_ckpt::{Checkpointer, CkptError, Comm, Config};
+use nam_ckpt::{Checkpointer, CkptError, Comm, Config, LevelKind};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A level's name as Python passes it ('ram', 'ssd', 'pfs', 'nam').
+fn level_kind(name: &str) -> PyResult<LevelKind> {
+    [LevelKind::Ram, LevelKind::Ssd, LevelKind::Pfs, LevelKind::Nam]
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| invalid(format!("level {name:?} is none of 'ram', 'ssd', 'pfs', 'nam'")))
+}
 
 fn ckpt_error(error: CkptError) -> PyErr {
     exception(status_of_ckpt_error(&error), error.to_string())
@@ -65,26 +73,62 @@ impl PyCheckpointer {
         Ok(())
     }
 
-    /// Collective: writes version `version` of checkpoint `name`; returns the level written
-    /// ('ram', 'ssd', 'pfs', 'nam') or None when the placement policy skipped it.
-    #[pyo3(signature = (version, name=None))]
-    fn checkpoint(&mut self, py: Python<'_>, version: u64, name: Option<String>) -> PyResult<Option<&'static str>> {
+    /// Collective: writes version `version` of checkpoint `name` at the placement policy's
+    /// level, or at `level` ('ram', 'ssd' or 'pfs') chosen for this call; returns the level
+    /// written ('ram', 'ssd', 'pfs', 'nam') or None when the placement policy skipped it.
+    #[pyo3(signature = (version, name=None, level=None))]
+    fn checkpoint(
+        &mut self,
+        py: Python<'_>,
+        version: u64,
+        name: Option<String>,
+        level: Option<String>,
+    ) -> PyResult<Option<&'static str>> {
+        let level = level.map(|l| level_kind(&l)).transpose()?;
         let ckpt = AssertSend(self.live()?);
         let outcome = py.allow_threads(move || {
             let ckpt = ckpt;
-            AssertSend(ckpt.0.checkpoint(name.as_deref(), version))
+            AssertSend(match level {
+                Some(level) => ckpt.0.checkpoint_level(name.as_deref(), version, level),
+                None => ckpt.0.checkpoint(name.as_deref(), version),
+            })
         });
         Ok(outcome.0.map_err(ckpt_error)?.level.map(|l| l.name()))
     }
 
-    /// Collective: the newest version of `name` that restart can restore, or None.
+    /// Collective, every iteration: checkpoints as `checkpoint` once `snapshot.interval`
+    /// seconds have passed since init or the last checkpoint; returns (taken, level).
+    #[pyo3(signature = (version, name=None))]
+    fn snapshot(
+        &mut self,
+        py: Python<'_>,
+        version: u64,
+        name: Option<String>,
+    ) -> PyResult<(bool, Option<&'static str>)> {
+        let ckpt = AssertSend(self.live()?);
+        let outcome = py.allow_threads(move || {
+            let ckpt = ckpt;
+            AssertSend(ckpt.0.snapshot(name.as_deref(), version))
+        });
+        let outcome = outcome.0.map_err(ckpt_error)?;
+        Ok((outcome.is_some(), outcome.and_then(|o| o.level).map(|l| l.name())))
+    }
+
+    /// Collective: the newest version of `name` that restart can restore, or None when no
+    /// version was ever written; raises `CkptUnrecoverableError` (saying what is missing)
+    /// when versions were written but none can be restored.
     #[pyo3(signature = (name=None))]
     fn latest(&mut self, py: Python<'_>, name: Option<String>) -> PyResult<Option<u64>> {
         let ckpt = AssertSend(self.live()?);
-        Ok(py.allow_threads(move || {
+        let latest = py.allow_threads(move || {
             let ckpt = ckpt;
-            ckpt.0.latest(name.as_deref())
-        }))
+            AssertSend(ckpt.0.latest_restorable(name.as_deref()))
+        });
+        match latest.0 {
+            Ok(latest) => Ok(Some(latest.version)),
+            Err(CkptError::NoCheckpoint(_)) => Ok(None),
+            Err(e) => Err(ckpt_error(e)),
+        }
     }
 
     /// Collective: restores the protected regions (or only `ids`) from `version` (None: the

@@ -1,6 +1,7 @@
 """nam.ckpt under mpirun: an mpi4py heat stencil is killed mid-way, the killed rank's newest
 checkpoint files are deleted too, and the restart (XOR rebuilds that rank) ends with the
-same answer as an uninterrupted run; and the checkpointer's errors are typed."""
+same answer as an uninterrupted run; levels chosen per call, snapshots, and `latest`
+reporting only what a restart can restore; and the checkpointer's errors are typed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-def mpirun(tmp: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
+def mpirun(tmp: Path, config: Path, *args: str, script: str = "mpi_heat.py") -> subprocess.CompletedProcess:
     """4 ranks as 4 emulated nodes, as the C example's test runs them."""
     base = tmp / f"ompi-{len(list(tmp.glob('ompi-*')))}"
     base.mkdir()
@@ -28,7 +29,7 @@ def mpirun(tmp: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
     )
     cmd = ["mpirun", "--oversubscribe", "--mca", "btl", "self,vader,tcp", "-np", "4"]
     cmd += ["-x", "NAM_EMULATE_NODES=4", "-x", f"NAM_CKPT_CONFIG={config}"]
-    cmd += [sys.executable, str(HERE / "mpi_heat.py"), *args]
+    cmd += [sys.executable, str(HERE / script), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -65,6 +66,47 @@ def test_heat_killed_rank_restarts_to_the_same_answer(tmp_path):
     assert answer(restarted.stdout) == answer(clean.stdout)
 
 
+def test_levels_per_call_snapshots_and_latest_reports_only_restorable_versions(tmp_path):
+    config = tmp_path / "ckpt.toml"
+    config.write_text(
+        f'[ram]\ndir = "{tmp_path}/ram"\n[ssd]\ndir = "{tmp_path}/ssd"\nfsync = false\n'
+        '[redundancy]\nscheme = "xor"\nset_size = 4\n[policy]\nkind = "always-ram"\n'
+        f'[flush]\ndir = "{tmp_path}/pfs"\n[snapshot]\ninterval = 1.0\n'
+    )
+    wrote = mpirun(tmp_path, config, "write", "1.0", script="mpi_levels.py")
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    for line in ["checkpoint 1 ssd", "checkpoint 2 ram", "checkpoint 3 pfs", "snapshot True ram"]:
+        assert line in wrote.stdout, wrote.stdout
+    assert all((tmp_path / "pfs" / "levels" / "v3" / f"rank-{r}.ckpt").exists() for r in range(4))
+
+    def delete(level: str, version: int, ranks: list[int]) -> int:
+        files = [f for f in (tmp_path / level / "levels" / f"v{version}").iterdir()]
+        doomed = [f for f in files if any(f.name.startswith(f"rank-{r}.") for r in ranks)]
+        for f in doomed:
+            f.unlink()
+        return len(doomed)
+
+    def latest() -> str:
+        out = mpirun(tmp_path, config, "latest", script="mpi_levels.py")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    # Two ranks of the XOR set lost v4: the previous complete version is reported.
+    assert delete("ram", 4, [1, 2]) >= 6
+    out = latest()
+    assert "latest 3" in out and "restored 3" in out, out
+    # Without v3 (RAM copy lost by two ranks, PFS copy gone), v1 on the SSD level.
+    assert delete("ram", 3, [1, 2]) >= 6
+    shutil.rmtree(tmp_path / "pfs")
+    out = latest()
+    assert "latest 1" in out and "restored 1" in out, out
+    # Nothing restorable: a typed exception saying what is missing.
+    assert delete("ssd", 1, [0, 3]) >= 6
+    out = latest()
+    assert "latest error CkptUnrecoverableError" in out, out
+    assert "XOR set [0, 1, 2, 3] lost ranks [0, 3]" in out and "v4/ram" in out, out
+
+
 def test_checkpointer_errors_are_typed(tmp_path):
     from mpi4py import MPI
 
@@ -95,3 +137,7 @@ def test_checkpointer_errors_are_typed(tmp_path):
         a[:] = 0.0
         assert ckpt.restart("one")[0] == 1
         assert (a == 3.0).all()
+        with pytest.raises(nam.InvalidArgumentError):
+            ckpt.checkpoint(2, name="one", level="tape")
+        with pytest.raises(nam.ConfigError):
+            ckpt.checkpoint(2, name="one", level="pfs")  # no flush.dir

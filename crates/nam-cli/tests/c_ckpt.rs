@@ -7,10 +7,14 @@
 //!   rebuilds it), not one two ranks of the set lost (the previous complete one instead, at
 //!   another level), and `NAM_ERR_CKPT_UNRECOVERABLE` naming what is missing when no
 //!   version can be restored.
+//!
+//! And the two programs of docs/c.md, which must be there verbatim: `examples/c/quickstart.c`
+//! against a real `nam serve`, and `examples/mpi/ckpt_quickstart.c` under `mpirun`, run to its
+//! end and then again, restarting from its last checkpoint.
 
 mod common;
 
-use common::{lib_dir, repo, temp_dir};
+use common::{lib_dir, repo, temp_dir, ServerProcess};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,20 +24,25 @@ const RANKS: usize = 4;
 const INTERVAL: &str = "1.0";
 
 fn build(dir: &Path) -> PathBuf {
+    compile("mpicc", "crates/nam-cli/tests/ckpt_order.c", &dir.join("ckpt_order"))
+}
+
+/// Compiles `source` (from the repository root) with `compiler` against libnam into `program`.
+fn compile(compiler: &str, source: &str, program: &Path) -> PathBuf {
     let lib = lib_dir();
     assert!(lib.join("libnam.so").exists(), "run `cargo build --workspace` before `cargo test` (no libnam.so)");
-    let program = dir.join("ckpt_order");
-    let out = Command::new("mpicc")
+    let program = program.to_path_buf();
+    let out = Command::new(compiler)
         .args(["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&program)
-        .arg(repo().join("crates/nam-cli/tests/ckpt_order.c"))
+        .arg(repo().join(source))
         .arg(format!("-I{}", repo().join("include").display()))
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-lnam")
         .output()
-        .expect("mpicc (Open MPI) is installed by scripts/setup.sh");
-    assert!(out.status.success(), "mpicc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        .expect("cc and mpicc (Open MPI) are installed by scripts/setup.sh");
+    assert!(out.status.success(), "{compiler} {source} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     program
 }
 
@@ -142,5 +151,48 @@ fn nam_h_before_mpi_h_checkpoints_per_call_levels_and_latest_reports_only_restor
     for part in ["v1/ssd", "v4/ram", "XOR set [0, 1, 2, 3] lost ranks [0, 3]", "lost ranks [1, 2]"] {
         assert!(message.contains(part), "no {part:?} in {message}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_programs_of_the_c_page_are_there_verbatim_and_run() {
+    let page = std::fs::read_to_string(repo().join("docs/c.md")).unwrap();
+    for source in ["examples/c/quickstart.c", "examples/mpi/ckpt_quickstart.c"] {
+        let text = std::fs::read_to_string(repo().join(source)).unwrap();
+        assert!(page.contains(&format!("```c\n{text}```")), "docs/c.md does not show {source} as it is");
+    }
+    let dir = temp_dir("c-quickstart");
+
+    let quickstart = compile("cc", "examples/c/quickstart.c", &dir.join("quickstart"));
+    let server = ServerProcess::start("tcp", &["--capacity", "16MiB"]);
+    let out = Command::new(&quickstart)
+        .env("NAM_SERVERS", server.addr.to_string())
+        .env("NAM_TRANSPORTS", "tcp")
+        .env("NAM_TIMEOUT_MS", "10000")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "array intact",
+        "counter was 10 before the third add",
+        "put past the end: offset or length out of bounds (nam_put_sync: ",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+
+    let program = compile("mpicc", "examples/mpi/ckpt_quickstart.c", &dir.join("ckpt_quickstart"));
+    let d = dir.display();
+    let config = dir.join("ckpt.toml");
+    std::fs::write(&config, format!("[ram]\ndir = \"{d}/ram\"\n[ssd]\ndir = \"{d}/ssd\"\nfsync = false\n")).unwrap();
+    let (ok, first) = run(&program, &config, &[]);
+    assert!(ok && !first.contains("restarted"), "{first}");
+    for line in ["checkpoint step=100 level=2", "checkpoint step=400 level=2", "final step=400 sum="] {
+        assert!(first.contains(line), "no {line:?} in:\n{first}");
+    }
+    let (ok, again) = run(&program, &config, &[]);
+    assert!(ok && again.contains("restarted from version 400 at step 400"), "{again}");
+    let sum = |out: &str| out.lines().find(|l| l.starts_with("final ")).map(str::to_string);
+    assert_eq!(sum(&again), sum(&first));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -66,6 +66,15 @@ fn answer(out: &str) -> &str {
 }
 
 #[test]
+fn the_programs_of_the_fortran_page_are_there_verbatim() {
+    let page = std::fs::read_to_string(repo().join("docs/fortran.md")).unwrap();
+    for source in ["examples/fortran/hello.f90", "examples/fortran/heat.f90"] {
+        let text = std::fs::read_to_string(repo().join(source)).unwrap();
+        assert!(page.contains(&format!("```fortran\n{text}```")), "docs/fortran.md does not show {source} as it is");
+    }
+}
+
+#[test]
 fn fortran_examples_build_with_mpifort_and_heat_restarts_after_losing_a_rank() {
     let dir = temp_dir("fortran");
     build(&dir);
