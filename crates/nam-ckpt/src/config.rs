@@ -387,4 +387,15 @@ mod tests {
         assert!(matches!(&e, CkptError::UnknownKey(k) if k == "NAM_CKPT_RAM_SIZE"), "{e}");
         assert!(Config::parse("[policy]\nkind = \"sometimes\"\n", &[]).is_err());
     }
+
+    #[test]
+    fn the_snapshot_interval_is_seconds_at_least_zero() {
+        assert_eq!(Config::default().snapshot.interval, 60.0);
+        let c = Config::parse("[snapshot]\ninterval = 2.5\n", &[]).unwrap();
+        assert_eq!(c.snapshot.interval, 2.5);
+        let env = [("NAM_CKPT_SNAPSHOT_INTERVAL".to_string(), "0".to_string())];
+        assert_eq!(Config::parse("", &env).unwrap().snapshot.interval, 0.0);
+        let e = Config::parse("[snapshot]\ninterval = -1.0\n", &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::Config(m) if m.contains("snapshot.interval")), "{e}");
+    }
 }

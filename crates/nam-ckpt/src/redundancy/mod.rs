@@ -323,3 +323,24 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
         *a ^= b;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::set_can_rebuild;
+
+    #[test]
+    fn a_set_rebuilds_what_it_tolerates_from_the_redundancy_its_survivors_still_have() {
+        let set = [0, 2, 4, 6];
+        // Losses in other sets are theirs to judge.
+        assert_eq!(set_can_rebuild("XOR", &set, 1, &[1, 3], &[1, 3]), Ok(()));
+        assert_eq!(set_can_rebuild("XOR", &set, 1, &[2], &[2]), Ok(()));
+        let two = set_can_rebuild("XOR", &set, 1, &[2, 4], &[2, 4]).unwrap_err();
+        assert!(two.contains("XOR set [0, 2, 4, 6] lost ranks [2, 4]"), "{two}");
+        assert_eq!(set_can_rebuild("Reed-Solomon", &set, 2, &[2, 4], &[]), Ok(()));
+        // A survivor without its parity file cannot take part in the rebuild.
+        let parity = set_can_rebuild("XOR", &set, 1, &[2], &[2, 6]).unwrap_err();
+        assert!(parity.contains("ranks [6] of it have no redundancy file"), "{parity}");
+        // Nothing lost: missing redundancy does not matter to a restart.
+        assert_eq!(set_can_rebuild("XOR", &set, 1, &[], &[0, 2]), Ok(()));
+    }
+}
