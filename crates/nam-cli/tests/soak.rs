@@ -14,6 +14,12 @@
 //! plus a fixed allowance for UCX and the process itself. It prints its figures, maximum
 //! memory included. A longer run: `NAM_SOAK_SECS=1800 cargo test -p nam-cli --test soak --
 //! --nocapture`.
+//!
+//! Every client and every hostile role is a process of its own (this test binary started
+//! again, running [`soak_role`]): UCX 1.13 keys its event handlers by descriptor number across
+//! the whole process, and 64 UCX contexts in one process reconnecting after each restart
+//! tripped its assertion `handler->async == async` (a descriptor one context closed, reused
+//! by another) and aborted the test process. One client per process is also how clients run.
 
 mod common;
 
@@ -27,6 +33,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path as FsPath, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -68,6 +76,52 @@ struct Stats {
 }
 
 impl Stats {
+    /// The counters in the order of [`Stats::report`] and [`Stats::add`].
+    fn counters(&self) -> [&AtomicU64; 11] {
+        [
+            &self.ops,
+            &self.acked_puts,
+            &self.acked_adds,
+            &self.checked_gets,
+            &self.errors,
+            &self.reconnects,
+            &self.verified_regions,
+            &self.slowest_error_ms,
+            &self.flood_rounds,
+            &self.garbage_connections,
+            &self.half_open_connections,
+        ]
+    }
+
+    /// What a role process prints for the test: one line of counters, one per violation.
+    fn report(&self) -> String {
+        let numbers: Vec<String> = self.counters().iter().map(|c| c.load(Ordering::Relaxed).to_string()).collect();
+        // On a line of its own: the test harness prints the test's name before its output.
+        let mut out = format!("\nSOAK-STATS {}\n", numbers.join(" "));
+        for v in self.violations.lock().unwrap().iter() {
+            out += &format!("SOAK-VIOLATION {v}\n");
+        }
+        out
+    }
+
+    /// Adds a role process's report (its standard output).
+    fn add(&self, output: &str) {
+        for line in output.lines() {
+            if let Some(numbers) = line.strip_prefix("SOAK-STATS ") {
+                for (i, (counter, n)) in self.counters().iter().zip(numbers.split(' ')).enumerate() {
+                    let n: u64 = n.parse().unwrap_or(0);
+                    if i == 7 {
+                        counter.fetch_max(n, Ordering::Relaxed);
+                    } else {
+                        counter.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+            } else if let Some(v) = line.strip_prefix("SOAK-VIOLATION ") {
+                self.violations.lock().unwrap().push(v.to_string());
+            }
+        }
+    }
+
     fn violation(&self, what: String) {
         eprintln!("VIOLATION: {what}");
         self.violations.lock().unwrap().push(what);
@@ -182,8 +236,6 @@ fn well_behaved(i: usize, addr: SocketAddr, stop: Arc<AtomicBool>, stats: Arc<St
     let mut rng = ChaCha8Rng::seed_from_u64(0x50a4 + i as u64);
     let mut model = Model { region: vec![0; REGION], counter: 0, pending: None, created: false };
     let mut first = true;
-    // Staggered, as a job's processes start: 64 handshakes at once on two cores miss deadlines.
-    std::thread::sleep(Duration::from_millis(50 * i as u64));
     while !stop.load(Ordering::Relaxed) {
         let Some((client, a)) = session(i, &config, &mut model, &stats) else {
             std::thread::sleep(Duration::from_millis(100));
@@ -296,11 +348,11 @@ fn flooder(addr: SocketAddr, stop: Arc<AtomicBool>, stats: Arc<Stats>) {
     }
 }
 
-/// Opens a TCP connection, sends 4 KiB of noise and closes, ten times a second.
+/// Opens a TCP connection, sends 4 KiB of noise and closes, four times a second.
 fn garbage(addr: SocketAddr, stop: Arc<AtomicBool>, stats: Arc<Stats>) {
     let mut rng = ChaCha8Rng::seed_from_u64(0x6a7b);
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(250));
         if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
             let noise: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
             let _ = s.write_all(&noise);
@@ -341,7 +393,7 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
     let mut server = ServerProcess::start_on(&listen, "tcp", &args);
     let addr = server.addr;
     let pid = Arc::new(AtomicU32::new(server.child.id()));
-    let (stop, stop_clients) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(Stats::default());
 
     let max_rss = Arc::new(AtomicU64::new(0));
@@ -356,21 +408,22 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
             }
         })
     };
-    let mut helpers = Vec::new();
-    // `NAM_SOAK_HOSTILE` picks the hostile clients (`flood,garbage,half-open`, the default;
+    let stop_hostile = dir.join("stop-hostile");
+    let stop_clients = dir.join("stop-clients");
+    // `NAM_SOAK_HOSTILE` picks the hostile roles (`flood,garbage,half-open`, the default;
     // `none`), to tell their effects apart.
     let hostile = std::env::var("NAM_SOAK_HOSTILE").unwrap_or_else(|_| "flood,garbage,half-open".into());
-    let all: [(&str, fn(SocketAddr, Arc<AtomicBool>, Arc<Stats>)); 3] =
-        [("flood", flooder), ("garbage", garbage), ("half-open", half_open)];
-    let roles = all.into_iter().filter(|(name, _)| hostile.split(',').any(|h| h == *name)).map(|(_, role)| role);
-    for role in roles {
-        let (stop, stats) = (stop.clone(), stats.clone());
-        helpers.push(std::thread::spawn(move || role(addr, stop, stats)));
-    }
-    let clients: Vec<_> = (0..CLIENTS)
+    let helpers: Vec<Child> = ["flood", "garbage", "half-open"]
+        .into_iter()
+        .filter(|role| hostile.split(',').any(|h| h == *role))
+        .map(|role| spawn_role(role, 0, addr, &stop_hostile))
+        .collect();
+    let clients: Vec<Child> = (0..CLIENTS)
         .map(|i| {
-            let (stop, stats) = (stop_clients.clone(), stats.clone());
-            std::thread::spawn(move || well_behaved(i, addr, stop, stats))
+            // Staggered, as a job's processes start: 64 handshakes at once on two cores
+            // miss their deadlines.
+            std::thread::sleep(Duration::from_millis(50));
+            spawn_role("client", i, addr, &stop_clients)
         })
         .collect();
 
@@ -388,10 +441,15 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
             next_restart = Instant::now() + restart_every;
         }
     }
+    std::fs::write(&stop_hostile, b"").unwrap();
+    for h in helpers {
+        stats.add(&finish(h, "a hostile role"));
+    }
+    std::fs::write(&stop_clients, b"").unwrap();
+    for c in clients {
+        stats.add(&finish(c, "a well-behaved client"));
+    }
     stop.store(true, Ordering::Relaxed);
-    helpers.into_iter().for_each(|h| h.join().expect("a hostile helper panicked"));
-    stop_clients.store(true, Ordering::Relaxed);
-    clients.into_iter().for_each(|c| c.join().expect("a well-behaved client panicked"));
     sampler.join().unwrap();
 
     let status = nam_client::server_status(addr, Duration::from_secs(5)).expect("status at the end");
@@ -437,4 +495,61 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
         assert!(restarts >= 1, "the server was never restarted");
         assert!(s.reconnects.load(Ordering::Relaxed) > 0, "no client came back after a restart");
     }
+}
+
+/// Starts this test binary again as one role of the soak ([`soak_role`]).
+fn spawn_role(role: &str, index: usize, addr: SocketAddr, stop_file: &FsPath) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "soak_role", "--nocapture", "--test-threads", "1"])
+        .env("NAM_SOAK_ROLE", role)
+        .env("NAM_SOAK_INDEX", index.to_string())
+        .env("NAM_SOAK_ADDR", addr.to_string())
+        .env("NAM_SOAK_STOP", stop_file)
+        .env("NAM_SOAK_PARENT", std::process::id().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start a soak role process")
+}
+
+/// Waits for a role process and returns its report; a crash is a failure of the test.
+fn finish(child: Child, what: &str) -> String {
+    let out = child.wait_with_output().expect("wait for a soak role process");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("SOAK-STATS"), "{what} failed ({}): {text}", out.status);
+    text
+}
+
+/// One role of the soak in a process of its own, when the soak started this binary for it
+/// (`NAM_SOAK_ROLE`: `client`, `flood`, `garbage` or `half-open`); otherwise nothing. It stops
+/// when the file `NAM_SOAK_STOP` appears or its parent is gone, and prints its report.
+#[test]
+fn soak_role() {
+    let Ok(role) = std::env::var("NAM_SOAK_ROLE") else { return };
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    let addr: SocketAddr = var("NAM_SOAK_ADDR").parse().expect("NAM_SOAK_ADDR");
+    let index: usize = var("NAM_SOAK_INDEX").parse().expect("NAM_SOAK_INDEX");
+    let parent: i32 = var("NAM_SOAK_PARENT").parse().expect("NAM_SOAK_PARENT");
+    let stop_file = PathBuf::from(var("NAM_SOAK_STOP"));
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || loop {
+            // SAFETY: getppid has no preconditions.
+            if stop_file.exists() || unsafe { libc::getppid() } != parent {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        });
+    }
+    let stats = Arc::new(Stats::default());
+    match role.as_str() {
+        "client" => well_behaved(index, addr, stop, stats.clone()),
+        "flood" => flooder(addr, stop, stats.clone()),
+        "garbage" => garbage(addr, stop, stats.clone()),
+        "half-open" => half_open(addr, stop, stats.clone()),
+        other => panic!("unknown soak role {other:?}"),
+    }
+    print!("{}", stats.report());
 }

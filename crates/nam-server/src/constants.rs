@@ -32,6 +32,11 @@ pub(crate) const SOCKET_SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// data connections fail too, and that is how the server learns it is gone.)
 pub(crate) const CLOSE_WAIT_GRACE: Duration = SOCKET_SCAN_INTERVAL;
 
+/// Most bytes a real client sends on its connection-manager socket: UCX's connection request
+/// (a header and at most `UCX_TCP_CM_PRIV_DATA_LEN` of private data, 2 KiB by default) and a
+/// notification. A closed socket that received more was no client and is closed at once.
+pub(crate) const CM_BYTES_MAX: u64 = 2048 + 256;
+
 // ---- Configuration defaults (`nam serve` flags and the TOML file override them) -------------
 
 /// Default credit of one client: reply bytes the server holds for it, not yet taken by the

@@ -11,6 +11,8 @@
 //!
 //! - those whose peer closed (CLOSE-WAIT) and that UCX has not closed within
 //!   [`CLOSE_WAIT_GRACE`]: UCX closes a real client's socket as soon as it sees the close;
+//! - those whose peer closed after sending more than a connection request can hold
+//!   ([`CM_BYTES_MAX`]), at once: that was no client;
 //! - those that received no byte within the handshake deadline (a real client sends its
 //!   connection request as soon as TCP connects);
 //! - beyond `pending_per_source` such silent sockets from one address, the oldest at once.
@@ -26,7 +28,7 @@
 //! is checked again just before, so a number that UCX closed and reused meanwhile for another
 //! socket is left alone.
 
-use crate::constants::{CLOSE_WAIT_GRACE, SOCKET_SCAN_INTERVAL};
+use crate::constants::{CLOSE_WAIT_GRACE, CM_BYTES_MAX, SOCKET_SCAN_INTERVAL};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
@@ -66,6 +68,9 @@ pub(crate) struct Reaped {
 /// Finds and closes the sockets UCX leaves behind on the listening port (module docs).
 pub(crate) struct SocketReaper {
     port: u16,
+    /// [`CM_BYTES_MAX`], or `u64::MAX` (the rule off) when UCX's connection-request size
+    /// is configured (`UCX_TCP_CM_PRIV_DATA_LEN`) and the constant may not hold.
+    cm_bytes_max: u64,
     seen: HashMap<i32, Seen>,
     next_scan: Instant,
     dev_null: Option<std::fs::File>,
@@ -77,7 +82,8 @@ impl SocketReaper {
         let dev_null = std::fs::File::open("/dev/null")
             .map_err(|e| log::warn!("cannot open /dev/null, so leaked sockets stay open: {e}"))
             .ok();
-        SocketReaper { port, seen: HashMap::new(), next_scan: Instant::now(), dev_null }
+        let cm_bytes_max = if std::env::var_os("UCX_TCP_CM_PRIV_DATA_LEN").is_some() { u64::MAX } else { CM_BYTES_MAX };
+        SocketReaper { port, cm_bytes_max, seen: HashMap::new(), next_scan: Instant::now(), dev_null }
     }
 
     /// Scans (at most every [`SOCKET_SCAN_INTERVAL`]) and closes what the module docs say.
@@ -98,7 +104,7 @@ impl SocketReaper {
             };
             seen.insert(f.fd, Seen { inode: f.inode, state: f.state, since });
             let age = now.saturating_duration_since(since);
-            if f.state == TCP_CLOSE_WAIT && age >= CLOSE_WAIT_GRACE {
+            if f.state == TCP_CLOSE_WAIT && (age >= CLOSE_WAIT_GRACE || f.received > self.cm_bytes_max) {
                 doomed.push((f.fd, f.inode, true));
             } else if f.state == TCP_ESTABLISHED && f.received == 0 {
                 if age >= handshake {
