@@ -151,10 +151,10 @@ fn half_open_connections_do_not_lock_clients_out() {
     let dir = temp_dir("half-open");
     let config = write_config(&dir, "[limits]\nhandshake_timeout_ms = 2000\n");
     let server = ServerProcess::start("tcp", &["--capacity", "16MiB", "--config", config.to_str().unwrap()]);
-    let held: Vec<TcpStream> = (0..1000).map(|_| TcpStream::connect(server.addr).expect("TCP connect")).collect();
+    let held: Vec<TcpStream> = (0..1100).map(|_| TcpStream::connect(server.addr).expect("TCP connect")).collect();
     // The server closes the excess within its scan interval; give it a moment.
     std::thread::sleep(Duration::from_secs(1));
-    let client = Client::connect(server.config()).expect("a legitimate client connects beside 1000 half-open ones");
+    let client = Client::connect(server.config()).expect("a legitimate client connects beside 1100 half-open ones");
     let a = client.alloc(4096, &AllocOptions::default()).unwrap();
     client.put(&a, 0, &[9u8; 64]).unwrap();
     let status = client.status(0).unwrap();

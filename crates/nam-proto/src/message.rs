@@ -244,9 +244,8 @@ pub struct StatusReply {
     pub reported: TrafficReport,
     /// Per-tenant usage.
     pub tenants: Vec<TenantUsage>,
-    /// Bounds and use of the server's resources. Follows the tenants on the wire; a reply
-    /// without it (an older server) decodes with zeros here. Boxed: a status is rare, and
-    /// every [`Reply`] is as large as its largest variant.
+    /// Bounds and use of the server's resources; follows the tenants on the wire. Boxed: a
+    /// status is rare, and every [`Reply`] is as large as its largest variant.
     pub resources: Box<ResourceReport>,
 }
 
@@ -685,18 +684,16 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
             allocations: r.u64("tenant_allocations")?,
         });
     }
-    if !r.at_end() {
-        *s.resources = ResourceReport {
-            reply_bytes_max: r.u64("reply_bytes_max")?,
-            client_reply_bytes_max: r.u64("client_reply_bytes_max")?,
-            reply_bytes_queued: r.u64("reply_bytes_queued")?,
-            reply_bytes_high: r.u64("reply_bytes_high")?,
-            connections_max: r.u64("connections_max")?,
-            clients_cut_off: r.u64("clients_cut_off")?,
-            connections_refused: r.u64("connections_refused")?,
-            sockets_reaped: r.u64("sockets_reaped")?,
-        };
-    }
+    *s.resources = ResourceReport {
+        reply_bytes_max: r.u64("reply_bytes_max")?,
+        client_reply_bytes_max: r.u64("client_reply_bytes_max")?,
+        reply_bytes_queued: r.u64("reply_bytes_queued")?,
+        reply_bytes_high: r.u64("reply_bytes_high")?,
+        connections_max: r.u64("connections_max")?,
+        clients_cut_off: r.u64("clients_cut_off")?,
+        connections_refused: r.u64("connections_refused")?,
+        sockets_reaped: r.u64("sockets_reaped")?,
+    };
     Ok(s)
 }
 

@@ -103,8 +103,11 @@ struct FileLimits {
 }
 
 /// What the server holds for its clients at most, and how long it waits for them: its
-/// memory stays bounded whatever clients do (see `docs/architecture.md`, "Bounded
-/// resources").
+/// memory stays bounded whatever clients do. Replies a client has not taken are the only
+/// per-request memory the server keeps (a request is answered as it arrives), so the bound
+/// is on them: per client (its credit, in bytes and replies; O(1) to check per request) and
+/// in total; a client past its credit, or one that leaves a reply untaken past the deadline,
+/// is disconnected, which frees its replies at once. `nam status` shows the bounds and use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Reply bytes held for one client (its credit). A request that arrives while the
