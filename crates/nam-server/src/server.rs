@@ -74,6 +74,9 @@ struct Queued {
     request: nam_ucx::Request,
     bytes: Vec<u8>,
     ep: EndpointId,
+    /// The client it is for: an endpoint id (UCX's pointer) may be reused by a later
+    /// connection once the client's is closed, and that one's credit is not refunded.
+    client: u64,
     at: Instant,
 }
 
@@ -384,7 +387,14 @@ impl Server {
                 self.cut_off(ep, &why);
                 continue;
             }
-            let (kind, request_id, reply) = self.answer(ep, &bytes);
+            let (kind, request_id, mut reply) = self.answer(ep, &bytes);
+            // A persistent allocation made or freed is in the manifest before the client
+            // hears of it: an acknowledged one survives a kill -9 right after (found by the
+            // soak test). A no-op unless the request changed the persistent set.
+            if let Err(e) = self.save_manifest() {
+                log::error!("{e}");
+                reply = Reply::Error { status: Status::Internal, message: format!("not recorded durably: {e}") };
+            }
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;
             }
@@ -570,7 +580,8 @@ impl Server {
                 connection.queued_replies += 1;
                 self.queued_bytes += len;
                 self.counters.queued_bytes_high = self.counters.queued_bytes_high.max(self.queued_bytes);
-                self.sends.push(Queued { request, bytes, ep, at: Instant::now() })
+                let client = connection.client_id;
+                self.sends.push(Queued { request, bytes, ep, client, at: Instant::now() })
             }
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
         }
@@ -584,20 +595,22 @@ impl Server {
         let connections = &mut self.connections;
         let queued_bytes = &mut self.queued_bytes;
         self.sends.retain(|q| {
+            let connection = connections.get_mut(&q.ep).filter(|c| c.client_id == q.client);
             if q.request.check().is_none() {
-                if now.saturating_duration_since(q.at) >= deadline {
+                if connection.is_some() && now.saturating_duration_since(q.at) >= deadline {
                     late.push(q.ep);
                 }
                 return true;
             }
             let len = q.bytes.len() as u64;
             *queued_bytes -= len;
-            if let Some(c) = connections.get_mut(&q.ep) {
+            if let Some(c) = connection {
                 c.queued_bytes -= len;
                 c.queued_replies -= 1;
             }
             false
         });
+        late.dedup();
         for ep in late {
             if self.connections.contains_key(&ep) {
                 self.counters.clients_cut_off += 1;
