@@ -38,6 +38,14 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
             "reported": {"puts": s.reported.puts, "gets": s.reported.gets, "atomics": s.reported.atomics,
                           "bytes_put": s.reported.bytes_put, "bytes_got": s.reported.bytes_got},
             "tenants": tenants,
+            "resources": {"reply_bytes_max": s.resources.reply_bytes_max,
+                          "client_reply_bytes_max": s.resources.client_reply_bytes_max,
+                          "reply_bytes_queued": s.resources.reply_bytes_queued,
+                          "reply_bytes_high": s.resources.reply_bytes_high,
+                          "connections_max": s.resources.connections_max,
+                          "clients_cut_off": s.resources.clients_cut_off,
+                          "connections_refused": s.resources.connections_refused,
+                          "sockets_reaped": s.resources.sockets_reaped},
             "transfer_path": path_json,
             "path_table": path_table,
         });
@@ -60,6 +68,19 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         format_size(s.bytes_out)
     );
     println!("leases       {} allocations reclaimed", s.leases_reclaimed);
+    let res = &s.resources;
+    println!(
+        "replies      {} held of {} bound ({} per client), {} at most; {} clients cut off",
+        format_size(res.reply_bytes_queued),
+        format_size(res.reply_bytes_max),
+        format_size(res.client_reply_bytes_max),
+        format_size(res.reply_bytes_high),
+        res.clients_cut_off
+    );
+    println!(
+        "connections  at most {}; {} refused or timed out, {} unfinished sockets closed",
+        res.connections_max, res.connections_refused, res.sockets_reaped
+    );
     let r = s.reported;
     println!(
         "one-sided    {} puts ({}), {} gets ({}), {} atomics  [reported by departed clients]",

@@ -27,6 +27,12 @@ pub const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
 /// one worker progress (an epoll_wait, ~0.5 us): every 64 operations it cost ~8 ns each.
 pub const HEALTH_CHECK_OPS: u32 = 1024;
 
+/// Longest pause of a client's liveness thread between two progress calls (a quarter of the
+/// operation deadline if that is shorter): a client that only loads and stores on a mapped
+/// pool learns that its server died within this, whatever its rate of operations. Ten calls
+/// a second of about half a microsecond each cost nothing measurable.
+pub const LIVENESS_INTERVAL_MAX: Duration = Duration::from_millis(100);
+
 // ---- Control messages -------------------------------------------------------------------
 
 /// How long a patient call (a request the server may answer only after a long step)

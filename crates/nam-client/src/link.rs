@@ -123,8 +123,10 @@ impl Link {
         // Calls are serialized by the client lock, so anything queued now is a late reply to
         // a call that already timed out.
         replies.lock().clear();
+        // One deadline for the send and the wait for the reply: the call's (`nam.h`).
+        let deadline = Instant::now() + timeout;
         self.send(request_id, request, what, timeout)?;
-        self.receive_until(replies, request_id, what, timeout, patient)
+        self.receive_until(replies, request_id, what, (deadline, timeout), patient)
     }
 
     /// Sends one request without waiting for its reply.
@@ -150,20 +152,21 @@ impl Link {
         what: &'static str,
         timeout: Duration,
     ) -> Result<Reply> {
-        self.receive_until(replies, request_id, what, timeout, false)
+        self.receive_until(replies, request_id, what, (Instant::now() + timeout, timeout), false)
     }
 
+    /// Waits for the reply to `request_id` until `deadline`; `timeout` is the call's, for the
+    /// error.
     fn receive_until(
         &self,
         replies: &ReplyQueue,
         request_id: u64,
         what: &'static str,
-        timeout: Duration,
+        (deadline, timeout): (Instant, Duration),
         patient: bool,
     ) -> Result<Reply> {
         let addr = self.addr;
         let start = Instant::now();
-        let deadline = start + timeout;
         let mut polls = 0u64;
         loop {
             self.control.worker().progress();

@@ -53,6 +53,16 @@ impl<T> FastLock<T> {
         }
     }
 
+    /// The lock if it is free now, without waiting (the liveness watchdog skips a round
+    /// rather than delay an operation).
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<Guard<'_, T>> {
+        if self.locked.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(Guard { lock: self })
+    }
+
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }

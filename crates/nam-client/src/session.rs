@@ -5,7 +5,7 @@
 //! so the layering is one-way: link → session → path → client.
 
 use crate::allocation::Allocation;
-use crate::constants::HEALTH_CHECK_OPS;
+use crate::constants::{HEALTH_CHECK_OPS, LIVENESS_INTERVAL_MAX};
 use crate::error::{Error, Result};
 use crate::link::{DataPath, Link, ReplyQueue};
 use crate::lock::{FastLock, Guard};
@@ -59,7 +59,9 @@ impl DirectTraffic {
 
 /// The connections to the servers and what every path needs to use them.
 pub(crate) struct Session {
-    inner: FastLock<Inner>,
+    inner: Arc<FastLock<Inner>>,
+    /// Progresses the worker while nothing else does (see [`Watchdog`]).
+    watchdog: Option<Watchdog>,
     /// The control endpoints, readable without the lock (their failure flag is atomic).
     controls: Vec<Endpoint>,
     /// The servers' addresses, for errors raised without the lock.
@@ -74,7 +76,11 @@ impl Session {
     /// A session over `inner`'s links, with `timeout` for every operation.
     pub(crate) fn new(inner: Inner, servers: Vec<SocketAddr>, timeout: Duration) -> Session {
         let controls = inner.links.iter().map(|l| l.control.clone()).collect();
-        Session { inner: FastLock::new(inner), controls, servers, timeout, direct: Default::default() }
+        let mapped = inner.links.iter().any(|l| l.path() == DataPath::SharedMemory);
+        let inner = Arc::new(FastLock::new(inner));
+        // Only a shared-memory data path completes operations without progressing the worker.
+        let watchdog = mapped.then(|| Watchdog::start(&inner, (timeout / 4).min(LIVENESS_INTERVAL_MAX)));
+        Session { inner, watchdog, controls, servers, timeout, direct: Default::default() }
     }
 
     #[inline]
@@ -84,7 +90,8 @@ impl Session {
 
     /// The state behind the lock, when the session is not shared (dropping the client).
     pub(crate) fn get_mut(&mut self) -> &mut Inner {
-        self.inner.get_mut()
+        drop(self.watchdog.take());
+        Arc::get_mut(&mut self.inner).expect("the watchdog, the only other holder, has stopped").get_mut()
     }
 
     /// Fails with the transport error if server `server`'s control endpoint saw it die.
@@ -134,6 +141,51 @@ impl Session {
     fn maybe_check_health(&self, ops: u64) {
         if ops % HEALTH_CHECK_OPS as u64 == HEALTH_CHECK_OPS as u64 - 1 {
             self.lock().worker.progress();
+        }
+    }
+}
+
+/// A thread that progresses the worker every `interval` when the lock is free, so that a
+/// client whose operations never progress it (loads and stores on a mapped pool, immediate
+/// shared-memory completions) still hears from its control endpoints that a server died or
+/// restarted, within a bounded time and not only after [`HEALTH_CHECK_OPS`] operations: the
+/// next operation then fails with the transport error. The fast path pays nothing for it
+/// beyond the one atomic load of the failure flag it already did.
+struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(inner: &Arc<FastLock<Inner>>, interval: Duration) -> Watchdog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (weak, stopped) = (Arc::downgrade(inner), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("nam-liveness".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Acquire) {
+                    std::thread::park_timeout(interval);
+                    let Some(inner) = weak.upgrade() else { return };
+                    let guard = inner.try_lock();
+                    if let Some(guard) = guard {
+                        guard.worker.progress();
+                    }
+                }
+            })
+            .map_err(|e| {
+                log::warn!("no liveness thread ({e}): a dead server is noticed every {HEALTH_CHECK_OPS} operations")
+            })
+            .ok();
+        Watchdog { stop, thread }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
         }
     }
 }

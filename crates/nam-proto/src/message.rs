@@ -191,6 +191,28 @@ pub struct TenantUsage {
     pub allocations: u64,
 }
 
+/// What the server holds for its clients and how it bounds it (`nam status`): a server's
+/// memory stays bounded whatever its clients do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResourceReport {
+    /// Reply bytes the server holds for all clients together at most.
+    pub reply_bytes_max: u64,
+    /// Reply bytes it may hold for one client (its credit).
+    pub client_reply_bytes_max: u64,
+    /// Reply bytes held now, not yet taken by their clients.
+    pub reply_bytes_queued: u64,
+    /// Most reply bytes held at once since start.
+    pub reply_bytes_high: u64,
+    /// Connections the server accepts at most.
+    pub connections_max: u64,
+    /// Clients disconnected for exceeding their credit or not taking replies in time.
+    pub clients_cut_off: u64,
+    /// Connections refused by the limits or closed at the handshake deadline.
+    pub connections_refused: u64,
+    /// Sockets of connections that never completed, closed by the server.
+    pub sockets_reaped: u64,
+}
+
 /// Server statistics for `nam status`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatusReply {
@@ -222,6 +244,9 @@ pub struct StatusReply {
     pub reported: TrafficReport,
     /// Per-tenant usage.
     pub tenants: Vec<TenantUsage>,
+    /// Bounds and use of the server's resources; follows the tenants on the wire. Boxed: a
+    /// status is rare, and every [`Reply`] is as large as its largest variant.
+    pub resources: Box<ResourceReport>,
 }
 
 /// A reply body.
@@ -574,6 +599,19 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
                 w.u64(t.quota);
                 w.u64(t.allocations);
             }
+            let r = &s.resources;
+            for v in [
+                r.reply_bytes_max,
+                r.client_reply_bytes_max,
+                r.reply_bytes_queued,
+                r.reply_bytes_high,
+                r.connections_max,
+                r.clients_cut_off,
+                r.connections_refused,
+                r.sockets_reaped,
+            ] {
+                w.u64(v);
+            }
         }
     }
 }
@@ -646,6 +684,16 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
             allocations: r.u64("tenant_allocations")?,
         });
     }
+    *s.resources = ResourceReport {
+        reply_bytes_max: r.u64("reply_bytes_max")?,
+        client_reply_bytes_max: r.u64("client_reply_bytes_max")?,
+        reply_bytes_queued: r.u64("reply_bytes_queued")?,
+        reply_bytes_high: r.u64("reply_bytes_high")?,
+        connections_max: r.u64("connections_max")?,
+        clients_cut_off: r.u64("clients_cut_off")?,
+        connections_refused: r.u64("connections_refused")?,
+        sockets_reaped: r.u64("sockets_reaped")?,
+    };
     Ok(s)
 }
 

@@ -112,6 +112,16 @@ fn status_reply() -> impl Strategy<Value = StatusReply> {
             leases_reclaimed: n[10],
             reported,
             tenants,
+            resources: Box::new(nam_proto::ResourceReport {
+                reply_bytes_max: n[0],
+                client_reply_bytes_max: n[1],
+                reply_bytes_queued: n[2],
+                reply_bytes_high: n[3],
+                connections_max: n[4],
+                clients_cut_off: n[5],
+                connections_refused: n[6],
+                sockets_reaped: n[7],
+            }),
         },
     )
 }

@@ -8,15 +8,29 @@
 //! lease_ms = 10000           # keep a vanished client's allocations this long
 //! idle_spin_us = 2000        # busy-poll this long after the last event before sleeping
 //!
+//! [limits]                   # bounded resources whatever clients do (all optional)
+//! client_reply_bytes = "8MiB"  # replies held for one client; asking beyond it disconnects
+//! client_requests = 1024     # replies held for one client, counted
+//! reply_bytes = "256MiB"     # replies held for all clients together
+//! reply_timeout_ms = 10000   # a reply not taken by then is dropped, its client disconnected
+//! handshake_timeout_ms = 5000  # connections still anonymous after this are closed
+//! connections = 1024         # connections, every source
+//! connections_per_source = 512
+//! pending_per_source = 128   # connections not yet authenticated, per source address
+//!
 //! [[tenant]]                 # without any [[tenant]], one tenant "default" with an
 //! name = "climate"           # empty token and the whole pool as quota
 //! token = "s3cret"
 //! quota = "1GiB"
 //! ```
 
-use crate::constants::{DEFAULT_CAPACITY_BYTES, DEFAULT_IDLE_SPIN, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_TENANT};
+use crate::constants::{
+    DEFAULT_CAPACITY_BYTES, DEFAULT_CLIENT_REPLY_BYTES_MAX, DEFAULT_CLIENT_REQUESTS_MAX, DEFAULT_CONNECTIONS_MAX,
+    DEFAULT_CONNECTIONS_PER_SOURCE_MAX, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_SPIN, DEFAULT_LEASE,
+    DEFAULT_PENDING_PER_SOURCE_MAX, DEFAULT_PORT, DEFAULT_REPLY_BYTES_MAX, DEFAULT_REPLY_TIMEOUT, DEFAULT_TENANT,
+};
 use crate::manager::TenantConfig;
-use nam_proto::limits::{TENANTS_MAX, TENANT_NAME_LEN_MAX, TOKEN_LEN_MAX};
+use nam_proto::limits::{CLIENTS_MAX, TENANTS_MAX, TENANT_NAME_LEN_MAX, TOKEN_LEN_MAX};
 use nam_proto::size::{parse_size, SizeError};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -70,7 +84,66 @@ struct FileConfig {
     lease_ms: Option<u64>,
     idle_spin_us: Option<u64>,
     #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
     tenant: Vec<FileTenant>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    client_reply_bytes: Option<String>,
+    client_requests: Option<u32>,
+    reply_bytes: Option<String>,
+    reply_timeout_ms: Option<u64>,
+    handshake_timeout_ms: Option<u64>,
+    connections: Option<usize>,
+    connections_per_source: Option<usize>,
+    pending_per_source: Option<usize>,
+}
+
+/// What the server holds for its clients at most, and how long it waits for them: its
+/// memory stays bounded whatever clients do. Replies a client has not taken are the only
+/// per-request memory the server keeps (a request is answered as it arrives), so the bound
+/// is on them: per client (its credit, in bytes and replies; O(1) to check per request) and
+/// in total; a client past its credit, or one that leaves a reply untaken past the deadline,
+/// is disconnected, which frees its replies at once. `nam status` shows the bounds and use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Reply bytes held for one client (its credit). A request that arrives while the
+    /// client's replies exceed it disconnects the client.
+    pub client_reply_bytes: u64,
+    /// Replies held for one client, counted.
+    pub client_requests: u32,
+    /// Reply bytes held for all clients together; a client that holds some when a reply
+    /// would pass it is disconnected.
+    pub reply_bytes: u64,
+    /// A reply not taken within this is dropped and its client disconnected.
+    pub reply_timeout: Duration,
+    /// A connection that has not authenticated within this is closed, and so is an accepted
+    /// socket that sent nothing.
+    pub handshake_timeout: Duration,
+    /// Connections, every source together.
+    pub connections: usize,
+    /// Connections from one IP address.
+    pub connections_per_source: usize,
+    /// Connections not yet authenticated (and silent sockets) from one IP address.
+    pub pending_per_source: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            client_reply_bytes: DEFAULT_CLIENT_REPLY_BYTES_MAX,
+            client_requests: DEFAULT_CLIENT_REQUESTS_MAX,
+            reply_bytes: DEFAULT_REPLY_BYTES_MAX,
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            connections: DEFAULT_CONNECTIONS_MAX,
+            connections_per_source: DEFAULT_CONNECTIONS_PER_SOURCE_MAX,
+            pending_per_source: DEFAULT_PENDING_PER_SOURCE_MAX,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,6 +176,8 @@ pub struct ServerConfig {
     pub idle_spin: Duration,
     /// Tenants; never empty.
     pub tenants: Vec<TenantConfig>,
+    /// Bounds on what clients can make the server hold.
+    pub limits: Limits,
 }
 
 impl ServerConfig {
@@ -117,6 +192,7 @@ impl ServerConfig {
             lease: DEFAULT_LEASE,
             idle_spin: DEFAULT_IDLE_SPIN,
             tenants: vec![TenantConfig { name: DEFAULT_TENANT.into(), token: String::new(), quota_bytes: u64::MAX }],
+            limits: Limits::default(),
         }
     }
 
@@ -152,6 +228,7 @@ impl ServerConfig {
         if !file.tenant.is_empty() {
             config.tenants = tenants_from_file(file.tenant)?;
         }
+        config.limits = limits_from_file(file.limits)?;
         Ok(config)
     }
 
@@ -159,6 +236,28 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.capacity_bytes == 0 {
             return Err(ConfigError::Invalid { field: "capacity".into(), message: "must be at least 1 byte".into() });
+        }
+        let l = &self.limits;
+        let invalid =
+            |field: &str, message: &str| ConfigError::Invalid { field: field.into(), message: message.into() };
+        if l.client_reply_bytes == 0 || l.client_requests == 0 || l.reply_bytes < l.client_reply_bytes {
+            return Err(invalid(
+                "limits",
+                "client_reply_bytes and client_requests must be at least 1, reply_bytes at least client_reply_bytes",
+            ));
+        }
+        if l.reply_timeout.is_zero() || l.handshake_timeout.is_zero() {
+            return Err(invalid("limits", "reply_timeout_ms and handshake_timeout_ms must be at least 1"));
+        }
+        if l.pending_per_source == 0
+            || l.pending_per_source > l.connections_per_source
+            || l.connections_per_source > l.connections
+            || l.connections > CLIENTS_MAX
+        {
+            return Err(invalid(
+                "limits",
+                &format!("need 1 <= pending_per_source <= connections_per_source <= connections <= {CLIENTS_MAX}"),
+            ));
         }
         Ok(())
     }
@@ -173,6 +272,38 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
         .find(|a| a.is_ipv4())
         .or_else(|| text.to_socket_addrs().ok()?.next())
         .ok_or_else(|| invalid(format!("{text:?} resolves to nothing")))
+}
+
+fn limits_from_file(file: FileLimits) -> Result<Limits, ConfigError> {
+    let mut limits = Limits::default();
+    let size = |field: &str, text: &str| {
+        parse_size(text).map_err(|source| ConfigError::Size { field: format!("limits.{field}"), source })
+    };
+    if let Some(s) = &file.client_reply_bytes {
+        limits.client_reply_bytes = size("client_reply_bytes", s)?;
+    }
+    if let Some(s) = &file.reply_bytes {
+        limits.reply_bytes = size("reply_bytes", s)?;
+    }
+    if let Some(n) = file.client_requests {
+        limits.client_requests = n;
+    }
+    if let Some(ms) = file.reply_timeout_ms {
+        limits.reply_timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = file.handshake_timeout_ms {
+        limits.handshake_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = file.connections {
+        limits.connections = n;
+    }
+    if let Some(n) = file.connections_per_source {
+        limits.connections_per_source = n;
+    }
+    if let Some(n) = file.pending_per_source {
+        limits.pending_per_source = n;
+    }
+    Ok(limits)
 }
 
 fn tenants_from_file(entries: Vec<FileTenant>) -> Result<Vec<TenantConfig>, ConfigError> {

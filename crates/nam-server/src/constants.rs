@@ -19,7 +19,55 @@ pub(crate) const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(10);
 /// Pause when sleeping on the event fd fails and the loop falls back to polling.
 pub(crate) const SLEEP_FAILED_BACKOFF: Duration = Duration::from_micros(50);
 
+/// Sockets on the listening port are scanned for leftovers of failed connections at most
+/// this often (`server::sockets`): a few system calls per socket. Short, because UCX's
+/// event thread spins on a socket that sent it garbage and closed until the scan closes it,
+/// and holds up the server's progress meanwhile (measured: ten such connections a second
+/// made 64 clients' handshakes miss 10 s deadlines with a 1 s grace).
+pub(crate) const SOCKET_SCAN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A socket whose peer closed and that UCX has not closed after this long (seen so by two
+/// scans) is a failed connection UCX forgot: UCX closes a real client's socket as soon as
+/// it sees the close. (Were it a real client's, closing it under UCX loses nothing: its
+/// data connections fail too, and that is how the server learns it is gone.)
+pub(crate) const CLOSE_WAIT_GRACE: Duration = SOCKET_SCAN_INTERVAL;
+
+/// Most bytes a real client sends on its connection-manager socket: UCX's connection request
+/// (a header and at most `UCX_TCP_CM_PRIV_DATA_LEN` of private data, 2 KiB by default) and a
+/// notification. A closed socket that received more was no client and is closed at once.
+pub(crate) const CM_BYTES_MAX: u64 = 2048 + 256;
+
 // ---- Configuration defaults (`nam serve` flags and the TOML file override them) -------------
+
+/// Default credit of one client: reply bytes the server holds for it, not yet taken by the
+/// client. A well-behaved client has at most a window of 64 KiB replies in flight (the
+/// message path's eight), so 8 MiB never stops one; a client that does not read its replies
+/// is disconnected when it asks for more.
+pub(crate) const DEFAULT_CLIENT_REPLY_BYTES_MAX: u64 = 8 << 20;
+
+/// Default credit of one client in requests: replies not yet taken.
+pub(crate) const DEFAULT_CLIENT_REQUESTS_MAX: u32 = 1024;
+
+/// Default bound of the reply bytes the server holds for all clients together.
+pub(crate) const DEFAULT_REPLY_BYTES_MAX: u64 = 256 << 20;
+
+/// Default deadline for a client to take a reply: one still queued after it is dropped and
+/// its client disconnected.
+pub(crate) const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default deadline for a connection to authenticate (and for an accepted socket to send its
+/// first byte); a connection still anonymous after it is closed.
+pub(crate) const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default limit of connections, all sources together.
+pub(crate) const DEFAULT_CONNECTIONS_MAX: usize = 1024;
+
+/// Default limit of connections from one IP address.
+pub(crate) const DEFAULT_CONNECTIONS_PER_SOURCE_MAX: usize = 512;
+
+/// Default limit of connections not yet authenticated (and of silent sockets) from one IP
+/// address: a burst of legitimate clients authenticates within milliseconds.
+pub(crate) const DEFAULT_PENDING_PER_SOURCE_MAX: usize = 128;
 
 /// The port `nam serve` listens on by default.
 pub(crate) const DEFAULT_PORT: u16 = 13337;
@@ -105,3 +153,14 @@ const _: () = assert!(
     "a chunk can be long enough to be reduced in parallel"
 );
 const _: () = assert!(REDUCE_THREADS_MAX >= 1);
+const _: () = assert!(
+    DEFAULT_CLIENT_REPLY_BYTES_MAX <= DEFAULT_REPLY_BYTES_MAX,
+    "one client's credit fits in the server's bound"
+);
+const _: () = assert!(
+    DEFAULT_PENDING_PER_SOURCE_MAX <= DEFAULT_CONNECTIONS_PER_SOURCE_MAX
+        && DEFAULT_CONNECTIONS_PER_SOURCE_MAX <= DEFAULT_CONNECTIONS_MAX
+        && DEFAULT_CONNECTIONS_MAX <= nam_proto::limits::CLIENTS_MAX,
+    "the connection limits nest"
+);
+const _: () = assert!(CLOSE_WAIT_GRACE.as_nanos() >= SOCKET_SCAN_INTERVAL.as_nanos());

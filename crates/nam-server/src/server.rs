@@ -14,13 +14,14 @@ use nam_proto::{
 };
 use nam_ucx::{Context, Endpoint, EndpointId, Features, Listener, Posted, RkeyLayout, Worker};
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 mod manifest;
+mod sockets;
 
 pub use manifest::manifest_path_for;
 use manifest::{restore_manifest, write_manifest};
@@ -58,6 +59,25 @@ struct Connection {
     label: String,
     authenticated: bool,
     released: bool,
+    /// Where it came from (per-source limits).
+    source: Option<IpAddr>,
+    /// When it was accepted (the handshake deadline).
+    accepted_at: Instant,
+    /// Reply bytes the server holds for it, not yet taken (its used credit).
+    queued_bytes: u64,
+    /// Replies the server holds for it, counted.
+    queued_replies: u32,
+}
+
+/// A reply UCX has not finished sending: its buffer, whom it is for, since when.
+struct Queued {
+    request: nam_ucx::Request,
+    bytes: Vec<u8>,
+    ep: EndpointId,
+    /// The client it is for: an endpoint id (UCX's pointer) may be reused by a later
+    /// connection once the client's is closed, and that one's credit is not refunded.
+    client: u64,
+    at: Instant,
 }
 
 #[derive(Default)]
@@ -69,6 +89,14 @@ struct Counters {
     bytes_out: u64,
     leases_reclaimed: u64,
     reported: TrafficReport,
+    /// Clients disconnected for exceeding their credit or not taking replies in time.
+    clients_cut_off: u64,
+    /// Connections refused by the connection limits, or closed at the handshake deadline.
+    connections_refused: u64,
+    /// Sockets closed that UCX accepted but never completed (`sockets`).
+    sockets_reaped: u64,
+    /// Most reply bytes held at once.
+    queued_bytes_high: u64,
 }
 
 type Inbox = Arc<Mutex<VecDeque<(Option<EndpointId>, Vec<u8>)>>>;
@@ -92,7 +120,10 @@ macro_rules! engine_ctx {
 pub struct Server {
     config: ServerConfig,
     connections: HashMap<EndpointId, Connection>,
-    sends: Vec<(nam_ucx::Request, Vec<u8>)>,
+    sends: Vec<Queued>,
+    /// Reply bytes held for every client together (the sum of their `queued_bytes`).
+    queued_bytes: u64,
+    reaper: sockets::SocketReaper,
     lingering: Vec<(u64, Instant)>,
     inbox: Inbox,
     manager: Manager,
@@ -150,10 +181,13 @@ impl Server {
         let listener = Listener::bind(&worker, config.listen)
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
         let server_tag = nam_proto::address::server_tag(&config.name, &listener.address().to_string());
+        let reaper = sockets::SocketReaper::new(listener.address().port());
         Ok(Server {
             config,
             connections: HashMap::new(),
             sends: Vec::new(),
+            queued_bytes: 0,
+            reaper,
             lingering: Vec::new(),
             inbox,
             manager,
@@ -189,8 +223,9 @@ impl Server {
             busy |= engines.poll(&mut ctx);
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
-                self.reap_sends();
+                self.reap_sends(now);
                 self.detect_failed_clients(now);
+                self.reap_anonymous(now);
                 self.expire_leases(now);
                 self.save_manifest()?;
                 housekeeping_at = now + HOUSEKEEPING_INTERVAL;
@@ -232,8 +267,10 @@ impl Server {
         let requests = self.listener.take_requests();
         let any = !requests.is_empty();
         for request in requests {
-            if self.connections.len() >= CLIENTS_MAX {
-                log::warn!("refusing a connection: {CLIENTS_MAX} clients connected");
+            let source = request.client_addr().map(|a| a.ip());
+            if let Some(why) = self.refuse_connection(source) {
+                log::warn!("refusing a connection from {source:?}: {why}");
+                self.counters.connections_refused += 1;
                 request.reject();
                 continue;
             }
@@ -242,8 +279,17 @@ impl Server {
                     let client_id = self.next_client_id;
                     self.next_client_id += 1;
                     self.counters.clients_total += 1;
-                    let connection =
-                        Connection { client_id, endpoint, label: String::new(), authenticated: false, released: false };
+                    let connection = Connection {
+                        client_id,
+                        endpoint,
+                        label: String::new(),
+                        authenticated: false,
+                        released: false,
+                        source,
+                        accepted_at: Instant::now(),
+                        queued_bytes: 0,
+                        queued_replies: 0,
+                    };
                     self.connections.insert(connection.endpoint.id(), connection);
                 }
                 Err(e) => log::warn!("cannot accept a connection: {e}"),
@@ -252,22 +298,110 @@ impl Server {
         any
     }
 
+    /// Why a connection from `source` must be refused, if it must: the connection limits
+    /// (overall, per source, and of connections not yet authenticated per source). Counting
+    /// walks the connections, at most `limits.connections` of them, once per new connection.
+    fn refuse_connection(&self, source: Option<IpAddr>) -> Option<String> {
+        let limits = &self.config.limits;
+        let total = self.connections.len();
+        if total >= limits.connections.min(CLIENTS_MAX) {
+            return Some(format!("{total} connections, the limit"));
+        }
+        let (mut from_source, mut pending) = (0, 0);
+        for c in self.connections.values().filter(|c| c.source == source) {
+            from_source += 1;
+            pending += usize::from(!c.authenticated);
+        }
+        if from_source >= limits.connections_per_source {
+            return Some(format!("{from_source} connections from this address, the limit"));
+        }
+        if pending >= limits.pending_per_source {
+            return Some(format!("{pending} connections from this address not yet authenticated, the limit"));
+        }
+        None
+    }
+
+    /// Closes connections that did not authenticate within the handshake deadline (a
+    /// `Status` is answered to anonymous peers too; `nam status` then closes), and the
+    /// sockets UCX accepted but never completed (`sockets`).
+    fn reap_anonymous(&mut self, now: Instant) {
+        let deadline = self.config.limits.handshake_timeout;
+        let late: Vec<EndpointId> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| !c.authenticated && !c.released && now.duration_since(c.accepted_at) >= deadline)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            self.counters.connections_refused += 1;
+            self.cut_off(id, &format!("not authenticated within {deadline:?}"));
+        }
+        let reaped = self.reaper.scan(now, deadline, self.config.limits.pending_per_source);
+        self.counters.sockets_reaped += reaped.closed + reaped.silent;
+    }
+
+    /// Disconnects a client the server will not serve any more (credit exceeded, a reply
+    /// not taken in time, no handshake): its endpoint is force-closed, which completes its
+    /// queued replies with errors and frees them, and its session ends as a vanished
+    /// client's does (allocations kept for the lease).
+    fn cut_off(&mut self, ep: EndpointId, why: &str) {
+        let Some(c) = self.connections.remove(&ep) else { return };
+        log::warn!("client {} ({}) disconnected: {why}", c.client_id, c.label);
+        let lease_until = (c.authenticated && !c.released).then(|| Instant::now() + self.config.lease);
+        self.client_gone(c.client_id, lease_until);
+        // Its queued replies complete with errors now; the next housekeeping frees them.
+        c.endpoint.abort();
+    }
+
+    /// Whether `ep` has used its credit: a request from it now is one more than a client
+    /// that waits for its replies ever has outstanding. O(1): two counters.
+    #[inline]
+    fn over_credit(&self, ep: EndpointId) -> Option<String> {
+        let c = &self.connections[&ep];
+        let limits = &self.config.limits;
+        if c.queued_bytes >= limits.client_reply_bytes || c.queued_replies >= limits.client_requests {
+            return Some(format!(
+                "asked for more while {} replies ({} bytes) it had not taken were queued (credit {} replies, {} bytes)",
+                c.queued_replies, c.queued_bytes, limits.client_requests, limits.client_reply_bytes
+            ));
+        }
+        None
+    }
+
     fn handle_requests(&mut self) -> bool {
         let batch: Vec<_> = self.inbox.lock().unwrap().drain(..).collect();
         let any = !batch.is_empty();
+        // Counted and logged once per batch: a client cut off mid-flood sends thousands.
+        let mut unknown = 0u64;
         for (reply_ep, bytes) in batch {
             self.counters.requests += 1;
             self.counters.bytes_in += bytes.len() as u64;
             let Some(ep) = reply_ep.filter(|ep| self.connections.contains_key(ep)) else {
                 self.counters.request_errors += 1;
-                log::warn!("dropping a {}-byte request from an unknown endpoint", bytes.len());
+                unknown += 1;
                 continue;
             };
-            let (kind, request_id, reply) = self.answer(ep, &bytes);
+            if let Some(why) = self.over_credit(ep) {
+                self.counters.request_errors += 1;
+                self.counters.clients_cut_off += 1;
+                self.cut_off(ep, &why);
+                continue;
+            }
+            let (kind, request_id, mut reply) = self.answer(ep, &bytes);
+            // A persistent allocation made or freed is in the manifest before the client
+            // hears of it: an acknowledged one survives a kill -9 right after (found by the
+            // soak test). A no-op unless the request changed the persistent set.
+            if let Err(e) = self.save_manifest() {
+                log::error!("{e}");
+                reply = Reply::Error { status: Status::Internal, message: format!("not recorded durably: {e}") };
+            }
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;
             }
             self.send_reply(ep, reply.encode(kind, request_id));
+        }
+        if unknown > 0 {
+            log::warn!("dropped {unknown} requests from unknown (closed) endpoints");
         }
         any
     }
@@ -411,22 +545,78 @@ impl Server {
             leases_reclaimed: c.leases_reclaimed,
             reported: c.reported,
             tenants: self.manager.tenant_usage(),
+            resources: Box::new(nam_proto::ResourceReport {
+                reply_bytes_max: self.config.limits.reply_bytes,
+                client_reply_bytes_max: self.config.limits.client_reply_bytes,
+                reply_bytes_queued: self.queued_bytes,
+                reply_bytes_high: c.queued_bytes_high,
+                connections_max: self.config.limits.connections as u64,
+                clients_cut_off: c.clients_cut_off,
+                connections_refused: c.connections_refused,
+                sockets_reaped: c.sockets_reaped,
+            }),
         }
     }
 
     fn send_reply(&mut self, ep: EndpointId, bytes: Vec<u8>) {
-        let connection = &self.connections[&ep];
-        self.counters.bytes_out += bytes.len() as u64;
+        // A Goodbye or a failed Hello may have ended the connection while it was served.
+        let Some(connection) = self.connections.get_mut(&ep) else { return };
+        let len = bytes.len() as u64;
+        if self.queued_bytes + len > self.config.limits.reply_bytes && connection.queued_bytes > 0 {
+            let why = format!(
+                "the server holds {} reply bytes, its bound {}, and {} of them are this client's, not taken",
+                self.queued_bytes, self.config.limits.reply_bytes, connection.queued_bytes
+            );
+            self.counters.clients_cut_off += 1;
+            self.cut_off(ep, &why);
+            return;
+        }
+        self.counters.bytes_out += len;
         // SAFETY: `bytes` is kept in `self.sends` until the request completes.
         match unsafe { connection.endpoint.am_send_nbx(AM_ID_REPLY, bytes.as_ptr(), bytes.len()) } {
             Ok(Posted::Done) => {}
-            Ok(Posted::InFlight(request)) => self.sends.push((request, bytes)),
+            Ok(Posted::InFlight(request)) => {
+                connection.queued_bytes += len;
+                connection.queued_replies += 1;
+                self.queued_bytes += len;
+                self.counters.queued_bytes_high = self.counters.queued_bytes_high.max(self.queued_bytes);
+                let client = connection.client_id;
+                self.sends.push(Queued { request, bytes, ep, client, at: Instant::now() })
+            }
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
         }
     }
 
-    fn reap_sends(&mut self) {
-        self.sends.retain(|(request, _)| request.check().is_none());
+    /// Frees the replies UCX has sent, refunding their clients' credit, and disconnects a
+    /// client whose oldest reply waited longer than the reply deadline.
+    fn reap_sends(&mut self, now: Instant) {
+        let deadline = self.config.limits.reply_timeout;
+        let mut late = Vec::new();
+        let connections = &mut self.connections;
+        let queued_bytes = &mut self.queued_bytes;
+        self.sends.retain(|q| {
+            let connection = connections.get_mut(&q.ep).filter(|c| c.client_id == q.client);
+            if q.request.check().is_none() {
+                if connection.is_some() && now.saturating_duration_since(q.at) >= deadline {
+                    late.push(q.ep);
+                }
+                return true;
+            }
+            let len = q.bytes.len() as u64;
+            *queued_bytes -= len;
+            if let Some(c) = connection {
+                c.queued_bytes -= len;
+                c.queued_replies -= 1;
+            }
+            false
+        });
+        late.dedup();
+        for ep in late {
+            if self.connections.contains_key(&ep) {
+                self.counters.clients_cut_off += 1;
+                self.cut_off(ep, &format!("a reply was not taken within {deadline:?}"));
+            }
+        }
     }
 
     fn detect_failed_clients(&mut self, now: Instant) {

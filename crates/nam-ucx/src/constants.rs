@@ -23,8 +23,13 @@ pub const IFACES_MAX: usize = 64;
 /// messages; shared memory and RDMA transports are not affected. The key is the transport's
 /// own field name: UCP keeps keys it does not know and applies them to each transport's
 /// configuration, where the `TCP_` prefix is not part of the name.
-pub const OVERRIDDEN_DEFAULTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 1] =
-    [("UCX_TCP_PUT_ENABLE", c"PUT_ENABLE", c"n")];
+///
+/// `UCX_TCP_CM_REUSEADDR`: a listener sets `SO_REUSEADDR`, so a server restarted on its port
+/// right after a crash (kill -9) binds at once instead of failing with "Address already in
+/// use" while the dead process's connections sit in TIME-WAIT (about a minute). It does not
+/// let two live listeners share a port: Linux refuses a second bind to a listening address.
+pub const OVERRIDDEN_DEFAULTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 2] =
+    [("UCX_TCP_PUT_ENABLE", c"PUT_ENABLE", c"n"), ("UCX_TCP_CM_REUSEADDR", c"CM_REUSEADDR", c"y")];
 
 /// Worker progress calls between two looks at the clock and the watched endpoint while a
 /// request is waited for: 64, so a blocking wait reads the time rarely against the progress

@@ -25,6 +25,21 @@ impl ConnRequest {
         raw
     }
 
+    /// The address the connection came from, if UCX can tell (it always can over TCP).
+    pub fn client_addr(&self) -> Option<SocketAddr> {
+        let mut attr = ffi::ucp_conn_request_attr_t {
+            field_mask: ffi::UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR as u64,
+            ..Default::default()
+        };
+        // SAFETY: the request is live until accepted or rejected; attr is an out-parameter.
+        if unsafe { ffi::ucp_conn_request_query(self.raw, &mut attr) } != ffi::UCS_OK {
+            return None;
+        }
+        // SAFETY: ucp sockaddr storage has the layout of libc's sockaddr_storage.
+        let storage = unsafe { &*(&attr.client_address as *const _ as *const libc::sockaddr_storage) };
+        from_storage(storage).ok()
+    }
+
     /// Refuses the connection; the peer sees a rejection error.
     pub fn reject(self) {
         // SAFETY: the request came from this listener and is consumed here.

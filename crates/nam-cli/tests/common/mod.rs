@@ -3,6 +3,8 @@
 
 pub mod fds;
 pub mod mpi;
+pub mod probe;
+pub mod raw;
 // The `nam` binary's own helper: a test process that crashes leaves no server behind holding
 // its ports and output pipes.
 #[path = "../../src/child.rs"]

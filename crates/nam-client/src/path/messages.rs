@@ -117,7 +117,9 @@ impl Inner {
 
     /// Sends `requests` to `server` keeping up to [`MESSAGE_WINDOW`] unanswered, handing each reply
     /// (with its index) to `accept`. Stops at the first error after collecting the replies
-    /// already requested, so no late reply is left to confuse a later call.
+    /// already requested, so no late reply is left to confuse a later call. `timeout` bounds
+    /// the whole transfer, not each chunk (`nam.h`: the deadline is the call's): after it
+    /// passes, the replies still outstanding are not waited for (a later call discards them).
     fn pipeline<'a>(
         &mut self,
         server: usize,
@@ -127,6 +129,13 @@ impl Inner {
         mut accept: impl FnMut(usize, Reply) -> std::result::Result<(), &'static str>,
     ) -> Result<()> {
         let addr = self.links[server].addr;
+        let deadline = std::time::Instant::now() + timeout;
+        // What is left of the call's deadline; a timeout names the call's, not the remainder.
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        let whole = |e: Error| match e {
+            Error::Timeout { addr, what, .. } => Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 },
+            e => e,
+        };
         self.replies.lock().clear();
         let mut in_flight: std::collections::VecDeque<(usize, u64)> = std::collections::VecDeque::new();
         let mut first_error = None;
@@ -139,15 +148,19 @@ impl Inner {
                     Outgoing::Request(r) => r.encode(id),
                     Outgoing::Encoded(encode) => encode(id),
                 };
-                self.links[server].send_bytes(&bytes, what, timeout)?;
+                self.links[server].send_bytes(&bytes, what, left()).map_err(whole)?;
                 in_flight.push_back((index, id));
             }
             let Some((index, id)) = in_flight.pop_front() else { break };
             let result = self.links[server]
-                .receive(&self.replies, id, what, timeout)
+                .receive(&self.replies, id, what, left())
+                .map_err(whole)
                 .and_then(|reply| accept(index, reply).map_err(|what| Error::UnexpectedReply { addr, what }));
-            if let (Err(e), None) = (result, &first_error) {
-                first_error = Some(e);
+            match (result, &first_error) {
+                // The deadline has passed: the other replies would only be waited for in vain.
+                (Err(e @ Error::Timeout { .. }), None) => return Err(e),
+                (Err(e), None) => first_error = Some(e),
+                _ => {}
             }
         }
         first_error.map_or(Ok(()), Err)
