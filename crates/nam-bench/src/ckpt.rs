@@ -90,6 +90,10 @@ pub struct CkptBenchArgs {
     /// Also write the JSON objects (one per line) here (rank 0).
     #[arg(long)]
     json_file: Option<PathBuf>,
+    /// Leave NAM-XOR's groups on the memory servers when the run ends (as a job that may be
+    /// restarted does); by default the benchmark drops them, so a run leaves nothing behind.
+    #[arg(long)]
+    keep_groups: bool,
     /// Rank 0 prints to stderr when each checkpoint starts and ends, and each restart ends
     /// (a fault test times a cut link with these).
     #[arg(long)]
@@ -479,6 +483,14 @@ fn compare(
         comm.barrier();
         let _ = std::fs::remove_dir_all(&lane.dir);
         results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
+    }
+    // The run is over: its groups hold parity no job will restore from.
+    if !args.keep_groups {
+        for (_, protector) in &mut protectors {
+            if let Protector::Nam(n) = protector {
+                comm.agree(n.drop_group(), "dropping NAM-XOR's group")?;
+            }
+        }
     }
     Ok(results)
 }

@@ -222,6 +222,11 @@ pub struct StatusReply {
     pub reported: TrafficReport,
     /// Per-tenant usage.
     pub tenants: Vec<TenantUsage>,
+    /// Checkpoint groups on the server (at most [`crate::limits::CKPT_GROUPS_LISTED_MAX`]):
+    /// what finished jobs left, with the bytes each holds.
+    pub ckpt_groups: Vec<crate::ckpt::CkptGroupStatus>,
+    /// Checkpoint groups in all (more than `ckpt_groups` lists when the list was cut).
+    pub ckpt_groups_total: u64,
 }
 
 /// A reply body.
@@ -574,6 +579,12 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
                 w.u64(t.quota);
                 w.u64(t.allocations);
             }
+            let listed = &s.ckpt_groups[..s.ckpt_groups.len().min(CKPT_GROUPS_LISTED_MAX)];
+            w.u64(s.ckpt_groups_total.max(listed.len() as u64));
+            w.u32(listed.len() as u32);
+            for g in listed {
+                g.encode(w);
+            }
         }
     }
 }
@@ -645,6 +656,14 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
             quota: r.u64("tenant_quota")?,
             allocations: r.u64("tenant_allocations")?,
         });
+    }
+    s.ckpt_groups_total = r.u64("ckpt_groups_total")?;
+    let listed = r.u32("ckpt_group_count")? as usize;
+    if listed > CKPT_GROUPS_LISTED_MAX {
+        return Err(DecodeError::TooLong { field: "ckpt_groups", len: listed, max: CKPT_GROUPS_LISTED_MAX });
+    }
+    for _ in 0..listed {
+        s.ckpt_groups.push(crate::ckpt::CkptGroupStatus::decode(r)?);
     }
     Ok(s)
 }

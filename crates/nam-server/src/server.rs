@@ -396,7 +396,7 @@ impl Server {
 
     fn status(&self) -> StatusReply {
         let c = &self.counters;
-        StatusReply {
+        let mut status = StatusReply {
             server_name: self.config.name.clone(),
             capacity: self.config.capacity_bytes,
             used: self.manager.used_bytes(),
@@ -411,7 +411,10 @@ impl Server {
             leases_reclaimed: c.leases_reclaimed,
             reported: c.reported,
             tenants: self.manager.tenant_usage(),
-        }
+            ..StatusReply::default()
+        };
+        self.engines.status(&self.manager, &mut status);
+        status
     }
 
     fn send_reply(&mut self, ep: EndpointId, bytes: Vec<u8>) {

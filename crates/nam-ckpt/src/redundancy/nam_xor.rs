@@ -289,6 +289,23 @@ impl NamXor {
         self.protect_staged(len, target, clock, local)
     }
 
+    /// Removes this set's group, parity and all, from the memory server (collective over the
+    /// set): for a job that ends for good. A group otherwise stays on the server after its
+    /// job, by design, so that a restarted job can have its lost rank rebuilt; `nam status`
+    /// lists what stays and `nam ckpt drop` removes it. Every rank lets go of its membership
+    /// before the set's first rank destroys the group; the scheme can join again afterwards.
+    pub fn drop_group(&mut self) -> Result<()> {
+        let member = self.member.take();
+        let leader = self.me() == 0;
+        let left = patient::all_agree(&self.set_comm, true);
+        let dropped = match member {
+            Some(m) if leader && left => m.destroy().map_err(client_error("dropping the group")),
+            _ => Ok(()),
+        };
+        self.resync = true;
+        agree_patiently(&self.set_comm, dropped, "dropping the NAM-XOR group")
+    }
+
     /// What the memory server spent on this set's last finished epoch or restore (pulling,
     /// XOR, checksums), waits for ranks excluded.
     pub fn server_work(&self) -> Result<ServerWork> {
