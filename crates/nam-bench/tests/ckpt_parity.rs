@@ -599,6 +599,13 @@ fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
         assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");
         assert_eq!(row["bytes_match"], true, "{row}");
         assert!(row["checkpoint_s"].as_f64().unwrap() > 0.0, "{row}");
+        // Restore bandwidth with a rank lost and with nothing lost, for every scheme; NAM-XOR
+        // also says where its lost rank's restore spent the time.
+        assert!(row["restore_gbps"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["restore_noloss_gbps"].as_f64().unwrap() > 0.0, "{row}");
+        let profile = row["restore_profile_s"].as_array();
+        let nam_xor = row["scheme"].as_str().unwrap().starts_with("nam-xor");
+        assert_eq!(profile.map(Vec::len), nam_xor.then_some(3), "{row}");
     }
 }
 
