@@ -146,9 +146,9 @@ struct SchemeResult {
     /// A rank's bytes over that restart's time: restore bandwidth without loss.
     restore_noloss_gbps: f64,
     /// NAM-XOR on the lost rank (median of `--restores`): asking the server, the server's
-    /// rebuild, and bringing the bytes into the rank's buffer (0 when the server wrote them
-    /// there itself).
-    restore_profile_s: Option<[f64; 3]>,
+    /// rebuild, bringing the bytes into the rank's buffer (0 when the server wrote them
+    /// there itself), and of the rebuild the server's own work.
+    restore_profile_s: Option<[f64; 4]>,
     /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint
     /// (median over the checkpoints).
     rank_cpu_s: f64,
@@ -675,7 +675,7 @@ fn lane_result(
         aggregate_gbps: total / checkpoint_s / 1e9,
         restart_noloss_s,
         restore_noloss_gbps: len as f64 / restart_noloss_s / 1e9,
-        restore_profile_s: (scheme == Scheme::NamXor).then(|| [profile(0), profile(1), profile(2)]),
+        restore_profile_s: (scheme == Scheme::NamXor).then(|| [profile(0), profile(1), profile(2), profile(3)]),
         rank_cpu_s: median_of(&|c| c.cpu),
         server_xor_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.cpu_seconds) / xor_loop_gbps),
         server_xor_wall_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.wall_seconds) / xor_loop_gbps),
@@ -702,7 +702,7 @@ struct Restart {
     restore_s: f64,
     /// NAM-XOR's restore profile on the lost rank (request, rebuild, fetch), as every rank
     /// learns it.
-    profile: Option<[f64; 3]>,
+    profile: Option<[f64; 4]>,
     ok: bool,
 }
 
@@ -753,7 +753,8 @@ fn restart(
     let profile = match protector {
         Protector::Nam(n) => {
             let p = n.restore_profile().unwrap_or_default();
-            Some([comm.max_f64(p.request_s), comm.max_f64(p.rebuild_s), comm.max_f64(p.fetch_s)])
+            let max = |v: f64| comm.max_f64(v);
+            Some([max(p.request_s), max(p.rebuild_s), max(p.fetch_s), max(p.server_busy_s)])
         }
         Protector::Generic(_) => None,
     };
@@ -914,9 +915,9 @@ fn nam_xor_findings(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbp
         nam.bytes_per_rank as f64 / nam.restore_gbps / 1e9,
         nam.rebuild_s
     );
-    if let Some([request, rebuild, fetch]) = nam.restore_profile_s {
+    if let Some([request, rebuild, fetch, busy]) = nam.restore_profile_s {
         md += &format!(
-            "- the lost rank's restore: {request:.3} s asking the server, {rebuild:.3} s the server's rebuild (pull, XOR, checksums), {fetch:.3} s bringing the bytes into its buffer (0 when the server writes it in place)\n"
+            "- the lost rank's restore: {request:.3} s asking the server, {rebuild:.3} s the server's rebuild (pull, XOR, checksums; {busy:.3} s of it the server's own work, the rest waiting for the survivors' bytes), {fetch:.3} s bringing the bytes into its buffer (0 when the server writes it in place)\n"
         );
     }
     md

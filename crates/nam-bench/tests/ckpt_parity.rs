@@ -605,7 +605,7 @@ fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
         assert!(row["restore_noloss_gbps"].as_f64().unwrap() > 0.0, "{row}");
         let profile = row["restore_profile_s"].as_array();
         let nam_xor = row["scheme"].as_str().unwrap().starts_with("nam-xor");
-        assert_eq!(profile.map(Vec::len), nam_xor.then_some(3), "{row}");
+        assert_eq!(profile.map(Vec::len), nam_xor.then_some(4), "{row}");
     }
 }
 

@@ -60,6 +60,9 @@ pub struct RestoreProfile {
     pub rebuild_s: f64,
     /// From then to the bytes being in the rank's buffer.
     pub fetch_s: f64,
+    /// Of `rebuild_s`, the server's own work (its wall time in the restore's steps: pulling,
+    /// XOR, checksums); the rest is the server waiting for the survivors' bytes to arrive.
+    pub server_busy_s: f64,
 }
 
 /// The `nam-xor` scheme, built over a communicator (collective).
@@ -473,7 +476,10 @@ impl NamXor {
         });
         self.restore_seconds = (lost && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
         if let Some(seconds) = self.restore_seconds {
-            self.restore_profile = Some(RestoreProfile { request_s: 0.0, rebuild_s: seconds, fetch_s: 0.0 });
+            let busy = self.member.as_ref().and_then(|m| m.query().ok()).map_or(0, |info| info.last_job_busy_us);
+            let server_busy_s = busy as f64 * 1e-6;
+            self.restore_profile =
+                Some(RestoreProfile { request_s: 0.0, rebuild_s: seconds, fetch_s: 0.0, server_busy_s });
         }
         agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")
     }
@@ -504,10 +510,12 @@ impl NamXor {
                     Restoring::InBuffer => Ok(epoch),
                 });
                 let total_s = asked.elapsed().as_secs_f64();
+                let busy = member.query().map_or(0, |info| info.last_job_busy_us);
                 self.restore_profile = Some(RestoreProfile {
                     request_s: requested_s,
                     rebuild_s: rebuilt_s - requested_s,
                     fetch_s: total_s - rebuilt_s,
+                    server_busy_s: busy as f64 * 1e-6,
                 });
                 fetched
             }
