@@ -148,8 +148,22 @@ int main(int argc, char **argv) {
              * survivors keep theirs unchanged until the restore is done. */
             nam_status_t s = NAM_OK;
             if (rank == lost) s = nam_ckpt_group_restore_own(group, 0, len);
+            /* The outcome and its reason travel together: a rank told of the failure by a peer
+             * prints the peer's cause, not its own (empty) last error. */
+            char reason[512] = "";
+            if (rank == lost && s != NAM_OK) snprintf(reason, sizeof reason, "%s", nam_last_error_message());
             MPI_Bcast(&s, 1, MPI_INT, lost, MPI_COMM_WORLD);
-            check(s, "restore request", rank);
+            MPI_Bcast(reason, (int)sizeof reason, MPI_CHAR, lost, MPI_COMM_WORLD);
+            if (s != NAM_OK) {
+                if (rank == lost)
+                    fprintf(stderr, "rank %d: restore request: %s (%s)\n", rank, nam_status_string(s), reason);
+                else
+                    fprintf(stderr, "rank %d: restore request of rank %d failed there: %s (%s)\n", rank, lost,
+                            nam_status_string(s), reason);
+                fflush(stderr);
+                MPI_Barrier(MPI_COMM_WORLD); /* every rank has printed before the job is aborted */
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
             if (rank == lost) {
                 uint64_t epoch = 0;
                 check(nam_ckpt_group_finish_restore(group, WAIT_MS, &epoch), "finish the restore", rank);

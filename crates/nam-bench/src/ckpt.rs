@@ -90,6 +90,10 @@ pub struct CkptBenchArgs {
     /// Also write the JSON objects (one per line) here (rank 0).
     #[arg(long)]
     json_file: Option<PathBuf>,
+    /// Leave NAM-XOR's groups on the memory servers when the run ends (as a job that may be
+    /// restarted does); by default the benchmark drops them, so a run leaves nothing behind.
+    #[arg(long)]
+    keep_groups: bool,
     /// Rank 0 prints to stderr when each checkpoint starts and ends, and each restart ends
     /// (a fault test times a cut link with these).
     #[arg(long)]
@@ -136,6 +140,15 @@ struct SchemeResult {
     restore_gbps: f64,
     /// Checkpoint bytes of all ranks over the checkpoint time.
     aggregate_gbps: f64,
+    /// Restart with nothing lost (every rank reads its node-local copy back, the scheme
+    /// checks that nobody needs a rebuild), slowest rank, median of `--restores`.
+    restart_noloss_s: f64,
+    /// A rank's bytes over that restart's time: restore bandwidth without loss.
+    restore_noloss_gbps: f64,
+    /// NAM-XOR on the lost rank (median of `--restores`): asking the server, the server's
+    /// rebuild, bringing the bytes into the rank's buffer (0 when the server wrote them
+    /// there itself), and of the rebuild the server's own work.
+    restore_profile_s: Option<[f64; 4]>,
     /// CPU seconds the compute ranks spent on redundancy, summed over ranks, per checkpoint
     /// (median over the checkpoints).
     rank_cpu_s: f64,
@@ -466,9 +479,16 @@ fn compare(
     let mut results = Vec::new();
     for lane in &lanes {
         let protector = &mut protectors[lane.protector].1;
-        let mut restarts = Vec::new();
+        let (mut restarts, mut intact) = (Vec::new(), Vec::new());
+        // Restarts with nothing lost first: a restart with a loss rewrites the lost rank's
+        // files, which must then be what the next restart reads.
         for _ in 0..args.restores.max(1) {
-            let restarted = restart(comm, args, protector, &mut scratch, &expected, &lane.dir, &name)
+            let restarted = restart(comm, args, protector, &mut scratch, &expected, (&lane.dir, &name, false))
+                .with_context(|| format!("scheme {}: restart with nothing lost", lane.run.name()))?;
+            intact.push(restarted);
+        }
+        for _ in 0..args.restores.max(1) {
+            let restarted = restart(comm, args, protector, &mut scratch, &expected, (&lane.dir, &name, true))
                 .with_context(|| format!("scheme {}: restart", lane.run.name()))?;
             if args.progress && comm.rank() == 0 {
                 eprintln!("nam-bench ckpt: scheme {} restart done", lane.run.name());
@@ -478,7 +498,15 @@ fn compare(
         // Node-local storage may be tmpfs: give the space back before the next restarts.
         comm.barrier();
         let _ = std::fs::remove_dir_all(&lane.dir);
-        results.push(lane_result(comm, args, lane, &restarts, len, xor_loop_gbps));
+        results.push(lane_result(comm, args, lane, (&restarts, &intact), len, xor_loop_gbps));
+    }
+    // The run is over: its groups hold parity no job will restore from.
+    if !args.keep_groups {
+        for (_, protector) in &mut protectors {
+            if let Protector::Nam(n) = protector {
+                comm.agree(n.drop_group(), "dropping NAM-XOR's group")?;
+            }
+        }
     }
     Ok(results)
 }
@@ -614,7 +642,7 @@ fn lane_result(
     comm: &Comm,
     args: &CkptBenchArgs,
     lane: &Lane,
-    restarts: &[Restart],
+    (restarts, intact): (&[Restart], &[Restart]),
     len: usize,
     xor_loop_gbps: f64,
 ) -> SchemeResult {
@@ -622,6 +650,8 @@ fn lane_result(
     let restart_s = median(restarts.iter().map(|r| r.restart_s).collect());
     let rebuild_s = median(restarts.iter().map(|r| r.rebuild_s).collect());
     let restore_s = median(restarts.iter().map(|r| r.restore_s).collect());
+    let restart_noloss_s = median(intact.iter().map(|r| r.restart_s).collect());
+    let profile = |i: usize| median(restarts.iter().filter_map(|r| r.profile).map(|p| p[i]).collect());
     let scheme = lane.run.scheme;
     let total = (len * comm.size()) as f64;
     // Every set's server works on its own set; rank 0's set is representative.
@@ -643,10 +673,13 @@ fn lane_result(
         rebuild_s,
         restore_gbps: len as f64 / restore_s / 1e9,
         aggregate_gbps: total / checkpoint_s / 1e9,
+        restart_noloss_s,
+        restore_noloss_gbps: len as f64 / restart_noloss_s / 1e9,
+        restore_profile_s: (scheme == Scheme::NamXor).then(|| [profile(0), profile(1), profile(2), profile(3)]),
         rank_cpu_s: median_of(&|c| c.cpu),
         server_xor_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.cpu_seconds) / xor_loop_gbps),
         server_xor_wall_ratio: nam_rank0.then(|| folded_gb / median_of(&|c| c.server.wall_seconds) / xor_loop_gbps),
-        bytes_match: restarts.iter().all(|r| r.ok),
+        bytes_match: restarts.iter().chain(intact).all(|r| r.ok),
     }
 }
 
@@ -667,23 +700,26 @@ struct Restart {
     restart_s: f64,
     rebuild_s: f64,
     restore_s: f64,
+    /// NAM-XOR's restore profile on the lost rank (request, rebuild, fetch), as every rank
+    /// learns it.
+    profile: Option<[f64; 4]>,
     ok: bool,
 }
 
-/// Loses `--lose`'s node-local directory, restarts every rank from local storage plus the
-/// redundancy, and compares the bytes with the last checkpoint. Returns the restart time, the
-/// rebuild time, and whether every rank got its bytes back.
+/// Loses `--lose`'s node-local directory (when `lose`; else nothing is lost), restarts every
+/// rank from local storage plus the redundancy, and compares the bytes with the last
+/// checkpoint. Returns the restart time, the rebuild time, and whether every rank got its
+/// bytes back.
 fn restart(
     comm: &Comm,
     args: &CkptBenchArgs,
     protector: &mut Protector,
     scratch: &mut [u8],
     expected: &[u8],
-    dir: &Path,
-    name: &str,
+    (dir, name, lose): (&Path, &str, bool),
 ) -> Result<Restart> {
     let len = expected.len();
-    let lost = comm.rank() == args.lose;
+    let lost = lose && comm.rank() == args.lose;
     let erased = match lost {
         false => Ok(()),
         true => (|| {
@@ -714,7 +750,15 @@ fn restart(
     let restart_s = comm.max_f64(start.elapsed().as_secs_f64());
     let rebuild_s = comm.max_f64(rebuilt.seconds);
     let restore_s = comm.max_f64(protector.restore_seconds().unwrap_or(rebuilt.seconds));
-    Ok(Restart { restart_s, rebuild_s, restore_s, ok: comm.all_agree(ok) })
+    let profile = match protector {
+        Protector::Nam(n) => {
+            let p = n.restore_profile().unwrap_or_default();
+            let max = |v: f64| comm.max_f64(v);
+            Some([max(p.request_s), max(p.rebuild_s), max(p.fetch_s), max(p.server_busy_s)])
+        }
+        Protector::Generic(_) => None,
+    };
+    Ok(Restart { restart_s, rebuild_s, restore_s, profile, ok: comm.all_agree(ok) })
 }
 
 /// The rank's node-local checkpoint file, fsynced unless `fsync` is off (a `CkptError`, as
@@ -806,16 +850,18 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
     if args.nam_buffer == NamBuffer::InPlace {
         md += "NAM-XOR's buffer is the application's own array, registered in place (`--nam-buffer in-place`): over shared memory the server cannot map it and reads it with CMA, or (where `ptrace`, and so CMA, is not permitted) with GETs that UCX emulates with messages the rank answers.\n\n";
     }
-    md += "| scheme | checkpoint s | redundancy s | restart s | restore GB/s | aggregate GB/s | rank CPU s | bytes match |\n";
-    md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+    md += "| scheme | checkpoint s | redundancy s | restart s | restore GB/s | restart, no loss s | restore, no loss GB/s | aggregate GB/s | rank CPU s | bytes match |\n";
+    md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     for r in results {
         md += &format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.3} | {} |\n",
+            "| {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {:.3} | {} |\n",
             r.scheme,
             r.checkpoint_s,
             r.redundancy_s,
             r.restart_s,
             r.restore_gbps,
+            r.restart_noloss_s,
+            r.restore_noloss_gbps,
             r.aggregate_gbps,
             r.rank_cpu_s,
             r.bytes_match
@@ -869,6 +915,11 @@ fn nam_xor_findings(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbp
         nam.bytes_per_rank as f64 / nam.restore_gbps / 1e9,
         nam.rebuild_s
     );
+    if let Some([request, rebuild, fetch, busy]) = nam.restore_profile_s {
+        md += &format!(
+            "- the lost rank's restore: {request:.3} s asking the server, {rebuild:.3} s the server's rebuild (pull, XOR, checksums; {busy:.3} s of it the server's own work, the rest waiting for the survivors' bytes), {fetch:.3} s bringing the bytes into its buffer (0 when the server writes it in place)\n"
+        );
+    }
     md
 }
 

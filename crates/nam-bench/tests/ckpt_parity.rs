@@ -497,7 +497,7 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
     // `buffer`: HEAT_BUFFER, the example's checkpoint buffer (its own array registered in
     // place, or a library buffer it copies into).
-    let heat = |phase: &str, buffer: &str, local: &std::path::Path, extra: &[&str]| {
+    let heat_on = |server: std::net::SocketAddr, phase: &str, buffer: &str, local: &std::path::Path, extra: &[&str]| {
         std::fs::create_dir_all(local).unwrap();
         // The harness's mpirun command line for `nam`, with the example as the program instead.
         let cmd = ckpt_support::mpirun(4, 4, &[]);
@@ -507,7 +507,7 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
         c.args(&args[..])
             .args([
                 "-x",
-                &format!("NAM_SERVERS={}", server.addr),
+                &format!("NAM_SERVERS={server}"),
                 "-x",
                 &format!("LD_LIBRARY_PATH={}", target.display()),
                 "-x",
@@ -520,6 +520,9 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
             c.env(k, v.unwrap());
         }
         run(phase, &mut c)
+    };
+    let heat = |phase: &str, buffer: &str, local: &std::path::Path, extra: &[&str]| {
+        heat_on(server.addr, phase, buffer, local, extra)
     };
     // Crash and restart with library buffers; the killed rank below with arrays in place.
     let (ok, whole) = heat("run", "library", &dir.join("whole"), &[]);
@@ -551,6 +554,16 @@ fn the_c_heat_stencil_restarts_after_a_lost_rank_with_the_same_answer() {
     assert!(restarted.contains("rank 2: checkpoint of epoch ") && restarted.contains("in place)"), "{restarted}");
     assert!(restarted.contains("restarting from step 30"), "{restarted}");
     assert!(restarted.contains(answer), "restart must end with {answer:?}:\n{restarted}");
+
+    // A restart against a server that holds no parity (a fresh one): the lost rank's restore
+    // request is refused, and the ranks told of it by that rank print its reason.
+    std::fs::remove_file(dir.join("failed/rank-2.ckpt")).unwrap();
+    let empty = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
+    let (ok, refused) = heat_on(empty.addr, "restart", "in-place", &dir.join("failed"), &[]);
+    assert!(!ok, "{refused}");
+    let told: Vec<&str> = refused.lines().filter(|l| l.contains("restore request of rank 2 failed there")).collect();
+    assert!(!told.is_empty() && told.iter().all(|l| l.contains("no complete parity")), "{refused}");
+    assert!(!refused.contains("(no error)"), "{refused}");
 }
 
 /// `nam-bench ckpt` under `mpirun`, at a test's size: every scheme of the comparison
@@ -586,5 +599,37 @@ fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
         assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");
         assert_eq!(row["bytes_match"], true, "{row}");
         assert!(row["checkpoint_s"].as_f64().unwrap() > 0.0, "{row}");
+        // Restore bandwidth with a rank lost and with nothing lost, for every scheme; NAM-XOR
+        // also says where its lost rank's restore spent the time.
+        assert!(row["restore_gbps"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["restore_noloss_gbps"].as_f64().unwrap() > 0.0, "{row}");
+        let profile = row["restore_profile_s"].as_array();
+        let nam_xor = row["scheme"].as_str().unwrap().starts_with("nam-xor");
+        assert_eq!(profile.map(Vec::len), nam_xor.then_some(4), "{row}");
     }
+}
+
+/// `nam-bench ckpt` against a given memory server leaves nothing there by default (it drops
+/// NAM-XOR's group when the run ends) and, with `--keep-groups`, leaves the group listed.
+#[test]
+fn the_ckpt_bench_drops_its_groups_unless_told_to_keep_them() {
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "64MiB"]);
+    let dir = ckpt_support::temp_dir("bench-job-end");
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["ckpt", "--scheme", "nam-xor", "--size-per-rank", "1MiB", "--checkpoints", "1"];
+        args.extend(["--restores", "1", "--compute-ms", "1", "--no-fsync", "--json"]);
+        let servers = server.addr.to_string();
+        args.extend(["--dir", dir.to_str().unwrap(), "--servers", &servers]);
+        args.extend(extra);
+        let out = ckpt_support::run(ckpt_support::mpirun(3, 3, &args));
+        assert!(out.status.success(), "{}", ckpt_support::text(&out));
+        let status = server.client().status(0).unwrap();
+        (status.ckpt_groups, status.used)
+    };
+    let (groups, used) = bench(&[]);
+    assert!(groups.is_empty() && used == 0, "{groups:?}, {used} bytes used");
+    let (groups, used) = bench(&["--keep-groups"]);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert!(groups[0].complete_epoch >= 1 && groups[0].bytes > 0 && used >= groups[0].bytes, "{groups:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

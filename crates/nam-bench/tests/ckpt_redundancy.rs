@@ -65,3 +65,24 @@ fn one_node_is_refused_with_the_reason() {
     let (ok, out) = check(3, 1, "xor", "1", &[]);
     assert!(!ok && out.contains("needs ranks on at least 2 nodes"), "{out}");
 }
+
+/// `nam-bench ckpt --scheme nam-xor` with every rank on one host (no emulated nodes): every
+/// rank fails with a cause that says its ranks share a node and how to emulate nodes, and no
+/// line of the error chain is empty.
+#[test]
+fn a_one_host_nam_xor_run_names_the_shared_node_and_node_emulation() {
+    let dir = temp_dir("namxor-one-node");
+    let args = ["ckpt", "--scheme", "nam-xor", "--size-per-rank", "256KiB", "--checkpoints", "1"];
+    let mut cmd = mpirun(4, 1, &args);
+    cmd.args(["--compute-ms", "1", "--no-fsync", "--dir", dir.to_str().unwrap()]);
+    let out = run(cmd);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out_text = text(&out);
+    assert!(!out.status.success(), "{out_text}");
+    let errors: Vec<&str> = out_text.lines().filter(|l| l.starts_with("nam-bench ckpt: rank ")).collect();
+    assert_eq!(errors.len(), 4, "every rank prints its error:\n{out_text}");
+    for line in errors {
+        assert!(line.contains("share node") && line.contains("NAM_EMULATE_NODES"), "{line}");
+    }
+    assert!(!out_text.lines().any(|l| l.trim() == "Caused by:" || l.trim_end().ends_with(": error:")), "{out_text}");
+}

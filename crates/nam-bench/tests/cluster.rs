@@ -310,6 +310,8 @@ fn nam_xor_checkpoint_and_lost_rank(cluster: &Cluster, dir: &Path) {
         "--lose",
         "1",
         "--json",
+        // Left on the servers, as a job that may restart leaves them: checked below.
+        "--keep-groups",
         "--dir",
         bench_dir.to_str().unwrap(),
     ];
@@ -333,6 +335,7 @@ fn nam_xor_checkpoint_and_lost_rank(cluster: &Cluster, dir: &Path) {
         assert!(out.status.success(), "nam status {server}: {}", text(&out));
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
         assert!(status["allocations"].as_u64().unwrap_or(0) >= 2, "{server} holds no parity: {status}");
+        assert_eq!(status["ckpt_groups"]["total"], 1, "{server} lists its set's group: {status}");
     }
 }
 

@@ -27,7 +27,7 @@ pub fn column_major(map: &NodeMap) -> Vec<usize> {
 /// node with more ranks than the other nodes can pair).
 pub fn form_sets(map: &NodeMap, max_size: usize) -> Result<Vec<Vec<usize>>, String> {
     if map.ranks() < 2 || map.nodes() < 2 {
-        return Err(format!("needs ranks on at least 2 nodes; the job has {} node(s)", map.nodes()));
+        return Err(one_node(map));
     }
     if max_size < 2 {
         return Err(format!("set size {max_size} is below the minimum of 2"));
@@ -57,6 +57,21 @@ pub fn form_sets(map: &NodeMap, max_size: usize) -> Result<Vec<Vec<usize>>, Stri
     }
     sets.sort_by_key(|s| s[0]);
     Ok(sets)
+}
+
+/// Why a job on one node has no redundancy across nodes, and what to do about it: a run on
+/// one host is the common case (a laptop, a CI runner), and its nodes can be emulated.
+fn one_node(map: &NodeMap) -> String {
+    let node = map.names.first().map_or("?", String::as_str);
+    format!(
+        "needs ranks on at least 2 nodes; the job has {} node(s): all {} rank(s) share node {node}, and ranks of \
+         one node fail together. Run the ranks on several hosts, or emulate nodes on one host with \
+         {}=N (rank r on node r mod N) or a distinct {} per rank",
+        map.nodes(),
+        map.ranks(),
+        crate::node::EMULATE_NODES_ENV,
+        crate::node::NODE_ID_ENV
+    )
 }
 
 fn has_duplicate_node(map: &NodeMap, set: &[usize]) -> Option<usize> {
@@ -109,7 +124,7 @@ fn swap_out(map: &NodeMap, sets: &mut [Vec<usize>], s: usize, i: usize) -> bool 
 /// column-major order on another node. Err when all ranks are on one node.
 pub fn partners(map: &NodeMap) -> Result<Vec<usize>, String> {
     if map.nodes() < 2 {
-        return Err(format!("needs ranks on at least 2 nodes; the job has {} node(s)", map.nodes()));
+        return Err(one_node(map));
     }
     let order = column_major(map);
     let mut partner = vec![0; map.ranks()];
@@ -164,6 +179,14 @@ mod tests {
     fn impossible_layouts_are_refused() {
         assert!(form_sets(&map(&["a", "a", "a"]), 4).unwrap_err().contains("1 node"));
         assert!(form_sets(&map(&["a", "a", "b"]), 4).is_err());
+    }
+
+    #[test]
+    fn a_one_node_job_is_told_that_its_ranks_share_a_node_and_how_to_emulate_nodes() {
+        for why in [form_sets(&map(&["h", "h", "h", "h"]), 8).unwrap_err(), partners(&map(&["h", "h"])).unwrap_err()] {
+            assert!(why.contains("share node h") && why.contains("NAM_EMULATE_NODES=N"), "{why}");
+            assert!(why.contains("NAM_NODE_ID"), "{why}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! here links MPI or a plotting library (the benchmarks and the MPI tools live in `nam-bench`).
 
 pub mod child;
+pub mod ckpt;
 pub mod demo;
 pub mod ecc_sim;
 pub mod local;

@@ -2,7 +2,7 @@
 //! tools (`ckpt-check`) are the `nam-bench` binary of crate `nam-bench`.
 
 use clap::{Parser, Subcommand};
-use nam_cli::{demo, ecc_sim, serve, status};
+use nam_cli::{ckpt, demo, ecc_sim, serve, status};
 
 /// Network-attached memory: memory servers, clients, and the DRAM fault-code study.
 /// Benchmarks, simulators and the checkpoint checks under mpirun are `nam-bench`.
@@ -19,6 +19,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Show a server's capacity, usage, clients and traffic.
     Status(status::StatusArgs),
+    /// Manage the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`).
+    Ckpt(ckpt::CkptArgs),
     /// Start a local server and show allocation, put/get, atomics, signals and a short measurement.
     Demo(demo::DemoArgs),
     /// Rerun the DRAM fault-injection study of Abeyratne 2017 (Table 4.4) with nam-ecc's codes.
@@ -32,6 +34,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Status(args) => status::run(args),
+        Command::Ckpt(args) => ckpt::run(args),
         Command::Demo(args) => demo::run(args),
         Command::EccSim(args) => ecc_sim::run(args),
     }

@@ -46,6 +46,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
                           "clients_cut_off": s.resources.clients_cut_off,
                           "connections_refused": s.resources.connections_refused,
                           "sockets_reaped": s.resources.sockets_reaped},
+            "ckpt_groups": groups_json(&s),
             "transfer_path": path_json,
             "path_table": path_table,
         });
@@ -97,5 +98,32 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         let quota = if t.quota == u64::MAX { "unlimited".to_string() } else { format_size(t.quota) };
         println!("tenant       {:<16} {} of {quota} in {} allocations", t.name, format_size(t.used), t.allocations);
     }
+    for g in &s.ckpt_groups {
+        println!(
+            "ckpt group   {} (tenant {}): {}, {} of {} ranks joined, last complete epoch {}",
+            g.name,
+            g.tenant,
+            format_size(g.bytes),
+            g.joined,
+            g.ranks,
+            g.complete_epoch
+        );
+    }
+    if s.ckpt_groups_total > s.ckpt_groups.len() as u64 {
+        println!("ckpt group   ... {} more not listed", s.ckpt_groups_total - s.ckpt_groups.len() as u64);
+    }
     Ok(())
+}
+
+/// The checkpoint groups of a Status reply as JSON: what finished jobs left on the server.
+fn groups_json(s: &nam_proto::StatusReply) -> serde_json::Value {
+    let groups: Vec<_> = s
+        .ckpt_groups
+        .iter()
+        .map(|g| {
+            serde_json::json!({"name": g.name, "tenant": g.tenant, "bytes": g.bytes, "ranks": g.ranks,
+                               "joined": g.joined, "complete_epoch": g.complete_epoch})
+        })
+        .collect();
+    serde_json::json!({"total": s.ckpt_groups_total, "listed": groups})
 }

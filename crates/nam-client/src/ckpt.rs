@@ -126,6 +126,33 @@ enum BufferSource {
 }
 
 impl Client {
+    /// Deletes checkpoint group `name` of this client's tenant on server `server` (its index
+    /// in the configuration), parity and all, and returns the group as the server listed it.
+    /// A group outlives the job that made it, so that a restarted job can restore from it;
+    /// this removes one no job needs any more (`nam ckpt drop`). Refused while the group is
+    /// generating or restoring, and for another tenant's group (the server checks).
+    pub fn ckpt_drop(&self, server: usize, name: &str) -> Result<CkptGroupStatus> {
+        let addr = *self.config().servers.get(server).ok_or(Error::InvalidArgument("no such server index"))?;
+        let status = self.status(server)?;
+        let tenant = &self.config().tenant;
+        let listed = status.ckpt_groups.len();
+        let Some(group) = status.ckpt_groups.into_iter().find(|g| g.name == name && g.tenant == *tenant) else {
+            return Err(Error::Refused {
+                addr,
+                what: "checkpoint drop",
+                status: Status::NameNotFound,
+                message: format!(
+                    "no checkpoint group {name:?} of tenant {tenant:?} among the {listed} listed (of {} on the server)",
+                    status.ckpt_groups_total
+                ),
+            });
+        };
+        let request = Request::Ckpt(CkptRequest::Destroy { group_id: group.id });
+        let timeout = self.config().timeout;
+        self.lock().call_waiting(server, &request, ("checkpoint drop", timeout), true)?;
+        Ok(group)
+    }
+
     /// Joins (or creates) the checkpoint group `spec` as `rank`, with a checkpoint buffer of
     /// `buffer_len` bytes mapped for the server to pull. A replacement rank that does not
     /// know its size yet passes 0, restores, then [`CkptMember::resize`]s.

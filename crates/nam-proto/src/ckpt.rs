@@ -180,6 +180,52 @@ pub struct CkptInfo {
     pub last_error: String,
 }
 
+/// One checkpoint group as a Status reply lists it: what a finished job left on the server,
+/// so an operator sees it and can remove it (`nam ckpt drop`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CkptGroupStatus {
+    /// Its id (what [`CkptRequest::Destroy`] names).
+    pub id: u64,
+    /// The tenant it belongs to (≤ [`crate::limits::TENANT_NAME_LEN_MAX`] bytes).
+    pub tenant: String,
+    /// Its name, unique per tenant (≤ [`crate::limits::NAME_LEN_MAX`] bytes).
+    pub name: String,
+    /// Ranks in the group.
+    pub ranks: u32,
+    /// Ranks joined now (0: every rank's process is gone; only the parity remains).
+    pub joined: u32,
+    /// Pool bytes it holds (control block and parity slots).
+    pub bytes: u64,
+    /// Newest epoch whose parity is complete (0: none).
+    pub complete_epoch: u64,
+}
+
+impl CkptGroupStatus {
+    /// Appends the encoded entry.
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u64(self.id);
+        w.str16(crate::message::truncate_utf8(&self.tenant, TENANT_NAME_LEN_MAX));
+        w.str16(crate::message::truncate_utf8(&self.name, NAME_LEN_MAX));
+        w.u32(self.ranks);
+        w.u32(self.joined);
+        w.u64(self.bytes);
+        w.u64(self.complete_epoch);
+    }
+
+    /// Reads one entry.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CkptGroupStatus {
+            id: r.u64("group_id")?,
+            tenant: r.str16("group_tenant", TENANT_NAME_LEN_MAX)?,
+            name: r.str16("group_name", NAME_LEN_MAX)?,
+            ranks: r.u32("group_ranks")?,
+            joined: r.u32("group_joined")?,
+            bytes: r.u64("group_bytes")?,
+            complete_epoch: r.u64("group_complete_epoch")?,
+        })
+    }
+}
+
 /// A checkpoint-group reply body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CkptReply {

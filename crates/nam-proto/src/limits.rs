@@ -43,6 +43,9 @@ pub const CLIENTS_MAX: usize = 4096;
 pub const HANDLES_PER_CLIENT_MAX: usize = 1 << 16;
 /// Most tenants a server configuration may declare.
 pub const TENANTS_MAX: usize = 1024;
+/// Most checkpoint groups one Status reply lists (the count of all follows them, so a
+/// longer list is seen to be cut).
+pub const CKPT_GROUPS_LISTED_MAX: usize = 64;
 /// Longest server name in a status reply.
 pub const SERVER_NAME_LEN_MAX: usize = 255;
 /// Most ranks in one checkpoint group.
@@ -93,10 +96,21 @@ const STATUS_TENANT_LEN_MAX: usize = 2 + TENANT_NAME_LEN_MAX + 3 * 8;
 /// u64 counters (server and reported traffic) and the tenant count.
 const STATUS_FIXED_LEN_MAX: usize = 2 + SERVER_NAME_LEN_MAX + 16 * 8 + 4;
 
+/// Encoded size of one checkpoint group in a Status reply: id, tenant, name, two u32s, two u64s.
+const STATUS_GROUP_LEN_MAX: usize = 8 + 2 + TENANT_NAME_LEN_MAX + 2 + NAME_LEN_MAX + 2 * 4 + 2 * 8;
+
 // A message must hold the largest payload each message kind may carry.
 const _: () = assert!(HEADER_LEN + FIXED_FIELDS_LEN_MAX + DATA_CHUNK_MAX <= MESSAGE_LEN_MAX);
 const _: () = assert!(HEADER_LEN + FIXED_FIELDS_LEN_MAX + MAILBOX_SLOT_SIZE_MAX as usize <= MESSAGE_LEN_MAX);
-const _: () = assert!(HEADER_LEN + STATUS_FIXED_LEN_MAX + TENANTS_MAX * STATUS_TENANT_LEN_MAX <= MESSAGE_LEN_MAX);
+const _: () = assert!(
+    HEADER_LEN
+        + STATUS_FIXED_LEN_MAX
+        + TENANTS_MAX * STATUS_TENANT_LEN_MAX
+        + 8
+        + 4
+        + CKPT_GROUPS_LISTED_MAX * STATUS_GROUP_LEN_MAX
+        <= MESSAGE_LEN_MAX
+);
 const _: () = assert!(
     HEADER_LEN + FIXED_FIELDS_LEN_MAX + WORKER_ADDRESS_LEN_MAX + SERVER_NAME_LEN_MAX + HOST_ID_LEN_MAX
         <= MESSAGE_LEN_MAX

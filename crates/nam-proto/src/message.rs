@@ -247,6 +247,11 @@ pub struct StatusReply {
     /// Bounds and use of the server's resources; follows the tenants on the wire. Boxed: a
     /// status is rare, and every [`Reply`] is as large as its largest variant.
     pub resources: Box<ResourceReport>,
+    /// Checkpoint groups on the server (at most [`crate::limits::CKPT_GROUPS_LISTED_MAX`]):
+    /// what finished jobs left, with the bytes each holds.
+    pub ckpt_groups: Vec<crate::ckpt::CkptGroupStatus>,
+    /// Checkpoint groups in all (more than `ckpt_groups` lists when the list was cut).
+    pub ckpt_groups_total: u64,
 }
 
 /// A reply body.
@@ -612,6 +617,12 @@ fn encode_ok_body(w: &mut Writer, reply: &Reply) {
             ] {
                 w.u64(v);
             }
+            let listed = &s.ckpt_groups[..s.ckpt_groups.len().min(CKPT_GROUPS_LISTED_MAX)];
+            w.u64(s.ckpt_groups_total.max(listed.len() as u64));
+            w.u32(listed.len() as u32);
+            for g in listed {
+                g.encode(w);
+            }
         }
     }
 }
@@ -694,6 +705,14 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
         connections_refused: r.u64("connections_refused")?,
         sockets_reaped: r.u64("sockets_reaped")?,
     };
+    s.ckpt_groups_total = r.u64("ckpt_groups_total")?;
+    let listed = r.u32("ckpt_group_count")? as usize;
+    if listed > CKPT_GROUPS_LISTED_MAX {
+        return Err(DecodeError::TooLong { field: "ckpt_groups", len: listed, max: CKPT_GROUPS_LISTED_MAX });
+    }
+    for _ in 0..listed {
+        s.ckpt_groups.push(crate::ckpt::CkptGroupStatus::decode(r)?);
+    }
     Ok(s)
 }
 

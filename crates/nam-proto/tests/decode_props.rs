@@ -95,9 +95,23 @@ fn tenant() -> impl Strategy<Value = TenantUsage> {
     })
 }
 
+fn ckpt_group() -> impl Strategy<Value = nam_proto::ckpt::CkptGroupStatus> {
+    (text(TENANT_NAME_LEN_MAX), text(NAME_LEN_MAX), number(), any::<u32>(), any::<u32>(), number(), number()).prop_map(
+        |(tenant, name, id, ranks, joined, bytes, complete_epoch)| nam_proto::ckpt::CkptGroupStatus {
+            id,
+            tenant,
+            name,
+            ranks,
+            joined,
+            bytes,
+            complete_epoch,
+        },
+    )
+}
+
 fn status_reply() -> impl Strategy<Value = StatusReply> {
-    (text(SERVER_NAME_LEN_MAX), vec(number(), 11), traffic(), vec(tenant(), 0..6)).prop_map(
-        |(server_name, n, reported, tenants)| StatusReply {
+    (text(SERVER_NAME_LEN_MAX), vec(number(), 11), traffic(), vec(tenant(), 0..6), vec(ckpt_group(), 0..3)).prop_map(
+        |(server_name, n, reported, tenants, ckpt_groups)| StatusReply {
             server_name,
             capacity: n[0],
             used: n[1],
@@ -122,6 +136,8 @@ fn status_reply() -> impl Strategy<Value = StatusReply> {
                 connections_refused: n[6],
                 sockets_reaped: n[7],
             }),
+            ckpt_groups_total: ckpt_groups.len() as u64,
+            ckpt_groups,
         },
     )
 }
@@ -512,4 +528,27 @@ fn oversized_invalid_and_foreign_messages_are_refused_with_the_cause() {
     let last = utf8.len() - 1;
     utf8[last] = 0xff;
     assert_eq!(Request::decode(&utf8).err(), Some(DecodeError::InvalidUtf8 { field: "name" }));
+}
+
+/// A Status reply lists the server's checkpoint groups after its tenants, and they come back
+/// as sent; without groups the reply is byte for byte what it was before groups were listed.
+#[test]
+fn status_replies_carry_checkpoint_groups() {
+    use nam_proto::ckpt::CkptGroupStatus;
+    let group = CkptGroupStatus {
+        id: 3,
+        tenant: "t".into(),
+        name: "job-4x1-set0".into(),
+        ranks: 4,
+        joined: 0,
+        bytes: 32 << 20,
+        complete_epoch: 7,
+    };
+    let status = StatusReply { ckpt_groups: vec![group.clone()], ckpt_groups_total: 1, ..StatusReply::default() };
+    let kind = Request::Status.kind();
+    let bytes = Reply::Status(status.clone()).encode(kind, 1);
+    let (_, _, decoded) = Reply::decode(&bytes).expect("decodes");
+    assert_eq!(decoded, Reply::Status(status));
+    let without = Reply::Status(StatusReply::default()).encode(kind, 1);
+    assert_eq!(bytes.len() - without.len(), 8 + 2 + 1 + 2 + 12 + 4 + 4 + 8 + 8);
 }

@@ -302,7 +302,7 @@ fn body_sizes_match_the_document() {
     for (what, encoded, documented) in fixed {
         assert_eq!(encoded, documented, "{what}: the document's size disagrees with the encoder");
     }
-    // Status reply: 200 + S + sum(26 + L(name)); error: 4 + L(message).
+    // Status reply: 212 + S + sum(26 + L(name)) + sum(36 + L(tenant) + L(group)); error: 4 + L(message).
     let status = Reply::Status(StatusReply {
         server_name: s(3),
         tenants: vec![
@@ -311,7 +311,10 @@ fn body_sizes_match_the_document() {
         ],
         ..Default::default()
     });
-    assert_eq!(body_len(&status.encode(5, 1)), 200 + 3 + (26 + 5) + 26);
+    assert_eq!(body_len(&status.encode(5, 1)), 212 + 3 + (26 + 5) + 26);
+    let group = nam_proto::ckpt::CkptGroupStatus { tenant: s(2), name: s(7), ..Default::default() };
+    let with_group = Reply::Status(StatusReply { server_name: s(3), ckpt_groups: vec![group], ..Default::default() });
+    assert_eq!(body_len(&with_group.encode(5, 1)), 212 + 3 + (36 + 2 + 7));
     let error = Reply::Error { status: Status::Internal, message: s(9) };
     assert_eq!(body_len(&error.encode(5, 1)), 4 + 9);
 }

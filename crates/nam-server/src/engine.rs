@@ -91,6 +91,9 @@ pub(crate) trait Engine {
 
     /// Who owns the reserved names, for the refusal ("the checkpoint engine").
     fn label(&self) -> &'static str;
+
+    /// Adds what this engine holds to a Status reply (the checkpoint engine lists its groups).
+    fn status(&self, _manager: &Manager, _status: &mut nam_proto::StatusReply) {}
 }
 
 /// Every engine of the server, in the order requests are offered to them.
@@ -180,6 +183,13 @@ impl Engines {
     pub(crate) fn client_gone(&mut self, ctx: &mut EngineCtx<'_>, client: u64) {
         for engine in &mut self.list {
             engine.client_gone(ctx, client);
+        }
+    }
+
+    /// Every engine adds its part to a Status reply.
+    pub(crate) fn status(&self, manager: &Manager, status: &mut nam_proto::StatusReply) {
+        for engine in &self.list {
+            engine.status(manager, status);
         }
     }
 }

@@ -530,7 +530,7 @@ impl Server {
 
     fn status(&self) -> StatusReply {
         let c = &self.counters;
-        StatusReply {
+        let mut status = StatusReply {
             server_name: self.config.name.clone(),
             capacity: self.config.capacity_bytes,
             used: self.manager.used_bytes(),
@@ -555,7 +555,10 @@ impl Server {
                 connections_refused: c.connections_refused,
                 sockets_reaped: c.sockets_reaped,
             }),
-        }
+            ..StatusReply::default()
+        };
+        self.engines.status(&self.manager, &mut status);
+        status
     }
 
     fn send_reply(&mut self, ep: EndpointId, bytes: Vec<u8>) {

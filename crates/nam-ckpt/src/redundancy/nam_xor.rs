@@ -22,7 +22,7 @@ use crate::memory_server::ServerClient;
 use crate::patient;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use nam_client::{CkptMember, Client, GroupSpec};
+use nam_client::{CkptMember, Client, GroupSpec, Restoring};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +48,23 @@ pub struct ServerWork {
     pub cpu_seconds: f64,
 }
 
+/// Where the lost rank's restore spends its time, in wall seconds: asking the server (with
+/// the collective that makes every survivor wait), the server rebuilding the bytes (pulling
+/// the survivors, XOR with the parity, checksums), and bringing them into the rank's buffer
+/// when the server could not write it itself (0 when it could: same host).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RestoreProfile {
+    /// From the request to every rank knowing the server accepted it.
+    pub request_s: f64,
+    /// From then to the server's word saying the rebuilt bytes are verified.
+    pub rebuild_s: f64,
+    /// From then to the bytes being in the rank's buffer.
+    pub fetch_s: f64,
+    /// Of `rebuild_s`, the server's own work (its wall time in the restore's steps: pulling,
+    /// XOR, checksums); the rest is the server waiting for the survivors' bytes to arrive.
+    pub server_busy_s: f64,
+}
+
 /// The `nam-xor` scheme, built over a communicator (collective).
 pub struct NamXor {
     set_comm: SimpleCommunicator,
@@ -59,6 +76,8 @@ pub struct NamXor {
     /// Wall seconds of this rank's last own restore, from asking the server to holding the
     /// verified bytes (only on the rank that was lost).
     restore_seconds: Option<f64>,
+    /// Where the lost rank's last restore spent its time (only on the rank that was lost).
+    restore_profile: Option<RestoreProfile>,
     /// This rank's membership; it holds its own share of `client`.
     member: Option<CkptMember<'static>>,
     client: Arc<Client>,
@@ -127,6 +146,7 @@ impl NamXor {
             server,
             resync: true,
             restore_seconds: None,
+            restore_profile: None,
             member: None,
             client,
         })
@@ -298,6 +318,23 @@ impl NamXor {
         self.protect_staged(len, target, clock, local)
     }
 
+    /// Removes this set's group, parity and all, from the memory server (collective over the
+    /// set): for a job that ends for good. A group otherwise stays on the server after its
+    /// job, by design, so that a restarted job can have its lost rank rebuilt; `nam status`
+    /// lists what stays and `nam ckpt drop` removes it. Every rank lets go of its membership
+    /// before the set's first rank destroys the group; the scheme can join again afterwards.
+    pub fn drop_group(&mut self) -> Result<()> {
+        let member = self.member.take();
+        let leader = self.me() == 0;
+        let left = patient::all_agree(&self.set_comm, true);
+        let dropped = match member {
+            Some(m) if leader && left => m.destroy().map_err(client_error("dropping the group")),
+            _ => Ok(()),
+        };
+        self.resync = true;
+        agree_patiently(&self.set_comm, dropped, "dropping the NAM-XOR group")
+    }
+
     /// What the memory server spent on this set's last finished epoch or restore (pulling,
     /// XOR, checksums), waits for ranks excluded.
     pub fn server_work(&self) -> Result<ServerWork> {
@@ -314,6 +351,12 @@ impl NamXor {
     /// the ranks agreeing who was lost and on the epoch); `None` on the survivors.
     pub fn restore_seconds(&self) -> Option<f64> {
         self.restore_seconds
+    }
+
+    /// On the rank that was lost, where its last restore spent its time; `None` on the
+    /// survivors.
+    pub fn restore_profile(&self) -> Option<RestoreProfile> {
+        self.restore_profile
     }
 
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in
@@ -371,6 +414,7 @@ impl NamXor {
 
     fn rebuild_staged(&mut self, have: bool, target: &Target, clock: Stopwatch) -> Result<Rebuilt> {
         self.restore_seconds = None;
+        self.restore_profile = None;
         // One collective: who has its data, and each survivor's record (epoch, every size),
         // which the lost rank needs and every rank checks.
         let width = 3 + self.set.len();
@@ -440,6 +484,12 @@ impl NamXor {
             member.finish_restore(restoring, SERVER_WAIT).map(|_| ()).map_err(client_error("restore"))
         });
         self.restore_seconds = (lost && restored.is_ok()).then(|| asked.elapsed().as_secs_f64());
+        if let Some(seconds) = self.restore_seconds {
+            let busy = self.member.as_ref().and_then(|m| m.query().ok()).map_or(0, |info| info.last_job_busy_us);
+            let server_busy_s = busy as f64 * 1e-6;
+            self.restore_profile =
+                Some(RestoreProfile { request_s: 0.0, rebuild_s: seconds, fetch_s: 0.0, server_busy_s });
+        }
         agree_patiently(&self.set_comm, restored, "rebuilding at the memory server")
     }
 
@@ -455,8 +505,29 @@ impl NamXor {
         });
         let restoring = agree_patiently(&self.set_comm, requested, "requesting the restore")?;
         let member = self.member.as_mut().expect("joined");
+        let requested_s = asked.elapsed().as_secs_f64();
         let waited = match restoring {
-            Some(restoring) => member.finish_restore(restoring, SERVER_WAIT),
+            // As `CkptMember::finish_restore`, in its two steps, each timed.
+            Some(restoring) => {
+                let waited = member.wait_restore(SERVER_WAIT);
+                let rebuilt_s = asked.elapsed().as_secs_f64();
+                let fetched = waited.and_then(|epoch| match restoring {
+                    Restoring::Allocation(allocation) => {
+                        let len = member.buffer().len() as u64;
+                        member.fetch_restored(&allocation, len).map(|()| epoch)
+                    }
+                    Restoring::InBuffer => Ok(epoch),
+                });
+                let total_s = asked.elapsed().as_secs_f64();
+                let busy = member.query().map_or(0, |info| info.last_job_busy_us);
+                self.restore_profile = Some(RestoreProfile {
+                    request_s: requested_s,
+                    rebuild_s: rebuilt_s - requested_s,
+                    fetch_s: total_s - rebuilt_s,
+                    server_busy_s: busy as f64 * 1e-6,
+                });
+                fetched
+            }
             None => member.wait_restore(SERVER_WAIT),
         };
         self.restore_seconds = (lost && waited.is_ok()).then(|| asked.elapsed().as_secs_f64());

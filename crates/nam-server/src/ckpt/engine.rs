@@ -93,6 +93,27 @@ impl Engine for CkptEngine {
     fn label(&self) -> &'static str {
         "the checkpoint engine"
     }
+
+    /// Lists the groups, oldest first: a group outlives its job by design (a restarted job
+    /// restores from it), so an operator must see what each holds to remove it.
+    fn status(&self, _manager: &crate::manager::Manager, status: &mut nam_proto::StatusReply) {
+        let mut groups: Vec<&Group> = self.groups.values().collect();
+        groups.sort_unstable_by_key(|g| g.id);
+        status.ckpt_groups_total = groups.len() as u64;
+        status.ckpt_groups = groups
+            .into_iter()
+            .take(nam_proto::limits::CKPT_GROUPS_LISTED_MAX)
+            .map(|g| CkptGroupStatus {
+                id: g.id,
+                tenant: g.tenant.clone(),
+                name: g.name.clone(),
+                ranks: g.ranks,
+                joined: g.peers.iter().filter(|p| p.is_some()).count() as u32,
+                bytes: g.control.len + g.slots.iter().flatten().map(|s| s.len).sum::<u64>(),
+                complete_epoch: g.complete_epoch,
+            })
+            .collect();
+    }
 }
 
 impl CkptEngine {

@@ -1,0 +1,59 @@
+//! `nam ckpt drop GROUP --server HOST:PORT`: removes a checkpoint group a finished job left
+//! on a memory server.
+//!
+//! NAM-XOR's groups (Schmidt 2017 §4.5) outlive the job that made them on purpose: a job
+//! that fails restarts and has the server rebuild its lost rank from the group's parity.
+//! A job that ends for good leaves its group behind unless it dropped it, so `nam status`
+//! lists every group (tenant, bytes, ranks joined, last complete epoch) and this command
+//! removes one. It authenticates as the tenant of `NAM_TENANT`/`NAM_TOKEN` (every `NAM_*`
+//! client variable applies, `NAM_SERVERS` aside); the server refuses another tenant's group.
+
+use anyhow::{Context, Result};
+use nam_proto::size::format_size;
+
+/// Arguments of `nam ckpt`.
+#[derive(clap::Args, Debug)]
+pub struct CkptArgs {
+    #[command(subcommand)]
+    command: CkptCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum CkptCommand {
+    /// Remove a checkpoint group (its parity and control block) from a server.
+    Drop(DropArgs),
+}
+
+/// Arguments of `nam ckpt drop`.
+#[derive(clap::Args, Debug)]
+struct DropArgs {
+    /// The group's name, as `nam status` lists it.
+    group: String,
+    /// The server, HOST:PORT.
+    #[arg(long)]
+    server: String,
+}
+
+/// Runs `nam ckpt`.
+pub fn run(args: CkptArgs) -> Result<()> {
+    match args.command {
+        CkptCommand::Drop(args) => drop_group(&args),
+    }
+}
+
+fn drop_group(args: &DropArgs) -> Result<()> {
+    let addr = nam_client::config::parse_servers(&args.server)?[0];
+    let mut config = nam_client::ClientConfig::new(vec![addr]);
+    config.apply_env().context("reading the client settings (NAM_TENANT, NAM_TOKEN, ...)")?;
+    let client = nam_client::Client::connect(config).with_context(|| format!("connecting to {addr}"))?;
+    let group = client.ckpt_drop(0, &args.group).with_context(|| format!("dropping group {:?}", args.group))?;
+    println!(
+        "dropped checkpoint group {} of tenant {} on {addr}: {} freed ({} ranks, last complete epoch {})",
+        group.name,
+        group.tenant,
+        format_size(group.bytes),
+        group.ranks,
+        group.complete_epoch
+    );
+    Ok(())
+}
