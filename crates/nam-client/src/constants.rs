@@ -70,11 +70,20 @@ pub const STREAMING_BYTES_MIN: usize = 4096;
 
 // ---- Waiting on words ---------------------------------------------------------------------
 
-/// Polls of [`crate::Client::wait_until`] before it starts sleeping between polls.
+/// Polls of [`crate::Client::wait_until`] before it starts sleeping between polls (kept
+/// for callers that poll words themselves).
 pub const WAIT_SPIN_POLLS: u32 = 64;
-/// Longest sleep between polls of [`crate::Client::wait_until`]: a waiter should not take
-/// the server's (or its own core's) time.
+/// Longest sleep between polls of a waiter that has no wake-up to sleep on.
 pub const WAIT_SLEEP_MAX: Duration = Duration::from_micros(1000);
+/// How long a wait spins on its word before it sleeps on a wake-up, by default
+/// ([`crate::ClientConfig::wait_spin`], `NAM_WAIT_SPIN_US`): a signal that comes within it is
+/// seen at once; a longer wait costs a futex or a server notification, a few microseconds.
+pub const WAIT_SPIN_DEFAULT: Duration = Duration::from_micros(20);
+/// Longest single sleep of a waiter on a wake-up: bounds the delay of a change no one
+/// announced (a store by a path that does not wake, see [`crate::wake`]).
+pub const WAIT_SLEEP_SLICE: Duration = Duration::from_millis(10);
+/// Longest single sleep of a direct-path waiter that found no room in the wake table.
+pub const WAIT_SLEEP_UNREGISTERED: Duration = Duration::from_micros(200);
 
 // ---- Mailboxes ----------------------------------------------------------------------------
 

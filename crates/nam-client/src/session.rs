@@ -68,13 +68,19 @@ pub(crate) struct Session {
     pub(crate) timeout: Duration,
     /// Traffic of the direct path.
     pub(crate) direct: DirectTraffic,
+    /// Where direct-path waiters sleep, per server ([`crate::wake`]).
+    pub(crate) wake: crate::wake::WakeTables,
+    /// How long a wait spins before it sleeps ([`crate::ClientConfig::wait_spin`]).
+    pub(crate) wait_spin: Duration,
 }
 
 impl Session {
     /// A session over `inner`'s links, with `timeout` for every operation.
     pub(crate) fn new(inner: Inner, servers: Vec<SocketAddr>, timeout: Duration) -> Session {
         let controls = inner.links.iter().map(|l| l.control.clone()).collect();
-        Session { inner: FastLock::new(inner), controls, servers, timeout, direct: Default::default() }
+        let wake = crate::wake::WakeTables::new(servers.len());
+        let wait_spin = crate::constants::WAIT_SPIN_DEFAULT;
+        Session { inner: FastLock::new(inner), controls, servers, timeout, direct: Default::default(), wake, wait_spin }
     }
 
     #[inline]

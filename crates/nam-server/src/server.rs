@@ -187,6 +187,7 @@ impl Server {
             busy |= self.handle_requests();
             let (engines, mut ctx) = self.engines_and_ctx();
             busy |= engines.poll(&mut ctx);
+            busy |= self.send_late_replies();
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
                 self.reap_sends();
@@ -211,7 +212,8 @@ impl Server {
     /// Sleeps on the worker's event fd until traffic arrives, the next lease expires or
     /// [`SLEEP_MAX`] passes, unless an engine finds work while preparing for it.
     fn sleep(&mut self, now: Instant) {
-        let sleep = self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
+        let wake_at = self.next_lease_expiry().into_iter().chain(self.engines.next_deadline()).min();
+        let sleep = wake_at.map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
         let (engines, mut ctx) = self.engines_and_ctx();
         if !engines.before_sleep(&mut ctx) {
             if let Err(e) = self.worker.wait_for_events(sleep) {
@@ -264,6 +266,9 @@ impl Server {
                 continue;
             };
             let (kind, request_id, reply) = self.answer(ep, &bytes);
+            if self.engines.take_deferred() {
+                continue;
+            }
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;
             }
@@ -297,7 +302,7 @@ impl Server {
             Ok((_, request)) => request,
             Err(e) => return (kind, request_id, malformed(e)),
         };
-        let reply = match self.execute(ep, request) {
+        let reply = match self.execute(ep, request_id, request) {
             Ok(reply) => reply,
             Err(refusal) => {
                 log::info!("client {}: {refusal}", self.connections[&ep].client_id);
@@ -309,7 +314,7 @@ impl Server {
 
     /// Serves one request: the session's own (hello, status, goodbye) here, every other
     /// one by the engine that takes it.
-    fn execute(&mut self, ep: EndpointId, request: Request) -> Result<Reply, Refusal> {
+    fn execute(&mut self, ep: EndpointId, request_id: u64, request: Request) -> Result<Reply, Refusal> {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
             return Err(not_connected());
@@ -346,7 +351,7 @@ impl Server {
                 self.engines.check_reserved(&self.manager, &request)?;
                 // The connection is borrowed beside the engines' context, not cloned: this is
                 // every message-path request.
-                let caller = Caller { client, connection: &self.connections[&ep].endpoint };
+                let caller = Caller { client, connection: &self.connections[&ep].endpoint, request_id };
                 self.engines.execute(&mut engine_ctx!(self), &caller, request)
             }
         }
@@ -423,6 +428,18 @@ impl Server {
             Ok(Posted::InFlight(request)) => self.sends.push((request, bytes)),
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
         }
+    }
+
+    /// Sends the replies engines deferred and now have ready; true if any.
+    fn send_late_replies(&mut self) -> bool {
+        let ready = self.engines.late_replies();
+        let any = !ready.is_empty();
+        for late in ready {
+            if self.connections.contains_key(&late.endpoint) {
+                self.send_reply(late.endpoint, late.reply.encode(late.request_kind, late.request_id));
+            }
+        }
+        any
     }
 
     fn reap_sends(&mut self) {

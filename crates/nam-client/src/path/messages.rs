@@ -58,6 +58,59 @@ pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
     session.alive(server, "flush")
 }
 
+/// Asks the server to answer once the word at `offset` satisfies `watch`, and sleeps until
+/// it does or `until` passes; returns the word the server sent, or `None` when no answer
+/// came by then (the caller reads the word and decides).
+pub(crate) fn watch(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    watch: crate::wait::WordWatch,
+    until: std::time::Instant,
+) -> Result<Option<u64>> {
+    use nam_proto::gas::GasRequest;
+    let remaining = until.saturating_duration_since(std::time::Instant::now());
+    let request = Request::Gas(GasRequest::Watch {
+        handle: a.handle(),
+        offset,
+        compare: watch.code,
+        width_bytes: watch.width_bytes,
+        value: watch.value,
+        timeout_ms: remaining.as_millis().clamp(1, nam_proto::limits::WATCH_TIMEOUT_MS_MAX.into()) as u32,
+    });
+    let mut inner = session.lock();
+    inner.replies.lock().clear();
+    let id = inner.request_id();
+    let link = &inner.links[a.server()];
+    link.send(id, &request, "watch", session.timeout)?;
+    // The server answers by `until` (rounded up to its millisecond) plus a trip.
+    let give_up = until + WATCH_REPLY_GRACE;
+    let mut can_sleep = true;
+    loop {
+        if let Some(reply) = link.poll_reply(&inner.replies, id, "watch")? {
+            return match reply {
+                Reply::Value(word) => Ok(Some(word)),
+                _ => Err(Error::UnexpectedReply { addr: link.addr, what: "watch" }),
+            };
+        }
+        let now = std::time::Instant::now();
+        if now >= give_up {
+            // No news: the caller reads the word itself (its late reply is dropped with the
+            // next call's stale replies).
+            return Ok(None);
+        }
+        // Sleep on the worker's event fd: the reply wakes it. Without one, short naps.
+        if can_sleep {
+            can_sleep = inner.worker.wait_for_events(give_up - now).is_ok();
+        } else {
+            std::thread::sleep(crate::constants::POLL_BACKOFF_STEP);
+        }
+    }
+}
+
+/// How long after its deadline a Watch's reply is still waited for.
+const WATCH_REPLY_GRACE: Duration = Duration::from_millis(2);
+
 /// A message to send: a request, or bytes encoded directly from the caller's buffer once
 /// the request id is known.
 enum Outgoing<'a> {

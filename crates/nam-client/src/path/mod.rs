@@ -167,6 +167,25 @@ impl Path {
         }
     }
 
+    /// Sleeps until the word at `offset` may satisfy `watch` (it read `seen` just before),
+    /// `until` passes, or a spurious wake-up: on the direct path on a futex that signallers
+    /// wake ([`crate::wake`]); elsewhere by a Watch the server answers when the word satisfies
+    /// the comparison. Returns the word when the server sent it.
+    pub(crate) fn sleep(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        watch: crate::wait::WordWatch,
+        seen: u64,
+        until: std::time::Instant,
+    ) -> Result<Option<u64>> {
+        match self {
+            Path::Direct => direct::sleep(s, a, offset, watch, seen, until).map(|()| None),
+            Path::Rma | Path::Messages => messages::watch(s, a, offset, watch, until),
+        }
+    }
+
     /// Remote completion of everything this path issued to `server`.
     pub(crate) fn flush(self, s: &Session, server: usize) -> Result<()> {
         match self {

@@ -60,24 +60,73 @@ pub(crate) fn get_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, buff
     Ok(op)
 }
 
-/// A UCX atomic on the word at `offset`; returns the old value.
+/// A UCX atomic on the word at `offset`; returns the old value. UCX's 64-bit atomics
+/// serve the 64-bit kinds; a 32-bit kind is a compare-and-swap loop on the aligned 64-bit
+/// word that holds it, which leaves the other half as it is.
 #[inline]
 pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
     let Atomic { op, value, compare } = atomic;
-    let mut inner = session.lock();
-    let link = &inner.links[a.server];
-    let (op, operand, mut reply) = match op {
+    if op.width_bytes() == 4 {
+        return atomic32(session, a, offset, atomic);
+    }
+    let (op, operand, mut reply) = match op.operation() {
         AtomicKind::FetchAdd => (AtomicOp::Add, value, 0),
         AtomicKind::Swap => (AtomicOp::Swap, value, 0),
         // UCX takes the value to compare in the reply buffer.
         AtomicKind::CompareSwap => (AtomicOp::CompareSwap, compare, value),
+        AtomicKind::FetchAnd => (AtomicOp::And, value, 0),
+        AtomicKind::FetchOr => (AtomicOp::Or, value, 0),
+        _ => (AtomicOp::Xor, value, 0),
     };
+    atomic64(session, a, offset, (op, operand, &mut reply))?;
+    Ok(reply)
+}
+
+/// One UCX 64-bit atomic, waited for; `reply` receives the old word.
+fn atomic64(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (op, operand, reply): (AtomicOp, u64, &mut u64),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
     let target = a.remote_addr + offset;
     // SAFETY: operand and reply live on this frame until the wait returns.
-    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, &mut reply, target, link.rkey()) };
+    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, reply, target, link.rkey()) };
     inner.finish(a.server, posted, "atomic", session.timeout)?;
     inner.traffic.atomics += 1;
-    Ok(reply)
+    Ok(())
+}
+
+/// A 32-bit atomic as a compare-and-swap loop on the aligned 64-bit word holding it.
+fn atomic32(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let Atomic { op, value, compare } = atomic;
+    let whole = offset & !7;
+    let shift = (offset & 4) * 8;
+    let mut seen = 0u64;
+    atomic64(session, a, whole, (AtomicOp::Add, 0, &mut seen))?;
+    loop {
+        let old = (seen >> shift) as u32;
+        let (value, compare) = (value as u32, compare as u32);
+        let new = match op.operation() {
+            AtomicKind::FetchAdd => old.wrapping_add(value),
+            AtomicKind::Swap => value,
+            AtomicKind::CompareSwap if old == compare => value,
+            AtomicKind::CompareSwap => return Ok(old.into()),
+            AtomicKind::FetchAnd => old & value,
+            AtomicKind::FetchOr => old | value,
+            _ => old ^ value,
+        };
+        let replaced = (seen & !(0xffff_ffffu64 << shift)) | (u64::from(new) << shift);
+        // UCX: the operand is the compare value, the reply buffer the new word (then the old).
+        let mut found = replaced;
+        atomic64(session, a, whole, (AtomicOp::CompareSwap, seen, &mut found))?;
+        if found == seen {
+            return Ok(old.into());
+        }
+        seen = found;
+    }
 }
 
 /// Puts `data`, fences, then updates the signal word, so that a reader that sees the
