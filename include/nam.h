@@ -387,6 +387,94 @@ typedef enum {
 } nam_dtype_t;
 
 /**
+ * The operation of `nam_atomic`, with the OpenSHMEM call it corresponds to. Every one is
+ * blocking: it returns when done at the server's memory (as OpenSHMEM's atomics return
+ * with the operation performed); the `FETCH` forms store the word's previous value in
+ * `*old_out`, the others leave it untouched.
+ */
+typedef enum {
+  /**
+   * word += value; old word out (`shmem_atomic_fetch_add`).
+   */
+  NAM_AMO_FETCH_ADD = 0,
+  /**
+   * word += value (`shmem_atomic_add`).
+   */
+  NAM_AMO_ADD = 1,
+  /**
+   * word += 1; old word out (`shmem_atomic_fetch_inc`).
+   */
+  NAM_AMO_FETCH_INC = 2,
+  /**
+   * word += 1 (`shmem_atomic_inc`).
+   */
+  NAM_AMO_INC = 3,
+  /**
+   * Reads the word (`shmem_atomic_fetch`).
+   */
+  NAM_AMO_FETCH = 4,
+  /**
+   * word = value (`shmem_atomic_set`).
+   */
+  NAM_AMO_SET = 5,
+  /**
+   * word = value; old word out (`shmem_atomic_swap`).
+   */
+  NAM_AMO_SWAP = 6,
+  /**
+   * word = value if word == compare; old word out (`shmem_atomic_compare_swap`).
+   */
+  NAM_AMO_CSWAP = 7,
+  /**
+   * word &= value; old word out (`shmem_atomic_fetch_and`).
+   */
+  NAM_AMO_FETCH_AND = 8,
+  /**
+   * word &= value (`shmem_atomic_and`).
+   */
+  NAM_AMO_AND = 9,
+  /**
+   * word |= value; old word out (`shmem_atomic_fetch_or`).
+   */
+  NAM_AMO_FETCH_OR = 10,
+  /**
+   * word |= value (`shmem_atomic_or`).
+   */
+  NAM_AMO_OR = 11,
+  /**
+   * word ^= value; old word out (`shmem_atomic_fetch_xor`).
+   */
+  NAM_AMO_FETCH_XOR = 12,
+  /**
+   * word ^= value (`shmem_atomic_xor`).
+   */
+  NAM_AMO_XOR = 13,
+} nam_amo_op_t;
+
+/**
+ * The word type of `nam_atomic` and `nam_test_word`: its width (and alignment) and, for
+ * comparisons, its signedness.
+ */
+typedef enum {
+  /**
+   * `uint32_t`
+   */
+  NAM_AMO_UINT32 = 0,
+  /**
+   * `int32_t`
+   */
+  NAM_AMO_INT32 = 1,
+  /**
+   * `uint64_t`
+   */
+  NAM_AMO_UINT64 = 2,
+  /**
+   * `int64_t`
+   */
+  NAM_AMO_INT64 = 3,
+} nam_amo_type_t;
+
+/**
  * An allocation on a memory server (opaque), from `nam_malloc` or `nam_open`. It knows
  * its client, so data calls take only the allocation. The object outlives `nam_free` (so
  * that a second free reports `NAM_ERR_FREED`) until `nam_alloc_release` or
@@ -920,6 +1008,44 @@ nam_status_t nam_test(nam_request_t *request);
 nam_status_t nam_wait(nam_request_t *request);
 
 /**
+ * One atomic operation `op` on the word of type `type` at `offset` of the allocation
+ * (aligned to the word's width). `value` (and `compare`, for `NAM_AMO_CSWAP`) are taken at
+ * the word's width: pass a 32-bit word's value cast to `uint64_t` (sign-extension does not
+ * matter). The previous value goes to `*old_out` (if not NULL) for every operation, as 64
+ * bits: zero-extended for unsigned types, sign-extended for signed ones, so that casting it
+ * to the word's type gives the word. Blocking: returns when done at the server, at most the
+ * client's timeout. Errors: `NAM_ERR_INVALID_ARGUMENT` (unknown op or type),
+ * `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`;
+ * nothing is changed then.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `old_out` is NULL or writable.
+ */
+nam_status_t nam_atomic(nam_alloc_t *alloc,
+                        uint64_t offset,
+                        nam_amo_type_t type,
+                        nam_amo_op_t op,
+                        uint64_t value,
+                        uint64_t compare,
+                        uint64_t *old_out);
+
+/**
+ * Whether the word of type `type` at `offset` satisfies `cmp` against `value` now
+ * (`shmem_test`): `*result_out` (if not NULL) becomes 1 or 0. Never sleeps; one read of
+ * the word (a load on the direct path, one round trip elsewhere). Ordering comparisons are
+ * signed for the signed types. Errors as `nam_atomic`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `result_out` is NULL or writable.
+ */
+nam_status_t nam_test_word(nam_alloc_t *alloc,
+                           uint64_t offset,
+                           nam_amo_type_t type,
+                           nam_cmp_t cmp,
+                           uint64_t value,
+                           int32_t *result_out);
+
+/**
  * Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
  * allocation and stores the word's previous value in `*old_out` (if not NULL). Blocking:
  * returns when the add is done at the server, at most the client's timeout. Errors:
@@ -996,8 +1122,12 @@ nam_status_t nam_put_signal(nam_alloc_t *alloc,
 
 /**
  * Waits until the 64-bit word at `offset` of the allocation satisfies `cmp` against
- * `value` (for example `NAM_CMP_GE`: word >= value), polling it with atomic reads, or until
- * `timeout_ms` milliseconds pass. Blocking: returns `NAM_OK` when the condition held, with
+ * `value` (for example `NAM_CMP_GE`: word >= value), or until `timeout_ms` milliseconds
+ * pass (`shmem_wait_until` with a deadline). It reads the word for the client's wait spin
+ * (`NAM_WAIT_SPIN_US`, default 20 us), then sleeps until the signalling side wakes it: a
+ * futex that direct-path signallers (and the server, for message-path atomics) wake on a
+ * same-host shared-memory server, a notification the server sends when the word satisfies
+ * the comparison elsewhere; no wake-up is lost to a signal racing the sleep. Blocking: returns `NAM_OK` when the condition held, with
  * the word's value in `*value_out` (if not NULL); `NAM_ERR_WAIT_TIMEOUT` at the deadline,
  * with the last value read in `*value_out`; or the error of a read (`NAM_ERR_MISALIGNED`,
  * `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`). Other threads may use the

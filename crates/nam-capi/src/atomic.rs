@@ -50,7 +50,7 @@ fn signal_op(op: NamSignalOpArg) -> Result<SignalOp, Failure> {
     }
 }
 
-fn compare(cmp: NamCmpArg) -> Result<Compare, Failure> {
+pub(crate) fn compare(cmp: NamCmpArg) -> Result<Compare, Failure> {
     use nam_cmp_t::*;
     let all = [
         (NAM_CMP_EQ, Compare::Eq),
@@ -185,8 +185,12 @@ pub unsafe extern "C" fn nam_put_signal(
 }
 
 /// Waits until the 64-bit word at `offset` of the allocation satisfies `cmp` against
-/// `value` (for example `NAM_CMP_GE`: word >= value), polling it with atomic reads, or until
-/// `timeout_ms` milliseconds pass. Blocking: returns `NAM_OK` when the condition held, with
+/// `value` (for example `NAM_CMP_GE`: word >= value), or until `timeout_ms` milliseconds
+/// pass (`shmem_wait_until` with a deadline). It reads the word for the client's wait spin
+/// (`NAM_WAIT_SPIN_US`, default 20 us), then sleeps until the signalling side wakes it: a
+/// futex that direct-path signallers (and the server, for message-path atomics) wake on a
+/// same-host shared-memory server, a notification the server sends when the word satisfies
+/// the comparison elsewhere; no wake-up is lost to a signal racing the sleep. Blocking: returns `NAM_OK` when the condition held, with
 /// the word's value in `*value_out` (if not NULL); `NAM_ERR_WAIT_TIMEOUT` at the deadline,
 /// with the last value read in `*value_out`; or the error of a read (`NAM_ERR_MISALIGNED`,
 /// `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`). Other threads may use the
