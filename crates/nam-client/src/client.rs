@@ -75,6 +75,7 @@ impl Client {
             traffic: TrafficReport::default(),
             held: std::collections::HashMap::new(),
             unprogressed_ops: 0,
+            unacked: Default::default(),
             worker,
             context,
         };
@@ -271,6 +272,13 @@ impl Client {
             return Err(Error::InvalidArgument("server index out of range"));
         }
         self.paths.link(server).flush(&self.session, server)
+    }
+
+    /// Remote completion of every operation this client issued, on every server:
+    /// OpenSHMEM's `shmem_quiet` (the same as [`Client::flush`]). Reports the first refusal
+    /// of a message-path put that returned before the server answered it.
+    pub fn quiet(&self) -> Result<()> {
+        self.flush()
     }
 
     /// Orders operations: everything issued before completes at its target before anything

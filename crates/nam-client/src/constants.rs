@@ -43,6 +43,9 @@ pub const POLL_BACKOFF_STEP: Duration = Duration::from_micros(10);
 /// Chunks of [`DATA_CHUNK_MAX`] bytes in flight per transfer on the message path, so that
 /// bandwidth is not one round trip per chunk.
 pub const MESSAGE_WINDOW: usize = 8;
+/// Message-path puts (chunks) sent without their reply collected, per server: a put returns
+/// once sent, and the oldest reply is awaited when more are outstanding ([`crate::pending`]).
+pub const MESSAGE_PUTS_IN_FLIGHT_MAX: usize = 32;
 
 // ---- Path choice (direct / RMA crossover) -----------------------------------------------
 

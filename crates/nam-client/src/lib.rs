@@ -59,6 +59,7 @@ mod lock;
 mod mailbox;
 mod op;
 pub mod path;
+mod pending;
 mod reduce;
 mod session;
 mod signal;

@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub(crate) held: HashMap<(usize, u64), Arc<AtomicBool>>,
     /// Operations that completed without progressing the worker since it last progressed.
     pub(crate) unprogressed_ops: u32,
+    /// Message-path requests sent whose replies are collected later ([`crate::pending`]).
+    pub(crate) unacked: crate::pending::Unacked,
     pub(crate) worker: Worker,
     pub(crate) context: Context,
 }
@@ -180,6 +182,8 @@ impl Inner {
         (what, timeout): (&'static str, Duration),
         patient: bool,
     ) -> Result<Reply> {
+        // The call clears the reply queue: collect the outstanding puts' replies first.
+        self.settle(timeout)?;
         let id = self.request_id();
         self.links[server].call(&self.replies, (id, request), what, timeout, patient)
     }

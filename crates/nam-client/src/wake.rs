@@ -144,8 +144,9 @@ impl Session {
             return Some(table);
         }
         if !create {
-            // Not a read-modify-write: racing threads may skip a count, which only shifts
-            // the next look.
+            // A plain put does not create the table (a client that only puts should not
+            // allocate one); it looks for one now and then. Not a read-modify-write: racing
+            // threads may skip a count, which only shifts the next look.
             let misses = tables.misses.load(Relaxed);
             tables.misses.store(misses + 1, Relaxed);
             if !misses.is_multiple_of(WAKE_RECHECK_OPS) {
@@ -192,11 +193,13 @@ impl Session {
         }
     }
 
-    /// After a direct store or atomic on server addresses `[low, high)` of allocation `a`:
-    /// wakes whoever sleeps on a word there.
+    /// After a direct store (`signal` false: a plain put) or a signal or atomic (`signal`
+    /// true) on server addresses `[low, high)` of allocation `a`: wakes whoever sleeps on a
+    /// word there. A signal's first use on a server opens or creates the wake table, so that
+    /// no waiter that registers later is missed; a plain put only uses one it knows of.
     #[inline]
-    pub(crate) fn wake_direct(&self, a: &Allocation, low: u64, high: u64) {
-        if let Some(table) = self.wake_table(a.server, false) {
+    pub(crate) fn wake_direct(&self, a: &Allocation, (low, high): (u64, u64), signal: bool) {
+        if let Some(table) = self.wake_table(a.server, signal) {
             table.wake_range(low, high, |key| a.local + (key - a.remote_addr) as usize);
         }
     }

@@ -50,7 +50,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8], s
         }
     }
     let at = a.remote_addr + offset;
-    session.wake_direct(a, at, at + data.len() as u64);
+    session.wake_direct(a, (at, at + data.len() as u64), false);
     session.count_direct_put(data.len());
     Ok(())
 }
@@ -90,7 +90,7 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
         atomic32(half, op, value as u32, compare as u32).into()
     };
     let at = a.remote_addr + offset;
-    session.wake_direct(a, at, at + op.width_bytes());
+    session.wake_direct(a, (at, at + op.width_bytes()), true);
     Ok(old)
 }
 
@@ -184,7 +184,7 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
         }
     }
     let at = signal.remote_addr + word_offset;
-    session.wake_direct(signal, at, at + 8);
+    session.wake_direct(signal, (at, at + 8), true);
     Ok(())
 }
 

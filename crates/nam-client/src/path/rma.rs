@@ -21,6 +21,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -
     let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
     inner.finish(a.server, posted, "put", session.timeout)?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     Ok(())
 }
 
@@ -32,6 +33,7 @@ pub(crate) fn put_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, data
     let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
     let op = Op::posted(session, a.server, posted, "put")?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     Ok(op)
 }
 
@@ -155,13 +157,19 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
     put_result?;
     signal_result?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     inner.traffic.atomics += 1;
     Ok(())
 }
 
 /// Remote completion of every RMA operation issued to `server`.
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
-    let inner = session.lock();
+    let mut inner = session.lock();
+    if !inner.take_rma_unflushed(server) {
+        // Nothing posted since the last flush: direct stores are visible when they retire,
+        // gets and atomics complete when waited for.
+        return session.alive(server, "flush");
+    }
     // Learn of a dead server before promising remote completion.
     inner.worker.progress();
     let link = &inner.links[server];
