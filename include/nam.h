@@ -824,7 +824,9 @@ nam_status_t nam_finalize(nam_t *nam);
 
 /**
  * Remote completion: returns when every put, atomic and signal this client issued before
- * the call (to any server) is complete at its server, visible to every other client.
+ * the call (to any server) is complete at its server, visible to every other client:
+ * OpenSHMEM's `shmem_quiet`. A message-path put (TCP) that the server refused after
+ * `nam_put` returned is reported here.
  * Blocking, at most the client's timeout per server. Does not complete outstanding
  * `nam_request_t`s for the caller: their buffers are released only by `nam_test`/`nam_wait`.
  *
@@ -835,7 +837,7 @@ nam_status_t nam_flush(nam_t *nam);
 
 /**
  * Ordering: every operation this client issued before the fence completes at its target
- * before any operation issued after it. Returns immediately (it does not wait for
+ * before any operation issued after it (OpenSHMEM's `shmem_fence`). Returns immediately (it does not wait for
  * completion; use `nam_flush` for that).
  *
  * # Safety
@@ -912,7 +914,9 @@ uint64_t nam_alloc_size(const nam_alloc_t *alloc);
 /**
  * Writes `len` bytes from `buf` at `offset` of the allocation, with **remote completion**:
  * when it returns `NAM_OK` the data is visible at the server to every client (put, then
- * flush of the server). Blocking, at most twice the client's timeout. An out-of-bounds
+ * flush of the server; OpenSHMEM's `shmem_putmem` then `shmem_quiet`, for this server).
+ * The flush costs nothing more after direct-path (same-host shared memory) stores.
+ * Blocking, at most twice the client's timeout. An out-of-bounds
  * range gives `NAM_ERR_OUT_OF_BOUNDS` and transfers nothing (the target is unchanged); a
  * freed allocation gives `NAM_ERR_FREED`. `buf` may be NULL only when `len` is 0.
  *
@@ -952,7 +956,12 @@ nam_status_t nam_get_sync(nam_alloc_t *alloc,
  *   `*request = NULL`: nothing is in flight.
  *
  * Completion of a request is local (the source buffer is free); the data is visible at the
- * server after a later `nam_flush`.
+ * server after a later `nam_flush`. In OpenSHMEM's terms: `NAM_OK` without a request is
+ * `shmem_putmem` (the source is reusable, remote completion comes with `nam_flush`, which is
+ * `shmem_quiet`); a request is `shmem_putmem_nbi` whose local completion `nam_test` /
+ * `nam_wait` report. Over the message path (TCP) the call returns once the data is sent,
+ * before the server has stored it; `nam_flush` waits for the server's answers and reports a
+ * put it refused.
  *
  * # Safety
  * `alloc` is NULL or a live allocation object; `buf` is NULL or readable for `len` bytes
@@ -966,8 +975,8 @@ nam_status_t nam_put(nam_alloc_t *alloc,
 
 /**
  * Starts reading `len` bytes at `offset` of the allocation into `buf` and returns without
- * waiting. Returns as `nam_put`: `NAM_OK` with `*request = NULL` when the data is
- * already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
+ * waiting (OpenSHMEM's `shmem_getmem_nbi`; `nam_get_sync` is `shmem_getmem`). Returns as
+ * `nam_put`: `NAM_OK` with `*request = NULL` when the data is already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
  * and must not be read until `nam_test` returns `NAM_OK` for it or `nam_wait`
  * returns `NAM_OK`**; or an error with `*request = NULL`.
  *
@@ -1047,7 +1056,8 @@ nam_status_t nam_test_word(nam_alloc_t *alloc,
 
 /**
  * Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
- * allocation and stores the word's previous value in `*old_out` (if not NULL). Blocking:
+ * allocation and stores the word's previous value in `*old_out` (if not NULL)
+ * (`shmem_atomic_fetch_add` on a `uint64_t`; `nam_atomic` has every type and operation). Blocking:
  * returns when the add is done at the server, at most the client's timeout. Errors:
  * `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`.
  *
@@ -1102,8 +1112,11 @@ nam_status_t nam_atomic_fetch(nam_alloc_t *alloc,
  * at `signal_offset` of `signal_alloc` (`NAM_SIGNAL_SET`: the word becomes `value`;
  * `NAM_SIGNAL_ADD`: `value` is added), ordered so that a reader that sees the signal (for
  * example with `nam_wait_until`) also sees the data. Both allocations must belong to the
- * same client and server. Blocking: returns when both are complete at the server (`buf`
- * may be reused), at most twice the client's timeout. Bounds, alignment and liveness are
+ * same client and server. Returns when `buf` may be reused (OpenSHMEM's
+ * `shmem_putmem_signal`): on the direct path (same-host shared memory) and over RMA both are
+ * then complete at the server; over the message path (TCP) both are sent, executed by the
+ * server in order, and complete at the next `nam_flush`. A waiter asleep on the signal
+ * word is woken. At most twice the client's timeout. Bounds, alignment and liveness are
  * checked before anything is sent: on `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_MISALIGNED` or
  * `NAM_ERR_FREED` neither the data nor the signal was written.
  *
