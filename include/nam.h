@@ -1055,6 +1055,21 @@ nam_status_t nam_test_word(nam_alloc_t *alloc,
                            int32_t *result_out);
 
 /**
+ * This process's address of byte `offset` of the allocation when its server's memory is
+ * mapped here (a server on the same host reached through shared memory: loads and stores
+ * through the pointer are the direct path), or NULL otherwise (a server reached over the
+ * network or through messages, `alloc` NULL or freed, `offset` outside the allocation):
+ * OpenSHMEM's `shmem_ptr`. The pointer stays valid until the allocation is freed or the
+ * client finalized; stores through it are visible to the server and other clients when they
+ * retire, like direct-path puts.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object.
+ */
+void *nam_ptr(nam_alloc_t *alloc,
+              uint64_t offset);
+
+/**
  * Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
  * allocation and stores the word's previous value in `*old_out` (if not NULL)
  * (`shmem_atomic_fetch_add` on a `uint64_t`; `nam_atomic` has every type and operation). Blocking:

@@ -96,6 +96,10 @@ static void typed_atomics(nam_alloc_t *mine, nam_alloc_t *theirs) {
            NAM_ERR_MISALIGNED);
     expect("atomic with op 99", nam_atomic(mine, 16, NAM_AMO_UINT32, (nam_amo_op_t)99, 1, 0, NULL),
            NAM_ERR_INVALID_ARGUMENT);
+    /* shmem_ptr: a local pointer when the server's memory is mapped here, else NULL. */
+    const uint32_t *local = nam_ptr(theirs, 20);
+    expect_true("  nam_ptr is NULL or points at the word", local == NULL || *local == 0xf);
+    expect_true("  nam_ptr out of bounds is NULL", nam_ptr(theirs, SIZE) == NULL);
 }
 
 static void signals(nam_alloc_t *mine, nam_alloc_t *theirs) {

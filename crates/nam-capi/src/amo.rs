@@ -157,3 +157,22 @@ pub unsafe extern "C" fn nam_test_word(
         Ok(NAM_OK)
     })
 }
+
+/// This process's address of byte `offset` of the allocation when its server's memory is
+/// mapped here (a server on the same host reached through shared memory: loads and stores
+/// through the pointer are the direct path), or NULL otherwise (a server reached over the
+/// network or through messages, `alloc` NULL or freed, `offset` outside the allocation):
+/// OpenSHMEM's `shmem_ptr`. The pointer stays valid until the allocation is freed or the
+/// client finalized; stores through it are visible to the server and other clients when they
+/// retire, like direct-path puts.
+///
+/// # Safety
+/// `alloc` is NULL or a live allocation object.
+#[no_mangle]
+pub unsafe extern "C" fn nam_ptr(alloc: *mut nam_alloc_t, offset: u64) -> *mut std::ffi::c_void {
+    let Some(alloc) = alloc.as_ref() else { return std::ptr::null_mut() };
+    match alloc.nam().client.mapped(&alloc.allocation, offset, 1) {
+        Ok(Some(ptr)) => ptr as *mut std::ffi::c_void,
+        _ => std::ptr::null_mut(),
+    }
+}

@@ -70,7 +70,7 @@ pub use alloc::{
     nam_alloc_params_t, nam_alloc_release, nam_alloc_size, nam_alloc_t, nam_free, nam_malloc, nam_open,
     NAM_ALLOC_PERSISTENT, NAM_ALLOC_SHARED, NAM_SERVER_ANY,
 };
-pub use amo::{nam_amo_op_t, nam_amo_type_t, nam_atomic, nam_test_word};
+pub use amo::{nam_amo_op_t, nam_amo_type_t, nam_atomic, nam_ptr, nam_test_word};
 pub use atomic::{
     nam_atomic_cswap, nam_atomic_fetch, nam_atomic_fetch_add, nam_atomic_swap, nam_cmp_t, nam_put_signal,
     nam_signal_op_t, nam_wait_until,
