@@ -79,6 +79,8 @@ pub fn run(args: ShmemArgs) -> Result<()> {
 
 fn client(server: &LocalServer, transport: Transport) -> Result<Client> {
     let mut config = ClientConfig::new(vec![server.addr]);
+    // NAM_WAIT_SPIN_US and the other client settings of the environment apply.
+    config.apply_env()?;
     config.transports = Some(transport.ucx_tls().into());
     Ok(Client::connect(config)?)
 }
@@ -101,7 +103,7 @@ fn measure_nam(args: &ShmemArgs, transport: Transport) -> Result<Results> {
     let server = LocalServer::start(transport, 64 << 20)?;
     let (a, b) = (client(&server, transport)?, client(&server, transport)?);
     let name = format!("shmem-bench-{}", std::process::id());
-    let target = a.alloc(SIZE_MAX + 4096, &AllocOptions::shared(&name))?;
+    let target = a.alloc(2 * SIZE_MAX + 8192, &AllocOptions::shared(&name))?;
     let view = b.open(&name)?;
     let source = vec![0x5au8; SIZE_MAX as usize];
     let mut back = vec![0u8; SIZE_MAX as usize];
@@ -140,17 +142,24 @@ fn ping_pong(a: &Client, target: &Allocation, b: &Client, view: &Allocation, dat
         let answer = scope.spawn(|| -> nam_client::Result<()> {
             for round in base..base + rounds {
                 b.wait_until(view, 8, Compare::Eq, round, timeout)?;
-                b.put_signal(view, 8192, data, Signal { word: view, offset: 16, value: round, op: SignalOp::Set })?;
+                b.put_signal(
+                    view,
+                    4096 + SIZE_MAX,
+                    data,
+                    Signal { word: view, offset: 16, value: round, op: SignalOp::Set },
+                )?;
             }
             Ok(())
         });
         let t0 = Instant::now();
-        for round in base..base + rounds {
+        let asked = (base..base + rounds).try_for_each(|round| {
             a.put_signal(target, 4096, data, Signal { word: target, offset: 8, value: round, op: SignalOp::Set })?;
-            a.wait_until(target, 16, Compare::Eq, round, timeout)?;
-        }
+            a.wait_until(target, 16, Compare::Eq, round, timeout).map(drop)
+        });
         let ns = t0.elapsed().as_nanos() as f64 / (2 * rounds) as f64;
-        answer.join().expect("ping-pong thread")?;
+        // The answering side's error first: it is why the asking side waited in vain.
+        answer.join().expect("ping-pong thread").context("ping-pong: answering")?;
+        asked.context("ping-pong: asking")?;
         Ok(ns)
     })
 }
