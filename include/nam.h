@@ -912,6 +912,37 @@ nam_status_t nam_alloc_release(nam_alloc_t *alloc);
 uint64_t nam_alloc_size(const nam_alloc_t *alloc);
 
 /**
+ * Starts writing `len` bytes from `buf` at `offset` of the allocation and returns at once,
+ * without a request (OpenSHMEM's `shmem_putmem_nbi`). **`buf` must stay valid and unmodified
+ * until the next `nam_flush` of the client returns**, which completes the put at the server
+ * (remote completion). The range is checked before anything is sent: `NAM_ERR_OUT_OF_BOUNDS`
+ * or `NAM_ERR_FREED` means nothing is in flight.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `buf` is NULL or readable for `len` bytes
+ * until the next `nam_flush` returns.
+ */
+nam_status_t nam_put_nbi(nam_alloc_t *alloc,
+                         uint64_t offset,
+                         const void *buf,
+                         size_t len);
+
+/**
+ * Starts reading `len` bytes at `offset` of the allocation into `buf` and returns at once,
+ * without a request (OpenSHMEM's `shmem_getmem_nbi`). **`buf` must stay valid, and must not
+ * be read, until the next `nam_flush` of the client returns**; then it holds the data.
+ * Checked as `nam_put_nbi`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `buf` is NULL or writable for `len` bytes
+ * until the next `nam_flush` returns.
+ */
+nam_status_t nam_get_nbi(nam_alloc_t *alloc,
+                         uint64_t offset,
+                         void *buf,
+                         size_t len);
+
+/**
  * Writes `len` bytes from `buf` at `offset` of the allocation, with **remote completion**:
  * when it returns `NAM_OK` the data is visible at the server to every client (put, then
  * flush of the server; OpenSHMEM's `shmem_putmem` then `shmem_quiet`, for this server).

@@ -102,6 +102,24 @@ static void typed_atomics(nam_alloc_t *mine, nam_alloc_t *theirs) {
     expect_true("  nam_ptr out of bounds is NULL", nam_ptr(theirs, SIZE) == NULL);
 }
 
+/* Puts and gets without a handle, all completed by one nam_flush (shmem_quiet). */
+static void without_handles(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam_alloc_t *theirs) {
+    static unsigned char out[4][16384], in[4][16384];
+    for (int i = 0; i < 4; i++) {
+        memset(out[i], 0x30 + i, sizeof out[i]);
+        expect("put_nbi 16 KiB", nam_put_nbi(mine, DATA_OFFSET + 65536 + (uint64_t)i * 16384, out[i], sizeof out[i]),
+               NAM_OK);
+    }
+    expect("nam_flush (quiet) after the put_nbis", nam_flush(writer), NAM_OK);
+    for (int i = 0; i < 4; i++) {
+        expect("get_nbi 16 KiB (reader)",
+               nam_get_nbi(theirs, DATA_OFFSET + 65536 + (uint64_t)i * 16384, in[i], sizeof in[i]), NAM_OK);
+    }
+    expect("nam_flush (quiet) after the get_nbis", nam_flush(reader), NAM_OK);
+    expect_true("  the handle-less puts and gets moved every byte", memcmp(in, out, sizeof in) == 0);
+    expect("put_nbi out of bounds", nam_put_nbi(mine, SIZE - 4, out[0], 8), NAM_ERR_OUT_OF_BOUNDS);
+}
+
 static void signals(nam_alloc_t *mine, nam_alloc_t *theirs) {
     static const char message[] = "data before its signal";
     char back[sizeof message] = {0};
@@ -197,6 +215,7 @@ int main(void) {
 
     atomics(mine, theirs);
     typed_atomics(mine, theirs);
+    without_handles(writer, reader, mine, theirs);
     signals(mine, theirs);
     non_blocking(writer, mine, theirs);
     bad_input(writer, mine);

@@ -47,6 +47,7 @@ mod constants;
 
 mod alloc;
 
+mod nbi;
 mod rma;
 
 mod amo;
@@ -97,6 +98,7 @@ pub use mailbox::{
     nam_mailbox_address, nam_mailbox_create, nam_mailbox_destroy, nam_mailbox_recv, nam_mailbox_send,
     nam_mailbox_sender_close, nam_mailbox_sender_open, nam_mailbox_sender_t, nam_mailbox_t,
 };
+pub use nbi::{nam_get_nbi, nam_put_nbi};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
 pub use status::{
     nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_far_error, status_of_refusal,

@@ -12,8 +12,17 @@ use std::time::{Duration, Instant};
 
 /// A shared allocation `name` and a second client that opened it.
 fn pair(server: &ServerProcess, name: &str) -> (Client, nam_client::Allocation, Client, nam_client::Allocation) {
+    pair_of(server, name, 4096)
+}
+
+/// [`pair`] with an allocation of `size` bytes.
+fn pair_of(
+    server: &ServerProcess,
+    name: &str,
+    size: u64,
+) -> (Client, nam_client::Allocation, Client, nam_client::Allocation) {
     let a = server.client();
-    let word = a.alloc(4096, &AllocOptions::shared(name)).unwrap();
+    let word = a.alloc(size, &AllocOptions::shared(name)).unwrap();
     let b = server.client();
     let view = b.open(name).unwrap();
     (a, word, b, view)
@@ -184,5 +193,36 @@ fn every_atomic_on_every_word_type() {
         assert!(matches!(c.atomic_add::<u64>(&a, 4, 1), Err(Error::Misaligned { offset: 4 })));
         assert!(matches!(c.atomic_add::<u32>(&a, 64, 1), Err(Error::OutOfBounds { .. })));
         assert!(matches!(c.atomic_add::<u64>(&a, 60, 1), Err(Error::Misaligned { .. })));
+    }
+}
+
+#[test]
+fn puts_and_gets_without_handles_complete_at_quiet() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let (writer, target, reader, view) = pair_of(&server, "nbi", 2 << 20);
+        // Sizes on both sides of any direct/RMA crossover.
+        let sizes = [8usize, 4096, 65536, 1 << 20];
+        let sources: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8 + 1; n]).collect();
+        let mut at = 0u64;
+        let mut offsets = Vec::new();
+        for source in &sources {
+            offsets.push(at);
+            // SAFETY: `sources` outlives the quiet below and is not modified.
+            unsafe { writer.put_nbi(&target, at, source) }.unwrap();
+            at += source.len() as u64;
+        }
+        writer.quiet().unwrap();
+        let mut backs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        for (back, &offset) in backs.iter_mut().zip(&offsets) {
+            // SAFETY: `backs` is read only after the quiet below.
+            unsafe { reader.get_nbi(&view, offset, back) }.unwrap();
+        }
+        reader.quiet().unwrap();
+        assert!(backs == sources, "over {tls}: the data differs after quiet");
+        // Checked before anything is posted.
+        // SAFETY: nothing is posted.
+        let bad = unsafe { writer.put_nbi(&target, 2 << 20, &[1]) };
+        assert!(matches!(bad, Err(Error::OutOfBounds { .. })), "{bad:?}");
     }
 }

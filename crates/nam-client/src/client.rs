@@ -248,6 +248,30 @@ impl Client {
         self.paths.transfer(allocation, buffer.len()).get_nb(&self.session, allocation, offset, buffer)
     }
 
+    /// Non-blocking put without a handle (OpenSHMEM's `shmem_putmem_nbi`): returns at once;
+    /// the next [`Client::quiet`] (or flush of the server) completes it, remotely. Checked
+    /// as [`Client::put`] before anything is posted.
+    ///
+    /// # Safety
+    /// `data` must stay valid and unmodified until that flush returns (the transport may read
+    /// it until then).
+    pub unsafe fn put_nbi(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+        allocation.target(offset, data.len())?;
+        let path = self.paths.transfer(allocation, data.len());
+        path.put_nbi(&self.session, allocation, offset, (data.as_ptr(), data.len()))
+    }
+
+    /// Non-blocking get without a handle (OpenSHMEM's `shmem_getmem_nbi`): `buffer` holds the
+    /// data once the next [`Client::quiet`] (or flush of the server) returns.
+    ///
+    /// # Safety
+    /// `buffer` must stay valid, and must not be read, until that flush returns.
+    pub unsafe fn get_nbi(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
+        allocation.target(offset, buffer.len())?;
+        let path = self.paths.transfer(allocation, buffer.len());
+        path.get_nbi(&self.session, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
+    }
+
     /// Waits for every operation; returns the first error after all have finished.
     pub fn wait_all<'a>(&self, ops: impl IntoIterator<Item = Op<'a>>) -> Result<()> {
         let mut first = Ok(());

@@ -23,6 +23,9 @@ pub(crate) struct Unacked {
     refused: Option<Error>,
     /// Per server: an RMA put was posted since its last flush.
     rma_unflushed: Vec<bool>,
+    /// RMA puts and gets posted without a handle ([`crate::Client::put_nbi`]), by server,
+    /// waited for by the next flush.
+    nbi: Vec<(usize, nam_ucx::Request)>,
 }
 
 impl Inner {
@@ -84,6 +87,23 @@ impl Inner {
     /// made, under the same lock hold, completes it).
     pub(crate) fn take_rma_unflushed(&mut self, server: usize) -> bool {
         self.unacked.rma_unflushed.get_mut(server).map(std::mem::take).unwrap_or(false)
+    }
+
+    /// Keeps an RMA operation posted without a handle for the next flush of `server`.
+    pub(crate) fn keep_nbi(&mut self, server: usize, request: nam_ucx::Request) {
+        self.unacked.nbi.push((server, request));
+    }
+
+    /// Waits for every handle-less RMA operation to `server`; the first error after all.
+    pub(crate) fn finish_nbi(&mut self, server: usize, timeout: Duration) -> Result<()> {
+        let (mine, others) = std::mem::take(&mut self.unacked.nbi).into_iter().partition(|(s, _)| *s == server);
+        self.unacked.nbi = others;
+        let mut first = Ok(());
+        for (_, request) in mine {
+            let result = self.links[server].wait(nam_ucx::Posted::InFlight(request), timeout, "put_nbi");
+            first = first.and(result);
+        }
+        first
     }
 
     /// The first refusal of a message-path put since the last call.

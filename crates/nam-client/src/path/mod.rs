@@ -107,6 +107,42 @@ impl Path {
         }
     }
 
+    /// A put without a handle: complete (locally) at once except on RMA, where the next
+    /// flush of the server waits for it.
+    ///
+    /// # Safety
+    /// `data` must stay valid and unmodified for `len` bytes until the next flush.
+    pub(crate) unsafe fn put_nbi(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        data: (*const u8, usize),
+    ) -> Result<()> {
+        match self {
+            Path::Rma => rma::put_nbi(s, a, offset, data),
+            path => path.put(s, a, offset, std::slice::from_raw_parts(data.0, data.1), Store::Cached),
+        }
+    }
+
+    /// A get without a handle: complete at once except on RMA, where the next flush of the
+    /// server waits for it.
+    ///
+    /// # Safety
+    /// `buffer` must stay valid for `len` bytes of writes, and unread, until the next flush.
+    pub(crate) unsafe fn get_nbi(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        buffer: (*mut u8, usize),
+    ) -> Result<()> {
+        match self {
+            Path::Rma => rma::get_nbi(s, a, offset, buffer),
+            path => path.get(s, a, offset, std::slice::from_raw_parts_mut(buffer.0, buffer.1)),
+        }
+    }
+
     /// Gets bytes from `offset` of `a` into `buffer` (range checked by the caller).
     #[inline]
     pub(crate) fn get(self, s: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {

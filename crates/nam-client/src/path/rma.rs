@@ -37,6 +37,52 @@ pub(crate) fn put_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, data
     Ok(op)
 }
 
+/// Posts a put of `len` bytes from `data` and keeps its request, if any, for the next
+/// flush.
+///
+/// # Safety
+/// `data` must stay valid and unmodified for `len` bytes until the next flush of the server.
+pub(crate) unsafe fn put_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (data, len): (*const u8, usize),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let posted = link.data("put")?.put_nbx(data, len, a.remote_addr + offset, link.rkey());
+    let addr = link.addr;
+    if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "put_nbi", source })? {
+        inner.keep_nbi(a.server, request);
+    }
+    inner.count_put(len);
+    inner.note_rma_put(a.server);
+    Ok(())
+}
+
+/// Posts a get of `len` bytes into `buffer` and keeps its request, if any, for the next
+/// flush.
+///
+/// # Safety
+/// `buffer` must stay valid for `len` bytes of writes, and unread, until the next flush.
+pub(crate) unsafe fn get_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (buffer, len): (*mut u8, usize),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let posted = link.data("get")?.get_nbx(buffer, len, a.remote_addr + offset, link.rkey());
+    let addr = link.addr;
+    if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "get_nbi", source })? {
+        inner.keep_nbi(a.server, request);
+        inner.note_rma_put(a.server);
+    }
+    inner.count_get(len);
+    Ok(())
+}
+
 /// Gets bytes from `offset` into `buffer`.
 #[inline]
 pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
@@ -165,6 +211,7 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
 /// Remote completion of every RMA operation issued to `server`.
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
     let mut inner = session.lock();
+    inner.finish_nbi(server, session.timeout)?;
     if !inner.take_rma_unflushed(server) {
         // Nothing posted since the last flush: direct stores are visible when they retire,
         // gets and atomics complete when waited for.
