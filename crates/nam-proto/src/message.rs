@@ -143,6 +143,34 @@ impl AtomicKind {
     pub fn operation(self) -> AtomicKind {
         self.with_width(8)
     }
+
+    /// Performs the operation (at whatever width it names) on a 64-bit word in this process
+    /// with a sequentially consistent CPU atomic; the old word. Server and same-host clients
+    /// use this one definition, so both update a word the same way.
+    pub fn apply64(self, word: &std::sync::atomic::AtomicU64, value: u64, compare: u64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.operation() {
+            AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
+            AtomicKind::Swap => word.swap(value, SeqCst),
+            AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|o| o),
+            AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
+            AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
+            _ => word.fetch_xor(value, SeqCst),
+        }
+    }
+
+    /// [`AtomicKind::apply64`] on a 32-bit word, with the low 32 bits of the operands.
+    pub fn apply32(self, word: &std::sync::atomic::AtomicU32, value: u32, compare: u32) -> u32 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.operation() {
+            AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
+            AtomicKind::Swap => word.swap(value, SeqCst),
+            AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|o| o),
+            AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
+            AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
+            _ => word.fetch_xor(value, SeqCst),
+        }
+    }
 }
 
 /// A client request.

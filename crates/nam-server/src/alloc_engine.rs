@@ -87,38 +87,12 @@ fn atomic(
     }
     let at = checked_range(ctx.manager, client, handle, offset, width)?;
     let old = if width == 8 {
-        atomic64(ctx.pool.word(at), op, value, compare)
+        op.apply64(ctx.pool.word(at), value, compare)
     } else {
-        atomic32(crate::watch::word32(ctx.pool, at), op, value as u32, compare as u32).into()
+        op.apply32(crate::watch::word32(ctx.pool, at), value as u32, compare as u32).into()
     };
     crate::watch::wake(ctx.pool, at);
     Ok(Reply::Value(old))
-}
-
-/// `op` on a 64-bit word; the old value.
-fn atomic64(word: &std::sync::atomic::AtomicU64, op: AtomicKind, value: u64, compare: u64) -> u64 {
-    use std::sync::atomic::Ordering::SeqCst;
-    match op.operation() {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-        AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
-        AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
-        _ => word.fetch_xor(value, SeqCst),
-    }
-}
-
-/// `op` on a 32-bit word; the old value.
-fn atomic32(word: &std::sync::atomic::AtomicU32, op: AtomicKind, value: u32, compare: u32) -> u32 {
-    use std::sync::atomic::Ordering::SeqCst;
-    match op.operation() {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-        AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
-        AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
-        _ => word.fetch_xor(value, SeqCst),
-    }
 }
 
 /// Resolves a global address of this server: the allocation it names, if the client's

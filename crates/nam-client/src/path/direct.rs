@@ -14,7 +14,6 @@ use crate::constants::STREAMING_BYTES_MIN;
 use crate::error::Result;
 use crate::session::Session;
 use crate::signal::SignalOp;
-use nam_proto::AtomicKind;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -83,41 +82,15 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
     let Atomic { op, value, compare } = atomic;
     let word = word(session, a, offset & !7, "atomic")?;
     let old = if op.width_bytes() == 8 {
-        atomic64(word, op, value, compare)
+        op.apply64(word, value, compare)
     } else {
         // SAFETY: the 4-byte aligned half of the aligned word `word`; AtomicU32 has u32's layout.
         let half = unsafe { &*((word.as_ptr() as *const u8).add((offset & 4) as usize) as *const AtomicU32) };
-        atomic32(half, op, value as u32, compare as u32).into()
+        op.apply32(half, value as u32, compare as u32).into()
     };
     let at = a.remote_addr + offset;
     session.wake_direct(a, (at, at + op.width_bytes()), true);
     Ok(old)
-}
-
-/// `op` on a 64-bit word; the old value.
-#[inline]
-fn atomic64(word: &AtomicU64, op: AtomicKind, value: u64, compare: u64) -> u64 {
-    match op.operation() {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-        AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
-        AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
-        _ => word.fetch_xor(value, SeqCst),
-    }
-}
-
-/// `op` on a 32-bit word; the old value.
-#[inline]
-fn atomic32(word: &AtomicU32, op: AtomicKind, value: u32, compare: u32) -> u32 {
-    match op.operation() {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-        AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
-        AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
-        _ => word.fetch_xor(value, SeqCst),
-    }
 }
 
 /// A plain acquire load of the word at `offset` (not a read-modify-write: a poller must not
