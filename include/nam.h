@@ -390,6 +390,94 @@ typedef enum {
 } nam_dtype_t;
 
 /**
+ * The operation of `nam_atomic`, with the OpenSHMEM call it corresponds to. Every one is
+ * blocking: it returns when done at the server's memory (as OpenSHMEM's atomics return
+ * with the operation performed); the `FETCH` forms store the word's previous value in
+ * `*old_out`, the others leave it untouched.
+ */
+typedef enum {
+  /**
+   * word += value; old word out (`shmem_atomic_fetch_add`).
+   */
+  NAM_AMO_FETCH_ADD = 0,
+  /**
+   * word += value (`shmem_atomic_add`).
+   */
+  NAM_AMO_ADD = 1,
+  /**
+   * word += 1; old word out (`shmem_atomic_fetch_inc`).
+   */
+  NAM_AMO_FETCH_INC = 2,
+  /**
+   * word += 1 (`shmem_atomic_inc`).
+   */
+  NAM_AMO_INC = 3,
+  /**
+   * Reads the word (`shmem_atomic_fetch`).
+   */
+  NAM_AMO_FETCH = 4,
+  /**
+   * word = value (`shmem_atomic_set`).
+   */
+  NAM_AMO_SET = 5,
+  /**
+   * word = value; old word out (`shmem_atomic_swap`).
+   */
+  NAM_AMO_SWAP = 6,
+  /**
+   * word = value if word == compare; old word out (`shmem_atomic_compare_swap`).
+   */
+  NAM_AMO_CSWAP = 7,
+  /**
+   * word &= value; old word out (`shmem_atomic_fetch_and`).
+   */
+  NAM_AMO_FETCH_AND = 8,
+  /**
+   * word &= value (`shmem_atomic_and`).
+   */
+  NAM_AMO_AND = 9,
+  /**
+   * word |= value; old word out (`shmem_atomic_fetch_or`).
+   */
+  NAM_AMO_FETCH_OR = 10,
+  /**
+   * word |= value (`shmem_atomic_or`).
+   */
+  NAM_AMO_OR = 11,
+  /**
+   * word ^= value; old word out (`shmem_atomic_fetch_xor`).
+   */
+  NAM_AMO_FETCH_XOR = 12,
+  /**
+   * word ^= value (`shmem_atomic_xor`).
+   */
+  NAM_AMO_XOR = 13,
+} nam_amo_op_t;
+
+/**
+ * The word type of `nam_atomic` and `nam_test_word`: its width (and alignment) and, for
+ * comparisons, its signedness.
+ */
+typedef enum {
+  /**
+   * `uint32_t`
+   */
+  NAM_AMO_UINT32 = 0,
+  /**
+   * `int32_t`
+   */
+  NAM_AMO_INT32 = 1,
+  /**
+   * `uint64_t`
+   */
+  NAM_AMO_UINT64 = 2,
+  /**
+   * `int64_t`
+   */
+  NAM_AMO_INT64 = 3,
+} nam_amo_type_t;
+
+/**
  * An allocation on a memory server (opaque), from `nam_malloc` or `nam_open`. It knows
  * its client, so data calls take only the allocation. The object outlives `nam_free` (so
  * that a second free reports `NAM_ERR_FREED`) until `nam_alloc_release` or
@@ -739,7 +827,9 @@ nam_status_t nam_finalize(nam_t *nam);
 
 /**
  * Remote completion: returns when every put, atomic and signal this client issued before
- * the call (to any server) is complete at its server, visible to every other client.
+ * the call (to any server) is complete at its server, visible to every other client:
+ * OpenSHMEM's `shmem_quiet`. A message-path put (TCP) that the server refused after
+ * `nam_put` returned is reported here.
  * Blocking, at most the client's timeout per server. Does not complete outstanding
  * `nam_request_t`s for the caller: their buffers are released only by `nam_test`/`nam_wait`.
  *
@@ -750,7 +840,7 @@ nam_status_t nam_flush(nam_t *nam);
 
 /**
  * Ordering: every operation this client issued before the fence completes at its target
- * before any operation issued after it. Returns immediately (it does not wait for
+ * before any operation issued after it (OpenSHMEM's `shmem_fence`). Returns immediately (it does not wait for
  * completion; use `nam_flush` for that).
  *
  * # Safety
@@ -825,9 +915,42 @@ nam_status_t nam_alloc_release(nam_alloc_t *alloc);
 uint64_t nam_alloc_size(const nam_alloc_t *alloc);
 
 /**
+ * Starts writing `len` bytes from `buf` at `offset` of the allocation and returns at once,
+ * without a request (OpenSHMEM's `shmem_putmem_nbi`). **`buf` must stay valid and unmodified
+ * until the next `nam_flush` of the client returns**, which completes the put at the server
+ * (remote completion). The range is checked before anything is sent: `NAM_ERR_OUT_OF_BOUNDS`
+ * or `NAM_ERR_FREED` means nothing is in flight.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `buf` is NULL or readable for `len` bytes
+ * until the next `nam_flush` returns.
+ */
+nam_status_t nam_put_nbi(nam_alloc_t *alloc,
+                         uint64_t offset,
+                         const void *buf,
+                         size_t len);
+
+/**
+ * Starts reading `len` bytes at `offset` of the allocation into `buf` and returns at once,
+ * without a request (OpenSHMEM's `shmem_getmem_nbi`). **`buf` must stay valid, and must not
+ * be read, until the next `nam_flush` of the client returns**; then it holds the data.
+ * Checked as `nam_put_nbi`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `buf` is NULL or writable for `len` bytes
+ * until the next `nam_flush` returns.
+ */
+nam_status_t nam_get_nbi(nam_alloc_t *alloc,
+                         uint64_t offset,
+                         void *buf,
+                         size_t len);
+
+/**
  * Writes `len` bytes from `buf` at `offset` of the allocation, with **remote completion**:
  * when it returns `NAM_OK` the data is visible at the server to every client (put, then
- * flush of the server). Blocking, at most twice the client's timeout. An out-of-bounds
+ * flush of the server; OpenSHMEM's `shmem_putmem` then `shmem_quiet`, for this server).
+ * The flush costs nothing more after direct-path (same-host shared memory) stores.
+ * Blocking, at most twice the client's timeout. An out-of-bounds
  * range gives `NAM_ERR_OUT_OF_BOUNDS` and transfers nothing (the target is unchanged); a
  * freed allocation gives `NAM_ERR_FREED`. `buf` may be NULL only when `len` is 0.
  *
@@ -867,7 +990,12 @@ nam_status_t nam_get_sync(nam_alloc_t *alloc,
  *   `*request = NULL`: nothing is in flight.
  *
  * Completion of a request is local (the source buffer is free); the data is visible at the
- * server after a later `nam_flush`.
+ * server after a later `nam_flush`. In OpenSHMEM's terms: `NAM_OK` without a request is
+ * `shmem_putmem` (the source is reusable, remote completion comes with `nam_flush`, which is
+ * `shmem_quiet`); a request is `shmem_putmem_nbi` whose local completion `nam_test` /
+ * `nam_wait` report. Over the message path (TCP) the call returns once the data is sent,
+ * before the server has stored it; `nam_flush` waits for the server's answers and reports a
+ * put it refused.
  *
  * # Safety
  * `alloc` is NULL or a live allocation object; `buf` is NULL or readable for `len` bytes
@@ -881,8 +1009,8 @@ nam_status_t nam_put(nam_alloc_t *alloc,
 
 /**
  * Starts reading `len` bytes at `offset` of the allocation into `buf` and returns without
- * waiting. Returns as `nam_put`: `NAM_OK` with `*request = NULL` when the data is
- * already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
+ * waiting (OpenSHMEM's `shmem_getmem_nbi`; `nam_get_sync` is `shmem_getmem`). Returns as
+ * `nam_put`: `NAM_OK` with `*request = NULL` when the data is already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
  * and must not be read until `nam_test` returns `NAM_OK` for it or `nam_wait`
  * returns `NAM_OK`**; or an error with `*request = NULL`.
  *
@@ -923,8 +1051,62 @@ nam_status_t nam_test(nam_request_t *request);
 nam_status_t nam_wait(nam_request_t *request);
 
 /**
+ * One atomic operation `op` on the word of type `type` at `offset` of the allocation
+ * (aligned to the word's width). `value` (and `compare`, for `NAM_AMO_CSWAP`) are taken at
+ * the word's width: pass a 32-bit word's value cast to `uint64_t` (sign-extension does not
+ * matter). The previous value goes to `*old_out` (if not NULL) for every operation, as 64
+ * bits: zero-extended for unsigned types, sign-extended for signed ones, so that casting it
+ * to the word's type gives the word. Blocking: returns when done at the server, at most the
+ * client's timeout. Errors: `NAM_ERR_INVALID_ARGUMENT` (unknown op or type),
+ * `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`;
+ * nothing is changed then.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `old_out` is NULL or writable.
+ */
+nam_status_t nam_atomic(nam_alloc_t *alloc,
+                        uint64_t offset,
+                        nam_amo_type_t type,
+                        nam_amo_op_t op,
+                        uint64_t value,
+                        uint64_t compare,
+                        uint64_t *old_out);
+
+/**
+ * Whether the word of type `type` at `offset` satisfies `cmp` against `value` now
+ * (`shmem_test`): `*result_out` (if not NULL) becomes 1 or 0. Never sleeps; one read of
+ * the word (a load on the direct path, one round trip elsewhere). Ordering comparisons are
+ * signed for the signed types. Errors as `nam_atomic`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `result_out` is NULL or writable.
+ */
+nam_status_t nam_test_word(nam_alloc_t *alloc,
+                           uint64_t offset,
+                           nam_amo_type_t type,
+                           nam_cmp_t cmp,
+                           uint64_t value,
+                           int32_t *result_out);
+
+/**
+ * This process's address of byte `offset` of the allocation when its server's memory is
+ * mapped here (a server on the same host reached through shared memory: loads and stores
+ * through the pointer are the direct path), or NULL otherwise (a server reached over the
+ * network or through messages, `alloc` NULL or freed, `offset` outside the allocation):
+ * OpenSHMEM's `shmem_ptr`. The pointer stays valid until the allocation is freed or the
+ * client finalized; stores through it are visible to the server and other clients when they
+ * retire, like direct-path puts.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object.
+ */
+void *nam_ptr(nam_alloc_t *alloc,
+              uint64_t offset);
+
+/**
  * Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
- * allocation and stores the word's previous value in `*old_out` (if not NULL). Blocking:
+ * allocation and stores the word's previous value in `*old_out` (if not NULL)
+ * (`shmem_atomic_fetch_add` on a `uint64_t`; `nam_atomic` has every type and operation). Blocking:
  * returns when the add is done at the server, at most the client's timeout. Errors:
  * `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`.
  *
@@ -979,8 +1161,11 @@ nam_status_t nam_atomic_fetch(nam_alloc_t *alloc,
  * at `signal_offset` of `signal_alloc` (`NAM_SIGNAL_SET`: the word becomes `value`;
  * `NAM_SIGNAL_ADD`: `value` is added), ordered so that a reader that sees the signal (for
  * example with `nam_wait_until`) also sees the data. Both allocations must belong to the
- * same client and server. Blocking: returns when both are complete at the server (`buf`
- * may be reused), at most twice the client's timeout. Bounds, alignment and liveness are
+ * same client and server. Returns when `buf` may be reused (OpenSHMEM's
+ * `shmem_putmem_signal`): on the direct path (same-host shared memory) and over RMA both are
+ * then complete at the server; over the message path (TCP) both are sent, executed by the
+ * server in order, and complete at the next `nam_flush`. A waiter asleep on the signal
+ * word is woken. At most twice the client's timeout. Bounds, alignment and liveness are
  * checked before anything is sent: on `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_MISALIGNED` or
  * `NAM_ERR_FREED` neither the data nor the signal was written.
  *
@@ -999,8 +1184,12 @@ nam_status_t nam_put_signal(nam_alloc_t *alloc,
 
 /**
  * Waits until the 64-bit word at `offset` of the allocation satisfies `cmp` against
- * `value` (for example `NAM_CMP_GE`: word >= value), polling it with atomic reads, or until
- * `timeout_ms` milliseconds pass. Blocking: returns `NAM_OK` when the condition held, with
+ * `value` (for example `NAM_CMP_GE`: word >= value), or until `timeout_ms` milliseconds
+ * pass (`shmem_wait_until` with a deadline). It reads the word for the client's wait spin
+ * (`NAM_WAIT_SPIN_US`, default 20 us), then sleeps until the signalling side wakes it: a
+ * futex that direct-path signallers (and the server, for message-path atomics) wake on a
+ * same-host shared-memory server, a notification the server sends when the word satisfies
+ * the comparison elsewhere; no wake-up is lost to a signal racing the sleep. Blocking: returns `NAM_OK` when the condition held, with
  * the word's value in `*value_out` (if not NULL); `NAM_ERR_WAIT_TIMEOUT` at the deadline,
  * with the last value read in `*value_out`; or the error of a read (`NAM_ERR_MISALIGNED`,
  * `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`). Other threads may use the

@@ -71,6 +71,55 @@ static void atomics(nam_alloc_t *mine, nam_alloc_t *theirs) {
     expect_u64("  old value", old, 40);
 }
 
+/* OpenSHMEM's typed atomics through nam_atomic: 32-bit signed and unsigned words side by
+ * side at bytes 16 and 20, and nam_test_word, which compares without waiting. */
+static void typed_atomics(nam_alloc_t *mine, nam_alloc_t *theirs) {
+    uint64_t old = 99;
+    int holds = -1;
+    expect("atomic SET int32 -2 at 16",
+           nam_atomic(mine, 16, NAM_AMO_INT32, NAM_AMO_SET, (uint64_t)(int64_t)-2, 0, NULL), NAM_OK);
+    expect("atomic FETCH_ADD int32 +1 (reader)",
+           nam_atomic(theirs, 16, NAM_AMO_INT32, NAM_AMO_FETCH_ADD, 1, 0, &old), NAM_OK);
+    expect_u64("  old value, sign-extended", old, (uint64_t)(int64_t)-2);
+    expect("atomic OR uint32 0xf0 at 20", nam_atomic(mine, 20, NAM_AMO_UINT32, NAM_AMO_OR, 0xf0, 0, NULL), NAM_OK);
+    expect("atomic FETCH_XOR uint32 0xff (reader)",
+           nam_atomic(theirs, 20, NAM_AMO_UINT32, NAM_AMO_FETCH_XOR, 0xff, 0, &old), NAM_OK);
+    expect_u64("  old value", old, 0xf0);
+    expect("atomic FETCH int32 at 16", nam_atomic(mine, 16, NAM_AMO_INT32, NAM_AMO_FETCH, 0, 0, &old), NAM_OK);
+    expect_u64("  value, the other half untouched", old, (uint64_t)(int64_t)-1);
+    expect("test_word int32 at 16 < 0 (reader)", nam_test_word(theirs, 16, NAM_AMO_INT32, NAM_CMP_LT, 0, &holds),
+           NAM_OK);
+    expect_u64("  holds", (uint64_t)holds, 1);
+    expect("test_word uint32 at 16 < 0", nam_test_word(mine, 16, NAM_AMO_UINT32, NAM_CMP_LT, 0, &holds), NAM_OK);
+    expect_u64("  holds", (uint64_t)holds, 0);
+    expect("atomic uint32 at 18 (misaligned)", nam_atomic(mine, 18, NAM_AMO_UINT32, NAM_AMO_ADD, 1, 0, NULL),
+           NAM_ERR_MISALIGNED);
+    expect("atomic with op 99", nam_atomic(mine, 16, NAM_AMO_UINT32, (nam_amo_op_t)99, 1, 0, NULL),
+           NAM_ERR_INVALID_ARGUMENT);
+    /* shmem_ptr: a local pointer when the server's memory is mapped here, else NULL. */
+    const uint32_t *local = nam_ptr(theirs, 20);
+    expect_true("  nam_ptr is NULL or points at the word", local == NULL || *local == 0xf);
+    expect_true("  nam_ptr out of bounds is NULL", nam_ptr(theirs, SIZE) == NULL);
+}
+
+/* Puts and gets without a handle, all completed by one nam_flush (shmem_quiet). */
+static void without_handles(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam_alloc_t *theirs) {
+    static unsigned char out[4][16384], in[4][16384];
+    for (int i = 0; i < 4; i++) {
+        memset(out[i], 0x30 + i, sizeof out[i]);
+        expect("put_nbi 16 KiB", nam_put_nbi(mine, DATA_OFFSET + 65536 + (uint64_t)i * 16384, out[i], sizeof out[i]),
+               NAM_OK);
+    }
+    expect("nam_flush (quiet) after the put_nbis", nam_flush(writer), NAM_OK);
+    for (int i = 0; i < 4; i++) {
+        expect("get_nbi 16 KiB (reader)",
+               nam_get_nbi(theirs, DATA_OFFSET + 65536 + (uint64_t)i * 16384, in[i], sizeof in[i]), NAM_OK);
+    }
+    expect("nam_flush (quiet) after the get_nbis", nam_flush(reader), NAM_OK);
+    expect_true("  the handle-less puts and gets moved every byte", memcmp(in, out, sizeof in) == 0);
+    expect("put_nbi out of bounds", nam_put_nbi(mine, SIZE - 4, out[0], 8), NAM_ERR_OUT_OF_BOUNDS);
+}
+
 static void signals(nam_alloc_t *mine, nam_alloc_t *theirs) {
     static const char message[] = "data before its signal";
     char back[sizeof message] = {0};
@@ -165,6 +214,8 @@ int main(void) {
     expect_true("  the reader sees the greeting", strcmp(back, greeting) == 0);
 
     atomics(mine, theirs);
+    typed_atomics(mine, theirs);
+    without_handles(writer, reader, mine, theirs);
     signals(mine, theirs);
     non_blocking(writer, mine, theirs);
     bad_input(writer, mine);

@@ -18,6 +18,7 @@ mod gas;
 mod harness;
 mod limits;
 mod mpi_tool;
+mod shmem;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,9 @@ enum Suite {
     Allreduce(gas::AllreduceArgs),
     /// Mailbox message round trip beside an 8-byte put+signal round trip.
     Mailbox(gas::MailboxArgs),
+    /// nam's one-sided operations (put, put + quiet, get, fetch-add, put-signal ping-pong,
+    /// 64-put bursts, wake-up of a sleeping waiter), beside OpenSHMEM's with --vs-shmem.
+    Shmem(shmem::ShmemArgs),
     /// Under mpirun: checkpoint redundancy schemes compared (NAM-XOR, partner, XOR on nodes).
     Ckpt(ckpt::CkptBenchArgs),
     /// Under mpirun: Abeyratne 2017's RAM/SSD placement microbenchmark over every policy.
@@ -76,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         Suite::Gas(args) => gas::run(args),
         Suite::Allreduce(args) => gas::run_allreduce(args),
         Suite::Mailbox(args) => gas::run_mailbox(args),
+        Suite::Shmem(args) => shmem::run(args),
         Suite::Ckpt(args) => ckpt::run(args),
         Suite::CkptPolicy(args) => ckpt_policy::run(args),
         Suite::CkptIncr(args) => ckpt_incr::run(args),

@@ -50,7 +50,7 @@ fn signal_op(op: NamSignalOpArg) -> Result<SignalOp, Failure> {
     }
 }
 
-fn compare(cmp: NamCmpArg) -> Result<Compare, Failure> {
+pub(crate) fn compare(cmp: NamCmpArg) -> Result<Compare, Failure> {
     use nam_cmp_t::*;
     let all = [
         (NAM_CMP_EQ, Compare::Eq),
@@ -67,7 +67,8 @@ fn compare(cmp: NamCmpArg) -> Result<Compare, Failure> {
 }
 
 /// Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
-/// allocation and stores the word's previous value in `*old_out` (if not NULL). Blocking:
+/// allocation and stores the word's previous value in `*old_out` (if not NULL)
+/// (`shmem_atomic_fetch_add` on a `uint64_t`; `nam_atomic` has every type and operation). Blocking:
 /// returns when the add is done at the server, at most the client's timeout. Errors:
 /// `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`.
 ///
@@ -146,8 +147,11 @@ pub unsafe extern "C" fn nam_atomic_fetch(alloc: *mut nam_alloc_t, offset: u64, 
 /// at `signal_offset` of `signal_alloc` (`NAM_SIGNAL_SET`: the word becomes `value`;
 /// `NAM_SIGNAL_ADD`: `value` is added), ordered so that a reader that sees the signal (for
 /// example with `nam_wait_until`) also sees the data. Both allocations must belong to the
-/// same client and server. Blocking: returns when both are complete at the server (`buf`
-/// may be reused), at most twice the client's timeout. Bounds, alignment and liveness are
+/// same client and server. Returns when `buf` may be reused (OpenSHMEM's
+/// `shmem_putmem_signal`): on the direct path (same-host shared memory) and over RMA both are
+/// then complete at the server; over the message path (TCP) both are sent, executed by the
+/// server in order, and complete at the next `nam_flush`. A waiter asleep on the signal
+/// word is woken. At most twice the client's timeout. Bounds, alignment and liveness are
 /// checked before anything is sent: on `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_MISALIGNED` or
 /// `NAM_ERR_FREED` neither the data nor the signal was written.
 ///
@@ -185,8 +189,12 @@ pub unsafe extern "C" fn nam_put_signal(
 }
 
 /// Waits until the 64-bit word at `offset` of the allocation satisfies `cmp` against
-/// `value` (for example `NAM_CMP_GE`: word >= value), polling it with atomic reads, or until
-/// `timeout_ms` milliseconds pass. Blocking: returns `NAM_OK` when the condition held, with
+/// `value` (for example `NAM_CMP_GE`: word >= value), or until `timeout_ms` milliseconds
+/// pass (`shmem_wait_until` with a deadline). It reads the word for the client's wait spin
+/// (`NAM_WAIT_SPIN_US`, default 20 us), then sleeps until the signalling side wakes it: a
+/// futex that direct-path signallers (and the server, for message-path atomics) wake on a
+/// same-host shared-memory server, a notification the server sends when the word satisfies
+/// the comparison elsewhere; no wake-up is lost to a signal racing the sleep. Blocking: returns `NAM_OK` when the condition held, with
 /// the word's value in `*value_out` (if not NULL); `NAM_ERR_WAIT_TIMEOUT` at the deadline,
 /// with the last value read in `*value_out`; or the error of a read (`NAM_ERR_MISALIGNED`,
 /// `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`). Other threads may use the

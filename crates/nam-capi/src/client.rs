@@ -154,7 +154,9 @@ pub unsafe extern "C" fn nam_finalize(nam: *mut nam_t) -> nam_status_t {
 }
 
 /// Remote completion: returns when every put, atomic and signal this client issued before
-/// the call (to any server) is complete at its server, visible to every other client.
+/// the call (to any server) is complete at its server, visible to every other client:
+/// OpenSHMEM's `shmem_quiet`. A message-path put (TCP) that the server refused after
+/// `nam_put` returned is reported here.
 /// Blocking, at most the client's timeout per server. Does not complete outstanding
 /// `nam_request_t`s for the caller: their buffers are released only by `nam_test`/`nam_wait`.
 ///
@@ -169,7 +171,7 @@ pub unsafe extern "C" fn nam_flush(nam: *mut nam_t) -> nam_status_t {
 }
 
 /// Ordering: every operation this client issued before the fence completes at its target
-/// before any operation issued after it. Returns immediately (it does not wait for
+/// before any operation issued after it (OpenSHMEM's `shmem_fence`). Returns immediately (it does not wait for
 /// completion; use `nam_flush` for that).
 ///
 /// # Safety

@@ -48,8 +48,10 @@ mod constants;
 
 mod alloc;
 
+mod nbi;
 mod rma;
 
+mod amo;
 mod atomic;
 
 mod ckpt_group;
@@ -70,6 +72,7 @@ pub use alloc::{
     nam_alloc_params_t, nam_alloc_release, nam_alloc_size, nam_alloc_t, nam_free, nam_malloc, nam_open,
     NAM_ALLOC_PERSISTENT, NAM_ALLOC_SHARED, NAM_SERVER_ANY,
 };
+pub use amo::{nam_amo_op_t, nam_amo_type_t, nam_atomic, nam_ptr, nam_test_word};
 pub use atomic::{
     nam_atomic_cswap, nam_atomic_fetch, nam_atomic_fetch_add, nam_atomic_swap, nam_cmp_t, nam_put_signal,
     nam_signal_op_t, nam_wait_until,
@@ -96,6 +99,7 @@ pub use mailbox::{
     nam_mailbox_address, nam_mailbox_create, nam_mailbox_destroy, nam_mailbox_recv, nam_mailbox_send,
     nam_mailbox_sender_close, nam_mailbox_sender_open, nam_mailbox_sender_t, nam_mailbox_t,
 };
+pub use nbi::{nam_get_nbi, nam_put_nbi};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
 pub use status::{
     nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_far_error, status_of_refusal,

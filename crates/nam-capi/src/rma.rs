@@ -45,7 +45,9 @@ fn hand_out(nam: &nam_t, mut op: Op<'static>, request: &mut *mut nam_request_t) 
 
 /// Writes `len` bytes from `buf` at `offset` of the allocation, with **remote completion**:
 /// when it returns `NAM_OK` the data is visible at the server to every client (put, then
-/// flush of the server). Blocking, at most twice the client's timeout. An out-of-bounds
+/// flush of the server; OpenSHMEM's `shmem_putmem` then `shmem_quiet`, for this server).
+/// The flush costs nothing more after direct-path (same-host shared memory) stores.
+/// Blocking, at most twice the client's timeout. An out-of-bounds
 /// range gives `NAM_ERR_OUT_OF_BOUNDS` and transfers nothing (the target is unchanged); a
 /// freed allocation gives `NAM_ERR_FREED`. `buf` may be NULL only when `len` is 0.
 ///
@@ -99,7 +101,12 @@ pub unsafe extern "C" fn nam_get_sync(
 ///   `*request = NULL`: nothing is in flight.
 ///
 /// Completion of a request is local (the source buffer is free); the data is visible at the
-/// server after a later `nam_flush`.
+/// server after a later `nam_flush`. In OpenSHMEM's terms: `NAM_OK` without a request is
+/// `shmem_putmem` (the source is reusable, remote completion comes with `nam_flush`, which is
+/// `shmem_quiet`); a request is `shmem_putmem_nbi` whose local completion `nam_test` /
+/// `nam_wait` report. Over the message path (TCP) the call returns once the data is sent,
+/// before the server has stored it; `nam_flush` waits for the server's answers and reports a
+/// put it refused.
 ///
 /// # Safety
 /// `alloc` is NULL or a live allocation object; `buf` is NULL or readable for `len` bytes
@@ -124,8 +131,8 @@ pub unsafe extern "C" fn nam_put(
 }
 
 /// Starts reading `len` bytes at `offset` of the allocation into `buf` and returns without
-/// waiting. Returns as `nam_put`: `NAM_OK` with `*request = NULL` when the data is
-/// already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
+/// waiting (OpenSHMEM's `shmem_getmem_nbi`; `nam_get_sync` is `shmem_getmem`). Returns as
+/// `nam_put`: `NAM_OK` with `*request = NULL` when the data is already in `buf`; `NAM_IN_PROGRESS` with a request, after which **`buf` must stay valid
 /// and must not be read until `nam_test` returns `NAM_OK` for it or `nam_wait`
 /// returns `NAM_OK`**; or an error with `*request = NULL`.
 ///

@@ -8,7 +8,7 @@ use crate::allocation::{AllocOptions, Allocation};
 use crate::config::ClientConfig;
 use crate::constants::{
     GOODBYE_TIMEOUT, PROBE_BYTES_MAX, PROBE_BYTES_MIN, PROBE_BYTES_PER_SIZE, PROBE_REPS_MAX, PROBE_REPS_MIN,
-    PROBE_SIZE_FACTOR, WAIT_SLEEP_MAX, WAIT_SPIN_POLLS,
+    PROBE_SIZE_FACTOR,
 };
 use crate::error::{Error, Result};
 use crate::global::GlobalState;
@@ -17,7 +17,7 @@ use crate::lock::Guard;
 use crate::op::Op;
 use crate::path::{crossover, direct, Atomic, Path, PathTable, ServerPaths, SignalPut, Store, TransferPath};
 use crate::session::{unexpected, Inner, Session};
-use crate::signal::{Compare, Signal};
+use crate::signal::Signal;
 use nam_proto::{
     Alloc, AtomicKind, GlobalAddress, Hello, Reply, Request, StatusReply, TrafficReport, ALLOC_FLAG_PERSISTENT,
     ALLOC_FLAG_SHARED, AM_ID_REPLY,
@@ -40,7 +40,7 @@ pub struct Client {
     /// Global-address state: server tags, domains, resolved allocations.
     global: GlobalState,
     /// The path of each operation class to each server, fixed after connecting.
-    paths: PathTable,
+    pub(crate) paths: PathTable,
 }
 
 impl Client {
@@ -58,7 +58,9 @@ impl Client {
         }
         let addr0 = config.servers[0];
         let transport = |source| Error::Connect { addr: addr0, source };
-        let context = Context::with_transports(Features::CLIENT, config.transports.as_deref()).map_err(transport)?;
+        // Wake-up: a waiter sleeps on the worker's event fd until the server's answer comes.
+        let features = Features { wakeup: true, ..Features::CLIENT };
+        let context = Context::with_transports(features, config.transports.as_deref()).map_err(transport)?;
         let worker = Worker::new(&context).map_err(transport)?;
         let replies: ReplyQueue = Arc::default();
         let sink = replies.clone();
@@ -73,6 +75,7 @@ impl Client {
             traffic: TrafficReport::default(),
             held: std::collections::HashMap::new(),
             unprogressed_ops: 0,
+            unacked: Default::default(),
             worker,
             context,
         };
@@ -97,7 +100,8 @@ impl Client {
             inner.links.push(link);
         }
         let links: Vec<(SocketAddr, DataPath)> = inner.links.iter().map(|l| (l.addr, l.path())).collect();
-        let session = Session::new(inner, config.servers.clone(), config.timeout);
+        let mut session = Session::new(inner, config.servers.clone(), config.timeout);
+        session.wait_spin = config.wait_spin;
         let mut client = Client { session, config, global: Default::default(), paths: Default::default() };
         let transfers =
             links.iter().enumerate().map(|(server, &(_, path))| client.transfer_split(server, path)).collect();
@@ -244,6 +248,30 @@ impl Client {
         self.paths.transfer(allocation, buffer.len()).get_nb(&self.session, allocation, offset, buffer)
     }
 
+    /// Non-blocking put without a handle (OpenSHMEM's `shmem_putmem_nbi`): returns at once;
+    /// the next [`Client::quiet`] (or flush of the server) completes it, remotely. Checked
+    /// as [`Client::put`] before anything is posted.
+    ///
+    /// # Safety
+    /// `data` must stay valid and unmodified until that flush returns (the transport may read
+    /// it until then).
+    pub unsafe fn put_nbi(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+        allocation.target(offset, data.len())?;
+        let path = self.paths.transfer(allocation, data.len());
+        path.put_nbi(&self.session, allocation, offset, (data.as_ptr(), data.len()))
+    }
+
+    /// Non-blocking get without a handle (OpenSHMEM's `shmem_getmem_nbi`): `buffer` holds the
+    /// data once the next [`Client::quiet`] (or flush of the server) returns.
+    ///
+    /// # Safety
+    /// `buffer` must stay valid, and must not be read, until that flush returns.
+    pub unsafe fn get_nbi(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
+        allocation.target(offset, buffer.len())?;
+        let path = self.paths.transfer(allocation, buffer.len());
+        path.get_nbi(&self.session, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
+    }
+
     /// Waits for every operation; returns the first error after all have finished.
     pub fn wait_all<'a>(&self, ops: impl IntoIterator<Item = Op<'a>>) -> Result<()> {
         let mut first = Ok(());
@@ -268,6 +296,13 @@ impl Client {
             return Err(Error::InvalidArgument("server index out of range"));
         }
         self.paths.link(server).flush(&self.session, server)
+    }
+
+    /// Remote completion of every operation this client issued, on every server:
+    /// OpenSHMEM's `shmem_quiet` (the same as [`Client::flush`]). Reports the first refusal
+    /// of a message-path put that returned before the server answered it.
+    pub fn quiet(&self) -> Result<()> {
+        self.flush()
     }
 
     /// Orders operations: everything issued before completes at its target before anything
@@ -320,35 +355,6 @@ impl Client {
         };
         let put = SignalPut { data: allocation, offset, bytes: data, word, word_offset: signal_offset, value, op };
         path.put_signal(&self.session, put)
-    }
-
-    /// Waits until the 64-bit word at `offset` satisfies `compare` against `value`, or
-    /// `timeout` passes. Returns the word's value. Polls without holding the client lock
-    /// between reads, so other threads keep working.
-    pub fn wait_until(
-        &self,
-        allocation: &Allocation,
-        offset: u64,
-        compare: Compare,
-        value: u64,
-        timeout: Duration,
-    ) -> Result<u64> {
-        let deadline = Instant::now() + timeout;
-        let mut polls = 0u32;
-        loop {
-            let word = self.fetch(allocation, offset)?;
-            if compare.holds(word, value) {
-                return Ok(word);
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::WaitTimeout { timeout_ms: timeout.as_millis() as u64, last: word });
-            }
-            polls = polls.saturating_add(1);
-            if polls > WAIT_SPIN_POLLS {
-                // Back off: a waiter should not take the server's (or this core's) time.
-                std::thread::sleep(Duration::from_micros(polls as u64).min(WAIT_SLEEP_MAX));
-            }
-        }
     }
 
     // ---- The direct path's extras: reading mapped bytes in place. ----

@@ -30,6 +30,11 @@ pub struct ClientConfig {
     /// ones UCX RMA; `None` measures the crossover when connecting ([`crate::path`]).
     /// From `NAM_DIRECT_MAX` (a size like `64KiB`, or `max`).
     pub direct_max_bytes: Option<u64>,
+    /// How long a wait ([`crate::Client::wait_until`] and its kin) spins on its word before
+    /// it sleeps on a wake-up (a futex on the direct path, a server notification elsewhere).
+    /// From `NAM_WAIT_SPIN_US` (microseconds); default
+    /// [`crate::constants::WAIT_SPIN_DEFAULT`].
+    pub wait_spin: Duration,
 }
 
 impl ClientConfig {
@@ -45,11 +50,12 @@ impl ClientConfig {
             transports: None,
             data_path: None,
             direct_max_bytes: None,
+            wait_spin: crate::constants::WAIT_SPIN_DEFAULT,
         }
     }
 
     /// Reads `NAM_SERVERS` (comma-separated `host:port`), `NAM_TENANT`, `NAM_TOKEN`,
-    /// `NAM_TRANSPORTS`, `NAM_TIMEOUT_MS` and `NAM_CONNECT_TIMEOUT_MS`.
+    /// `NAM_TRANSPORTS`, `NAM_TIMEOUT_MS`, `NAM_CONNECT_TIMEOUT_MS` and `NAM_WAIT_SPIN_US`.
     pub fn from_env() -> Result<ClientConfig> {
         let servers = std::env::var("NAM_SERVERS").map_err(|_| Error::NoServers)?;
         let mut config = ClientConfig::new(parse_servers(&servers)?);
@@ -86,6 +92,11 @@ impl ClientConfig {
                 text => nam_proto::size::parse_size(text)
                     .map_err(|e| Error::Config(format!("NAM_DIRECT_MAX={v:?}: {e} (a size, or max)")))?,
             });
+        }
+        if let Ok(v) = std::env::var("NAM_WAIT_SPIN_US") {
+            let us: u64 =
+                v.trim().parse().map_err(|e| Error::Config(format!("NAM_WAIT_SPIN_US={v:?}: {e} (microseconds)")))?;
+            config.wait_spin = Duration::from_micros(us);
         }
         if let Some(ms) = env_ms("NAM_CONNECT_TIMEOUT_MS")? {
             config.connect_timeout = ms;

@@ -49,6 +49,9 @@ pub const POLL_BACKOFF_STEP: Duration = Duration::from_micros(10);
 /// Chunks of [`DATA_CHUNK_MAX`] bytes in flight per transfer on the message path, so that
 /// bandwidth is not one round trip per chunk.
 pub const MESSAGE_WINDOW: usize = 8;
+/// Message-path puts (chunks) sent without their reply collected, per server: a put returns
+/// once sent, and the oldest reply is awaited when more are outstanding ([`crate::pending`]).
+pub const MESSAGE_PUTS_IN_FLIGHT_MAX: usize = 32;
 
 // ---- Path choice (direct / RMA crossover) -----------------------------------------------
 
@@ -76,11 +79,20 @@ pub const STREAMING_BYTES_MIN: usize = 4096;
 
 // ---- Waiting on words ---------------------------------------------------------------------
 
-/// Polls of [`crate::Client::wait_until`] before it starts sleeping between polls.
+/// Polls of [`crate::Client::wait_until`] before it starts sleeping between polls (kept
+/// for callers that poll words themselves).
 pub const WAIT_SPIN_POLLS: u32 = 64;
-/// Longest sleep between polls of [`crate::Client::wait_until`]: a waiter should not take
-/// the server's (or its own core's) time.
+/// Longest sleep between polls of a waiter that has no wake-up to sleep on.
 pub const WAIT_SLEEP_MAX: Duration = Duration::from_micros(1000);
+/// How long a wait spins on its word before it sleeps on a wake-up, by default
+/// ([`crate::ClientConfig::wait_spin`], `NAM_WAIT_SPIN_US`): a signal that comes within it is
+/// seen at once; a longer wait costs a futex or a server notification, a few microseconds.
+pub const WAIT_SPIN_DEFAULT: Duration = Duration::from_micros(20);
+/// Longest single sleep of a waiter on a wake-up: bounds the delay of a change no one
+/// announced (a store by a path that does not wake, see [`crate::wake`]).
+pub const WAIT_SLEEP_SLICE: Duration = Duration::from_millis(10);
+/// Longest single sleep of a direct-path waiter that found no room in the wake table.
+pub const WAIT_SLEEP_UNREGISTERED: Duration = Duration::from_micros(200);
 
 // ---- Mailboxes ----------------------------------------------------------------------------
 

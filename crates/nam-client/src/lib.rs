@@ -11,7 +11,11 @@
 //!   [`Path`] the client chose for its server and size when it connected
 //!   ([`Client::path_table`]; see [`path`]).
 //! - Atomics on 64-bit words: [`Client::fetch_add`], [`Client::swap`],
-//!   [`Client::compare_swap`]; signals: [`Client::put_signal`] and [`Client::wait_until`].
+//!   [`Client::compare_swap`]; OpenSHMEM's full set on 32- and 64-bit words, signed and
+//!   unsigned ([`AtomicWord`]): [`Client::atomic_fetch_add`], [`Client::atomic_add`],
+//!   [`Client::atomic_fetch_and`] and the rest. Signals: [`Client::put_signal`] and the waits
+//!   [`Client::wait_until`], [`Client::test`], [`Client::wait_until_all`], `_any`, `_some`,
+//!   which spin briefly, then sleep on a wake-up the signalling side triggers.
 //!
 //! - Checkpoint groups ([`ckpt`]): [`Client::ckpt_join`] gives a [`CkptMember`] whose
 //!   buffer the server pulls and XORs into parity (NAM-XOR), and restores after a loss.
@@ -42,6 +46,7 @@
 // (address cache, over the session); `client` (the public API: bounds check + path); and
 // the protocols built on the client: `mailbox`, `reduce`, `ckpt`.
 mod allocation;
+mod amo;
 pub mod ckpt;
 mod client;
 pub mod config;
@@ -54,11 +59,15 @@ mod lock;
 mod mailbox;
 mod op;
 pub mod path;
+mod pending;
 mod reduce;
 mod session;
 mod signal;
+mod wait;
+mod wake;
 
 pub use allocation::{AllocOptions, Allocation};
+pub use amo::AtomicWord;
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
 pub use client::{server_status, Client};
 pub use config::ClientConfig;

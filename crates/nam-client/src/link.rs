@@ -169,17 +169,8 @@ impl Link {
         let start = Instant::now();
         let mut polls = 0u64;
         loop {
-            self.control.worker().progress();
-            if let Some(bytes) = take_reply(replies, request_id) {
-                self.established.store(true, std::sync::atomic::Ordering::Relaxed);
-                let (_, _, reply) = Reply::decode(&bytes).map_err(|source| Error::Protocol { addr, source })?;
-                return match reply {
-                    Reply::Error { status, message } => Err(Error::Refused { addr, what, status, message }),
-                    reply => Ok(reply),
-                };
-            }
-            if let Some(source) = self.control.failure() {
-                return Err(Error::Transport { addr, what, source });
+            if let Some(reply) = self.poll_reply(replies, request_id, what)? {
+                return Ok(reply);
             }
             if Instant::now() >= deadline {
                 return Err(Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 });
@@ -194,6 +185,30 @@ impl Link {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Progresses once and takes the reply to `request_id` if it arrived; fails if the
+    /// server's endpoint did.
+    pub(crate) fn poll_reply(
+        &self,
+        replies: &ReplyQueue,
+        request_id: u64,
+        what: &'static str,
+    ) -> Result<Option<Reply>> {
+        let addr = self.addr;
+        self.control.worker().progress();
+        if let Some(bytes) = take_reply(replies, request_id) {
+            self.established.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (_, _, reply) = Reply::decode(&bytes).map_err(|source| Error::Protocol { addr, source })?;
+            return match reply {
+                Reply::Error { status, message } => Err(Error::Refused { addr, what, status, message }),
+                reply => Ok(Some(reply)),
+            };
+        }
+        if let Some(source) = self.control.failure() {
+            return Err(Error::Transport { addr, what, source });
+        }
+        Ok(None)
     }
 
     /// Caches the pool's remote key from a grant (unpacking only when it changes).

@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub(crate) held: HashMap<(usize, u64), Arc<AtomicBool>>,
     /// Operations that completed without progressing the worker since it last progressed.
     pub(crate) unprogressed_ops: u32,
+    /// Message-path requests sent whose replies are collected later ([`crate::pending`]).
+    pub(crate) unacked: crate::pending::Unacked,
     pub(crate) worker: Worker,
     pub(crate) context: Context,
 }
@@ -70,6 +72,10 @@ pub(crate) struct Session {
     pub(crate) timeout: Duration,
     /// Traffic of the direct path.
     pub(crate) direct: DirectTraffic,
+    /// Where direct-path waiters sleep, per server ([`crate::wake`]).
+    pub(crate) wake: crate::wake::WakeTables,
+    /// How long a wait spins before it sleeps ([`crate::ClientConfig::wait_spin`]).
+    pub(crate) wait_spin: Duration,
 }
 
 impl Session {
@@ -80,7 +86,9 @@ impl Session {
         let inner = Arc::new(FastLock::new(inner));
         // Only a shared-memory data path completes operations without progressing the worker.
         let watchdog = mapped.then(|| Watchdog::start(&inner, (timeout / 4).min(LIVENESS_INTERVAL_MAX)));
-        Session { inner, watchdog, controls, servers, timeout, direct: Default::default() }
+        let wake = crate::wake::WakeTables::new(servers.len());
+        let wait_spin = crate::constants::WAIT_SPIN_DEFAULT;
+        Session { inner, watchdog, controls, servers, timeout, direct: Default::default(), wake, wait_spin }
     }
 
     #[inline]
@@ -226,6 +234,8 @@ impl Inner {
         (what, timeout): (&'static str, Duration),
         patient: bool,
     ) -> Result<Reply> {
+        // The call clears the reply queue: collect the outstanding puts' replies first.
+        self.settle(timeout)?;
         let id = self.request_id();
         self.links[server].call(&self.replies, (id, request), what, timeout, patient)
     }

@@ -40,16 +40,3 @@ pub enum Compare {
     /// word < value
     Lt,
 }
-
-impl Compare {
-    pub(crate) fn holds(self, word: u64, value: u64) -> bool {
-        match self {
-            Compare::Eq => word == value,
-            Compare::Ne => word != value,
-            Compare::Ge => word >= value,
-            Compare::Gt => word > value,
-            Compare::Le => word <= value,
-            Compare::Lt => word < value,
-        }
-    }
-}

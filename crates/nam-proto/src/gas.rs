@@ -17,6 +17,8 @@ pub const KIND_REDUCE_ATTACH: u16 = 34;
 pub const KIND_REDUCE_KICK: u16 = 35;
 /// Kind of [`GasRequest::MailboxSend`].
 pub const KIND_MAILBOX_SEND: u16 = 36;
+/// Kind of [`GasRequest::Watch`].
+pub const KIND_WATCH: u16 = 37;
 pub use crate::limits::{REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 
 /// A request of the global address space or the allreduce engine.
@@ -65,6 +67,24 @@ pub enum GasRequest {
         /// The message (at most the mailbox's slot size).
         data: Vec<u8>,
     },
+    /// Kind 37: answer with the word at `offset` of allocation `handle` (held by the caller)
+    /// once it satisfies comparison `compare` ([`crate::watch`]) against `value`, or when
+    /// `timeout_ms` (at most [`crate::limits::WATCH_TIMEOUT_MS_MAX`]) has passed; the reply
+    /// is [`crate::Reply::Value`] with the word then, and the client compares again.
+    Watch {
+        /// The allocation.
+        handle: u64,
+        /// The word's offset, a multiple of `width_bytes`.
+        offset: u64,
+        /// [`crate::watch::WatchCompare`] code, plus [`crate::watch::WATCH_SIGNED`].
+        compare: u8,
+        /// 4 or 8.
+        width_bytes: u8,
+        /// What the word is compared with.
+        value: u64,
+        /// How long the server keeps the watch.
+        timeout_ms: u32,
+    },
 }
 
 /// The reply to [`GasRequest::Domain`].
@@ -85,6 +105,7 @@ impl GasRequest {
             GasRequest::ReduceAttach { .. } => KIND_REDUCE_ATTACH,
             GasRequest::ReduceKick { .. } => KIND_REDUCE_KICK,
             GasRequest::MailboxSend { .. } => KIND_MAILBOX_SEND,
+            GasRequest::Watch { .. } => KIND_WATCH,
         }
     }
 
@@ -107,6 +128,13 @@ impl GasRequest {
                 w.u64(*offset);
                 w.u32(*sender);
                 w.bytes32(data);
+            }
+            GasRequest::Watch { handle, offset, compare, width_bytes, value, timeout_ms } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.u16(u16::from(*compare) | u16::from(*width_bytes) << 8);
+                w.u64(*value);
+                w.u32(*timeout_ms);
             }
         }
     }
@@ -131,6 +159,18 @@ impl GasRequest {
                 sender: r.u32("sender")?,
                 data: r.bytes32("data", crate::limits::MAILBOX_SLOT_SIZE_MAX as usize)?,
             },
+            KIND_WATCH => {
+                let (handle, offset, packed) = (r.u64("handle")?, r.u64("offset")?, r.u16("compare")?);
+                let (value, timeout_ms) = (r.u64("value")?, r.u32("timeout_ms")?);
+                GasRequest::Watch {
+                    handle,
+                    offset,
+                    compare: packed as u8,
+                    width_bytes: (packed >> 8) as u8,
+                    value,
+                    timeout_ms,
+                }
+            }
             kind => return Err(DecodeError::UnknownKind { kind }),
         })
     }
@@ -147,6 +187,7 @@ pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Rep
         KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
         KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::read_alloc_reply(r)?),
         KIND_REDUCE_KICK | KIND_MAILBOX_SEND => crate::Reply::Done,
+        KIND_WATCH => crate::Reply::Value(r.u64("value")?),
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
 }

@@ -7,7 +7,8 @@
 //! - [`size`]: human sizes (`64MiB`) for the command line and config files.
 //! - [`GlobalAddress`] ([`address`]): the 128-bit (server, protection domain, allocation,
 //!   offset) form; [`gas`]: its control messages and the allreduce engine's; [`mailbox`]:
-//!   the byte layout of mailboxes in server memory; [`reduce`]: reduction ops and types.
+//!   the byte layout of mailboxes in server memory; [`reduce`]: reduction ops and types;
+//!   [`watch`]: the comparisons of a wait the server answers when a word changes.
 //!
 //! Decoding never panics: malformed, truncated or oversized input gives a [`DecodeError`].
 //!
@@ -48,6 +49,7 @@ pub mod message;
 pub mod reduce;
 pub mod size;
 mod status;
+pub mod watch;
 
 pub use address::GlobalAddress;
 pub use message::*;

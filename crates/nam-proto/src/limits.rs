@@ -81,6 +81,12 @@ pub const MAILBOX_SLOT_SIZE_MAX: u32 = 64 * 1024;
 /// Most slots in one mailbox (a power of two, so the ring index is a mask).
 pub const MAILBOX_SLOTS_MAX: u32 = 1 << 20;
 
+/// Longest a server keeps one Watch (a wait it answers when a word changes); a client
+/// waiting longer sends another.
+pub const WATCH_TIMEOUT_MS_MAX: u32 = 60_000;
+/// Most Watches one client may have pending at a server; more are refused (`Busy`).
+pub const WATCHES_PER_CLIENT_MAX: usize = 256;
+
 /// Most ranks in one allreduce group.
 pub const REDUCE_RANKS_MAX: u32 = 4096;
 /// Largest per-rank deposit area of an allreduce group (one chunk).

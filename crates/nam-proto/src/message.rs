@@ -65,7 +65,11 @@ pub struct TrafficReport {
     pub bytes_got: u64,
 }
 
-/// A 64-bit atomic executed by the server on the message data path.
+/// An atomic executed by the server on the message data path: codes 1..=6 act on the 64-bit
+/// word at an 8-byte aligned offset, codes 17..=22 on the 32-bit word at a 4-byte aligned
+/// offset (only the low 32 bits of `value` and `compare` are used, and the old word comes back
+/// zero-extended). Signed and unsigned operands are the same bits: two's complement addition
+/// is one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtomicKind {
     /// Add `value`, return the old word.
@@ -74,15 +78,97 @@ pub enum AtomicKind {
     Swap = 2,
     /// Store `value` if the word equals `compare`; return the old word.
     CompareSwap = 3,
+    /// AND `value` into the word, return the old word.
+    FetchAnd = 4,
+    /// OR `value` into the word, return the old word.
+    FetchOr = 5,
+    /// XOR `value` into the word, return the old word.
+    FetchXor = 6,
+    /// [`AtomicKind::FetchAdd`] on a 32-bit word.
+    FetchAdd32 = 17,
+    /// [`AtomicKind::Swap`] on a 32-bit word.
+    Swap32 = 18,
+    /// [`AtomicKind::CompareSwap`] on a 32-bit word.
+    CompareSwap32 = 19,
+    /// [`AtomicKind::FetchAnd`] on a 32-bit word.
+    FetchAnd32 = 20,
+    /// [`AtomicKind::FetchOr`] on a 32-bit word.
+    FetchOr32 = 21,
+    /// [`AtomicKind::FetchXor`] on a 32-bit word.
+    FetchXor32 = 22,
 }
 
+/// Bit of an [`AtomicKind`] code that marks the 32-bit forms.
+const ATOMIC_32_BIT: u16 = 16;
+
 impl AtomicKind {
-    fn from_code(code: u16) -> Option<AtomicKind> {
-        match code {
-            1 => Some(AtomicKind::FetchAdd),
-            2 => Some(AtomicKind::Swap),
-            3 => Some(AtomicKind::CompareSwap),
-            _ => None,
+    /// Every kind, for tests and tables.
+    pub const ALL: [AtomicKind; 12] = [
+        AtomicKind::FetchAdd,
+        AtomicKind::Swap,
+        AtomicKind::CompareSwap,
+        AtomicKind::FetchAnd,
+        AtomicKind::FetchOr,
+        AtomicKind::FetchXor,
+        AtomicKind::FetchAdd32,
+        AtomicKind::Swap32,
+        AtomicKind::CompareSwap32,
+        AtomicKind::FetchAnd32,
+        AtomicKind::FetchOr32,
+        AtomicKind::FetchXor32,
+    ];
+
+    /// The kind for its wire code, if it is one.
+    pub fn from_code(code: u16) -> Option<AtomicKind> {
+        AtomicKind::ALL.into_iter().find(|k| *k as u16 == code)
+    }
+
+    /// The width of the word it acts on, in bytes (4 or 8); also the alignment it needs.
+    pub fn width_bytes(self) -> u64 {
+        if self as u16 & ATOMIC_32_BIT != 0 {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// The same operation on a word of `width_bytes` (4 or 8; anything else means 8).
+    pub fn with_width(self, width_bytes: u64) -> AtomicKind {
+        let op = self as u16 & !ATOMIC_32_BIT;
+        let code = if width_bytes == 4 { op | ATOMIC_32_BIT } else { op };
+        AtomicKind::from_code(code).expect("every operation has both widths")
+    }
+
+    /// The 64-bit form of the same operation.
+    pub fn operation(self) -> AtomicKind {
+        self.with_width(8)
+    }
+
+    /// Performs the operation (at whatever width it names) on a 64-bit word in this process
+    /// with a sequentially consistent CPU atomic; the old word. Server and same-host clients
+    /// use this one definition, so both update a word the same way.
+    pub fn apply64(self, word: &std::sync::atomic::AtomicU64, value: u64, compare: u64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.operation() {
+            AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
+            AtomicKind::Swap => word.swap(value, SeqCst),
+            AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|o| o),
+            AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
+            AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
+            _ => word.fetch_xor(value, SeqCst),
+        }
+    }
+
+    /// [`AtomicKind::apply64`] on a 32-bit word, with the low 32 bits of the operands.
+    pub fn apply32(self, word: &std::sync::atomic::AtomicU32, value: u32, compare: u32) -> u32 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self.operation() {
+            AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
+            AtomicKind::Swap => word.swap(value, SeqCst),
+            AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|o| o),
+            AtomicKind::FetchAnd => word.fetch_and(value, SeqCst),
+            AtomicKind::FetchOr => word.fetch_or(value, SeqCst),
+            _ => word.fetch_xor(value, SeqCst),
         }
     }
 }
@@ -126,11 +212,12 @@ pub enum Request {
         /// At most [`DATA_CHUNK_MAX`].
         len: u32,
     },
-    /// Kind 9 (message data path): a 64-bit atomic on the 8-byte aligned word at `offset`.
+    /// Kind 9 (message data path): an atomic on the aligned 64- or 32-bit word at `offset`
+    /// ([`AtomicKind::width_bytes`]).
     Atomic {
         /// The allocation.
         handle: u64,
-        /// Offset inside it (a multiple of 8).
+        /// Offset inside it (a multiple of the word's width).
         offset: u64,
         /// Which atomic.
         op: AtomicKind,

@@ -66,6 +66,9 @@ pub(crate) fn checked_range(
     }
 }
 
+/// An atomic on the 32- or 64-bit word at `offset`; replies with the old word
+/// (zero-extended). Then wakes same-host clients asleep on the word (see
+/// [`crate::watch::wake`]): their signal may have come through here.
 fn atomic(
     ctx: &EngineCtx<'_>,
     client: u64,
@@ -75,19 +78,21 @@ fn atomic(
     value: u64,
     compare: u64,
 ) -> Result<Reply, Refusal> {
-    if !offset.is_multiple_of(8) {
+    let width = op.width_bytes();
+    if !offset.is_multiple_of(width) {
         return Err(Refusal {
             status: Status::InvalidArgument,
-            message: format!("offset {offset} is not 8-byte aligned"),
+            message: format!("offset {offset} is not {width}-byte aligned"),
         });
     }
-    let word = ctx.pool.word(checked_range(ctx.manager, client, handle, offset, 8)?);
-    use std::sync::atomic::Ordering::SeqCst;
-    Ok(Reply::Value(match op {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-    }))
+    let at = checked_range(ctx.manager, client, handle, offset, width)?;
+    let old = if width == 8 {
+        op.apply64(ctx.pool.word(at), value, compare)
+    } else {
+        op.apply32(crate::watch::word32(ctx.pool, at), value as u32, compare as u32).into()
+    };
+    crate::watch::wake(ctx.pool, at);
+    Ok(Reply::Value(old))
 }
 
 /// Resolves a global address of this server: the allocation it names, if the client's

@@ -10,7 +10,7 @@
 use crate::manager::{Grant, Manager, Refusal};
 use crate::pool::Pool;
 use nam_proto::{AllocReply, Reply, Request, Status};
-use nam_ucx::{Endpoint, RkeyLayout, Worker};
+use nam_ucx::{Endpoint, EndpointId, RkeyLayout, Worker};
 
 /// What every engine may use of the server, for one call: the state engines share.
 pub(crate) struct EngineCtx<'a> {
@@ -47,6 +47,20 @@ pub(crate) struct Caller<'a> {
     pub(crate) client: u64,
     /// Its connection's endpoint (accepted from the listener; only the server closes it).
     pub(crate) connection: &'a Endpoint,
+    /// The request's id, for an engine that answers later ([`Execution::Deferred`]).
+    pub(crate) request_id: u64,
+}
+
+/// A reply an engine sends after the request that asked for it ([`Execution::Deferred`]).
+pub(crate) struct LateReply {
+    /// The connection to send it on (gone connections are skipped).
+    pub(crate) endpoint: EndpointId,
+    /// The request's kind and id, as in an immediate reply.
+    pub(crate) request_kind: u16,
+    /// See `request_kind`.
+    pub(crate) request_id: u64,
+    /// The reply.
+    pub(crate) reply: Reply,
 }
 
 /// What an engine did with a request.
@@ -55,6 +69,8 @@ pub(crate) enum Execution {
     Done(Result<Reply, Refusal>),
     /// Not one of its requests: handed back for the next engine.
     Declined(Request),
+    /// It took the request and will answer it later through [`Engine::late_replies`].
+    Deferred,
 }
 
 /// One server-side service. Every hook but [`Engine::execute`] has a default that does
@@ -94,11 +110,22 @@ pub(crate) trait Engine {
 
     /// Adds what this engine holds to a Status reply (the checkpoint engine lists its groups).
     fn status(&self, _manager: &Manager, _status: &mut nam_proto::StatusReply) {}
+
+    /// The earliest time it must poll again although no request comes (a deferred reply's
+    /// deadline): the server does not sleep past it.
+    fn next_deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+
+    /// Replies to requests it deferred that are ready now (called after every poll).
+    fn late_replies(&mut self, _ready: &mut Vec<LateReply>) {}
 }
 
 /// Every engine of the server, in the order requests are offered to them.
 pub(crate) struct Engines {
     list: Vec<Box<dyn Engine>>,
+    /// Set when the last request executed was deferred: the server sends no reply now.
+    deferred: bool,
 }
 
 impl Engines {
@@ -111,7 +138,9 @@ impl Engines {
                 Box::new(crate::mailbox::MailboxEngine),
                 Box::new(crate::reduce::ReduceEngine::default()),
                 Box::new(crate::ckpt::CkptEngine::default()),
+                Box::new(crate::watch::WatchEngine::default()),
             ],
+            deferred: false,
         }
     }
 
@@ -146,12 +175,35 @@ impl Engines {
             match engine.execute(ctx, caller, request) {
                 Execution::Done(reply) => return reply,
                 Execution::Declined(r) => request = r,
+                Execution::Deferred => {
+                    self.deferred = true;
+                    return Ok(Reply::Done);
+                }
             }
         }
         Err(Refusal {
             status: Status::Internal,
             message: format!("no engine serves requests of kind {:#x}", request.kind()),
         })
+    }
+
+    /// Whether the request just executed was deferred (its reply comes later); clears it.
+    pub(crate) fn take_deferred(&mut self) -> bool {
+        std::mem::take(&mut self.deferred)
+    }
+
+    /// The deferred replies every engine has ready.
+    pub(crate) fn late_replies(&mut self) -> Vec<LateReply> {
+        let mut ready = Vec::new();
+        for engine in &mut self.list {
+            engine.late_replies(&mut ready);
+        }
+        ready
+    }
+
+    /// The earliest deadline of any engine ([`Engine::next_deadline`]).
+    pub(crate) fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.list.iter().filter_map(|e| e.next_deadline()).min()
     }
 
     /// Polls every engine; true if any progressed.

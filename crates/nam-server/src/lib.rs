@@ -38,6 +38,7 @@ pub mod manager;
 mod pool;
 mod reduce;
 mod server;
+mod watch;
 
 pub use config::ServerConfig;
 pub use pool::PoolError;

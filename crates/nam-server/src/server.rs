@@ -221,6 +221,7 @@ impl Server {
             busy |= self.handle_requests();
             let (engines, mut ctx) = self.engines_and_ctx();
             busy |= engines.poll(&mut ctx);
+            busy |= self.send_late_replies();
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
                 self.reap_sends(now);
@@ -246,7 +247,8 @@ impl Server {
     /// Sleeps on the worker's event fd until traffic arrives, the next lease expires or
     /// [`SLEEP_MAX`] passes, unless an engine finds work while preparing for it.
     fn sleep(&mut self, now: Instant) {
-        let sleep = self.next_lease_expiry().map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
+        let wake_at = self.next_lease_expiry().into_iter().chain(self.engines.next_deadline()).min();
+        let sleep = wake_at.map_or(SLEEP_MAX, |t| t.saturating_duration_since(now).min(SLEEP_MAX));
         let (engines, mut ctx) = self.engines_and_ctx();
         if !engines.before_sleep(&mut ctx) {
             if let Err(e) = self.worker.wait_for_events(sleep) {
@@ -388,6 +390,9 @@ impl Server {
                 continue;
             }
             let (kind, request_id, mut reply) = self.answer(ep, &bytes);
+            if self.engines.take_deferred() {
+                continue;
+            }
             // A persistent allocation made or freed is in the manifest before the client
             // hears of it: an acknowledged one survives a kill -9 right after (found by the
             // soak test). A no-op unless the request changed the persistent set.
@@ -431,7 +436,7 @@ impl Server {
             Ok((_, request)) => request,
             Err(e) => return (kind, request_id, malformed(e)),
         };
-        let reply = match self.execute(ep, request) {
+        let reply = match self.execute(ep, request_id, request) {
             Ok(reply) => reply,
             Err(refusal) => {
                 log::info!("client {}: {refusal}", self.connections[&ep].client_id);
@@ -443,7 +448,7 @@ impl Server {
 
     /// Serves one request: the session's own (hello, status, goodbye) here, every other
     /// one by the engine that takes it.
-    fn execute(&mut self, ep: EndpointId, request: Request) -> Result<Reply, Refusal> {
+    fn execute(&mut self, ep: EndpointId, request_id: u64, request: Request) -> Result<Reply, Refusal> {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
             return Err(not_connected());
@@ -480,7 +485,7 @@ impl Server {
                 self.engines.check_reserved(&self.manager, &request)?;
                 // The connection is borrowed beside the engines' context, not cloned: this is
                 // every message-path request.
-                let caller = Caller { client, connection: &self.connections[&ep].endpoint };
+                let caller = Caller { client, connection: &self.connections[&ep].endpoint, request_id };
                 self.engines.execute(&mut engine_ctx!(self), &caller, request)
             }
         }
@@ -588,6 +593,18 @@ impl Server {
             }
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
         }
+    }
+
+    /// Sends the replies engines deferred and now have ready; true if any.
+    fn send_late_replies(&mut self) -> bool {
+        let ready = self.engines.late_replies();
+        let any = !ready.is_empty();
+        for late in ready {
+            if self.connections.contains_key(&late.endpoint) {
+                self.send_reply(late.endpoint, late.reply.encode(late.request_kind, late.request_id));
+            }
+        }
+        any
     }
 
     /// Frees the replies UCX has sent, refunding their clients' credit, and disconnects a

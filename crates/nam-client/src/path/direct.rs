@@ -14,9 +14,8 @@ use crate::constants::STREAMING_BYTES_MIN;
 use crate::error::Result;
 use crate::session::Session;
 use crate::signal::SignalOp;
-use nam_proto::AtomicKind;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// The local address of `allocation`'s first byte if it is mapped here and its server is
 /// alive as far as this client knows; `None` if it is not mapped.
@@ -49,6 +48,8 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8], s
             Store::Streaming => copy_streaming(dst, data),
         }
     }
+    let at = a.remote_addr + offset;
+    session.wake_direct(a, (at, at + data.len() as u64), false);
     session.count_direct_put(data.len());
     Ok(())
 }
@@ -74,16 +75,22 @@ pub(crate) fn word<'a>(session: &Session, a: &'a Allocation, offset: u64, what: 
     Ok(unsafe { &*(at(a, offset) as *const AtomicU64) })
 }
 
-/// A CPU atomic on the word at `offset`; returns the old value.
+/// A CPU atomic on the 64- or 32-bit word at `offset`; returns the old value
+/// (zero-extended). Wakes whoever sleeps on the word ([`crate::wake`]).
 #[inline]
 pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
     let Atomic { op, value, compare } = atomic;
-    let word = word(session, a, offset, "atomic")?;
-    Ok(match op {
-        AtomicKind::FetchAdd => word.fetch_add(value, SeqCst),
-        AtomicKind::Swap => word.swap(value, SeqCst),
-        AtomicKind::CompareSwap => word.compare_exchange(compare, value, SeqCst, SeqCst).unwrap_or_else(|old| old),
-    })
+    let word = word(session, a, offset & !7, "atomic")?;
+    let old = if op.width_bytes() == 8 {
+        op.apply64(word, value, compare)
+    } else {
+        // SAFETY: the 4-byte aligned half of the aligned word `word`; AtomicU32 has u32's layout.
+        let half = unsafe { &*((word.as_ptr() as *const u8).add((offset & 4) as usize) as *const AtomicU32) };
+        op.apply32(half, value as u32, compare as u32).into()
+    };
+    let at = a.remote_addr + offset;
+    session.wake_direct(a, (at, at + op.width_bytes()), true);
+    Ok(old)
 }
 
 /// A plain acquire load of the word at `offset` (not a read-modify-write: a poller must not
@@ -96,6 +103,44 @@ pub(crate) fn load(session: &Session, a: &Allocation, offset: u64) -> Result<u64
     let value = word.load(Acquire);
     session.count_direct_get(8);
     Ok(value)
+}
+
+/// Sleeps on the futex of the word at `offset` while it holds `seen` (registered in the wake
+/// table so that signallers wake it; see [`crate::wake`]), at most until `until`.
+pub(crate) fn sleep(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    watch: crate::wait::WordWatch,
+    seen: u64,
+    until: std::time::Instant,
+) -> Result<()> {
+    session.alive(a.server, "wait")?;
+    // The kernel compares 32 bits: the low half of a 64-bit word (little-endian).
+    let futex_offset = if cfg!(target_endian = "little") || watch.width_bytes == 4 { offset } else { offset + 4 };
+    let key = a.remote_addr + futex_offset;
+    let sleeper = session.sleep_on(a.server, key);
+    // Registered: read again, so that a signal stored before the registration is not missed.
+    // SAFETY: in bounds and aligned (checked by the caller); the mapping outlives the call.
+    let word: u64 = unsafe {
+        if watch.width_bytes == 8 {
+            (*(at(a, offset) as *const AtomicU64)).load(SeqCst)
+        } else {
+            (*(at(a, offset) as *const AtomicU32)).load(SeqCst).into()
+        }
+    };
+    if word != seen || watch.holds(word) {
+        return Ok(());
+    }
+    let now = std::time::Instant::now();
+    let mut nap = until.saturating_duration_since(now);
+    if sleeper.is_none() {
+        nap = nap.min(crate::constants::WAIT_SLEEP_UNREGISTERED);
+    }
+    let low = if watch.width_bytes == 8 && cfg!(target_endian = "big") { (seen >> 32) as u32 } else { seen as u32 };
+    crate::wake::futex_wait(at(a, futex_offset), low, nap);
+    drop(sleeper);
+    Ok(())
 }
 
 /// Copies `data`, then updates the signal word; the SeqCst atomic orders the copy before the
@@ -111,6 +156,8 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
             word.fetch_add(value, SeqCst);
         }
     }
+    let at = signal.remote_addr + word_offset;
+    session.wake_direct(signal, (at, at + 8), true);
     Ok(())
 }
 

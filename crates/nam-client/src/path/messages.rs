@@ -1,7 +1,9 @@
 //! The message data path: put, get and atomics as control messages that the server executes
 //! (see [`crate::link::DataPath::Messages`]). Transfers are split into chunks of
-//! [`DATA_CHUNK_MAX`] bytes with up to [`MESSAGE_WINDOW`] chunks in flight, so bandwidth is
-//! not one round trip per chunk. Every operation completes at the server before it returns.
+//! [`DATA_CHUNK_MAX`] bytes; a get keeps up to [`MESSAGE_WINDOW`] chunks in flight, so
+//! bandwidth is not one round trip per chunk. Puts (and put-with-signal) return once sent,
+//! their replies collected later ([`crate::pending`]); gets and atomics complete at the
+//! server before they return.
 
 use super::{Atomic, SignalPut};
 use crate::allocation::Allocation;
@@ -13,10 +15,11 @@ use nam_proto::limits::DATA_CHUNK_MAX;
 use nam_proto::{AtomicKind, Reply, Request};
 use std::time::Duration;
 
-/// Puts `data` at byte `offset` through the server.
+/// Puts `data` at byte `offset` through the server: returns once its messages are sent
+/// (`data` may be reused); the server's replies are collected later ([`crate::pending`]).
 pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
     let mut inner = session.lock();
-    inner.put_messages(a, offset, data, session.timeout)?;
+    inner.post_put(a, offset, data, session.timeout)?;
     inner.count_put(data.len());
     Ok(())
 }
@@ -41,10 +44,14 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
 /// the data is stored before the signal.
 pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
     let mut inner = session.lock();
-    inner.put_messages(put.data, put.offset, put.bytes, session.timeout)?;
+    inner.post_put(put.data, put.offset, put.bytes, session.timeout)?;
     let op = if put.op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
-    let signal = Atomic { op, value: put.value, compare: 0 };
-    inner.atomic_messages(put.word, put.word_offset, signal, session.timeout)?;
+    // Not waited for either: the signal completes with the put, remotely at the next flush.
+    let request =
+        Request::Atomic { handle: put.word.handle(), offset: put.word_offset, op, value: put.value, compare: 0 };
+    let id = inner.request_id();
+    inner.links[put.word.server()].send(id, &request, "put_signal", session.timeout)?;
+    inner.expect_reply(put.word.server(), id, session.timeout)?;
     inner.count_put(put.bytes.len());
     inner.traffic.atomics += 1;
     Ok(())
@@ -53,43 +60,97 @@ pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
 /// Every message operation completed at the server before it returned: a flush only makes
 /// sure the server is still there.
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
+    let mut inner = session.lock();
+    // Every reply in: every put the server answered is in its memory.
+    inner.settle(session.timeout)?;
     // Learn of a dead server before promising remote completion.
-    session.lock().worker.progress();
-    session.alive(server, "flush")
+    inner.worker.progress();
+    session.alive(server, "flush")?;
+    inner.take_refusal()
 }
 
-/// A message to send: a request, or bytes encoded directly from the caller's buffer once
-/// the request id is known.
-enum Outgoing<'a> {
-    Request(Request),
-    Encoded(Box<dyn FnOnce(u64) -> Vec<u8> + 'a>),
+/// Asks the server to answer once the word at `offset` satisfies `watch`, and sleeps until
+/// it does or `until` passes; returns the word the server sent, or `None` when no answer
+/// came by then (the caller reads the word and decides).
+pub(crate) fn watch(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    watch: crate::wait::WordWatch,
+    until: std::time::Instant,
+) -> Result<Option<u64>> {
+    use nam_proto::gas::GasRequest;
+    let remaining = until.saturating_duration_since(std::time::Instant::now());
+    let request = Request::Gas(GasRequest::Watch {
+        handle: a.handle(),
+        offset,
+        compare: watch.code,
+        width_bytes: watch.width_bytes,
+        value: watch.value,
+        timeout_ms: remaining.as_millis().clamp(1, nam_proto::limits::WATCH_TIMEOUT_MS_MAX.into()) as u32,
+    });
+    let mut inner = session.lock();
+    inner.settle(session.timeout)?;
+    inner.replies.lock().clear();
+    let id = inner.request_id();
+    let link = &inner.links[a.server()];
+    link.send(id, &request, "watch", session.timeout)?;
+    // The server answers by `until` (rounded up to its millisecond) plus a trip.
+    let give_up = until + WATCH_REPLY_GRACE;
+    let mut can_sleep = true;
+    loop {
+        if let Some(reply) = link.poll_reply(&inner.replies, id, "watch")? {
+            return match reply {
+                Reply::Value(word) => Ok(Some(word)),
+                _ => Err(Error::UnexpectedReply { addr: link.addr, what: "watch" }),
+            };
+        }
+        let now = std::time::Instant::now();
+        if now >= give_up {
+            // No news: the caller reads the word itself (its late reply is dropped with the
+            // next call's stale replies).
+            return Ok(None);
+        }
+        // Sleep on the worker's event fd: the reply wakes it. Without one, short naps.
+        if can_sleep {
+            can_sleep = inner.worker.wait_for_events(give_up - now).is_ok();
+        } else {
+            std::thread::sleep(crate::constants::POLL_BACKOFF_STEP);
+        }
+    }
 }
+
+/// How long after its deadline a Watch's reply is still waited for.
+const WATCH_REPLY_GRACE: Duration = Duration::from_millis(2);
 
 impl Inner {
-    /// Writes `data` at `offset` through the server; returns when the server has stored it
-    /// (remote completion).
-    fn put_messages(&mut self, a: &Allocation, offset: u64, data: &[u8], timeout: Duration) -> Result<()> {
-        let handle = a.handle();
-        let requests = data.chunks(DATA_CHUNK_MAX).enumerate().map(|(i, chunk)| {
-            Outgoing::Encoded(Box::new(move |id| {
-                nam_proto::encode_put(id, handle, offset + (i * DATA_CHUNK_MAX) as u64, chunk)
-            }))
-        });
-        self.pipeline(a.server(), requests, "put", timeout, |_, reply| match reply {
-            Reply::Done => Ok(()),
-            _ => Err("put"),
-        })
+    /// Sends `data` for `offset` through the server in chunks, without waiting for the
+    /// replies ([`crate::pending`]).
+    /// `timeout` bounds the whole call, not each chunk (`nam.h`: the deadline is the call's).
+    fn post_put(&mut self, a: &Allocation, offset: u64, data: &[u8], timeout: Duration) -> Result<()> {
+        let (server, handle) = (a.server(), a.handle());
+        let deadline = std::time::Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        let whole = |e: Error| match e {
+            Error::Timeout { addr, what, .. } => Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 },
+            e => e,
+        };
+        for (i, chunk) in data.chunks(DATA_CHUNK_MAX).enumerate() {
+            let id = self.request_id();
+            let bytes = nam_proto::encode_put(id, handle, offset + (i * DATA_CHUNK_MAX) as u64, chunk);
+            self.links[server].send_bytes(&bytes, "put", left()).map_err(whole)?;
+            self.expect_reply(server, id, left()).map_err(whole)?;
+        }
+        Ok(())
     }
 
     /// Reads into `buffer` from `offset` through the server.
     fn get_messages(&mut self, a: &Allocation, offset: u64, buffer: &mut [u8], timeout: Duration) -> Result<()> {
         let len = buffer.len();
-        let requests = (0..len.div_ceil(DATA_CHUNK_MAX)).map(|i| {
-            Outgoing::Request(Request::Get {
-                handle: a.handle(),
-                offset: offset + (i * DATA_CHUNK_MAX) as u64,
-                len: (len - i * DATA_CHUNK_MAX).min(DATA_CHUNK_MAX) as u32,
-            })
+        let requests = (0..len.div_ceil(DATA_CHUNK_MAX)).map(|i| Request::Get {
+            handle: a.handle(),
+            offset: offset + (i * DATA_CHUNK_MAX) as u64,
+            len: (len - i * DATA_CHUNK_MAX).min(DATA_CHUNK_MAX) as u32,
         });
         self.pipeline(a.server(), requests, "get", timeout, |i, reply| match reply {
             Reply::Data(bytes) => {
@@ -120,15 +181,16 @@ impl Inner {
     /// already requested, so no late reply is left to confuse a later call. `timeout` bounds
     /// the whole transfer, not each chunk (`nam.h`: the deadline is the call's): after it
     /// passes, the replies still outstanding are not waited for (a later call discards them).
-    fn pipeline<'a>(
+    fn pipeline(
         &mut self,
         server: usize,
-        requests: impl Iterator<Item = Outgoing<'a>>,
+        requests: impl Iterator<Item = Request>,
         what: &'static str,
         timeout: Duration,
         mut accept: impl FnMut(usize, Reply) -> std::result::Result<(), &'static str>,
     ) -> Result<()> {
         let addr = self.links[server].addr;
+        self.settle(timeout)?;
         let deadline = std::time::Instant::now() + timeout;
         // What is left of the call's deadline; a timeout names the call's, not the remainder.
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
@@ -144,10 +206,7 @@ impl Inner {
             while in_flight.len() < MESSAGE_WINDOW && first_error.is_none() {
                 let Some((index, request)) = requests.next() else { break };
                 let id = self.request_id();
-                let bytes = match request {
-                    Outgoing::Request(r) => r.encode(id),
-                    Outgoing::Encoded(encode) => encode(id),
-                };
+                let bytes = request.encode(id);
                 self.links[server].send_bytes(&bytes, what, left()).map_err(whole)?;
                 in_flight.push_back((index, id));
             }

@@ -107,6 +107,42 @@ impl Path {
         }
     }
 
+    /// A put without a handle: complete (locally) at once except on RMA, where the next
+    /// flush of the server waits for it.
+    ///
+    /// # Safety
+    /// `data` must stay valid and unmodified for `len` bytes until the next flush.
+    pub(crate) unsafe fn put_nbi(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        data: (*const u8, usize),
+    ) -> Result<()> {
+        match self {
+            Path::Rma => rma::put_nbi(s, a, offset, data),
+            path => path.put(s, a, offset, std::slice::from_raw_parts(data.0, data.1), Store::Cached),
+        }
+    }
+
+    /// A get without a handle: complete at once except on RMA, where the next flush of the
+    /// server waits for it.
+    ///
+    /// # Safety
+    /// `buffer` must stay valid for `len` bytes of writes, and unread, until the next flush.
+    pub(crate) unsafe fn get_nbi(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        buffer: (*mut u8, usize),
+    ) -> Result<()> {
+        match self {
+            Path::Rma => rma::get_nbi(s, a, offset, buffer),
+            path => path.get(s, a, offset, std::slice::from_raw_parts_mut(buffer.0, buffer.1)),
+        }
+    }
+
     /// Gets bytes from `offset` of `a` into `buffer` (range checked by the caller).
     #[inline]
     pub(crate) fn get(self, s: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
@@ -164,6 +200,25 @@ impl Path {
             Path::Direct => direct::put_signal(s, put),
             Path::Rma => rma::put_signal(s, put),
             Path::Messages => messages::put_signal(s, put),
+        }
+    }
+
+    /// Sleeps until the word at `offset` may satisfy `watch` (it read `seen` just before),
+    /// `until` passes, or a spurious wake-up: on the direct path on a futex that signallers
+    /// wake ([`crate::wake`]); elsewhere by a Watch the server answers when the word satisfies
+    /// the comparison. Returns the word when the server sent it.
+    pub(crate) fn sleep(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        watch: crate::wait::WordWatch,
+        seen: u64,
+        until: std::time::Instant,
+    ) -> Result<Option<u64>> {
+        match self {
+            Path::Direct => direct::sleep(s, a, offset, watch, seen, until).map(|()| None),
+            Path::Rma | Path::Messages => messages::watch(s, a, offset, watch, until),
         }
     }
 

@@ -21,6 +21,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -
     let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
     inner.finish(a.server, posted, "put", session.timeout)?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     Ok(())
 }
 
@@ -32,7 +33,54 @@ pub(crate) fn put_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, data
     let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
     let op = Op::posted(session, a.server, posted, "put")?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     Ok(op)
+}
+
+/// Posts a put of `len` bytes from `data` and keeps its request, if any, for the next
+/// flush.
+///
+/// # Safety
+/// `data` must stay valid and unmodified for `len` bytes until the next flush of the server.
+pub(crate) unsafe fn put_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (data, len): (*const u8, usize),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let posted = link.data("put")?.put_nbx(data, len, a.remote_addr + offset, link.rkey());
+    let addr = link.addr;
+    if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "put_nbi", source })? {
+        inner.keep_nbi(a.server, request);
+    }
+    inner.count_put(len);
+    inner.note_rma_put(a.server);
+    Ok(())
+}
+
+/// Posts a get of `len` bytes into `buffer` and keeps its request, if any, for the next
+/// flush.
+///
+/// # Safety
+/// `buffer` must stay valid for `len` bytes of writes, and unread, until the next flush.
+pub(crate) unsafe fn get_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (buffer, len): (*mut u8, usize),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let posted = link.data("get")?.get_nbx(buffer, len, a.remote_addr + offset, link.rkey());
+    let addr = link.addr;
+    if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "get_nbi", source })? {
+        inner.keep_nbi(a.server, request);
+        inner.note_rma_put(a.server);
+    }
+    inner.count_get(len);
+    Ok(())
 }
 
 /// Gets bytes from `offset` into `buffer`.
@@ -60,24 +108,73 @@ pub(crate) fn get_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, buff
     Ok(op)
 }
 
-/// A UCX atomic on the word at `offset`; returns the old value.
+/// A UCX atomic on the word at `offset`; returns the old value. UCX's 64-bit atomics
+/// serve the 64-bit kinds; a 32-bit kind is a compare-and-swap loop on the aligned 64-bit
+/// word that holds it, which leaves the other half as it is.
 #[inline]
 pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
     let Atomic { op, value, compare } = atomic;
-    let mut inner = session.lock();
-    let link = &inner.links[a.server];
-    let (op, operand, mut reply) = match op {
+    if op.width_bytes() == 4 {
+        return atomic32(session, a, offset, atomic);
+    }
+    let (op, operand, mut reply) = match op.operation() {
         AtomicKind::FetchAdd => (AtomicOp::Add, value, 0),
         AtomicKind::Swap => (AtomicOp::Swap, value, 0),
         // UCX takes the value to compare in the reply buffer.
         AtomicKind::CompareSwap => (AtomicOp::CompareSwap, compare, value),
+        AtomicKind::FetchAnd => (AtomicOp::And, value, 0),
+        AtomicKind::FetchOr => (AtomicOp::Or, value, 0),
+        _ => (AtomicOp::Xor, value, 0),
     };
+    atomic64(session, a, offset, (op, operand, &mut reply))?;
+    Ok(reply)
+}
+
+/// One UCX 64-bit atomic, waited for; `reply` receives the old word.
+fn atomic64(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    (op, operand, reply): (AtomicOp, u64, &mut u64),
+) -> Result<()> {
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
     let target = a.remote_addr + offset;
     // SAFETY: operand and reply live on this frame until the wait returns.
-    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, &mut reply, target, link.rkey()) };
+    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, reply, target, link.rkey()) };
     inner.finish(a.server, posted, "atomic", session.timeout)?;
     inner.traffic.atomics += 1;
-    Ok(reply)
+    Ok(())
+}
+
+/// A 32-bit atomic as a compare-and-swap loop on the aligned 64-bit word holding it.
+fn atomic32(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
+    let Atomic { op, value, compare } = atomic;
+    let whole = offset & !7;
+    let shift = (offset & 4) * 8;
+    let mut seen = 0u64;
+    atomic64(session, a, whole, (AtomicOp::Add, 0, &mut seen))?;
+    loop {
+        let old = (seen >> shift) as u32;
+        let (value, compare) = (value as u32, compare as u32);
+        let new = match op.operation() {
+            AtomicKind::FetchAdd => old.wrapping_add(value),
+            AtomicKind::Swap => value,
+            AtomicKind::CompareSwap if old == compare => value,
+            AtomicKind::CompareSwap => return Ok(old.into()),
+            AtomicKind::FetchAnd => old & value,
+            AtomicKind::FetchOr => old | value,
+            _ => old ^ value,
+        };
+        let replaced = (seen & !(0xffff_ffffu64 << shift)) | (u64::from(new) << shift);
+        // UCX: the operand is the compare value, the reply buffer the new word (then the old).
+        let mut found = replaced;
+        atomic64(session, a, whole, (AtomicOp::CompareSwap, seen, &mut found))?;
+        if found == seen {
+            return Ok(old.into());
+        }
+        seen = found;
+    }
 }
 
 /// Puts `data`, fences, then updates the signal word, so that a reader that sees the
@@ -106,13 +203,20 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
     put_result?;
     signal_result?;
     inner.count_put(data.len());
+    inner.note_rma_put(a.server);
     inner.traffic.atomics += 1;
     Ok(())
 }
 
 /// Remote completion of every RMA operation issued to `server`.
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
-    let inner = session.lock();
+    let mut inner = session.lock();
+    inner.finish_nbi(server, session.timeout)?;
+    if !inner.take_rma_unflushed(server) {
+        // Nothing posted since the last flush: direct stores are visible when they retire,
+        // gets and atomics complete when waited for.
+        return session.alive(server, "flush");
+    }
     // Learn of a dead server before promising remote completion.
     inner.worker.progress();
     let link = &inner.links[server];
