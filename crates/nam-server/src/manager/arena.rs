@@ -1,0 +1,224 @@
+//! Per-tenant arenas (protection domains in memory, not only in bookkeeping): every tenant's
+//! allocations live in segments of the pool that hold nothing of any other tenant, each
+//! segment mapped and registered with UCX on its own with its own remote key, so a client
+//! is handed keys (and, over shared memory, mappings) of its own tenant's memory only.
+//!
+//! The pool's offsets form one address space, `[0, capacity)`: a file-backed pool's file
+//! offsets, or a space of the server's own for a UCX-allocated pool. Segments are carved out
+//! of it page-aligned ([`Manager`]'s `space`) when a tenant's arena has no room, and never
+//! move: growing an arena adds a segment and leaves the live allocations where they are.
+//! The bookkeeping here is pure; the pool maps a segment when the manager asks its
+//! [`SegmentMapper`].
+//!
+//! Alignment waste is the tenant's: an allocation aligned to `align` takes a block of
+//! `size + align - ALIGN_MIN` bytes of its arena (the most padding that alignment can need in
+//! front of it) and is charged that to its quota, and an arena never holds more than its
+//! tenant's quota. A tenant that scatters small, widely aligned allocations spends its own
+//! quota; it cannot take pool space another tenant's quota promises.
+
+use super::{refuse, Manager, Refusal};
+use crate::allocator::RangeAllocator;
+use crate::constants::{ARENA_SEGMENTS_MAX, ARENA_SEGMENT_MIN_BYTES, PAGE_BYTES};
+use nam_proto::limits::ALIGN_MIN;
+use nam_proto::size::format_size;
+use nam_proto::Status;
+use serde::{Deserialize, Serialize};
+
+/// Maps the segments the manager carves out of the pool's address space.
+pub(crate) trait SegmentMapper {
+    /// Maps and registers `[base, base + len)` of the pool for `tenant` alone; an error says
+    /// why it could not (the manager then gives the range back and refuses the allocation).
+    fn map(&self, tenant: &str, base: u64, len: u64) -> Result<(), String>;
+}
+
+/// One segment of a tenant's arena, as recorded in the manifest of a file-backed pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentRecord {
+    /// Owning tenant.
+    pub tenant: String,
+    /// First byte in the pool's address space (the backing file's offset).
+    pub offset: u64,
+    /// Length in bytes (a multiple of the page size).
+    pub len: u64,
+}
+
+/// A tenant's arena: its segments, each with its own range allocator.
+#[derive(Debug, Default)]
+pub(super) struct Arena {
+    segments: Vec<ArenaSegment>,
+}
+
+#[derive(Debug)]
+struct ArenaSegment {
+    base: u64,
+    ranges: RangeAllocator,
+}
+
+/// Where an allocation went: the block it takes (and is charged for) and its aligned start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Placement {
+    pub(super) block: u64,
+    pub(super) offset: u64,
+}
+
+/// The block an allocation of `size` aligned to `align` takes: the size plus the most
+/// padding the alignment can need in front of a block that starts `ALIGN_MIN`-aligned.
+pub(super) fn charge_of(size: u64, align: u64) -> u64 {
+    size + (align - ALIGN_MIN.min(align))
+}
+
+impl Arena {
+    /// Bytes of the pool the arena's segments hold.
+    pub(super) fn mapped(&self) -> u64 {
+        self.segments.iter().map(|s| s.ranges.capacity()).sum()
+    }
+
+    /// The segments as `(base, len)`.
+    pub(super) fn segments(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.segments.iter().map(|s| (s.base, s.ranges.capacity()))
+    }
+
+    /// Places a block of `charge` bytes whose start, rounded up to `align`, is the
+    /// allocation (first fit over the segments, oldest first).
+    pub(super) fn place(&mut self, charge: u64, align: u64) -> Option<Placement> {
+        self.segments.iter_mut().find_map(|s| {
+            let rel = s.ranges.allocate(charge, ALIGN_MIN)?;
+            let aligned = rel.next_multiple_of(align);
+            Some(Placement { block: s.base + rel, offset: s.base + aligned })
+        })
+    }
+
+    /// Marks a recorded block as taken (restoring a manifest); false if it is not free in
+    /// one segment of this arena.
+    pub(super) fn reserve(&mut self, block: u64, charge: u64) -> bool {
+        self.segment_of(block).is_some_and(|s| s.ranges.reserve(block - s.base, charge))
+    }
+
+    /// Returns a block taken by [`Arena::place`] or [`Arena::reserve`].
+    pub(super) fn release(&mut self, block: u64, charge: u64) {
+        let s = self.segment_of(block).expect("a live allocation's block lies in its tenant's arena");
+        s.ranges.release(block - s.base, charge);
+    }
+
+    /// Adds a segment at `[base, base + len)` of the pool's address space.
+    pub(super) fn add(&mut self, base: u64, len: u64) {
+        self.segments.push(ArenaSegment { base, ranges: RangeAllocator::new(len) });
+    }
+
+    fn segment_of(&mut self, offset: u64) -> Option<&mut ArenaSegment> {
+        self.segments.iter_mut().find(|s| offset >= s.base && offset < s.base + s.ranges.capacity())
+    }
+}
+
+impl Manager {
+    /// Gives `tenant`'s arena a new segment that can hold a block of `charge` bytes: at least
+    /// that (in pages), doubling the arena when it can ([`ARENA_SEGMENT_MIN_BYTES`] at
+    /// first), never past the tenant's quota or the pool's free space. The mapper maps it
+    /// before anything is handed out of it.
+    pub(super) fn grow_arena(&mut self, tenant_name: &str, charge: u64) -> Result<(), Refusal> {
+        let need = charge.next_multiple_of(PAGE_BYTES);
+        let tenant = &self.tenants[tenant_name];
+        let mapped = tenant.arena.mapped();
+        let quota_room = tenant.quota_bytes.saturating_add(PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
+        let quota_room = quota_room.saturating_sub(mapped);
+        if need > quota_room {
+            return refuse(
+                Status::QuotaExceeded,
+                format!(
+                    "tenant {tenant_name:?}'s arena holds {} of its {} quota, with no free run of {} in it \
+                     (its own allocations fragment it; free some)",
+                    format_size(mapped),
+                    format_size(tenant.quota_bytes),
+                    format_size(charge)
+                ),
+            );
+        }
+        if tenant.arena.segments.len() >= ARENA_SEGMENTS_MAX {
+            return refuse(
+                Status::TooMany,
+                format!("tenant {tenant_name:?}'s arena has {ARENA_SEGMENTS_MAX} segments, the limit"),
+            );
+        }
+        let want = need.max(mapped).max(ARENA_SEGMENT_MIN_BYTES).min(quota_room);
+        let fits = self.space.largest_free() / PAGE_BYTES * PAGE_BYTES;
+        let len = want.min(fits).max(need);
+        let taken = match self.space.allocate(len, PAGE_BYTES) {
+            Some(base) => Some((base, len)),
+            None => self.space.allocate(need, PAGE_BYTES).map(|base| (base, need)),
+        };
+        let Some((base, len)) = taken else {
+            return refuse(
+                Status::PoolExhausted,
+                format!(
+                    "no free run of {} in the pool for tenant {tenant_name:?}'s arena ({} of {} free)",
+                    format_size(need),
+                    format_size(self.space.free_bytes()),
+                    format_size(self.space.capacity())
+                ),
+            );
+        };
+        if let Some(mapper) = &self.mapper {
+            if let Err(message) = mapper.map(tenant_name, base, len) {
+                self.space.release(base, len);
+                return refuse(
+                    Status::PoolExhausted,
+                    format!("cannot map a segment for tenant {tenant_name:?}: {message}"),
+                );
+            }
+        }
+        self.tenants.get_mut(tenant_name).expect("checked above").arena.add(base, len);
+        self.manifest_dirty = true;
+        Ok(())
+    }
+
+    /// Every arena's segments, for the manifest.
+    pub(super) fn segment_records(&self) -> Vec<SegmentRecord> {
+        let mut out: Vec<SegmentRecord> = self
+            .tenants
+            .iter()
+            .flat_map(|(name, t)| {
+                t.arena.segments().map(|(offset, len)| SegmentRecord { tenant: name.clone(), offset, len })
+            })
+            .collect();
+        out.sort_by_key(|s| s.offset);
+        out
+    }
+
+    /// Every segment of every arena as `(tenant, base, len)`, for the pool to map at start.
+    pub(crate) fn segments(&self) -> Vec<(String, u64, u64)> {
+        self.segment_records().into_iter().map(|s| (s.tenant, s.offset, s.len)).collect()
+    }
+}
+
+/// Segments for a manifest written before per-tenant arenas (allocations but no segments):
+/// each tenant's allocations' pages, adjacent ones merged. Two tenants' allocations that
+/// share a page then overlap, and the restore refuses the manifest rather than let one
+/// tenant's segment hold the other's bytes.
+pub(super) fn segments_of_allocations(allocations: &[super::AllocationRecord]) -> Vec<SegmentRecord> {
+    let mut by_tenant: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
+    for r in allocations {
+        let start = r.offset / PAGE_BYTES * PAGE_BYTES;
+        // A record that wraps is refused when its allocation is restored.
+        if let Some(end) = r.offset.checked_add(r.size).and_then(|e| e.checked_next_multiple_of(PAGE_BYTES)) {
+            by_tenant.entry(r.tenant.as_str()).or_default().push((start, end));
+        }
+    }
+    let mut out = Vec::new();
+    for (tenant, mut ranges) in by_tenant {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (start, end) in ranges {
+            match merged.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
+            }
+        }
+        out.extend(merged.into_iter().map(|(offset, end)| SegmentRecord {
+            tenant: tenant.into(),
+            offset,
+            len: end - offset,
+        }));
+    }
+    out.sort_by_key(|s| s.offset);
+    out
+}
