@@ -47,10 +47,15 @@ pub(crate) const PAGE_BYTES: u64 = 4096;
 /// one remote key and one client-side mapping each.
 pub(crate) const ARENA_SEGMENT_MIN_BYTES: u64 = 1 << 20;
 
+/// The most a new segment grows an arena by beyond what the allocation at hand needs: an
+/// arena doubles while small (few segments), but never takes more than this of the pool
+/// ahead of its tenant's use.
+pub(crate) const ARENA_GROWTH_MAX_BYTES: u64 = 64 << 20;
+
 /// Segments one tenant's arena may have: every segment is a UCX registration here and a
 /// remote key (a mapping, over shared memory) in each of the tenant's clients. Arenas grow
-/// by doubling, so this is reached only by quotas far beyond the segments' sizes.
-pub(crate) const ARENA_SEGMENTS_MAX: usize = 64;
+/// by doubling up to [`ARENA_GROWTH_MAX_BYTES`], so this is reached only past 16 GiB.
+pub(crate) const ARENA_SEGMENTS_MAX: usize = 256;
 
 /// A cache line: the reduction kernel splits work on it, so threads share no line.
 pub(crate) const CACHE_LINE_BYTES: usize = 64;

@@ -477,7 +477,10 @@ impl Manager {
             manifest.segments.clone()
         };
         for s in &segments {
-            if s.len == 0 || s.offset % crate::constants::PAGE_BYTES != 0 || s.len % crate::constants::PAGE_BYTES != 0 {
+            if s.len == 0
+                || !s.offset.is_multiple_of(crate::constants::PAGE_BYTES)
+                || !s.len.is_multiple_of(crate::constants::PAGE_BYTES)
+            {
                 return Err(format!(
                     "segment of tenant {:?} at offset {} ({} bytes) is not whole pages",
                     s.tenant, s.offset, s.len

@@ -23,6 +23,12 @@ pub enum PoolError {
         /// UCX's error.
         source: nam_ucx::Error,
     },
+    /// A shared-memory segment could not be made private to the server's user.
+    #[error("{message}")]
+    Private {
+        /// What failed.
+        message: String,
+    },
     /// The backing file could not be opened, sized or mapped.
     #[error("backing file {path}: {message}")]
     Backing {
@@ -114,7 +120,7 @@ impl Pool {
     /// Maps and registers `[base, base + len)` (page-aligned, inside the pool) as a segment
     /// of `tenant`'s arena, with a remote key of its own.
     pub(crate) fn map_segment(&self, tenant: &str, base: u64, len: u64) -> Result<(), PoolError> {
-        assert!(base % PAGE == 0 && len % PAGE == 0 && len > 0, "segments are whole pages");
+        assert!(base.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0, "segments are whole pages");
         assert!(base.checked_add(len).is_some_and(|end| end <= self.capacity), "segment outside the pool");
         let map_error = |source| PoolError::Map { capacity: len, source };
         let (region, mapping) = match &self.backing {
@@ -150,9 +156,19 @@ impl Pool {
             }
         };
         let rkey = region.pack_rkey().map_err(map_error)?;
+        if let Backing::Ucx = self.backing {
+            make_shared_memory_private().map_err(|message| PoolError::Private { message })?;
+        }
         log::debug!("mapped a {len}-byte segment at {base} for tenant {tenant:?}");
         self.segments.write().unwrap().insert(base, Segment { region, _mapping: mapping, rkey });
         Ok(())
+    }
+
+    /// Unmaps the segment at `base` (it holds no live allocation). Clients that still map it
+    /// keep their mapping of the old memory until they drop its key; nothing of it is
+    /// reachable through a later segment.
+    pub(crate) fn unmap_segment(&self, base: u64) {
+        self.segments.write().unwrap().remove(&base);
     }
 
     /// This process's address of byte `offset`, after checking that `len` bytes from it lie
@@ -255,8 +271,71 @@ impl SegmentMapper for PoolMapper {
     fn map(&self, tenant: &str, base: u64, len: u64) -> Result<(), String> {
         self.0.map_segment(tenant, base, len).map_err(|e| e.to_string())
     }
+
+    fn unmap(&self, base: u64) {
+        self.0.unmap_segment(base);
+    }
 }
 
 fn round_to_page(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
+}
+
+/// Makes every shared-memory segment this process created readable and writable by its
+/// user only; returns how many it changed. UCX 1.13 creates System V segments (its first
+/// choice for UCX-allocated memory, and its receive FIFOs) with mode 0660, so any process of
+/// the server's group could attach one by its (small, guessable) id; its POSIX segments are
+/// 0600 already, and are checked here too. Called after every segment is made, before any
+/// allocation in it is handed out.
+pub(crate) fn make_shared_memory_private() -> Result<usize, String> {
+    let mut changed = 0;
+    let me = std::process::id().to_string();
+    let table = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+    for row in table.lines().skip(1) {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        // key shmid perms size cpid ...; perms in octal.
+        let (Some(shmid), Some(perms), Some(cpid)) = (fields.get(1), fields.get(2), fields.get(4)) else { continue };
+        let (Ok(shmid), Ok(perms)) = (shmid.parse::<i32>(), u32::from_str_radix(perms, 8)) else { continue };
+        if *cpid != me || perms & 0o077 == 0 {
+            continue;
+        }
+        // SAFETY: shmctl on a segment id with a zeroed, then kernel-filled, shmid_ds.
+        unsafe {
+            let mut ds: libc::shmid_ds = std::mem::zeroed();
+            if libc::shmctl(shmid, libc::IPC_STAT, &mut ds) != 0 {
+                continue; // removed meanwhile
+            }
+            ds.shm_perm.mode = (ds.shm_perm.mode & !0o777) | 0o600;
+            if libc::shmctl(shmid, libc::IPC_SET, &mut ds) != 0 {
+                return Err(format!(
+                    "cannot make System V segment {shmid} private: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        changed += 1;
+    }
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Ok(changed) };
+    for entry in fds.flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        if !target.starts_with("/dev/shm") {
+            continue;
+        }
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // SAFETY: fstat/fchmod on a descriptor this process holds open.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) == 0 && st.st_mode & 0o077 != 0 {
+                if libc::fchmod(fd, 0o600) != 0 {
+                    return Err(format!(
+                        "cannot make {} private: {}",
+                        target.display(),
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                changed += 1;
+            }
+        }
+    }
+    Ok(changed)
 }

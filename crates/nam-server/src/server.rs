@@ -157,6 +157,9 @@ impl Server {
         let listener = Listener::bind(&worker, config.listen)
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
         let server_tag = nam_proto::address::server_tag(&config.name, &listener.address().to_string());
+        // The worker's own segments (UCX's shared-memory receive queues) are the server
+        // user's alone too, like the arenas' (`Pool::map_segment`).
+        crate::pool::make_shared_memory_private().map_err(|message| PoolError::Private { message })?;
         Ok(Server {
             config,
             connections: HashMap::new(),

@@ -18,7 +18,7 @@
 
 use super::{refuse, Manager, Refusal};
 use crate::allocator::RangeAllocator;
-use crate::constants::{ARENA_SEGMENTS_MAX, ARENA_SEGMENT_MIN_BYTES, PAGE_BYTES};
+use crate::constants::{ARENA_GROWTH_MAX_BYTES, ARENA_SEGMENTS_MAX, ARENA_SEGMENT_MIN_BYTES, PAGE_BYTES};
 use nam_proto::limits::ALIGN_MIN;
 use nam_proto::size::format_size;
 use nam_proto::Status;
@@ -29,6 +29,9 @@ pub(crate) trait SegmentMapper {
     /// Maps and registers `[base, base + len)` of the pool for `tenant` alone; an error says
     /// why it could not (the manager then gives the range back and refuses the allocation).
     fn map(&self, tenant: &str, base: u64, len: u64) -> Result<(), String>;
+
+    /// Unmaps the segment at `base`, which holds no live allocation.
+    fn unmap(&self, base: u64);
 }
 
 /// One segment of a tenant's arena, as recorded in the manifest of a file-backed pool.
@@ -105,6 +108,14 @@ impl Arena {
         self.segments.push(ArenaSegment { base, ranges: RangeAllocator::new(len) });
     }
 
+    /// Removes the segments that hold no allocation; returns them as `(base, len)`.
+    pub(super) fn take_empty(&mut self) -> Vec<(u64, u64)> {
+        let (empty, kept) =
+            std::mem::take(&mut self.segments).into_iter().partition(|s| s.ranges.free_bytes() == s.ranges.capacity());
+        self.segments = kept;
+        empty.into_iter().map(|s: ArenaSegment| (s.base, s.ranges.capacity())).collect()
+    }
+
     fn segment_of(&mut self, offset: u64) -> Option<&mut ArenaSegment> {
         self.segments.iter_mut().find(|s| offset >= s.base && offset < s.base + s.ranges.capacity())
     }
@@ -113,7 +124,7 @@ impl Arena {
 impl Manager {
     /// Gives `tenant`'s arena a new segment that can hold a block of `charge` bytes: at least
     /// that (in pages), doubling the arena when it can ([`ARENA_SEGMENT_MIN_BYTES`] at
-    /// first), never past the tenant's quota or the pool's free space. The mapper maps it
+    /// first, by [`ARENA_GROWTH_MAX_BYTES`] at most), never past the tenant's quota or the pool's free space. The mapper maps it
     /// before anything is handed out of it.
     pub(super) fn grow_arena(&mut self, tenant_name: &str, charge: u64) -> Result<(), Refusal> {
         let need = charge.next_multiple_of(PAGE_BYTES);
@@ -139,13 +150,14 @@ impl Manager {
                 format!("tenant {tenant_name:?}'s arena has {ARENA_SEGMENTS_MAX} segments, the limit"),
             );
         }
-        let want = need.max(mapped).max(ARENA_SEGMENT_MIN_BYTES).min(quota_room);
+        let want = need.max(mapped.min(ARENA_GROWTH_MAX_BYTES)).max(ARENA_SEGMENT_MIN_BYTES).min(quota_room);
         let fits = self.space.largest_free() / PAGE_BYTES * PAGE_BYTES;
         let len = want.min(fits).max(need);
-        let taken = match self.space.allocate(len, PAGE_BYTES) {
-            Some(base) => Some((base, len)),
-            None => self.space.allocate(need, PAGE_BYTES).map(|base| (base, need)),
-        };
+        let mut taken = self.take_space(len, need);
+        if taken.is_none() && self.reclaim_empty_segments() > 0 {
+            let fits = self.space.largest_free() / PAGE_BYTES * PAGE_BYTES;
+            taken = self.take_space(want.min(fits).max(need), need);
+        }
         let Some((base, len)) = taken else {
             return refuse(
                 Status::PoolExhausted,
@@ -169,6 +181,34 @@ impl Manager {
         self.tenants.get_mut(tenant_name).expect("checked above").arena.add(base, len);
         self.manifest_dirty = true;
         Ok(())
+    }
+
+    /// A run of `len` bytes of the pool's space, or else of `need`.
+    fn take_space(&mut self, len: u64, need: u64) -> Option<(u64, u64)> {
+        match self.space.allocate(len, PAGE_BYTES) {
+            Some(base) => Some((base, len)),
+            None => self.space.allocate(need, PAGE_BYTES).map(|base| (base, need)),
+        }
+    }
+
+    /// Unmaps every arena segment that holds no allocation and gives its space back to the
+    /// pool; returns how many. Empty segments are kept until the space is needed, so a
+    /// tenant that frees and allocates again reuses its segment (and its clients' keys and
+    /// mappings) instead of making one per allocation.
+    pub(super) fn reclaim_empty_segments(&mut self) -> usize {
+        let mut reclaimed = 0;
+        for (name, tenant) in &mut self.tenants {
+            for (base, len) in tenant.arena.take_empty() {
+                if let Some(mapper) = &self.mapper {
+                    mapper.unmap(base);
+                }
+                self.space.release(base, len);
+                log::debug!("reclaimed tenant {name:?}'s empty {len}-byte segment at {base}");
+                reclaimed += 1;
+            }
+        }
+        self.manifest_dirty |= reclaimed > 0;
+        reclaimed
     }
 
     /// Every arena's segments, for the manifest.
