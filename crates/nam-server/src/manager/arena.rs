@@ -262,3 +262,124 @@ pub(super) fn segments_of_allocations(allocations: &[super::AllocationRecord]) -
     out.sort_by_key(|s| s.offset);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{AllocationRecord, Manifest, TenantConfig};
+    use super::*;
+    use nam_proto::{Alloc, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
+
+    fn manager(capacity: u64, quota: u64) -> Manager {
+        let tenant = |name: &str| TenantConfig { name: name.into(), token: name.into(), quota_bytes: quota };
+        let mut m = Manager::new(capacity, &[tenant("a"), tenant("b")]);
+        m.authenticate(1, "a", "a").unwrap();
+        m.authenticate(2, "b", "b").unwrap();
+        m
+    }
+
+    fn alloc(size: u64, align: u64) -> Alloc {
+        Alloc { size, align, flags: 0, name: String::new() }
+    }
+
+    fn segments_of(m: &Manager, tenant: &str) -> Vec<(u64, u64)> {
+        m.tenants[tenant].arena.segments().collect()
+    }
+
+    #[test]
+    fn tenants_never_share_a_segment() {
+        let mut m = manager(64 << 20, 32 << 20);
+        let (a, b) = (m.allocate(1, &alloc(100, 0)).unwrap(), m.allocate(2, &alloc(100, 0)).unwrap());
+        let (sa, sb) = (segments_of(&m, "a"), segments_of(&m, "b"));
+        let inside = |s: &[(u64, u64)], o: u64| s.iter().any(|&(base, len)| o >= base && o < base + len);
+        assert!(inside(&sa, a.offset) && inside(&sb, b.offset));
+        assert!(!inside(&sb, a.offset) && !inside(&sa, b.offset));
+        for &(base, len) in &sa {
+            assert!(sb.iter().all(|&(b2, l2)| base + len <= b2 || b2 + l2 <= base), "segments overlap");
+        }
+    }
+
+    #[test]
+    fn growing_keeps_live_allocations_in_place() {
+        let mut m = manager(64 << 20, 32 << 20);
+        let first = m.allocate(1, &alloc(512 << 10, 0)).unwrap();
+        let big = m.allocate(1, &alloc(3 << 20, 0)).unwrap();
+        assert_eq!(m.resolve(1, first.handle).unwrap(), (first.offset, first.size), "the first did not move");
+        assert_eq!(segments_of(&m, "a").len(), 2, "the arena grew by a segment");
+        assert!(m.resolve(1, big.handle).is_ok());
+    }
+
+    #[test]
+    fn alignment_padding_is_charged_and_the_arena_stays_within_the_quota() {
+        let mut m = manager(256 << 20, 128 << 20);
+        let mut ok = 0;
+        for _ in 0..256 {
+            match m.allocate(1, &alloc(64, 1 << 20)) {
+                Ok(g) => {
+                    assert_eq!(g.offset % (1 << 20), 0, "aligned within its segment");
+                    ok += 1;
+                }
+                Err(e) => assert_eq!(e.status, Status::QuotaExceeded, "{e}"),
+            }
+        }
+        assert_eq!(ok, 128);
+        assert_eq!(m.tenant_usage()[0].used, 128 << 20);
+        assert!(m.tenants["a"].arena.mapped() <= 128 << 20);
+        let g = m.allocate(2, &alloc(1 << 20, 0)).expect("b's quota is still its own");
+        assert_eq!(g.size, 1 << 20);
+    }
+
+    #[test]
+    fn empty_segments_are_reclaimed_when_the_pool_needs_the_space() {
+        let mut m = manager(4 << 20, u64::MAX);
+        let small = m.allocate(1, &alloc(64, 0)).unwrap();
+        m.free(1, small.handle).unwrap();
+        assert_eq!(segments_of(&m, "a").len(), 1, "kept for reuse");
+        let whole = m.allocate(2, &alloc(4 << 20, 0)).expect("a's empty segment gives its space back");
+        assert_eq!(whole.size, 4 << 20);
+        assert!(segments_of(&m, "a").is_empty());
+    }
+
+    #[test]
+    fn manifests_restore_every_tenants_segments_and_old_ones_get_segments() {
+        let mut m = manager(64 << 20, 32 << 20);
+        let persistent = |name: &str| Alloc {
+            size: 5000,
+            align: 4096,
+            flags: ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED,
+            name: name.into(),
+        };
+        let pa = m.allocate(1, &persistent("pa")).unwrap();
+        let pb = m.allocate(2, &persistent("pb")).unwrap();
+        let manifest = m.manifest();
+        assert_eq!(manifest.segments.len(), 2);
+        let mut restored = manager(64 << 20, 32 << 20);
+        restored.restore(&manifest).unwrap();
+        assert_eq!(restored.open(1, "pa").unwrap(), pa);
+        assert_eq!(restored.open(2, "pb").unwrap(), pb);
+        assert_eq!(restored.segments(), m.segments());
+        assert_eq!(restored.tenant_usage(), m.tenant_usage());
+        // A manifest written before arenas: allocations only, no blocks, no segments.
+        let record = |handle, offset, tenant: &str| AllocationRecord {
+            handle,
+            offset,
+            size: 100,
+            flags: ALLOC_FLAG_PERSISTENT | ALLOC_FLAG_SHARED,
+            name: Some(format!("n{handle}")),
+            tenant: tenant.into(),
+            block: 0,
+            charged: 0,
+        };
+        let old = Manifest {
+            capacity: 64 << 20,
+            next_handle: 9,
+            allocations: vec![record(1, 0, "a"), record(2, 8192, "b")],
+            segments: Vec::new(),
+        };
+        let mut migrated = manager(64 << 20, 32 << 20);
+        migrated.restore(&old).unwrap();
+        assert_eq!(migrated.segments(), vec![("a".into(), 0, 4096), ("b".into(), 8192, 4096)]);
+        assert_eq!(migrated.open(2, "n2").unwrap().offset, 8192);
+        let shared_page = Manifest { allocations: vec![record(1, 0, "a"), record(2, 128, "b")], ..old };
+        assert!(manager(64 << 20, 32 << 20).restore(&shared_page).is_err(), "two tenants in one page");
+    }
+}
