@@ -128,10 +128,14 @@ impl Manager {
     /// before anything is handed out of it.
     pub(super) fn grow_arena(&mut self, tenant_name: &str, charge: u64) -> Result<(), Refusal> {
         let need = charge.next_multiple_of(PAGE_BYTES);
+        let quota = self.tenants[tenant_name].quota_bytes.saturating_add(PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
+        if need > quota.saturating_sub(self.tenants[tenant_name].arena.mapped()) {
+            // The tenant's own empty segments count against its quota: give them back first.
+            self.reclaim_empty_segments_of(tenant_name);
+        }
         let tenant = &self.tenants[tenant_name];
         let mapped = tenant.arena.mapped();
-        let quota_room = tenant.quota_bytes.saturating_add(PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
-        let quota_room = quota_room.saturating_sub(mapped);
+        let quota_room = quota.saturating_sub(mapped);
         if need > quota_room {
             return refuse(
                 Status::QuotaExceeded,
@@ -196,19 +200,22 @@ impl Manager {
     /// tenant that frees and allocates again reuses its segment (and its clients' keys and
     /// mappings) instead of making one per allocation.
     pub(super) fn reclaim_empty_segments(&mut self) -> usize {
-        let mut reclaimed = 0;
-        for (name, tenant) in &mut self.tenants {
-            for (base, len) in tenant.arena.take_empty() {
-                if let Some(mapper) = &self.mapper {
-                    mapper.unmap(base);
-                }
-                self.space.release(base, len);
-                log::debug!("reclaimed tenant {name:?}'s empty {len}-byte segment at {base}");
-                reclaimed += 1;
+        let names: Vec<String> = self.tenants.keys().cloned().collect();
+        names.iter().map(|name| self.reclaim_empty_segments_of(name)).sum()
+    }
+
+    /// [`Manager::reclaim_empty_segments`] for one tenant's arena.
+    fn reclaim_empty_segments_of(&mut self, name: &str) -> usize {
+        let empty = self.tenants.get_mut(name).map(|t| t.arena.take_empty()).unwrap_or_default();
+        for &(base, len) in &empty {
+            if let Some(mapper) = &self.mapper {
+                mapper.unmap(base);
             }
+            self.space.release(base, len);
+            log::debug!("reclaimed tenant {name:?}'s empty {len}-byte segment at {base}");
         }
-        self.manifest_dirty |= reclaimed > 0;
-        reclaimed
+        self.manifest_dirty |= !empty.is_empty();
+        empty.len()
     }
 
     /// Every arena's segments, for the manifest.
@@ -337,6 +344,16 @@ mod tests {
         let whole = m.allocate(2, &alloc(4 << 20, 0)).expect("a's empty segment gives its space back");
         assert_eq!(whole.size, 4 << 20);
         assert!(segments_of(&m, "a").is_empty());
+    }
+
+    #[test]
+    fn a_tenants_own_empty_segments_make_room_within_its_quota() {
+        let mut m = manager(64 << 20, 2 << 20);
+        let small = m.allocate(1, &alloc(64, 0)).unwrap();
+        m.free(1, small.handle).unwrap();
+        let big = m.allocate(1, &alloc(3 << 19, 0)).expect("the empty 1 MiB segment is given back first");
+        assert_eq!(big.size, 3 << 19);
+        assert!(m.tenants["a"].arena.mapped() <= 2 << 20);
     }
 
     #[test]
