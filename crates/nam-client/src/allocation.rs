@@ -39,6 +39,8 @@ pub struct Allocation {
     pub(crate) live: Arc<AtomicBool>,
     /// Where byte 0 is mapped in this process on a shared-memory path; 0 when it is not.
     pub(crate) local: usize,
+    /// Which of its link's remote keys (its tenant's arena segment) reaches it.
+    pub(crate) key: usize,
 }
 
 impl Allocation {
@@ -52,6 +54,7 @@ impl Allocation {
             flags: 0,
             live: Arc::new(AtomicBool::new(false)),
             local: 0,
+            key: 0,
         }
     }
 

@@ -40,8 +40,9 @@ pub(crate) struct Link {
     pub(crate) control: Endpoint,
     data: Option<Endpoint>,
     path: DataPath,
-    /// The packed bytes and unpacked key of the server's pool, cached after the first grant.
-    rkey: Option<(Vec<u8>, RemoteKey)>,
+    /// The packed bytes and unpacked keys of the server's arena segments this client was
+    /// granted memory in (its tenant's only), each unpacked once.
+    rkeys: Vec<(Vec<u8>, RemoteKey)>,
     pub(crate) server_name: String,
     /// The server has answered once: a peer failure after that is a transport error of the
     /// operation at hand, not a failure to connect.
@@ -56,7 +57,7 @@ impl Link {
             control,
             data: None,
             path: DataPath::Messages,
-            rkey: None,
+            rkeys: Vec::new(),
             server_name: String::new(),
             established: std::sync::atomic::AtomicBool::new(false),
         })
@@ -211,23 +212,29 @@ impl Link {
         Ok(None)
     }
 
-    /// Caches the pool's remote key from a grant (unpacking only when it changes).
-    pub(crate) fn remember_rkey(&mut self, packed: &[u8]) -> Result<()> {
-        if self.uses_messages() || self.rkey.as_ref().is_some_and(|(bytes, _)| bytes == packed) {
-            return Ok(());
+    /// Caches the remote key of a grant's arena segment (unpacking each key once); returns
+    /// its index for [`Link::rkey`] (0 on the message path, which uses no key).
+    pub(crate) fn remember_rkey(&mut self, packed: &[u8]) -> Result<usize> {
+        if self.uses_messages() {
+            return Ok(0);
+        }
+        // Newest first: a new allocation is most often in the segment the last one was.
+        if let Some(index) = self.rkeys.iter().rposition(|(bytes, _)| bytes == packed) {
+            return Ok(index);
         }
         let key = self.data("unpack remote key")?.unpack_rkey(packed).map_err(|source| Error::Transport {
             addr: self.addr,
             what: "unpack remote key",
             source,
         })?;
-        self.rkey = Some((packed.to_vec(), key));
-        Ok(())
+        self.rkeys.push((packed.to_vec(), key));
+        Ok(self.rkeys.len() - 1)
     }
 
+    /// The unpacked key `index` ([`Link::remember_rkey`]).
     #[inline]
-    pub(crate) fn rkey(&self) -> &RemoteKey {
-        &self.rkey.as_ref().expect("a grant from this server cached its key").1
+    pub(crate) fn rkey(&self, index: usize) -> &RemoteKey {
+        &self.rkeys[index].1
     }
 }
 

@@ -256,11 +256,11 @@ impl Inner {
     /// Turns an allocation the server granted (in any reply) into an [`Allocation`].
     pub(crate) fn adopt(&mut self, server: usize, grant: nam_proto::AllocReply) -> Result<Allocation> {
         let link = &mut self.links[server];
-        link.remember_rkey(&grant.rkey)?;
+        let key = link.remember_rkey(&grant.rkey)?;
         let live = self.held.entry((server, grant.handle)).or_insert_with(|| Arc::new(AtomicBool::new(true))).clone();
         let link = &self.links[server];
         let local = match link.path() {
-            DataPath::SharedMemory => link.rkey().local_ptr(grant.remote_addr).map_or(0, |p| p as usize),
+            DataPath::SharedMemory => link.rkey(key).local_ptr(grant.remote_addr).map_or(0, |p| p as usize),
             _ => 0,
         };
         Ok(Allocation {
@@ -271,6 +271,7 @@ impl Inner {
             flags: grant.flags,
             live,
             local,
+            key,
         })
     }
 

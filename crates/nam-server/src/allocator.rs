@@ -33,6 +33,11 @@ impl RangeAllocator {
         self.free_bytes
     }
 
+    /// The longest free run.
+    pub(crate) fn largest_free(&self) -> u64 {
+        self.free.values().copied().max().unwrap_or(0)
+    }
+
     /// Allocates `size` bytes at an offset that is a multiple of `align` (a power of two).
     /// Returns `None` when no free range fits.
     pub(crate) fn allocate(&mut self, size: u64, align: u64) -> Option<u64> {

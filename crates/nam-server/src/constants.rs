@@ -90,6 +90,21 @@ pub(crate) const DEFAULT_TENANT: &str = "default";
 /// The page size the pool is rounded to and ranges are faulted in by.
 pub(crate) const PAGE_BYTES: u64 = 4096;
 
+/// The first segment of a tenant's arena (and the least a later one grows it by, quota and
+/// pool permitting): small allocations share a segment instead of taking one UCX mapping,
+/// one remote key and one client-side mapping each.
+pub(crate) const ARENA_SEGMENT_MIN_BYTES: u64 = 1 << 20;
+
+/// The most a new segment grows an arena by beyond what the allocation at hand needs: an
+/// arena doubles while small (few segments), but never takes more than this of the pool
+/// ahead of its tenant's use.
+pub(crate) const ARENA_GROWTH_MAX_BYTES: u64 = 64 << 20;
+
+/// Segments one tenant's arena may have: every segment is a UCX registration here and a
+/// remote key (a mapping, over shared memory) in each of the tenant's clients. Arenas grow
+/// by doubling up to [`ARENA_GROWTH_MAX_BYTES`], so this is reached only past 16 GiB.
+pub(crate) const ARENA_SEGMENTS_MAX: usize = 256;
+
 /// A cache line: the reduction kernel splits work on it, so threads share no line.
 pub(crate) const CACHE_LINE_BYTES: usize = 64;
 

@@ -29,15 +29,11 @@ pub(crate) struct EngineCtx<'a> {
 }
 
 impl EngineCtx<'_> {
-    /// The reply that hands `grant` to a client: where it is in the pool and the pool's key.
+    /// The reply that hands `grant` to a client: where it is and the key of its tenant's
+    /// arena segment that holds it (never a key to any other memory).
     pub(crate) fn alloc_reply(&self, grant: &Grant) -> AllocReply {
-        AllocReply {
-            handle: grant.handle,
-            size: grant.size,
-            remote_addr: self.pool.remote_addr(grant.offset),
-            flags: grant.flags,
-            rkey: self.pool.rkey().to_vec(),
-        }
+        let (remote_addr, rkey) = self.pool.remote(grant.offset);
+        AllocReply { handle: grant.handle, size: grant.size, remote_addr, flags: grant.flags, rkey }
     }
 }
 

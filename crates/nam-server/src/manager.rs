@@ -6,13 +6,18 @@
 //! its holders until it is freed explicitly.
 
 use crate::allocator::RangeAllocator;
+use arena::{charge_of, Arena};
 use nam_proto::limits::{ALIGN_MAX, ALIGN_MIN, ALLOC_SIZE_MAX, HANDLES_PER_CLIENT_MAX};
 use nam_proto::size::format_size;
 use nam_proto::{Alloc, Status, TenantUsage, ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT, ALLOC_FLAG_SHARED};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+mod arena;
 mod domain;
+
+pub(crate) use arena::SegmentMapper;
+pub use arena::SegmentRecord;
 
 /// A refused manager operation: the status for the wire and the exact cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,8 +51,10 @@ pub struct TenantConfig {
 struct Tenant {
     token: String,
     quota_bytes: u64,
+    /// Bytes charged: every allocation's block, alignment padding included.
     used_bytes: u64,
     allocations: u64,
+    arena: Arena,
 }
 
 /// One allocation, as recorded in the manifest of a file-backed pool.
@@ -65,6 +72,25 @@ pub struct AllocationRecord {
     pub name: Option<String>,
     /// Owning tenant.
     pub tenant: String,
+    /// Start of the block the allocation takes in its tenant's arena (its alignment padding
+    /// included); with `charged` 0 (a manifest of a server before per-tenant arenas), the
+    /// block is the allocation itself.
+    #[serde(default)]
+    pub block: u64,
+    /// Bytes of the block, charged to the tenant's quota.
+    #[serde(default)]
+    pub charged: u64,
+}
+
+impl AllocationRecord {
+    /// The block `(start, len)` the allocation takes in its arena.
+    pub fn block_range(&self) -> (u64, u64) {
+        if self.charged == 0 {
+            (self.offset, self.size)
+        } else {
+            (self.block, self.charged)
+        }
+    }
 }
 
 /// The persistent allocations of a pool, saved beside a backing file.
@@ -76,6 +102,10 @@ pub struct Manifest {
     pub next_handle: u64,
     /// The persistent allocations.
     pub allocations: Vec<AllocationRecord>,
+    /// Every tenant's arena segments (ranges of the backing file). Empty in a manifest of a
+    /// server before per-tenant arenas: the allocations' pages are then made segments.
+    #[serde(default)]
+    pub segments: Vec<SegmentRecord>,
 }
 
 #[derive(Debug)]
@@ -98,9 +128,11 @@ pub(crate) struct Grant {
 }
 
 /// The allocation manager.
-#[derive(Debug)]
 pub(crate) struct Manager {
-    ranges: RangeAllocator,
+    /// The pool's address space, out of which arena segments are carved.
+    space: RangeAllocator,
+    /// Maps new segments (the pool); `None` for pure bookkeeping (unit tests).
+    mapper: Option<Box<dyn SegmentMapper + Send>>,
     allocations: HashMap<u64, Allocation>,
     names: HashMap<(String, String), u64>,
     tenants: BTreeMap<String, Tenant>,
@@ -124,13 +156,19 @@ impl Manager {
         let tenants = tenants
             .iter()
             .map(|t| {
-                let tenant =
-                    Tenant { token: t.token.clone(), quota_bytes: t.quota_bytes, used_bytes: 0, allocations: 0 };
+                let tenant = Tenant {
+                    token: t.token.clone(),
+                    quota_bytes: t.quota_bytes,
+                    used_bytes: 0,
+                    allocations: 0,
+                    arena: Arena::default(),
+                };
                 (t.name.clone(), tenant)
             })
             .collect();
         Manager {
-            ranges: RangeAllocator::new(capacity),
+            space: RangeAllocator::new(capacity),
+            mapper: None,
             allocations: HashMap::new(),
             names: HashMap::new(),
             tenants,
@@ -140,6 +178,11 @@ impl Manager {
             freed: BTreeMap::new(),
             manifest_dirty: false,
         }
+    }
+
+    /// Has `mapper` map every segment carved for an arena from now on.
+    pub(crate) fn set_mapper(&mut self, mapper: Box<dyn SegmentMapper + Send>) {
+        self.mapper = Some(mapper);
     }
 
     /// Checks a tenant's token and attaches `client` to it.
@@ -187,40 +230,48 @@ impl Manager {
         if self.client_handles[&client].len() >= HANDLES_PER_CLIENT_MAX {
             return refuse(Status::TooMany, format!("client holds {HANDLES_PER_CLIENT_MAX} allocations, the limit"));
         }
+        // The alignment's padding is the tenant's to pay (module `arena`).
+        let charge = charge_of(request.size, align);
         let tenant = self.tenants.get_mut(&tenant_name).expect("authenticated tenant exists");
-        if tenant.used_bytes + request.size > tenant.quota_bytes {
+        if tenant.used_bytes.saturating_add(charge) > tenant.quota_bytes {
+            let padding = charge - request.size;
             return refuse(
                 Status::QuotaExceeded,
                 format!(
-                    "tenant {tenant_name:?} holds {} of its {} quota; {} more does not fit",
+                    "tenant {tenant_name:?} holds {} of its {} quota; {} more{} does not fit",
                     format_size(tenant.used_bytes),
                     format_size(tenant.quota_bytes),
-                    format_size(request.size)
+                    format_size(charge),
+                    if padding > 0 {
+                        format!(" ({} of it padding for alignment {align})", format_size(padding))
+                    } else {
+                        String::new()
+                    }
                 ),
             );
         }
-        let Some(offset) = self.ranges.allocate(request.size, align) else {
-            return refuse(
-                Status::PoolExhausted,
-                format!(
-                    "no free range of {} aligned to {align} ({} of {} free)",
-                    format_size(request.size),
-                    format_size(self.ranges.free_bytes()),
-                    format_size(self.ranges.capacity())
-                ),
-            );
+        let placement = match tenant.arena.place(charge, align) {
+            Some(p) => p,
+            None => {
+                self.grow_arena(&tenant_name, charge)?;
+                let arena = &mut self.tenants.get_mut(&tenant_name).expect("checked above").arena;
+                arena.place(charge, align).expect("a new segment holds the block it was made for")
+            }
         };
-        tenant.used_bytes += request.size;
+        let tenant = self.tenants.get_mut(&tenant_name).expect("checked above");
+        tenant.used_bytes += charge;
         tenant.allocations += 1;
         let handle = self.next_handle;
         self.next_handle += 1;
         let record = AllocationRecord {
             handle,
-            offset,
+            offset: placement.offset,
             size: request.size,
             flags: request.flags,
             name,
             tenant: tenant_name.clone(),
+            block: placement.block,
+            charged: charge,
         };
         if let Some(n) = &record.name {
             self.names.insert((tenant_name, n.clone()), handle);
@@ -283,6 +334,12 @@ impl Manager {
             };
         }
         let r = &self.allocations[&handle].record;
+        // Held handles are the client's tenant's (open and hold_global check it), but a
+        // client that authenticated again as another tenant still holds its old ones: the
+        // message path reaches only the arena of the tenant it acts for now.
+        if r.tenant != tenant {
+            return refuse(Status::UnknownHandle, format!("handle {handle} is not held by this client"));
+        }
         Ok((r.offset, r.size))
     }
 
@@ -347,7 +404,7 @@ impl Manager {
     fn destroy(&mut self, handle: u64) {
         let allocation = self.allocations.remove(&handle).expect("destroy of a live handle");
         let r = allocation.record;
-        self.ranges.release(r.offset, r.size);
+        let (block, charged) = r.block_range();
         self.freed.insert(handle, r.tenant.clone());
         if self.freed.len() > FREED_REMEMBERED {
             self.freed.pop_first();
@@ -356,15 +413,16 @@ impl Manager {
             self.names.remove(&(r.tenant.clone(), name));
         }
         if let Some(t) = self.tenants.get_mut(&r.tenant) {
-            t.used_bytes -= r.size;
+            t.arena.release(block, charged);
+            t.used_bytes -= charged;
             t.allocations -= 1;
         }
         self.manifest_dirty |= r.flags & ALLOC_FLAG_PERSISTENT != 0;
     }
 
-    /// Bytes allocated.
+    /// Bytes allocated (charged to the tenants, alignment padding included).
     pub(crate) fn used_bytes(&self) -> u64 {
-        self.ranges.capacity() - self.ranges.free_bytes()
+        self.tenants.values().map(|t| t.used_bytes).sum()
     }
 
     /// Live allocations.
@@ -402,27 +460,51 @@ impl Manager {
             .map(|a| a.record.clone())
             .collect();
         allocations.sort_by_key(|r| r.handle);
-        Manifest { capacity: self.ranges.capacity(), next_handle: self.next_handle, allocations }
+        Manifest {
+            capacity: self.space.capacity(),
+            next_handle: self.next_handle,
+            allocations,
+            segments: self.segment_records(),
+        }
     }
 
-    /// Restores the persistent allocations of a manifest (at start-up, before any client).
+    /// Restores the arenas and persistent allocations of a manifest (at start-up, before
+    /// any client; the pool maps the segments afterwards, [`Manager::segments`]).
     pub(crate) fn restore(&mut self, manifest: &Manifest) -> Result<(), String> {
-        for r in &manifest.allocations {
-            if !self.ranges.reserve(r.offset, r.size) {
+        let segments = if manifest.segments.is_empty() {
+            arena::segments_of_allocations(&manifest.allocations)
+        } else {
+            manifest.segments.clone()
+        };
+        for s in &segments {
+            if s.len == 0
+                || !s.offset.is_multiple_of(crate::constants::PAGE_BYTES)
+                || !s.len.is_multiple_of(crate::constants::PAGE_BYTES)
+            {
                 return Err(format!(
-                    "allocation {} at offset {} overlaps another or leaves the pool",
+                    "segment of tenant {:?} at offset {} ({} bytes) is not whole pages",
+                    s.tenant, s.offset, s.len
+                ));
+            }
+            if !self.space.reserve(s.offset, s.len) {
+                return Err(format!(
+                    "segment of tenant {:?} at offset {} ({} bytes) overlaps another or leaves the pool",
+                    s.tenant, s.offset, s.len
+                ));
+            }
+            self.tenant_entry(&s.tenant).arena.add(s.offset, s.len);
+        }
+        for r in &manifest.allocations {
+            let (block, charged) = r.block_range();
+            let inside = r.offset >= block && r.offset.checked_add(r.size).is_some_and(|end| end <= block + charged);
+            let tenant = self.tenant_entry(&r.tenant);
+            if r.size == 0 || !inside || !tenant.arena.reserve(block, charged) {
+                return Err(format!(
+                    "allocation {} at offset {} overlaps another or leaves its tenant's arena",
                     r.handle, r.offset
                 ));
             }
-            let tenant = self.tenants.entry(r.tenant.clone()).or_insert_with(|| {
-                log::warn!(
-                    "manifest allocation {} belongs to unconfigured tenant {:?}; kept, unreachable",
-                    r.handle,
-                    r.tenant
-                );
-                Tenant { token: String::new(), quota_bytes: 0, used_bytes: 0, allocations: 0 }
-            });
-            tenant.used_bytes += r.size;
+            tenant.used_bytes += charged;
             tenant.allocations += 1;
             if let Some(n) = &r.name {
                 self.names.insert((r.tenant.clone(), n.clone()), r.handle);
@@ -431,6 +513,15 @@ impl Manager {
         }
         self.next_handle = self.next_handle.max(manifest.next_handle);
         Ok(())
+    }
+
+    /// The tenant named `name`, made (with no token and no quota, so unreachable) when a
+    /// manifest lists one the configuration no longer does: its memory is kept.
+    fn tenant_entry(&mut self, name: &str) -> &mut Tenant {
+        self.tenants.entry(name.to_string()).or_insert_with(|| {
+            log::warn!("the manifest lists memory of unconfigured tenant {name:?}; kept, unreachable");
+            Tenant { token: String::new(), quota_bytes: 0, used_bytes: 0, allocations: 0, arena: Arena::default() }
+        })
     }
 }
 

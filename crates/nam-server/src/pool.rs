@@ -1,10 +1,16 @@
-//! The memory pool: one region mapped once with UCX, either UCX-allocated (shared memory,
-//! so same-host clients load and store directly) or a mapped file that survives restarts.
+//! The memory pool: the segments of the tenants' arenas (module `manager`'s `arena`), each
+//! mapped and registered with UCX on its own with its own remote key, either UCX-allocated
+//! (shared memory, so same-host clients load and store directly) or a range of a mapped file
+//! that survives restarts. The server's engines address the pool by offset in one address
+//! space, `[0, capacity)`; each offset lies in exactly one segment.
 
 use crate::constants::{BACKING_FILE_MODE, PAGE_BYTES as PAGE};
+use crate::manager::SegmentMapper;
 use nam_ucx::{Context, MemRegion};
-use std::fs::OpenOptions;
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// Why the pool could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +22,12 @@ pub enum PoolError {
         capacity: u64,
         /// UCX's error.
         source: nam_ucx::Error,
+    },
+    /// A shared-memory segment could not be made private to the server's user.
+    #[error("{message}")]
+    Private {
+        /// What failed.
+        message: String,
     },
     /// The backing file could not be opened, sized or mapped.
     #[error("backing file {path}: {message}")]
@@ -42,23 +54,38 @@ impl Drop for FileMapping {
     }
 }
 
-/// The server's memory. Field order matters: the UCX registration goes before the mapping.
-pub(crate) struct Pool {
+/// One arena segment. Field order matters: the UCX registration goes before the mapping.
+struct Segment {
     region: MemRegion,
     _mapping: Option<FileMapping>,
     rkey: Vec<u8>,
 }
 
-// SAFETY: the mapping is plain memory owned by the pool for its whole life.
-unsafe impl Send for Pool {}
+// SAFETY: the mapping is plain memory owned by the segment for its whole life.
+unsafe impl Send for Segment {}
+unsafe impl Sync for Segment {}
+
+/// Where the segments' memory comes from.
+enum Backing {
+    /// UCX allocates each segment (shared memory when it can).
+    Ucx,
+    /// Each segment maps its range of this file.
+    File { file: File, path: PathBuf },
+}
+
+/// The server's memory: the arenas' segments by their first offset. Segments are only ever
+/// added while the server runs, so a pointer into one stays valid as long as the pool.
+pub(crate) struct Pool {
+    segments: RwLock<BTreeMap<u64, Segment>>,
+    backing: Backing,
+    capacity: u64,
+    context: Context,
+}
 
 impl Pool {
-    /// A UCX-allocated pool of at least `capacity` bytes.
+    /// A pool of at least `capacity` bytes whose segments UCX allocates.
     pub(crate) fn allocate(context: &Context, capacity: u64) -> Result<Pool, PoolError> {
-        let length = round_to_page(capacity);
-        let region =
-            MemRegion::allocate(context, length as usize).map_err(|source| PoolError::Map { capacity, source })?;
-        Self::finish(region, None, capacity)
+        Ok(Pool::new(context, Backing::Ucx, round_to_page(capacity)))
     }
 
     /// A pool backed by `path` (created or extended to `capacity`; contents kept unless
@@ -83,61 +110,117 @@ impl Pool {
         if current < length {
             file.set_len(length).map_err(|e| backing(format!("cannot extend to {length} bytes: {e}")))?;
         }
-        use std::os::fd::AsRawFd;
-        // SAFETY: a fresh shared mapping of an open file; checked for MAP_FAILED below.
-        let address = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
+        Ok(Pool::new(context, Backing::File { file, path: path.into() }, length))
+    }
+
+    fn new(context: &Context, backing: Backing, capacity: u64) -> Pool {
+        Pool { segments: RwLock::default(), backing, capacity, context: context.clone() }
+    }
+
+    /// Maps and registers `[base, base + len)` (page-aligned, inside the pool) as a segment
+    /// of `tenant`'s arena, with a remote key of its own.
+    pub(crate) fn map_segment(&self, tenant: &str, base: u64, len: u64) -> Result<(), PoolError> {
+        assert!(base.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0, "segments are whole pages");
+        assert!(base.checked_add(len).is_some_and(|end| end <= self.capacity), "segment outside the pool");
+        let map_error = |source| PoolError::Map { capacity: len, source };
+        let (region, mapping) = match &self.backing {
+            Backing::Ucx => (MemRegion::allocate(&self.context, len as usize).map_err(map_error)?, None),
+            Backing::File { file, path } => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: a fresh shared mapping of an open file's range, page-aligned (asserted
+                // above); checked for MAP_FAILED below.
+                let address = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len as usize,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_SHARED,
+                        file.as_raw_fd(),
+                        base as libc::off_t,
+                    )
+                };
+                if address == libc::MAP_FAILED {
+                    return Err(PoolError::Backing {
+                        path: path.clone(),
+                        message: format!(
+                            "mmap of {len} bytes at {base} for tenant {tenant:?} failed: {}",
+                            std::io::Error::last_os_error()
+                        ),
+                    });
+                }
+                let mapping = FileMapping { address: address as *mut u8, length: len as usize };
+                // SAFETY: the mapping outlives the region (field order in Segment).
+                let region = unsafe { MemRegion::register(&self.context, mapping.address, mapping.length) }
+                    .map_err(map_error)?;
+                (region, Some(mapping))
+            }
         };
-        if address == libc::MAP_FAILED {
-            return Err(backing(format!("mmap failed: {}", std::io::Error::last_os_error())));
+        let rkey = region.pack_rkey().map_err(map_error)?;
+        if let Backing::Ucx = self.backing {
+            make_shared_memory_private().map_err(|message| PoolError::Private { message })?;
         }
-        let mapping = FileMapping { address: address as *mut u8, length: length as usize };
-        // SAFETY: the mapping outlives the region (field order in Pool).
-        let region = unsafe { MemRegion::register(context, mapping.address, mapping.length) }
-            .map_err(|source| PoolError::Map { capacity, source })?;
-        Self::finish(region, Some(mapping), capacity)
+        log::debug!("mapped a {len}-byte segment at {base} for tenant {tenant:?}");
+        self.segments.write().unwrap().insert(base, Segment { region, _mapping: mapping, rkey });
+        Ok(())
     }
 
-    fn finish(region: MemRegion, mapping: Option<FileMapping>, capacity: u64) -> Result<Pool, PoolError> {
-        let rkey = region.pack_rkey().map_err(|source| PoolError::Map { capacity, source })?;
-        Ok(Pool { region, _mapping: mapping, rkey })
+    /// Unmaps the segment at `base` (it holds no live allocation). Clients that still map it
+    /// keep their mapping of the old memory until they drop its key; nothing of it is
+    /// reachable through a later segment.
+    pub(crate) fn unmap_segment(&self, base: u64) {
+        self.segments.write().unwrap().remove(&base);
     }
 
-    /// Remote address of byte `offset`.
-    pub(crate) fn remote_addr(&self, offset: u64) -> u64 {
-        self.region.address() as u64 + offset
+    /// This process's address of byte `offset`, after checking that `len` bytes from it lie
+    /// in one segment.
+    fn locate(&self, offset: u64, len: u64, what: &str) -> *mut u8 {
+        let segments = self.segments.read().unwrap();
+        let found = segments
+            .range(..=offset)
+            .next_back()
+            .filter(|(&base, s)| offset.checked_add(len).is_some_and(|end| end <= base + s.region.len() as u64));
+        let Some((&base, segment)) = found else {
+            panic!("{what} of {len} bytes at {offset} outside every segment of the pool");
+        };
+        // SAFETY: inside the segment's mapping (checked above).
+        unsafe { segment.region.address().add((offset - base) as usize) }
+    }
+
+    /// Where a client reaches byte `offset`: the remote address and the packed key of the
+    /// segment holding it (that segment's only).
+    pub(crate) fn remote(&self, offset: u64) -> (u64, Vec<u8>) {
+        let segments = self.segments.read().unwrap();
+        let (&base, segment) = segments
+            .range(..=offset)
+            .next_back()
+            .filter(|(&base, s)| offset < base + s.region.len() as u64)
+            .expect("granted offsets lie in a mapped segment");
+        (segment.region.address() as u64 + (offset - base), segment.rkey.clone())
     }
 
     /// Zeroes `[offset, offset + size)`, so a new allocation never shows what a previous
-    /// holder (possibly another tenant) left there.
+    /// holder left there.
     pub(crate) fn zero(&self, offset: u64, size: u64) {
-        assert!(offset.checked_add(size).is_some_and(|end| end <= self.len()), "zero outside the pool");
-        // SAFETY: the range lies inside the mapped pool (asserted above); no client can
+        let at = self.locate(offset, size, "zero");
+        // SAFETY: the range lies inside one segment (checked by locate); no client can
         // reach it yet because its allocation has not been handed out.
-        unsafe { std::ptr::write_bytes(self.region.address().add(offset as usize), 0, size as usize) };
+        unsafe { std::ptr::write_bytes(at, 0, size as usize) };
     }
 
     /// Copies `data` into the pool at `offset` (bounds checked by the caller against the
-    /// allocation; asserted here against the pool).
+    /// allocation; asserted here against the segment).
     pub(crate) fn write(&self, offset: u64, data: &[u8]) {
-        assert!(offset.checked_add(data.len() as u64).is_some_and(|end| end <= self.len()), "write outside the pool");
-        // SAFETY: the range lies inside the mapped pool (asserted above).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.region.address().add(offset as usize), data.len()) };
+        let at = self.locate(offset, data.len() as u64, "write");
+        // SAFETY: the range lies inside one segment (checked by locate).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) };
     }
 
     /// Copies `len` bytes at `offset` out of the pool.
     pub(crate) fn read(&self, offset: u64, len: usize) -> Vec<u8> {
-        assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "read outside the pool");
+        let at = self.locate(offset, len as u64, "read");
         let mut out = vec![0u8; len];
-        // SAFETY: the range lies inside the mapped pool (asserted above).
-        unsafe { std::ptr::copy_nonoverlapping(self.region.address().add(offset as usize), out.as_mut_ptr(), len) };
+        // SAFETY: the range lies inside one segment (checked by locate).
+        unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), len) };
         out
     }
 
@@ -145,10 +228,11 @@ impl Pool {
     /// way clients reach it: same-host clients' CPU atomics through shared memory and UCX's
     /// atomics both operate on the same aligned word.
     pub(crate) fn word(&self, offset: u64) -> &std::sync::atomic::AtomicU64 {
-        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len(), "word outside the pool or unaligned");
-        // SAFETY: in bounds and 8-byte aligned (the pool base is page aligned); AtomicU64 has
-        // the layout of u64, and the pool outlives the reference.
-        unsafe { &*(self.region.address().add(offset as usize) as *const std::sync::atomic::AtomicU64) }
+        assert!(offset.is_multiple_of(8), "unaligned word");
+        let at = self.locate(offset, 8, "word");
+        // SAFETY: in bounds and 8-byte aligned (segments are page aligned); AtomicU64 has
+        // the layout of u64, and segments live as long as the pool.
+        unsafe { &*(at as *const std::sync::atomic::AtomicU64) }
     }
 
     /// The bytes `[offset, offset + len)` for the checkpoint engine to compute in place.
@@ -160,26 +244,98 @@ impl Pool {
     /// the engine's checksums detect.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn bytes_mut(&self, offset: u64, len: usize) -> &mut [u8] {
-        assert!(offset.checked_add(len as u64).is_some_and(|end| end <= self.len()), "range outside the pool");
-        std::slice::from_raw_parts_mut(self.region.address().add(offset as usize), len)
+        std::slice::from_raw_parts_mut(self.locate(offset, len as u64, "bytes_mut"), len)
     }
 
-    /// The first byte of the pool, for engines that work in place (the allreduce kernel).
-    pub(crate) fn base_ptr(&self) -> *mut u8 {
-        self.region.address()
+    /// This process's address of byte `offset`, for engines that work in place on an
+    /// allocation of `len` bytes there (the allreduce kernel, restores into the pool).
+    pub(crate) fn ptr(&self, offset: u64, len: u64) -> *mut u8 {
+        self.locate(offset, len, "ptr")
     }
 
-    /// The packed remote key of the whole pool.
-    pub(crate) fn rkey(&self) -> &[u8] {
-        &self.rkey
+    /// The local address ranges `[start, end)` of every segment, so the checkpoint engine can
+    /// refuse a rank's key that names the pool.
+    pub(crate) fn local_ranges(&self) -> Vec<(u64, u64)> {
+        let segments = self.segments.read().unwrap();
+        segments
+            .values()
+            .map(|s| (s.region.address() as u64, s.region.address() as u64 + s.region.len() as u64))
+            .collect()
+    }
+}
+
+/// The manager's way to map the segments it carves: the pool, shared with the server.
+pub(crate) struct PoolMapper(pub(crate) Arc<Pool>);
+
+impl SegmentMapper for PoolMapper {
+    fn map(&self, tenant: &str, base: u64, len: u64) -> Result<(), String> {
+        self.0.map_segment(tenant, base, len).map_err(|e| e.to_string())
     }
 
-    /// Mapped length in bytes.
-    pub(crate) fn len(&self) -> u64 {
-        self.region.len() as u64
+    fn unmap(&self, base: u64) {
+        self.0.unmap_segment(base);
     }
 }
 
 fn round_to_page(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
+}
+
+/// Makes every shared-memory segment this process created readable and writable by its
+/// user only; returns how many it changed. UCX 1.13 creates System V segments (its first
+/// choice for UCX-allocated memory, and its receive FIFOs) with mode 0660, so any process of
+/// the server's group could attach one by its (small, guessable) id; its POSIX segments are
+/// 0600 already, and are checked here too. Called after every segment is made, before any
+/// allocation in it is handed out.
+pub(crate) fn make_shared_memory_private() -> Result<usize, String> {
+    let mut changed = 0;
+    let me = std::process::id().to_string();
+    let table = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+    for row in table.lines().skip(1) {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        // key shmid perms size cpid ...; perms in octal.
+        let (Some(shmid), Some(perms), Some(cpid)) = (fields.get(1), fields.get(2), fields.get(4)) else { continue };
+        let (Ok(shmid), Ok(perms)) = (shmid.parse::<i32>(), u32::from_str_radix(perms, 8)) else { continue };
+        if *cpid != me || perms & 0o077 == 0 {
+            continue;
+        }
+        // SAFETY: shmctl on a segment id with a zeroed, then kernel-filled, shmid_ds.
+        unsafe {
+            let mut ds: libc::shmid_ds = std::mem::zeroed();
+            if libc::shmctl(shmid, libc::IPC_STAT, &mut ds) != 0 {
+                continue; // removed meanwhile
+            }
+            ds.shm_perm.mode = (ds.shm_perm.mode & !0o777) | 0o600;
+            if libc::shmctl(shmid, libc::IPC_SET, &mut ds) != 0 {
+                return Err(format!(
+                    "cannot make System V segment {shmid} private: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        changed += 1;
+    }
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Ok(changed) };
+    for entry in fds.flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        if !target.starts_with("/dev/shm") {
+            continue;
+        }
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // SAFETY: fstat/fchmod on a descriptor this process holds open.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) == 0 && st.st_mode & 0o077 != 0 {
+                if libc::fchmod(fd, 0o600) != 0 {
+                    return Err(format!(
+                        "cannot make {} private: {}",
+                        target.display(),
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                changed += 1;
+            }
+        }
+    }
+    Ok(changed)
 }

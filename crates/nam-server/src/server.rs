@@ -7,7 +7,7 @@ use crate::config::ServerConfig;
 use crate::constants::{HOUSEKEEPING_INTERVAL, SLEEP_FAILED_BACKOFF, SLEEP_MAX};
 use crate::engine::{Caller, EngineCtx, Engines};
 use crate::manager::{Manager, Refusal};
-use crate::pool::{Pool, PoolError};
+use crate::pool::{Pool, PoolError, PoolMapper};
 use nam_proto::limits::CLIENTS_MAX;
 use nam_proto::{
     decode_header, HelloReply, Reply, Request, Status, StatusReply, TrafficReport, AM_ID_REPLY, AM_ID_REQUEST,
@@ -135,7 +135,7 @@ pub struct Server {
     worker_address: Vec<u8>,
     rkey_layout: RkeyLayout,
     listener: Listener,
-    pool: Pool,
+    pool: Arc<Pool>,
     worker: Worker,
     _context: Context,
 }
@@ -163,6 +163,13 @@ impl Server {
             Some(path) => Pool::file_backed(&context, path, config.capacity_bytes, config.reinit_pool)?,
             None => Pool::allocate(&context, config.capacity_bytes)?,
         };
+        // The restored arenas' segments, each mapped on its own; the manager maps every
+        // later one through the pool.
+        let pool = Arc::new(pool);
+        for (tenant, base, len) in manager.segments() {
+            pool.map_segment(&tenant, base, len)?;
+        }
+        manager.set_mapper(Box::new(PoolMapper(pool.clone())));
         // Every backing file in use has a manifest from now on, so a later start can tell a
         // pool it made from one whose manifest was lost.
         if let Some(path) = &manifest_path {
@@ -182,6 +189,9 @@ impl Server {
             .map_err(transport(&format!("cannot listen on {}", config.listen)))?;
         let server_tag = nam_proto::address::server_tag(&config.name, &listener.address().to_string());
         let reaper = sockets::SocketReaper::new(listener.address().port());
+        // The worker's own segments (UCX's shared-memory receive queues) are the server
+        // user's alone too, like the arenas' (`Pool::map_segment`).
+        crate::pool::make_shared_memory_private().map_err(|message| PoolError::Private { message })?;
         Ok(Server {
             config,
             connections: HashMap::new(),

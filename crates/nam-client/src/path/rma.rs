@@ -18,7 +18,8 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -
     let mut inner = session.lock();
     let link = &inner.links[a.server];
     // SAFETY: `data` is borrowed until the wait below returns.
-    let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
+    let posted =
+        unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey(a.key)) };
     inner.finish(a.server, posted, "put", session.timeout)?;
     inner.count_put(data.len());
     inner.note_rma_put(a.server);
@@ -30,7 +31,8 @@ pub(crate) fn put_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, data
     let mut inner = session.lock();
     let link = &inner.links[a.server];
     // SAFETY: the returned Op borrows `data` and waits for completion before it is dropped.
-    let posted = unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) };
+    let posted =
+        unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey(a.key)) };
     let op = Op::posted(session, a.server, posted, "put")?;
     inner.count_put(data.len());
     inner.note_rma_put(a.server);
@@ -50,7 +52,7 @@ pub(crate) unsafe fn put_nbi(
 ) -> Result<()> {
     let mut inner = session.lock();
     let link = &inner.links[a.server];
-    let posted = link.data("put")?.put_nbx(data, len, a.remote_addr + offset, link.rkey());
+    let posted = link.data("put")?.put_nbx(data, len, a.remote_addr + offset, link.rkey(a.key));
     let addr = link.addr;
     if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "put_nbi", source })? {
         inner.keep_nbi(a.server, request);
@@ -73,7 +75,7 @@ pub(crate) unsafe fn get_nbi(
 ) -> Result<()> {
     let mut inner = session.lock();
     let link = &inner.links[a.server];
-    let posted = link.data("get")?.get_nbx(buffer, len, a.remote_addr + offset, link.rkey());
+    let posted = link.data("get")?.get_nbx(buffer, len, a.remote_addr + offset, link.rkey(a.key));
     let addr = link.addr;
     if let Posted::InFlight(request) = posted.map_err(|source| Error::Transport { addr, what: "get_nbi", source })? {
         inner.keep_nbi(a.server, request);
@@ -90,7 +92,7 @@ pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [
     let link = &inner.links[a.server];
     let target = a.remote_addr + offset;
     // SAFETY: `buffer` is borrowed mutably until the wait below returns.
-    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey(a.key)) };
     inner.finish(a.server, posted, "get", session.timeout)?;
     inner.count_get(buffer.len());
     Ok(())
@@ -102,7 +104,7 @@ pub(crate) fn get_nb<'a>(session: &'a Session, a: &Allocation, offset: u64, buff
     let link = &inner.links[a.server];
     let target = a.remote_addr + offset;
     // SAFETY: the returned Op borrows `buffer` and waits for completion before it is dropped.
-    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey()) };
+    let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey(a.key)) };
     let op = Op::posted(session, a.server, posted, "get")?;
     inner.count_get(buffer.len());
     Ok(op)
@@ -141,7 +143,7 @@ fn atomic64(
     let link = &inner.links[a.server];
     let target = a.remote_addr + offset;
     // SAFETY: operand and reply live on this frame until the wait returns.
-    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, reply, target, link.rkey()) };
+    let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, reply, target, link.rkey(a.key)) };
     inner.finish(a.server, posted, "atomic", session.timeout)?;
     inner.traffic.atomics += 1;
     Ok(())
@@ -187,7 +189,7 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
     let (addr, ep) = (link.addr, link.data("put_signal")?);
     let transport = |what| move |source| Error::Transport { addr, what, source };
     // SAFETY: `data` is borrowed until the put is waited for below.
-    let put = unsafe { ep.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey()) }
+    let put = unsafe { ep.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey(a.key)) }
         .map_err(transport("put"))?;
     inner.worker.fence().map_err(transport("fence"))?;
     let mut old = value;
@@ -197,7 +199,7 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
     };
     let word = signal.remote_addr + signal_offset;
     // SAFETY: `value` and `old` live on this frame until the waits below return.
-    let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey()) };
+    let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey(signal.key)) };
     let put_result = link.wait(put, timeout, "put");
     let signal_result = signal_op.map_err(transport("signal")).and_then(|p| link.wait(p, timeout, "signal"));
     put_result?;

@@ -60,17 +60,16 @@ pub(super) fn object_around(maps: &[Mapping], start: u64, end: u64) -> Option<&(
 pub(super) fn check_rank_buffer(base: *mut u8, len: u64, pool: &Pool) -> Result<(), String> {
     let start = base as u64;
     let end = start.checked_add(len.max(1)).ok_or_else(|| format!("{len} bytes at {start:#x} wrap around"))?;
-    let pool_start = pool.base_ptr() as u64;
-    let pool_end = pool_start + pool.len();
-    if start < pool_end && pool_start < end {
+    let segments = pool.local_ranges();
+    if segments.iter().any(|&(pool_start, pool_end)| start < pool_end && pool_start < end) {
         return Err("the key and address name this server's pool".into());
     }
     let maps = mappings()?;
     let Some(object) = object_around(&maps, start, end) else {
         return Err(format!("{len} bytes at the remote address are not inside the shared segment the key names"));
     };
-    if object_around(&maps, pool_start, pool_start + 1) == Some(object) {
-        return Err("the key names this server's pool segment".into());
+    if segments.iter().any(|&(pool_start, _)| object_around(&maps, pool_start, pool_start + 1) == Some(object)) {
+        return Err("the key names a segment of this server's pool".into());
     }
     Ok(())
 }

@@ -206,7 +206,7 @@ impl Group {
         let len = job.header.sizes[lost as usize] as usize;
         let base = match into {
             // SAFETY: the allocation is the requester's, of at least `len` bytes, in the pool.
-            RestoreInto::Pool(offset) => unsafe { pool.base_ptr().add(offset as usize) },
+            RestoreInto::Pool(offset) => pool.ptr(offset, len as u64),
             RestoreInto::RankBuffer => {
                 let peer = peers[lost as usize].as_ref()?;
                 peer.rkey.as_ref()?.local_ptr(peer.addr)?

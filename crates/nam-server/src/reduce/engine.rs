@@ -179,15 +179,14 @@ fn finish_round(pool: &Pool, group: &Group) {
             status
         }
         Verdict::Reduce { op, dtype, count } => {
-            let base = pool.base_ptr();
             let (deposits, result) = (group.layout.deposit_at(0), group.layout.result_data_at());
             // SAFETY: the group's allocation is live (its members hold it) and laid out as
             // `layout`; the ranks wait for this round's result word; `judge` checked the
             // count against the chunk.
             unsafe {
                 reduce_into(
-                    base.add((group.pool_offset + deposits) as usize),
-                    base.add((group.pool_offset + result) as usize),
+                    pool.ptr(group.pool_offset + deposits, 0),
+                    pool.ptr(group.pool_offset + result, 0),
                     group.layout.ranks as usize,
                     group.layout.chunk_bytes as usize,
                     op,
