@@ -49,7 +49,9 @@ pub struct TenantConfig {
 
 #[derive(Debug)]
 struct Tenant {
-    token: String,
+    /// The token clients must present; `None` for a tenant only the manifest names (its
+    /// memory is kept, but no Hello can reach it, whatever token it sends).
+    token: Option<String>,
     quota_bytes: u64,
     /// Bytes charged: every allocation's block, alignment padding included.
     used_bytes: u64,
@@ -157,7 +159,7 @@ impl Manager {
             .iter()
             .map(|t| {
                 let tenant = Tenant {
-                    token: t.token.clone(),
+                    token: Some(t.token.clone()),
                     quota_bytes: t.quota_bytes,
                     used_bytes: 0,
                     allocations: 0,
@@ -189,7 +191,11 @@ impl Manager {
     pub(crate) fn authenticate(&mut self, client: u64, tenant: &str, token: &str) -> Result<(), Refusal> {
         // One status and one text for both failures, so a stranger cannot learn which
         // tenant names exist by probing (issue 25, "authentication that reveals nothing").
-        let known = self.tenants.get(tenant).map(|t| constant_time_eq(t.token.as_bytes(), token.as_bytes()));
+        let known = self
+            .tenants
+            .get(tenant)
+            .and_then(|t| t.token.as_ref())
+            .map(|expected| constant_time_eq(expected.as_bytes(), token.as_bytes()));
         if known != Some(true) {
             // A failed re-Hello leaves the client acting for no tenant (docs/protocol.md):
             // it keeps the references it holds, to be released when it leaves, but can
@@ -520,7 +526,7 @@ impl Manager {
     fn tenant_entry(&mut self, name: &str) -> &mut Tenant {
         self.tenants.entry(name.to_string()).or_insert_with(|| {
             log::warn!("the manifest lists memory of unconfigured tenant {name:?}; kept, unreachable");
-            Tenant { token: String::new(), quota_bytes: 0, used_bytes: 0, allocations: 0, arena: Arena::default() }
+            Tenant { token: None, quota_bytes: 0, used_bytes: 0, allocations: 0, arena: Arena::default() }
         })
     }
 }
@@ -645,6 +651,15 @@ mod tests {
         assert!(e.message.contains("quota"), "{e}");
         let used_before = m.used_bytes();
         assert_eq!(m.used_bytes(), used_before, "a refused allocation changes nothing");
+    }
+
+    #[test]
+    fn a_tenant_only_the_manifest_names_cannot_be_reached_even_with_an_empty_token() {
+        let mut m = manager();
+        m.tenant_entry("ghost");
+        let e = m.authenticate(7, "ghost", "").unwrap_err();
+        assert_eq!(e, m.authenticate(7, "nobody", "").unwrap_err(), "answered as an unknown tenant");
+        assert_eq!(m.tenant(7), None);
     }
 
     #[test]
