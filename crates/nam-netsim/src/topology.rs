@@ -47,6 +47,50 @@ pub struct NodeSpec {
     pub link_length_mm: f64,
 }
 
+/// Routing algorithm on a k-ary n-cube ([`RoutingKind::Cube`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CubeAlgo {
+    /// Dimension order: lowest dimension first, minimal direction (a tie half-way round a
+    /// ring is broken per packet, both ways equally often, as BookSim2's `dim_order_torus`).
+    Dor,
+    /// ROMM (Nesson and Johnsson's randomized minimal routing): dimension order to a random
+    /// intermediate router inside the minimal box of source and destination, then dimension
+    /// order to the destination; the two phases use separate VC classes.
+    Romm,
+    /// Valiant's routing: dimension order to a random intermediate router anywhere, then to
+    /// the destination; the two phases use separate VC classes.
+    Valiant,
+    /// Minimal adaptive: every cycle a waiting head asks either (on alternate cycles) for the
+    /// dimension-order port on the escape VCs (the last one, or two with dateline classes on a
+    /// torus) or for the productive port whose downstream buffers hold the fewest flits on the
+    /// other VCs (Duato's escape-channel condition: the escape network is deadlock-free and a
+    /// blocked head keeps asking for it).
+    MinAdaptive,
+}
+
+impl CubeAlgo {
+    /// Names accepted by `--routing` on meshes and tori.
+    pub const NAMES: [&'static str; 4] = ["dor", "romm", "valiant", "min-adaptive"];
+
+    /// The algorithm of a `--routing` name (BookSim2's names are accepted too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "dor" | "dor-dateline" | "dim_order" | "dim_order_mesh" | "dim_order_torus" | "dor_mesh" => {
+                Some(CubeAlgo::Dor)
+            }
+            "romm" | "romm_mesh" | "romm_torus" => Some(CubeAlgo::Romm),
+            "valiant" | "valiant_mesh" | "valiant_torus" => Some(CubeAlgo::Valiant),
+            "min-adaptive" | "min_adapt" | "min_adapt_mesh" | "min_adapt_torus" => Some(CubeAlgo::MinAdaptive),
+            _ => None,
+        }
+    }
+
+    /// Whether packets route in two phases (to an intermediate router, then to the destination).
+    pub fn two_phase(self) -> bool {
+        matches!(self, CubeAlgo::Romm | CubeAlgo::Valiant)
+    }
+}
+
 /// The routing function of a topology together with the metadata it needs.
 #[derive(Debug, Clone, Serialize)]
 pub enum RoutingKind {
@@ -59,6 +103,18 @@ pub enum RoutingKind {
         rows: usize,
         /// Wrap-around links (torus).
         wrap: bool,
+    },
+    /// A k-ary n-cube (n = 1..=3, mesh or torus, each dimension its own radix): router
+    /// `x0 + k0 * (x1 + k1 * x2)`. On a torus a packet's dateline class in a dimension is
+    /// fixed when it turns into that dimension: class 1 when its way there crosses the
+    /// wrap-around link, else class 0 (BookSim2's `dim_order_torus` partition).
+    Cube {
+        /// Radix of each dimension.
+        dims: Vec<usize>,
+        /// Wrap-around links (torus).
+        wrap: bool,
+        /// Routing algorithm.
+        algo: CubeAlgo,
     },
     /// 2-D flattened butterfly: one hop along the row, then one along the column.
     FlatFly {
@@ -109,6 +165,11 @@ impl RoutingKind {
         match self {
             RoutingKind::Dor { wrap: false, .. } => "dor",
             RoutingKind::Dor { wrap: true, .. } => "dor-dateline",
+            RoutingKind::Cube { wrap: false, algo: CubeAlgo::Dor, .. } => "dor",
+            RoutingKind::Cube { wrap: true, algo: CubeAlgo::Dor, .. } => "dor-dateline",
+            RoutingKind::Cube { algo: CubeAlgo::Romm, .. } => "romm",
+            RoutingKind::Cube { algo: CubeAlgo::Valiant, .. } => "valiant",
+            RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. } => "min-adaptive",
             RoutingKind::FlatFly { .. } => "fbfly-dor",
             RoutingKind::SuperStar { neighbour_threshold_flits: None, .. } => "superstar-rr",
             RoutingKind::SuperStar { .. } => "superstarx-threshold",
@@ -118,12 +179,33 @@ impl RoutingKind {
         }
     }
 
-    /// Whether the routing uses two VC classes (dateline) and so needs at least 2 VCs.
+    /// Whether the routing uses more than one VC class (datelines, phases) and so needs at
+    /// least [`RoutingKind::vc_classes`] VCs.
     pub fn needs_vc_classes(&self) -> bool {
-        matches!(
-            self,
-            RoutingKind::Dor { wrap: true, .. } | RoutingKind::SuperRing { .. } | RoutingKind::Exanest { .. }
-        )
+        self.vc_classes() > 1
+    }
+
+    /// VC classes the routing splits each port's VCs into: two dateline classes on rings, two
+    /// phases for ROMM and Valiant (four classes on a torus), and for minimal adaptive one
+    /// adaptive class beside the escape class(es).
+    pub fn vc_classes(&self) -> usize {
+        match self {
+            RoutingKind::Dor { wrap: true, .. } | RoutingKind::SuperRing { .. } | RoutingKind::Exanest { .. } => 2,
+            RoutingKind::Cube { wrap, algo, .. } => {
+                let dateline = if *wrap { 2 } else { 1 };
+                match algo {
+                    CubeAlgo::Dor => dateline,
+                    CubeAlgo::Romm | CubeAlgo::Valiant => 2 * dateline,
+                    CubeAlgo::MinAdaptive => dateline + 1,
+                }
+            }
+            _ => 1,
+        }
+    }
+
+    /// Whether a waiting head is routed again every cycle (adaptive routing).
+    pub fn reroutes(&self) -> bool {
+        matches!(self, RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. })
     }
 }
 
