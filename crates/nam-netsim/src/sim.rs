@@ -76,6 +76,13 @@ struct RouterState {
     va_out_rr: Vec<usize>,
     pick: usize,
     buffered: u32,
+    /// Flits buffered per input port (the switch allocator skips empty ports).
+    port_flits: Vec<u32>,
+    /// Head flits at the front of a VC without a route (route computation skips the router
+    /// when there are none).
+    unrouted: u32,
+    /// Routed heads without an output VC (VC allocation skips the router when there are none).
+    awaiting_va: u32,
     window_flits: u64,
     energy_pj_per_flit: f64,
 }
@@ -314,6 +321,9 @@ impl<'a> Simulation<'a> {
                 va_out_rr: vec![0; ports_out],
                 pick: 0,
                 buffered: 0,
+                port_flits: vec![0; ports_in],
+                unrouted: 0,
+                awaiting_va: 0,
                 window_flits: 0,
                 energy_pj_per_flit: bits * physical::router_energy_pj_per_bit(topo.radix(r)),
             });
@@ -573,7 +583,11 @@ impl<'a> Simulation<'a> {
                 let (_, flit) = wire.flits.pop_front().expect("front exists");
                 let ivc = &mut rs.ivc[p * v + flit.vc as usize];
                 assert!(ivc.buf.len() < depth, "credit flow control overflowed a buffer");
+                if ivc.buf.is_empty() && ivc.hop.is_none() {
+                    rs.unrouted += 1;
+                }
                 ivc.buf.push_back(flit);
+                rs.port_flits[p] += 1;
                 self.max_occupancy = self.max_occupancy.max(ivc.buf.len());
                 rs.buffered += 1;
             }
@@ -598,13 +612,19 @@ impl<'a> Simulation<'a> {
         let v = self.cfg.vcs;
         let va_at = t + self.cfg.routing_delay_cycles * self.routers[r].period_ps;
         let cap = (v * self.cfg.vc_depth_flits) as u32;
-        let RouterState { ivc, credits, pick, .. } = &mut self.routers[r];
+        let RouterState { ivc, credits, pick, unrouted, awaiting_va, .. } = &mut self.routers[r];
         let occupancy = |port: usize| {
             let free: u32 = credits[port * v..(port + 1) * v].iter().map(|&c| c.min(cap)).sum();
             cap.saturating_sub(free)
         };
         let reroutes = self.topo.routing.reroutes();
+        if *unrouted == 0 && !reroutes {
+            return;
+        }
         for vc in ivc.iter_mut() {
+            if *unrouted == 0 && !reroutes {
+                break;
+            }
             if vc.hop.is_some() {
                 // An adaptive routing routes a head still waiting for its output VC again,
                 // from the state it arrived with (Duato's condition: it keeps asking for the
@@ -641,6 +661,8 @@ impl<'a> Simulation<'a> {
             pkt.routers += 1;
             vc.hop = Some(hop);
             vc.ready_ps = va_at;
+            *unrouted -= 1;
+            *awaiting_va += 1;
         }
     }
 
@@ -648,6 +670,10 @@ impl<'a> Simulation<'a> {
     /// range on its output port; the configured allocator picks at most one per input VC and
     /// one input VC per output VC.
     fn allocate_vcs(&mut self, r: usize, t: u64) {
+        if self.routers[r].awaiting_va == 0 {
+            self.va_granted = 0;
+            return;
+        }
         if self.cfg.vc_allocator == AllocatorKind::IndexPreferred {
             return self.allocate_vcs_index_preferred(r, t);
         }
@@ -659,10 +685,15 @@ impl<'a> Simulation<'a> {
         reqs.clear();
         grants.clear();
         let rs = &mut self.routers[r];
+        let (waiting, mut seen) = (rs.awaiting_va, 0);
         for (i, vc) in rs.ivc.iter().enumerate() {
+            if seen == waiting {
+                break;
+            }
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            seen += 1;
             if vc.ready_ps > t {
                 continue;
             }
@@ -690,6 +721,7 @@ impl<'a> Simulation<'a> {
             &mut self.alloc_tmp,
         );
         self.va_granted = grants.len();
+        rs.awaiting_va -= grants.len() as u32;
         for g in &grants {
             rs.ovc_busy[g.out as usize] = true;
             let ivc = &mut rs.ivc[g.group as usize];
@@ -712,10 +744,15 @@ impl<'a> Simulation<'a> {
         req.clear();
         let rs = &mut self.routers[r];
         let n_ivc = rs.ivc.len();
+        let (waiting, mut seen) = (rs.awaiting_va, 0);
         for (i, vc) in rs.ivc.iter().enumerate() {
+            if seen == waiting {
+                break;
+            }
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            seen += 1;
             if vc.ready_ps > t {
                 continue;
             }
@@ -743,6 +780,7 @@ impl<'a> Simulation<'a> {
                 rs.ivc[i].ready_ps = sa_at;
                 rs.ivc[i].va_ps = t;
                 self.va_granted += 1;
+                rs.awaiting_va -= 1;
                 rs.va_out_rr[o / v] = i + 1;
             }
         }
@@ -772,6 +810,9 @@ impl<'a> Simulation<'a> {
         // Speculative requests (heads whose VC was allocated in this same cycle) go second,
         // to the input and output ports the others left free.
         for p in 0..rs.in_wires.len() {
+            if rs.port_flits[p] == 0 {
+                continue;
+            }
             let start = rs.sa_ptr.input[p] as usize;
             let (mut found, mut found_spec) = (false, false);
             for k in 0..v {
@@ -814,8 +855,13 @@ impl<'a> Simulation<'a> {
                 ivc.hop = None;
                 ivc.out_vc = None;
                 rs.ovc_busy[o * v + ov as usize] = false;
+                if !ivc.buf.is_empty() {
+                    // The next packet's head is at the front now.
+                    rs.unrouted += 1;
+                }
             }
             rs.buffered -= 1;
+            rs.port_flits[p] -= 1;
             rs.credits[o * v + ov as usize] -= 1;
             flit.vc = ov;
             let out = &mut self.wires[rs.out_wires[o]];
