@@ -236,6 +236,10 @@ struct BenchArgs {
     /// Print JSON instead of the report.
     #[arg(long)]
     json: bool,
+    /// A BookSim2 binary (built outside the repository) to run beside nam-netsim on the
+    /// speed row's configuration: both measured in CPU-seconds in the same run.
+    #[arg(long)]
+    booksim: Option<PathBuf>,
 }
 
 /// Runs `nam-bench sim`.
@@ -762,7 +766,8 @@ fn bench(a: BenchArgs) -> Result<()> {
     static_section(&mut md, &results);
     let gr = superstar_gr_section(&mut md, &cfg, points)?;
     let rows = exanest_section(&mut md)?;
-    let speed = speed_section(&mut md, &cfg, a.quick)?;
+    booksim_fidelity_section(&mut md)?;
+    let speed = speed_section(&mut md, &cfg, a.quick, a.booksim.as_deref())?;
     if let Some(dir) = &a.plot_dir {
         std::fs::create_dir_all(dir)?;
         plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
@@ -949,9 +954,102 @@ struct Speed {
     sweep_speedup: f64,
 }
 
-/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle, and a sweep on one thread against
-/// the same sweep on every core (the baseline in the same run).
-fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed> {
+/// BookSim2's figures on the matched 8x8 configurations (`topology = mesh` / `torus`, `k = 8`,
+/// `n = 2`, dimension order, 4 VCs x 5 flits, 4-flit packets, uniform traffic,
+/// `separable_input_first` allocators, `routing_delay = 0`, `vc_alloc_delay = sw_alloc_delay =
+/// st_final_delay = 1`, `speculative = 1`, flit rates, its default two-cycle channels on the
+/// folded torus), recorded when BookSim2 (Jiang et al. 2013, github.com/booksim/booksim2) was
+/// run for issue 30: (label, zero-load latency in cycles at 0.02, accepted flits/node/cycle
+/// past saturation, saturation read from the latency curve as a fraction of the DOR bound).
+const BOOKSIM_MATCHED: [(&str, f64, f64, f64); 2] = [("mesh", 24.75, 0.4069, 0.82), ("torus", 24.2, 0.53, 0.525)];
+
+/// nam-netsim on BookSim2's matched 8x8 configurations, beside BookSim2's recorded figures.
+fn booksim_fidelity_section(md: &mut String) -> Result<()> {
+    let _ = writeln!(md, "\n## Against BookSim2 on the matched 8x8 mesh and torus\n");
+    let _ = writeln!(md, "nam-netsim at 1 GHz with its defaults (the torus with two-cycle channels, as BookSim2's folded torus); BookSim2's figures recorded on the same configuration (docs/netsim.md). Saturation is the highest offered load whose run is stable (latency within 3x zero load, converged, accepted rate matching the offered load), found by bisection to 1% of the bound.\n");
+    let _ = writeln!(md, "| network | zero-load (cycles) nam / BookSim2 | accepted past saturation (flits/node/cycle) nam / BookSim2 | saturation / DOR bound nam / BookSim2 | within 5% |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for (name, bs_zero, bs_acc, bs_sat) in BOOKSIM_MATCHED {
+        let link_cycles = (name == "torus").then_some(2);
+        let t = build(name, &TopologyParams { tiles: 8, freq_ghz: Some(1.0), link_cycles, ..Default::default() })?;
+        let cfg = SimConfig { warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
+        eprintln!("BookSim2-matched {name} ...");
+        let zero = nam_netsim::run(&t, &SimConfig { injection: Injection::FlitsPerNodePerCycle(0.02), ..cfg.clone() })?;
+        let past = if name == "torus" { 0.6 } else { 0.46 };
+        let acc = nam_netsim::run(&t, &SimConfig { injection: Injection::FlitsPerNodePerCycle(past), ..cfg.clone() })?;
+        let sat = find_saturation(&t, &cfg, 0.01)?;
+        let acc_flits = acc.accepted_packets_per_ns_per_node * cfg.packet_flits as f64;
+        let ok = (acc_flits - bs_acc).abs() / bs_acc < 0.05 && (sat.fraction_of_bound - bs_sat).abs() / bs_sat < 0.05;
+        let _ = writeln!(
+            md,
+            "| {name} | {} / {bs_zero} | {acc_flits:.4} / {bs_acc} | {:.3} / {bs_sat} | {} |",
+            fmt_opt(zero.avg_latency_cycles, 2),
+            sat.fraction_of_bound,
+            check(ok)
+        );
+    }
+    Ok(())
+}
+
+/// CPU time of the calling thread, seconds (the machine is shared: wall time would count the
+/// other processes' turns).
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec the call writes into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU time (user + system) of the finished child processes, seconds.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for the call to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage the call writes into.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Runs BookSim2 on the speed row's configuration (8x8 mesh, 0.3 flits/node/cycle, uniform):
+/// (simulated cycles, CPU-seconds).
+fn booksim_speed(bin: &Path) -> Result<(u64, f64)> {
+    let cfg = "topology = mesh;\nk = 8;\nn = 2;\nrouting_function = dim_order;\nnum_vcs = 4;\nvc_buf_size = 5;\n\
+               packet_size = 4;\ntraffic = uniform;\nvc_allocator = separable_input_first;\n\
+               sw_allocator = separable_input_first;\nalloc_iters = 1;\nrouting_delay = 0;\nvc_alloc_delay = 1;\n\
+               sw_alloc_delay = 1;\nspeculative = 1;\nst_final_delay = 1;\ninjection_rate_uses_flits = 1;\n\
+               injection_rate = 0.3;\nwarmup_periods = 2;\nsample_period = 10000;\nmax_samples = 4;\nsim_type = latency;\n";
+    let path = std::env::temp_dir().join(format!("nam-bench-booksim-{}.cfg", std::process::id()));
+    std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
+    let before = children_cpu_seconds();
+    let out = std::process::Command::new(bin)
+        .arg(&path)
+        .output()
+        .with_context(|| format!("running BookSim2 at {}", bin.display()))?;
+    let cpu = children_cpu_seconds() - before;
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("BookSim2 failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+    }
+    // BookSim2 ends with "Time taken is N cycles".
+    let cycles = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Time taken is "))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .next_back()
+        .ok_or_else(|| anyhow::anyhow!("BookSim2's output has no `Time taken is N cycles` line"))?;
+    Ok((cycles, cpu))
+}
+
+/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle in CPU-seconds (beside BookSim2 when
+/// its binary is given), and a sweep on one thread against the same sweep on every core (the
+/// baseline in the same run).
+fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool, booksim: Option<&Path>) -> Result<Speed> {
     let mesh8 = build("mesh", &TopologyParams { tiles: 8, ..Default::default() })?;
     let speed_cfg = SimConfig {
         injection: Injection::FlitsPerNodePerCycle(0.3),
@@ -960,9 +1058,11 @@ fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed>
         ..SimConfig::default()
     };
     let t0 = Instant::now();
+    let c0 = thread_cpu_seconds();
     let r = nam_netsim::run(&mesh8, &speed_cfg)?;
+    let cpu = thread_cpu_seconds() - c0;
     let secs = t0.elapsed().as_secs_f64();
-    let cps = r.simulated_cycles as f64 / secs;
+    let cps = r.simulated_cycles as f64 / cpu.max(1e-9);
     let mesh24 = build("mesh", &TopologyParams::default())?;
     let t1 = Instant::now();
     let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, cfg, &[], 4))?;
@@ -971,14 +1071,38 @@ fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed>
     let par = sweep(&mesh24, cfg, &[], 4)?;
     let par_s = t2.elapsed().as_secs_f64();
     let same = serde_json::to_string(&seq.curve)? == serde_json::to_string(&par.curve)?;
-    let _ = writeln!(md, "## Simulator speed\n");
+    let _ = writeln!(md, "\n## Simulator speed\n");
     let _ = writeln!(md, "| measurement | value |\n|---|---|");
     let _ = writeln!(md, "| 8x8 mesh, 0.3 flits/node/cycle: simulated cycles | {} |", r.simulated_cycles);
-    let _ = writeln!(md, "| wall time (s) | {secs:.3} |");
-    let _ = writeln!(md, "| **simulated cycles per second** | {cps:.0} |");
-    let _ = writeln!(md, "| router-cycles per second | {:.0} |", r.router_ticks as f64 / secs);
-    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, s) | {seq_s:.2} |");
-    let _ = writeln!(md, "| same sweep on all cores (rayon, s) | {par_s:.2} |");
+    let _ = writeln!(md, "| CPU time (s) / wall time (s) | {cpu:.3} / {secs:.3} |");
+    let _ = writeln!(md, "| **simulated cycles per CPU-second** | {cps:.0} |");
+    let _ = writeln!(md, "| router-cycles per CPU-second | {:.0} |", r.router_ticks as f64 / cpu.max(1e-9));
+    match booksim {
+        Some(bin) => {
+            eprintln!("BookSim2 speed ...");
+            let (bs_cycles, bs_cpu) = booksim_speed(bin)?;
+            let bs_cps = bs_cycles as f64 / bs_cpu.max(1e-9);
+            let _ = writeln!(
+                md,
+                "| BookSim2, same configuration: simulated cycles / CPU time (s) | {bs_cycles} / {bs_cpu:.3} |"
+            );
+            let _ = writeln!(md, "| BookSim2 simulated cycles per CPU-second | {bs_cps:.0} |");
+            let _ = writeln!(
+                md,
+                "| **nam-netsim / BookSim2** (target >= 5) | {:.2} ({}) |",
+                cps / bs_cps,
+                check(cps >= 5.0 * bs_cps)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                md,
+                "| BookSim2 beside it | not run (pass `--booksim PATH`, or `BOOKSIM=PATH bench/netsim.sh`) |"
+            );
+        }
+    }
+    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, wall s) | {seq_s:.2} |");
+    let _ = writeln!(md, "| same sweep on all cores (rayon, wall s) | {par_s:.2} |");
     let _ = writeln!(md, "| speed-up (baseline / parallel) | {:.2} |", seq_s / par_s);
     let _ = writeln!(md, "| parallel results identical to sequential | {} |", check(same));
     Ok(Speed { cycles_per_second: cps, sweep_speedup: seq_s / par_s })

@@ -1,14 +1,26 @@
 //! Builders for the named topologies on the 24x24-tile, 576-node layout (Abeyratne 2017 §3.2.1,
 //! tile edge 0.9 mm) and for the ExaNeSt 3-D torus (Ploumidis et al. 2023 §4.1).
 
-use crate::constants::{CUBE_DIMS_MAX, FILE_ROUTERS_MAX, LINK_CYCLES_MAX};
+use crate::constants::{CUBE_DIMS_MAX, FILE_NODES_MAX, FILE_ROUTERS_MAX, LINK_CYCLES_MAX};
 use crate::error::{invalid, NetsimError, Result};
 use crate::physical::TILE_MM;
 use crate::topology::{CubeAlgo, RoutingKind, Topology};
 
 /// Names accepted by [`build`].
-pub const TOPOLOGY_NAMES: [&str; 10] =
-    ["mesh", "torus", "cmesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx", "superring", "exanest"];
+pub const TOPOLOGY_NAMES: [&str; 12] = [
+    "mesh",
+    "torus",
+    "cmesh",
+    "cmesh-low",
+    "cmesh-high",
+    "fbfly",
+    "superstar",
+    "superstarx",
+    "superring",
+    "exanest",
+    "dragonfly",
+    "fattree",
+];
 
 /// Cluster edge (tiles) of Super-Star's local routers: 16 tiles per cluster (Abeyratne 2017 §3.3.2).
 pub const SUPERSTAR_CLUSTER_EDGE: usize = 4;
@@ -44,6 +56,8 @@ pub struct TopologyParams {
     /// instead of its wire delay (BookSim2 `use_noc_latency`: 1 on a mesh, 2 on its folded
     /// torus).
     pub link_cycles: Option<u64>,
+    /// Levels of routers of `fattree` (default 3; its arity is `concentration`, default 4).
+    pub levels: Option<usize>,
 }
 
 impl Default for TopologyParams {
@@ -58,6 +72,7 @@ impl Default for TopologyParams {
             freq_ghz: None,
             dims: None,
             link_cycles: None,
+            levels: None,
         }
     }
 }
@@ -110,8 +125,78 @@ fn named(name: &str, p: &TopologyParams) -> Result<Topology> {
         "superstarx" => superstar(name, p.tiles, p.global_routers.unwrap_or(8), Some(p.threshold_flits.unwrap_or(3)))?,
         "superring" => superring(p.tiles)?,
         "exanest" => exanest(p.exanest_dims)?,
+        "dragonfly" => dragonfly(p.concentration.unwrap_or(2))?,
+        "fattree" => fattree(p.concentration.unwrap_or(4), p.levels.unwrap_or(3))?,
         _ => return Err(NetsimError::UnknownTopology { name: name.to_string(), known: TOPOLOGY_NAMES.join(", ") }),
     })
+}
+
+/// Kim et al.'s balanced dragonfly with `p` nodes per router: groups of `a = 2p` fully connected
+/// routers with `h = p` global links each, `a h + 1` groups, one global link between every two
+/// groups; groups 4 tiles apart on a line of tiles, local links one tile long.
+fn dragonfly(p: usize) -> Result<Topology> {
+    if !(1..=4).contains(&p) {
+        return Err(invalid("concentration", format!("dragonfly nodes per router {p} is outside 1..=4")));
+    }
+    let (a, h) = (2 * p, p);
+    let g = a * h + 1;
+    let mut t = Topology::new("dragonfly", RoutingKind::Dragonfly { routers: a, globals: h, groups: g });
+    for gi in 0..g {
+        for i in 0..a {
+            t.add_router(format!("G{gi}R{i}"), tile_center(gi * (a + 1) + i), tile_center(0), false);
+        }
+    }
+    for gi in 0..g {
+        for i in 0..a {
+            for j in i + 1..a {
+                t.connect(gi * a + i, gi * a + j, (j - i) as f64 * TILE_MM);
+            }
+        }
+    }
+    for gi in 0..g {
+        for gj in gi + 1..g {
+            let (l, back) = ((gj - gi - 1) % g, (gi + g - gj - 1) % g);
+            let (ra, rb) = (gi * a + l / h, gj * a + back / h);
+            t.connect(ra, rb, (t.routers[ra].x_mm - t.routers[rb].x_mm).abs());
+        }
+    }
+    for r in 0..g * a {
+        for _ in 0..p {
+            t.add_node(r, t.routers[r].x_mm, t.routers[r].y_mm, 0.0);
+        }
+    }
+    Ok(t)
+}
+
+/// k-ary n-tree: `k^n` nodes, `n` levels of `k^(n-1)` routers (radix `2k`, the top `k`),
+/// levels one tile apart, routers of a level one tile apart.
+fn fattree(k: usize, n: usize) -> Result<Topology> {
+    if !(2..=8).contains(&k) || !(1..=4).contains(&n) || k.pow(n as u32) > FILE_NODES_MAX {
+        return Err(invalid("levels", format!("fat tree of arity {k} and {n} levels is outside 2..=8 x 1..=4")));
+    }
+    let per = k.pow(n as u32 - 1);
+    let mut t = Topology::new("fattree", RoutingKind::FatTree { k, levels: n });
+    for l in 0..n {
+        for w in 0..per {
+            t.add_router(format!("L{l}W{w}"), tile_center(w), tile_center(l), false);
+        }
+    }
+    for l in 0..n.saturating_sub(1) {
+        let p = k.pow(l as u32);
+        for w in 0..per {
+            for j in 0..k {
+                let up = w - (w / p) % k * p + j * p;
+                let (a, b) = (l * per + w, (l + 1) * per + up);
+                t.connect(a, b, TILE_MM + (t.routers[a].x_mm - t.routers[b].x_mm).abs());
+            }
+        }
+    }
+    for w in 0..per {
+        for _ in 0..k {
+            t.add_node(w, t.routers[w].x_mm, t.routers[w].y_mm, 0.0);
+        }
+    }
+    Ok(t)
 }
 
 /// A k-ary n-cube (mesh or folded torus) with one node per router, routers one tile apart

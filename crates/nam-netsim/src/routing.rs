@@ -88,6 +88,7 @@ impl Router {
         match &topo.routing {
             RoutingKind::Cube { dims, wrap, algo } => cube_choices(dims, *wrap, *algo, src, dst),
             RoutingKind::Dor { cols, rows, wrap } => cube_choices(&[*cols, *rows], *wrap, CubeAlgo::Dor, src, dst),
+            RoutingKind::FatTree { k, levels } => k.pow(tree_up_levels(*k, *levels, src, dst) as u32),
             _ => 1,
         }
     }
@@ -150,6 +151,40 @@ impl Router {
                 toward(next)
             }
             RoutingKind::Cube { .. } => unreachable!("cube routing is handled in route"),
+            RoutingKind::Dragonfly { routers, globals, groups } => {
+                let (g, d) = (r / routers, dr / routers);
+                if g == d {
+                    // Class 1 once the packet came through a global link.
+                    st.class = u8::from(st.dim == 1);
+                    return toward(dr);
+                }
+                st.class = 0;
+                // The one global link from group g to group d, and the routers at its ends.
+                let l = (d + groups - g - 1) % groups;
+                let owner = g * routers + l / globals;
+                if r != owner {
+                    return toward(owner);
+                }
+                let back = (g + groups - d - 1) % groups;
+                st.dim = 1;
+                toward(d * routers + back / globals)
+            }
+            RoutingKind::FatTree { k, levels } => {
+                let per = k.pow(*levels as u32 - 1);
+                let (l, w) = (r / per, r % per);
+                if !st.chosen {
+                    st.chosen = true;
+                    st.ties = (pick % k.pow(tree_up_levels(*k, *levels, r, dr) as u32)) as u32;
+                }
+                if (l..levels - 1).all(|j| digit(w, j, *k) == digit(dr, j, *k)) {
+                    // An ancestor of the destination's leaf: down, fixing digit l - 1.
+                    let down = set_digit(w, l - 1, digit(dr, l - 1, *k), *k);
+                    toward((l - 1) * per + down)
+                } else {
+                    let j = (st.ties as usize / k.pow(l as u32)) % k;
+                    toward((l + 1) * per + set_digit(w, l, j, *k))
+                }
+            }
             RoutingKind::FlatFly { cols, .. } => {
                 let (x, y, dx) = (r % cols, r / cols, dr % cols);
                 if x != dx {
@@ -230,6 +265,23 @@ fn step_dim(st: &mut RouteState, dim: u8, c: usize, d: usize, k: usize, wrap: bo
     } else {
         (c + k - 1) % k
     }
+}
+
+/// Digit `j` of `w` in base `k`.
+fn digit(w: usize, j: usize, k: usize) -> usize {
+    (w / k.pow(j as u32)) % k
+}
+
+/// `w` with digit `j` (base `k`) set to `v`.
+fn set_digit(w: usize, j: usize, v: usize, k: usize) -> usize {
+    let p = k.pow(j as u32);
+    w - digit(w, j, k) * p + v * p
+}
+
+/// Levels a fat-tree packet climbs from leaf router `src` to reach an ancestor of leaf router
+/// `dst` (0 when they are the same router).
+fn tree_up_levels(k: usize, levels: usize, src: usize, dst: usize) -> usize {
+    (0..levels).find(|&l| (l..levels - 1).all(|j| digit(src, j, k) == digit(dst, j, k))).unwrap_or(levels - 1)
 }
 
 /// Coordinates of router `r` on a cube of radices `dims` (at most 3).

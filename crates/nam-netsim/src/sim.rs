@@ -18,7 +18,7 @@ use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_BA
 use crate::error::{invalid, Result};
 use crate::physical;
 use crate::routing::{Hop, RouteState, Router};
-use crate::topology::Topology;
+use crate::topology::{RoutingKind, Topology};
 use crate::traffic::TrafficPattern;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -244,7 +244,11 @@ impl<'a> Simulation<'a> {
             network_latency_sum_ps: 0,
             size_cdf: Vec::new(),
             fixed_dst: cfg.traffic.is_fixed().then(|| cfg.traffic.fixed_destinations(topo)),
-            draws: matches!(&topo.routing, crate::topology::RoutingKind::Cube { wrap, algo, .. } if *wrap || algo.two_phase()),
+            draws: match &topo.routing {
+                RoutingKind::Cube { wrap, algo, .. } => *wrap || algo.two_phase(),
+                RoutingKind::FatTree { .. } => true,
+                _ => false,
+            },
             cfg,
         };
         let sizes = sim.cfg.packet_sizes();

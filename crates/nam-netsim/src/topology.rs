@@ -115,6 +115,29 @@ pub enum RoutingKind {
         /// Routing algorithm.
         algo: CubeAlgo,
     },
+    /// Dragonfly (Kim et al.'s balanced one): `groups` groups of `routers` fully connected
+    /// routers, each with `globals` global links, one link between every two groups (router
+    /// `group * routers + i`). Minimal routing: a local hop to the router holding the link to the
+    /// destination group, the global hop, a local hop to the destination router; VC class 0
+    /// before the global hop, 1 after it.
+    Dragonfly {
+        /// Routers per group.
+        routers: usize,
+        /// Global links per router.
+        globals: usize,
+        /// Number of groups.
+        groups: usize,
+    },
+    /// k-ary n-tree (fat tree): `levels` levels of `k^(levels-1)` routers, `k` nodes per leaf
+    /// router, router `level * k^(levels-1) + w` going up by replacing digit `level` of `w`.
+    /// Up to the nearest common ancestor on up ports drawn per packet, then down (up*/down*
+    /// needs no VC classes).
+    FatTree {
+        /// Arity.
+        k: usize,
+        /// Levels of routers.
+        levels: usize,
+    },
     /// 2-D flattened butterfly: one hop along the row, then one along the column.
     FlatFly {
         /// Routers per row.
@@ -170,6 +193,8 @@ impl RoutingKind {
             RoutingKind::Cube { algo: CubeAlgo::Valiant, .. } => "valiant",
             RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. } => "min-adaptive",
             RoutingKind::FlatFly { .. } => "fbfly-dor",
+            RoutingKind::Dragonfly { .. } => "dragonfly-min",
+            RoutingKind::FatTree { .. } => "fattree-updown",
             RoutingKind::SuperStar { neighbour_threshold_flits: None, .. } => "superstar-rr",
             RoutingKind::SuperStar { .. } => "superstarx-threshold",
             RoutingKind::SuperRing { .. } => "superring-dateline",
@@ -189,7 +214,10 @@ impl RoutingKind {
     /// adaptive class beside the escape class(es).
     pub fn vc_classes(&self) -> usize {
         match self {
-            RoutingKind::Dor { wrap: true, .. } | RoutingKind::SuperRing { .. } | RoutingKind::Exanest { .. } => 2,
+            RoutingKind::Dor { wrap: true, .. }
+            | RoutingKind::SuperRing { .. }
+            | RoutingKind::Exanest { .. }
+            | RoutingKind::Dragonfly { .. } => 2,
             RoutingKind::Cube { wrap, algo, .. } => {
                 let dateline = if *wrap { 2 } else { 1 };
                 match algo {

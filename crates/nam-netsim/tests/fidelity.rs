@@ -295,3 +295,31 @@ fn statistics_split_network_and_total_latency_with_percentiles() {
     assert!(q.windows(2).all(|w| w[0] <= w[1]), "{q:?}");
     assert!(q[0] <= total && total <= q[4]);
 }
+
+#[test]
+fn dragonfly_and_fat_tree_route_minimally_and_deliver_everything_under_load() {
+    for name in ["dragonfly", "fattree"] {
+        let t = build(name, &TopologyParams::default()).unwrap();
+        // Dragonfly: at most local, global, local; fat tree: up to the common ancestor and down.
+        let a = analyze(&t, &TrafficPattern::Uniform, 4, 4).unwrap();
+        let most = if name == "dragonfly" { 4.0 } else { 5.0 };
+        assert!(a.avg_routers > 1.0 && a.avg_routers <= most, "{name}: {}", a.avg_routers);
+        let cfg = SimConfig {
+            injection: Injection::PacketsPerNsPerNode(0.9 * a.channel_load_bound_packets_per_ns_per_node),
+            warmup_cycles: 300,
+            measure_cycles: 1500,
+            drain_cycles_max: 20_000,
+            generate_during_drain: false,
+            ..SimConfig::default()
+        };
+        let r = run(&t, &cfg).unwrap();
+        assert_ne!(r.status, RunStatus::Deadlock, "{name}");
+        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+    }
+    let fc =
+        build("fattree", &TopologyParams { concentration: Some(2), levels: Some(4), ..Default::default() }).unwrap();
+    assert_eq!((fc.node_count(), fc.router_count()), (16, 32));
+    let df = build("dragonfly", &TopologyParams { concentration: Some(1), ..Default::default() }).unwrap();
+    // p = 1: groups of 2 routers with 1 global link each, 3 groups.
+    assert_eq!((df.node_count(), df.router_count()), (6, 6));
+}
