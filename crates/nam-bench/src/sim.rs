@@ -49,7 +49,7 @@ struct NocArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Topologies, comma-separated: mesh, torus, cmesh, cmesh-low, cmesh-high, fbfly, superstar,
-    /// superstarx, superring, exanest (default mesh).
+    /// superstarx, superring, exanest, dragonfly, fattree (default mesh).
     #[arg(long, value_delimiter = ',')]
     topology: Vec<String>,
     /// A topology file (format in docs/netsim.md) instead of --topology.
@@ -128,6 +128,9 @@ struct NocArgs {
     /// Parallel links between cmesh routers.
     #[arg(long)]
     parallel_links: Option<usize>,
+    /// Levels of routers of fattree (its arity is --concentration).
+    #[arg(long)]
+    levels: Option<usize>,
     /// Super-StarX neighbour-link occupancy threshold (flits).
     #[arg(long)]
     threshold: Option<u32>,
@@ -266,6 +269,7 @@ fn params(a: &NocArgs, fc: &FileConfig) -> Result<TopologyParams> {
     set(&mut p.tiles, a.tiles);
     p.concentration = a.concentration.or(p.concentration);
     p.parallel_links = a.parallel_links.or(p.parallel_links);
+    p.levels = a.levels.or(p.levels);
     p.global_routers = a.global_routers.or(p.global_routers);
     p.threshold_flits = a.threshold.or(p.threshold_flits);
     p.freq_ghz = a.freq_ghz.or(p.freq_ghz);
