@@ -125,6 +125,25 @@ struct Packet {
     draw: u32,
 }
 
+impl Packet {
+    /// A packet from `src` to `dst` generated at `t` (ps), not yet injected.
+    fn new(src: usize, dst: usize, flits: u16, t: u64, measured: bool, draw: u32, reply: bool) -> Self {
+        Packet {
+            dst: dst as u32,
+            gen_ps: t,
+            inj_ps: t,
+            measured,
+            rs: RouteState::new(),
+            received: 0,
+            routers: 0,
+            flits,
+            draw,
+            src: src as u32,
+            reply,
+        }
+    }
+}
+
 struct Domain {
     period_ps: u64,
     next_ps: u64,
@@ -958,19 +977,7 @@ impl<'a> Simulation<'a> {
             };
             let draw = if self.draws { ni.rng.gen::<u32>() } else { 0 };
             let id = self.packets.len() as u32;
-            self.packets.push(Packet {
-                dst: dst as u32,
-                gen_ps: t,
-                inj_ps: t,
-                measured,
-                rs: RouteState::new(),
-                received: 0,
-                routers: 0,
-                flits,
-                draw,
-                src: n as u32,
-                reply: false,
-            });
+            self.packets.push(Packet::new(n, dst, flits, t, measured, draw, false));
             if measured {
                 self.measured_generated += 1;
                 ni.window_generated += 1;
@@ -985,19 +992,7 @@ impl<'a> Simulation<'a> {
         let measured = self.in_window(t);
         let draw = if self.draws { self.nis[n].rng.gen::<u32>() } else { 0 };
         let id = self.packets.len() as u32;
-        self.packets.push(Packet {
-            dst: src as u32,
-            gen_ps: t,
-            inj_ps: t,
-            measured,
-            rs: RouteState::new(),
-            received: 0,
-            routers: 0,
-            flits: flits as u16,
-            draw,
-            src: n as u32,
-            reply: true,
-        });
+        self.packets.push(Packet::new(n, src, flits as u16, t, measured, draw, true));
         if measured {
             self.measured_generated += 1;
             self.nis[n].window_generated += 1;
