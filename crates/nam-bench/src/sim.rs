@@ -9,10 +9,14 @@
 //!   `docs/benchmarks-netsim.md`.
 
 use anyhow::{bail, Context, Result};
+use nam_netsim::bookconfig::{self, FileConfig};
 use nam_netsim::exanest::{broadcast_latency_us, broadcast_steps, PathModel, TABLE2};
-use nam_netsim::sweep::{sweep, SweepResult};
+use nam_netsim::sweep::{find_saturation, sweep, SweepResult};
 use nam_netsim::traffic::{parse_trace, TraceEvent};
-use nam_netsim::{build, routing, topofile, Injection, SimConfig, SimResult, Topology, TopologyParams, TrafficPattern};
+use nam_netsim::{
+    build, routing, topofile, AllocatorKind, Injection, InjectionProcess, SimConfig, SimResult, Topology,
+    TopologyParams, TrafficPattern,
+};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -36,33 +40,76 @@ enum SimCommand {
     ExanestLatency(ExanestArgs),
 }
 
+/// Options of `nam-bench sim noc`. Every option of the simulator has a flag; `--config` reads
+/// a BookSim2-style file first and the flags given override it (docs/netsim.md lists each
+/// option beside BookSim2's name for it).
 #[derive(clap::Args, Debug, Clone)]
 struct NocArgs {
+    /// A BookSim2-style configuration file (`key = value;`), read before the flags.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Topologies, comma-separated: mesh, torus, cmesh, cmesh-low, cmesh-high, fbfly, superstar,
-    /// superstarx, superring, exanest.
-    #[arg(long, value_delimiter = ',', default_value = "mesh")]
+    /// superstarx, superring, exanest, dragonfly, fattree (default mesh).
+    #[arg(long, value_delimiter = ',')]
     topology: Vec<String>,
     /// A topology file (format in docs/netsim.md) instead of --topology.
     #[arg(long)]
     topology_file: Option<PathBuf>,
-    /// Routing: the topology's own (default) or `shortest`.
+    /// Routing: the topology's own (default); on meshes and tori dor, romm, valiant or
+    /// min-adaptive; everywhere shortest.
     #[arg(long)]
     routing: Option<String>,
-    /// Traffic: uniform, clustered, transpose, bitcomp.
-    #[arg(long, default_value = "uniform")]
-    traffic: String,
+    /// mesh / torus as a k-ary n-cube with these radices, comma-separated (1 to 3; 8,4 is a
+    /// rectangular 8x4 mesh).
+    #[arg(long, value_delimiter = ',')]
+    dims: Vec<usize>,
+    /// Every router-router channel takes this many cycles (BookSim2 use_noc_latency).
+    #[arg(long)]
+    link_cycles: Option<u64>,
+    /// Traffic: uniform, uniform-noself, clustered, transpose, bitcomp, bitrev, shuffle,
+    /// tornado, neighbor, randperm, hotspot.
+    #[arg(long)]
+    traffic: Option<String>,
+    /// Seed of the randperm permutation.
+    #[arg(long)]
+    perm_seed: Option<u64>,
+    /// Hotspot nodes, comma-separated (hotspot traffic).
+    #[arg(long, value_delimiter = ',')]
+    hotspot_nodes: Vec<usize>,
+    /// Share of packets sent to a hotspot node (hotspot traffic; default 1).
+    #[arg(long)]
+    hotspot_fraction: Option<f64>,
+    /// Requests draw replies: every delivered packet makes its destination send one of
+    /// --reply-flits flits back (request/reply traffic).
+    #[arg(long)]
+    reply_flits: Option<usize>,
     /// Replay a trace file (`TIME_NS SRC DST` per line) instead of synthetic traffic.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Offered load of a single run (unit: --rate-unit).
-    #[arg(long, default_value_t = 0.02)]
-    rate: f64,
+    /// Offered load of a single run (unit: --rate-unit; default 0.02).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Unit of --rate / --rates: packets-per-ns (per node) or flits-per-cycle (per node).
     #[arg(long, default_value = "packets-per-ns")]
     rate_unit: String,
+    /// Injection process: bernoulli or on-off (with --burst-alpha, --burst-beta).
+    #[arg(long)]
+    injection_process: Option<String>,
+    /// On/off injection: probability per cycle of turning on.
+    #[arg(long)]
+    burst_alpha: Option<f64>,
+    /// On/off injection: probability per cycle of turning off.
+    #[arg(long)]
+    burst_beta: Option<f64>,
+    /// Packet-size mix, comma-separated SIZE:WEIGHT pairs (e.g. 1:3,8:1).
+    #[arg(long, value_delimiter = ',')]
+    packet_sizes: Vec<String>,
     /// Sweep injection rates (in parallel on all cores).
     #[arg(long)]
     sweep: bool,
+    /// Find the saturation load by bisection (latency curve and convergence tests).
+    #[arg(long)]
+    saturation: bool,
     /// Rates of the sweep (packets/ns/node); default: --points rates up to 1.2x the bound.
     #[arg(long, value_delimiter = ',')]
     rates: Vec<f64>,
@@ -70,8 +117,8 @@ struct NocArgs {
     #[arg(long, default_value_t = 8)]
     points: usize,
     /// Tile grid edge (24: the 576-node chip of Abeyratne 2017).
-    #[arg(long, default_value_t = 24)]
-    tiles: usize,
+    #[arg(long)]
+    tiles: Option<usize>,
     /// Global routers of superstar / superstarx.
     #[arg(long)]
     global_routers: Option<usize>,
@@ -81,39 +128,85 @@ struct NocArgs {
     /// Parallel links between cmesh routers.
     #[arg(long)]
     parallel_links: Option<usize>,
+    /// Levels of routers of fattree (its arity is --concentration).
+    #[arg(long)]
+    levels: Option<usize>,
     /// Super-StarX neighbour-link occupancy threshold (flits).
     #[arg(long)]
     threshold: Option<u32>,
     /// ExaNeSt torus size in QFDBs, X,Y,Z.
-    #[arg(long, value_delimiter = ',', default_value = "4,4,2")]
+    #[arg(long, value_delimiter = ',')]
     exanest_dims: Vec<usize>,
     /// Override every router's clock (GHz).
     #[arg(long)]
     freq_ghz: Option<f64>,
-    /// VCs per port.
-    #[arg(long, default_value_t = 4)]
-    vcs: usize,
+    /// VCs per port (default 4).
+    #[arg(long)]
+    vcs: Option<usize>,
     /// Flits per VC buffer (default 5; 64 for exanest).
     #[arg(long)]
     vc_depth: Option<usize>,
-    /// Flits per packet.
-    #[arg(long, default_value_t = 4)]
-    packet_flits: usize,
-    /// Warm-up, reference cycles.
-    #[arg(long, default_value_t = 1000)]
-    warmup: u64,
-    /// Measurement window, reference cycles.
-    #[arg(long, default_value_t = 3000)]
-    measure: u64,
-    /// Longest drain, reference cycles.
-    #[arg(long, default_value_t = 12000)]
-    drain: u64,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Flits per packet (default 4).
+    #[arg(long)]
+    packet_flits: Option<usize>,
+    /// VC allocator: separable_input_first, separable_output_first, islip, index_preferred.
+    #[arg(long)]
+    vc_allocator: Option<String>,
+    /// Switch allocator: separable_input_first, separable_output_first, islip.
+    #[arg(long)]
+    sw_allocator: Option<String>,
+    /// Iterations of an iSLIP allocator.
+    #[arg(long)]
+    alloc_iters: Option<usize>,
+    /// Speculative switch allocation (true/false; default true).
+    #[arg(long)]
+    speculative: Option<bool>,
+    /// Cycles from route computation to VC allocation.
+    #[arg(long)]
+    routing_delay: Option<u64>,
+    /// Extra cycles between switch allocation and the link.
+    #[arg(long)]
+    switch_delay: Option<u64>,
+    /// Extra cycles of a credit's way back.
+    #[arg(long)]
+    credit_delay: Option<u64>,
+    /// Cycles from a packet's generation to its head entering the injection link (default 1).
+    #[arg(long)]
+    terminal_delay: Option<u64>,
+    /// Warm-up, reference cycles (default 1000).
+    #[arg(long)]
+    warmup: Option<u64>,
+    /// Measurement window, reference cycles (default 3000).
+    #[arg(long)]
+    measure: Option<u64>,
+    /// Longest drain, reference cycles (default 12000).
+    #[arg(long)]
+    drain: Option<u64>,
+    /// Extend the window by up to this many more windows until the latency's relative
+    /// standard error is at most --converge-tolerance (adaptive measurement window).
+    #[arg(long)]
+    max_extensions: Option<u32>,
+    /// Relative standard error of the average latency an adaptive window stops at.
+    #[arg(long)]
+    converge_tolerance: Option<f64>,
+    /// Cycles without a flit moving that count as deadlock (default 5000).
+    #[arg(long)]
+    deadlock_cycles: Option<u64>,
+    /// A stable run's latency bound, times the zero-load latency (default 3).
+    #[arg(long)]
+    latency_bound_factor: Option<f64>,
+    /// Stop generating packets after the window (drain the network empty).
+    #[arg(long)]
+    no_generate_during_drain: bool,
+    /// Random seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Print per-node injection and acceptance rates of single runs.
+    #[arg(long)]
+    per_node: bool,
     /// Write the points as CSV.
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -146,6 +239,10 @@ struct BenchArgs {
     /// Print JSON instead of the report.
     #[arg(long)]
     json: bool,
+    /// A BookSim2 binary (built outside the repository) to run beside nam-netsim on the
+    /// speed row's configuration: both measured in CPU-seconds in the same run.
+    #[arg(long)]
+    booksim: Option<PathBuf>,
 }
 
 /// Runs `nam-bench sim`.
@@ -157,31 +254,63 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
 }
 
-fn params(a: &NocArgs) -> Result<TopologyParams> {
-    let dims: [usize; 3] =
-        a.exanest_dims.as_slice().try_into().map_err(|_| anyhow::anyhow!("--exanest-dims needs three sizes X,Y,Z"))?;
-    Ok(TopologyParams {
-        tiles: a.tiles,
-        concentration: a.concentration,
-        parallel_links: a.parallel_links,
-        global_routers: a.global_routers,
-        threshold_flits: a.threshold,
-        exanest_dims: dims,
-        freq_ghz: a.freq_ghz,
+/// The configuration file's settings, or the defaults without one.
+fn file_config(a: &NocArgs) -> Result<FileConfig> {
+    Ok(match &a.config {
+        Some(path) => bookconfig::read(path)?,
+        None => {
+            FileConfig { sim: SimConfig::default(), topology: None, params: TopologyParams::default(), routing: None }
+        }
     })
 }
 
+fn params(a: &NocArgs, fc: &FileConfig) -> Result<TopologyParams> {
+    let mut p = fc.params.clone();
+    set(&mut p.tiles, a.tiles);
+    p.concentration = a.concentration.or(p.concentration);
+    p.parallel_links = a.parallel_links.or(p.parallel_links);
+    p.levels = a.levels.or(p.levels);
+    p.global_routers = a.global_routers.or(p.global_routers);
+    p.threshold_flits = a.threshold.or(p.threshold_flits);
+    p.freq_ghz = a.freq_ghz.or(p.freq_ghz);
+    p.link_cycles = a.link_cycles.or(p.link_cycles);
+    if !a.exanest_dims.is_empty() {
+        p.exanest_dims = a
+            .exanest_dims
+            .as_slice()
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("--exanest-dims needs three sizes X,Y,Z"))?;
+    }
+    if !a.dims.is_empty() {
+        p.dims = Some(a.dims.clone());
+    }
+    Ok(p)
+}
+
+/// Overwrites `field` with the flag's value when the flag was given.
+fn set<T>(field: &mut T, flag: Option<T>) {
+    if let Some(v) = flag {
+        *field = v;
+    }
+}
+
 fn topologies(a: &NocArgs) -> Result<Vec<Topology>> {
+    let fc = file_config(a)?;
     let mut out = Vec::new();
     if let Some(f) = &a.topology_file {
         out.push(topofile::load(f)?);
     } else {
-        let p = params(a)?;
-        for name in &a.topology {
+        let p = params(a, &fc)?;
+        let names = match (&a.topology, &fc.topology) {
+            (flags, _) if !flags.is_empty() => flags.clone(),
+            (_, Some(name)) => vec![name.clone()],
+            _ => vec!["mesh".to_string()],
+        };
+        for name in &names {
             out.push(build(name, &p)?);
         }
     }
-    if let Some(r) = &a.routing {
+    if let Some(r) = a.routing.as_ref().or(fc.routing.as_ref()) {
         for t in &mut out {
             routing::select(t, r)?;
         }
@@ -189,31 +318,100 @@ fn topologies(a: &NocArgs) -> Result<Vec<Topology>> {
     Ok(out)
 }
 
+fn allocator(flag: &str, name: &Option<String>) -> Result<Option<AllocatorKind>> {
+    name.as_deref()
+        .map(|n| {
+            AllocatorKind::from_name(n).ok_or_else(|| {
+                anyhow::anyhow!("unknown {flag} `{n}` (known: {})", nam_netsim::alloc::ALLOCATOR_NAMES.join(", "))
+            })
+        })
+        .transpose()
+}
+
 fn config(a: &NocArgs, t: &Topology) -> Result<SimConfig> {
-    let traffic = match &a.trace {
-        Some(path) => {
+    let fc = file_config(a)?;
+    let mut cfg = fc.sim.clone();
+    if a.config.is_none() {
+        cfg.vc_depth_flits = t.default_vc_depth_flits();
+    }
+    match (&a.trace, &a.traffic) {
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading trace {}", path.display()))?;
-            TrafficPattern::Trace(parse_trace(&text)?)
+            cfg.traffic = TrafficPattern::Trace(parse_trace(&text)?);
         }
-        None => TrafficPattern::from_name(&a.traffic)?,
-    };
-    let injection = match a.rate_unit.as_str() {
-        "packets-per-ns" => Injection::PacketsPerNsPerNode(a.rate),
-        "flits-per-cycle" => Injection::FlitsPerNodePerCycle(a.rate),
-        other => bail!("unknown --rate-unit `{other}` (packets-per-ns, flits-per-cycle)"),
-    };
-    let cfg = SimConfig {
-        vcs: a.vcs,
-        vc_depth_flits: a.vc_depth.unwrap_or_else(|| t.default_vc_depth_flits()),
-        packet_flits: a.packet_flits,
-        injection,
-        traffic,
-        warmup_cycles: a.warmup,
-        measure_cycles: a.measure,
-        drain_cycles_max: a.drain,
-        seed: a.seed,
-        ..SimConfig::default()
-    };
+        (None, Some(name)) => cfg.traffic = TrafficPattern::from_name(name)?,
+        (None, None) => {}
+    }
+    match &mut cfg.traffic {
+        TrafficPattern::RandomPermutation { seed } => set(seed, a.perm_seed),
+        TrafficPattern::HotSpot { nodes, fraction } => {
+            if !a.hotspot_nodes.is_empty() {
+                *nodes = a.hotspot_nodes.clone();
+            }
+            set(fraction, a.hotspot_fraction);
+        }
+        _ if a.perm_seed.is_some() => bail!("--perm-seed needs --traffic randperm"),
+        _ if !a.hotspot_nodes.is_empty() || a.hotspot_fraction.is_some() => {
+            bail!("--hotspot-nodes and --hotspot-fraction need --traffic hotspot")
+        }
+        _ => {}
+    }
+    set(&mut cfg.vcs, a.vcs);
+    set(&mut cfg.vc_depth_flits, a.vc_depth);
+    set(&mut cfg.packet_flits, a.packet_flits);
+    if !a.packet_sizes.is_empty() {
+        cfg.packet_size_mix = a
+            .packet_sizes
+            .iter()
+            .map(|x| {
+                let (size, w) = x.split_once(':').unwrap_or((x, "1"));
+                Ok((size.trim().parse()?, w.trim().parse()?))
+            })
+            .collect::<Result<_>>()
+            .context("--packet-sizes takes SIZE:WEIGHT pairs")?;
+    }
+    match a.injection_process.as_deref() {
+        None => {}
+        Some("bernoulli") => cfg.injection_process = InjectionProcess::Bernoulli,
+        Some("on-off" | "on_off") => {
+            let (Some(alpha), Some(beta)) = (a.burst_alpha, a.burst_beta) else {
+                bail!("--injection-process on-off needs --burst-alpha and --burst-beta");
+            };
+            cfg.injection_process = InjectionProcess::OnOff { alpha, beta };
+        }
+        Some(other) => bail!("unknown --injection-process `{other}` (bernoulli, on-off)"),
+    }
+    if let Some(r) = a.rate {
+        cfg.injection = match a.rate_unit.as_str() {
+            "packets-per-ns" => Injection::PacketsPerNsPerNode(r),
+            "flits-per-cycle" => Injection::FlitsPerNodePerCycle(r),
+            other => bail!("unknown --rate-unit `{other}` (packets-per-ns, flits-per-cycle)"),
+        };
+    } else if a.config.is_none() {
+        cfg.injection = Injection::PacketsPerNsPerNode(0.02);
+    }
+    set(&mut cfg.vc_allocator, allocator("--vc-allocator", &a.vc_allocator)?);
+    set(&mut cfg.sw_allocator, allocator("--sw-allocator", &a.sw_allocator)?);
+    set(&mut cfg.alloc_iters, a.alloc_iters);
+    set(&mut cfg.speculative, a.speculative);
+    set(&mut cfg.routing_delay_cycles, a.routing_delay);
+    set(&mut cfg.switch_delay_cycles, a.switch_delay);
+    set(&mut cfg.credit_delay_cycles, a.credit_delay);
+    set(&mut cfg.terminal_delay_cycles, a.terminal_delay);
+    set(&mut cfg.warmup_cycles, a.warmup);
+    set(&mut cfg.measure_cycles, a.measure);
+    set(&mut cfg.drain_cycles_max, a.drain);
+    set(&mut cfg.max_window_extensions, a.max_extensions);
+    set(&mut cfg.converge_tolerance, a.converge_tolerance);
+    set(&mut cfg.deadlock_cycles, a.deadlock_cycles);
+    set(&mut cfg.latency_bound_factor, a.latency_bound_factor);
+    if let Some(f) = a.reply_flits {
+        cfg.reply_flits = Some(f);
+    }
+    if a.no_generate_during_drain {
+        cfg.generate_during_drain = false;
+    }
+    set(&mut cfg.seed, a.seed);
     cfg.validate()?;
     Ok(cfg)
 }
@@ -224,13 +422,35 @@ fn fmt_opt(x: Option<f64>, prec: usize) -> String {
 
 fn noc(a: NocArgs) -> Result<()> {
     let topos = topologies(&a)?;
+    if a.saturation {
+        let mut found = Vec::new();
+        for t in &topos {
+            let s = find_saturation(t, &config(&a, t)?, 0.01)?;
+            if !a.json {
+                println!(
+                    "{}: saturation {:.4} packets/ns/node offered ({:.4} accepted), {:.3} of the channel-load bound {:.4}, {} runs",
+                    t.name,
+                    s.offered_packets_per_ns_per_node,
+                    s.accepted_packets_per_ns_per_node,
+                    s.fraction_of_bound,
+                    s.channel_load_bound_packets_per_ns_per_node,
+                    s.runs
+                );
+            }
+            found.push(s);
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&found)?);
+        }
+        return Ok(());
+    }
     if a.sweep {
         let mut results = Vec::new();
         for t in &topos {
             let cfg = config(&a, t)?;
             let mut rates = a.rates.clone();
             if a.rate_unit == "flits-per-cycle" {
-                let f = t.reference_freq_ghz() / a.packet_flits as f64;
+                let f = t.reference_freq_ghz() / cfg.mean_packet_flits();
                 rates.iter_mut().for_each(|r| *r *= f);
             }
             results.push(sweep(t, &cfg, &rates, a.points)?);
@@ -255,6 +475,9 @@ fn noc(a: NocArgs) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&points)?);
         } else {
             print!("{}", point_table(&points));
+            if a.per_node {
+                print!("{}", per_node_table(&points));
+            }
         }
         if let Some(p) = &a.csv {
             write_csv(p, points.iter())?;
@@ -288,6 +511,20 @@ fn point_table(points: &[SimResult]) -> String {
             p.energy.power_w,
             p.energy.pj_per_bit
         );
+    }
+    s
+}
+
+/// Per-node injection and acceptance rates of single runs (packets/ns/node in the window).
+fn per_node_table(points: &[SimResult]) -> String {
+    let mut s = String::new();
+    for p in points {
+        let _ = writeln!(s, "\n{}: per node (packets/ns): node injected accepted", p.topology);
+        for (n, (i, a)) in
+            p.per_node_injected_packets_per_ns.iter().zip(&p.per_node_accepted_packets_per_ns).enumerate()
+        {
+            let _ = writeln!(s, "{n:>5} {i:>9.4} {a:>9.4}");
+        }
     }
     s
 }
@@ -533,7 +770,8 @@ fn bench(a: BenchArgs) -> Result<()> {
     static_section(&mut md, &results);
     let gr = superstar_gr_section(&mut md, &cfg, points)?;
     let rows = exanest_section(&mut md)?;
-    let speed = speed_section(&mut md, &cfg, a.quick)?;
+    booksim_fidelity_section(&mut md)?;
+    let speed = speed_section(&mut md, &cfg, a.quick, a.booksim.as_deref())?;
     if let Some(dir) = &a.plot_dir {
         std::fs::create_dir_all(dir)?;
         plot_curves(&dir.join("netsim-uniform.png"), "Uniform random traffic, 576 nodes", &results)?;
@@ -720,9 +958,106 @@ struct Speed {
     sweep_speedup: f64,
 }
 
-/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle, and a sweep on one thread against
-/// the same sweep on every core (the baseline in the same run).
-fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed> {
+/// BookSim2's figures on the matched 8x8 configurations (`topology = mesh` / `torus`, `k = 8`,
+/// `n = 2`, dimension order, 4 VCs x 5 flits, 4-flit packets, uniform traffic,
+/// `separable_input_first` allocators, `routing_delay = 0`, `vc_alloc_delay = sw_alloc_delay =
+/// st_final_delay = 1`, `speculative = 1`, flit rates, its default two-cycle channels on the
+/// folded torus), recorded when BookSim2 (Jiang et al. 2013, github.com/booksim/booksim2) was
+/// run for issue 30: (label, zero-load latency in cycles at 0.02, accepted flits/node/cycle
+/// past saturation, saturation read from the latency curve as a fraction of the DOR bound).
+const BOOKSIM_MATCHED: [(&str, f64, f64, f64); 2] = [("mesh", 24.75, 0.4069, 0.82), ("torus", 24.2, 0.53, 0.525)];
+
+/// nam-netsim on BookSim2's matched 8x8 configurations, beside BookSim2's recorded figures.
+fn booksim_fidelity_section(md: &mut String) -> Result<()> {
+    let _ = writeln!(md, "\n## Against BookSim2 on the matched 8x8 mesh and torus\n");
+    let _ = writeln!(md, "nam-netsim at 1 GHz with its defaults (the torus with two-cycle channels, as BookSim2's folded torus); BookSim2's figures recorded on the same configuration (docs/netsim.md). Saturation is the highest offered load whose run is stable (latency within 3x zero load, converged, accepted rate matching the offered load), found by bisection to 1% of the bound.\n");
+    let _ = writeln!(md, "| network | zero-load (cycles) nam / BookSim2 | accepted past saturation (flits/node/cycle) nam / BookSim2 | saturation / DOR bound nam / BookSim2 | within 5% |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for (name, bs_zero, bs_acc, bs_sat) in BOOKSIM_MATCHED {
+        let link_cycles = (name == "torus").then_some(2);
+        let t = build(name, &TopologyParams { tiles: 8, freq_ghz: Some(1.0), link_cycles, ..Default::default() })?;
+        let cfg = SimConfig { warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
+        eprintln!("BookSim2-matched {name} ...");
+        let zero = nam_netsim::run(&t, &SimConfig { injection: Injection::FlitsPerNodePerCycle(0.02), ..cfg.clone() })?;
+        let past = if name == "torus" { 0.6 } else { 0.46 };
+        let acc = nam_netsim::run(&t, &SimConfig { injection: Injection::FlitsPerNodePerCycle(past), ..cfg.clone() })?;
+        let sat = find_saturation(&t, &cfg, 0.01)?;
+        let acc_flits = acc.accepted_packets_per_ns_per_node * cfg.packet_flits as f64;
+        let ok = (acc_flits - bs_acc).abs() / bs_acc < 0.05 && (sat.fraction_of_bound - bs_sat).abs() / bs_sat < 0.05;
+        let _ = writeln!(
+            md,
+            "| {name} | {} / {bs_zero} | {acc_flits:.4} / {bs_acc} | {:.3} / {bs_sat} | {} |",
+            fmt_opt(zero.avg_latency_cycles, 2),
+            sat.fraction_of_bound,
+            check(ok)
+        );
+    }
+    Ok(())
+}
+
+/// CPU time of the calling thread, seconds (the machine is shared: wall time would count the
+/// other processes' turns).
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec the call writes into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU time (user + system) of the finished child processes, seconds.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for the call to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage the call writes into.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Runs BookSim2 on the speed row's configuration (8x8 mesh, 0.3 flits/node/cycle, uniform):
+/// (simulated cycles, CPU-seconds).
+fn booksim_speed(bin: &Path) -> Result<(u64, f64)> {
+    let cfg = "topology = mesh;\nk = 8;\nn = 2;\nrouting_function = dim_order;\nnum_vcs = 4;\nvc_buf_size = 5;\n\
+               packet_size = 4;\ntraffic = uniform;\nvc_allocator = separable_input_first;\n\
+               sw_allocator = separable_input_first;\nalloc_iters = 1;\nrouting_delay = 0;\nvc_alloc_delay = 1;\n\
+               sw_alloc_delay = 1;\nspeculative = 1;\nst_final_delay = 1;\ninjection_rate_uses_flits = 1;\n\
+               injection_rate = 0.3;\nwarmup_periods = 2;\nsample_period = 10000;\nmax_samples = 4;\nsim_type = latency;\n";
+    let path = std::env::temp_dir().join(format!("nam-bench-booksim-{}.cfg", std::process::id()));
+    std::fs::write(&path, cfg).with_context(|| format!("writing {}", path.display()))?;
+    let before = children_cpu_seconds();
+    let out = std::process::Command::new(bin)
+        .arg(&path)
+        .output()
+        .with_context(|| format!("running BookSim2 at {}", bin.display()))?;
+    let cpu = children_cpu_seconds() - before;
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // BookSim2 exits with -1 after a successful run, so its status says nothing; a finished
+    // run ends with "Time taken is N cycles".
+    let cycles = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Time taken is "))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .next_back()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "BookSim2 ({}) printed no `Time taken is N cycles` line: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    Ok((cycles, cpu))
+}
+
+/// Simulator speed: an 8x8 mesh at 0.3 flits/node/cycle in CPU-seconds (beside BookSim2 when
+/// its binary is given), and a sweep on one thread against the same sweep on every core (the
+/// baseline in the same run).
+fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool, booksim: Option<&Path>) -> Result<Speed> {
     let mesh8 = build("mesh", &TopologyParams { tiles: 8, ..Default::default() })?;
     let speed_cfg = SimConfig {
         injection: Injection::FlitsPerNodePerCycle(0.3),
@@ -731,9 +1066,11 @@ fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed>
         ..SimConfig::default()
     };
     let t0 = Instant::now();
+    let c0 = thread_cpu_seconds();
     let r = nam_netsim::run(&mesh8, &speed_cfg)?;
+    let cpu = thread_cpu_seconds() - c0;
     let secs = t0.elapsed().as_secs_f64();
-    let cps = r.simulated_cycles as f64 / secs;
+    let cps = r.simulated_cycles as f64 / cpu.max(1e-9);
     let mesh24 = build("mesh", &TopologyParams::default())?;
     let t1 = Instant::now();
     let seq = rayon::ThreadPoolBuilder::new().num_threads(1).build()?.install(|| sweep(&mesh24, cfg, &[], 4))?;
@@ -742,14 +1079,38 @@ fn speed_section(md: &mut String, cfg: &SimConfig, quick: bool) -> Result<Speed>
     let par = sweep(&mesh24, cfg, &[], 4)?;
     let par_s = t2.elapsed().as_secs_f64();
     let same = serde_json::to_string(&seq.curve)? == serde_json::to_string(&par.curve)?;
-    let _ = writeln!(md, "## Simulator speed\n");
+    let _ = writeln!(md, "\n## Simulator speed\n");
     let _ = writeln!(md, "| measurement | value |\n|---|---|");
     let _ = writeln!(md, "| 8x8 mesh, 0.3 flits/node/cycle: simulated cycles | {} |", r.simulated_cycles);
-    let _ = writeln!(md, "| wall time (s) | {secs:.3} |");
-    let _ = writeln!(md, "| **simulated cycles per second** | {cps:.0} |");
-    let _ = writeln!(md, "| router-cycles per second | {:.0} |", r.router_ticks as f64 / secs);
-    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, s) | {seq_s:.2} |");
-    let _ = writeln!(md, "| same sweep on all cores (rayon, s) | {par_s:.2} |");
+    let _ = writeln!(md, "| CPU time (s) / wall time (s) | {cpu:.3} / {secs:.3} |");
+    let _ = writeln!(md, "| **simulated cycles per CPU-second** | {cps:.0} |");
+    let _ = writeln!(md, "| router-cycles per CPU-second | {:.0} |", r.router_ticks as f64 / cpu.max(1e-9));
+    match booksim {
+        Some(bin) => {
+            eprintln!("BookSim2 speed ...");
+            let (bs_cycles, bs_cpu) = booksim_speed(bin)?;
+            let bs_cps = bs_cycles as f64 / bs_cpu.max(1e-9);
+            let _ = writeln!(
+                md,
+                "| BookSim2, same configuration: simulated cycles / CPU time (s) | {bs_cycles} / {bs_cpu:.3} |"
+            );
+            let _ = writeln!(md, "| BookSim2 simulated cycles per CPU-second | {bs_cps:.0} |");
+            let _ = writeln!(
+                md,
+                "| **nam-netsim / BookSim2** (target >= 5) | {:.2} ({}) |",
+                cps / bs_cps,
+                check(cps >= 5.0 * bs_cps)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                md,
+                "| BookSim2 beside it | not run (pass `--booksim PATH`, or `BOOKSIM=PATH bench/netsim.sh`) |"
+            );
+        }
+    }
+    let _ = writeln!(md, "| 24x24 mesh sweep, 5 runs, 1 thread (baseline, wall s) | {seq_s:.2} |");
+    let _ = writeln!(md, "| same sweep on all cores (rayon, wall s) | {par_s:.2} |");
     let _ = writeln!(md, "| speed-up (baseline / parallel) | {:.2} |", seq_s / par_s);
     let _ = writeln!(md, "| parallel results identical to sequential | {} |", check(same));
     Ok(Speed { cycles_per_second: cps, sweep_speedup: seq_s / par_s })

@@ -198,6 +198,9 @@ fn analyze_pipeline(topo: &Topology, traffic: &TrafficPattern, vcs: usize, pipe:
     let npick = picks(topo);
     for src in 0..topo.node_count() {
         for (dst, w) in traffic.distribution(topo, src) {
+            // Per-packet choices (intermediate routers, tie-breaks) times the rotations.
+            let choices = router.choices(topo, topo.nodes[src].router, topo.nodes[dst].router);
+            let npick = npick * choices;
             for pick in 0..npick {
                 let wp = w / npick as f64;
                 let (lat, routers, wires) = walk(topo, &router, &periods, pipe, src, dst, pick);

@@ -7,10 +7,12 @@
 use crate::alloc::AllocatorKind;
 use crate::builders::{build, TopologyParams};
 use crate::config::{Injection, InjectionProcess, SimConfig};
-use crate::constants::{BOOKSIM_MAX_SAMPLES_DEFAULT, BOOKSIM_SAMPLE_PERIOD_DEFAULT, BOOKSIM_WARMUP_PERIODS_DEFAULT};
+use crate::constants::{
+    BOOKSIM_K_DEFAULT, BOOKSIM_MAX_SAMPLES_DEFAULT, BOOKSIM_SAMPLE_PERIOD_DEFAULT, BOOKSIM_WARMUP_PERIODS_DEFAULT,
+};
 use crate::error::{NetsimError, Result};
 use crate::routing;
-use crate::topology::Topology;
+use crate::topology::{CubeAlgo, Topology};
 use crate::traffic::TrafficPattern;
 
 /// What a configuration file sets: the run's parameters and the topology to build.
@@ -39,10 +41,11 @@ impl FileConfig {
 }
 
 /// Keys read; BookSim2's names first, then nam-netsim's own.
-pub const KEYS: [&str; 39] = [
+pub const KEYS: [&str; 42] = [
     "topology",
     "k",
     "n",
+    "use_noc_latency",
     "routing_function",
     "num_vcs",
     "vc_buf_size",
@@ -71,6 +74,8 @@ pub const KEYS: [&str; 39] = [
     "sim_type",
     "seed",
     // nam-netsim's own.
+    "dims",
+    "link_cycles",
     "terminal_delay_cycles",
     "latency_bound_factor",
     "deadlock_cycles",
@@ -81,6 +86,16 @@ pub const KEYS: [&str; 39] = [
     "global_routers",
     "hotspot_fraction",
 ];
+
+/// The `--routing` name of a cube routing algorithm.
+fn algo_name(algo: CubeAlgo) -> &'static str {
+    match algo {
+        CubeAlgo::Dor => "dor",
+        CubeAlgo::Romm => "romm",
+        CubeAlgo::Valiant => "valiant",
+        CubeAlgo::MinAdaptive => "min-adaptive",
+    }
+}
 
 fn parse_err(line: usize, field: &str, reason: impl Into<String>) -> NetsimError {
     NetsimError::Parse { file: "config file".into(), line, field: field.into(), reason: reason.into() }
@@ -147,6 +162,7 @@ pub fn parse(text: &str) -> Result<FileConfig> {
     let (mut sizes, mut size_rates): (Vec<usize>, Vec<f64>) = (Vec::new(), Vec::new());
     let (mut warmup_periods, mut sample_period, mut max_samples) = (None, None, None);
     let mut switch_extra = 0u64;
+    let (mut k, mut dims_n, mut noc_latency) = (None, None, true);
     let mut hotspot_fraction = None;
     for st in statements(text)? {
         let (line, key, v) = (st.line, st.key.as_str(), st.value.as_str());
@@ -178,13 +194,27 @@ pub fn parse(text: &str) -> Result<FileConfig> {
         let unsupported = |what: &str| parse_err(line, key, format!("`{v}`: {what}"));
         match key {
             "topology" => fc.topology = Some(v.to_string()),
-            "k" => fc.params.tiles = int(v)? as usize,
-            "n" if v != "2" => return Err(unsupported("only 2-dimensional grids are modelled")),
-            "n" => {}
+            "k" => k = Some(int(v)? as usize),
+            "n" => match int(v)? {
+                n @ 1..=3 => dims_n = Some(n as usize),
+                _ => return Err(unsupported("k-ary n-cubes of 1 to 3 dimensions are modelled")),
+            },
+            "dims" => {
+                fc.params.dims = Some(vector(v).iter().map(|x| int(x).map(|x| x as usize)).collect::<Result<_>>()?)
+            }
+            "use_noc_latency" => noc_latency = flag(v)?,
+            "link_cycles" => fc.params.link_cycles = Some(int(v)?),
             "routing_function" => match v {
                 "dor" | "dim_order" | "dor_mesh" | "dim_order_mesh" | "dim_order_torus" => fc.routing = None,
                 "min" | "shortest" => fc.routing = Some("shortest".into()),
-                _ => return Err(unsupported("routing functions modelled: dor, dim_order, min")),
+                _ => match CubeAlgo::from_name(v) {
+                    Some(algo) => fc.routing = Some(algo_name(algo).into()),
+                    None => {
+                        return Err(unsupported(
+                            "routing functions modelled: dor, dim_order, romm, valiant, min_adapt, min",
+                        ))
+                    }
+                },
             },
             "num_vcs" => fc.sim.vcs = int(v)? as usize,
             "vc_buf_size" => fc.sim.vc_depth_flits = int(v)? as usize,
@@ -254,6 +284,20 @@ pub fn parse(text: &str) -> Result<FileConfig> {
         }
     }
     fc.sim.switch_delay_cycles = switch_extra;
+    let cube = matches!(fc.topology.as_deref(), Some("mesh" | "torus"));
+    if let Some(k) = k {
+        fc.params.tiles = k;
+    }
+    if let (Some(n), true, None) = (dims_n, cube, &fc.params.dims) {
+        // BookSim2's k-ary n-cube: n dimensions of k routers, one node each.
+        fc.params.dims = Some(vec![k.unwrap_or(BOOKSIM_K_DEFAULT); n]);
+    }
+    if cube && fc.params.link_cycles.is_none() {
+        // BookSim2's `use_noc_latency` (on by default): channels of one cycle on a mesh, two
+        // on the folded torus; off, every channel takes one cycle.
+        let torus = fc.topology.as_deref() == Some("torus");
+        fc.params.link_cycles = Some(if noc_latency && torus { 2 } else { 1 });
+    }
     if !sizes.is_empty() {
         if !size_rates.is_empty() && size_rates.len() != sizes.len() {
             return Err(parse_err(
@@ -321,6 +365,21 @@ mod tests {
     }
 
     #[test]
+    fn reads_k_ary_n_cubes_routings_and_channel_latency() {
+        let fc = parse("topology = torus; k = 4; n = 3; routing_function = valiant;\n").unwrap();
+        assert_eq!(fc.params.dims, Some(vec![4, 4, 4]));
+        // BookSim2's use_noc_latency (on by default): two-cycle channels on the folded torus.
+        assert_eq!(fc.params.link_cycles, Some(2));
+        let t = fc.build_topology().unwrap();
+        assert_eq!((t.node_count(), t.routing.name()), (64, "valiant"));
+        let fc = parse("topology = mesh; k = 5; n = 1; use_noc_latency = 0;\n").unwrap();
+        assert_eq!((fc.params.dims, fc.params.link_cycles), (Some(vec![5]), Some(1)));
+        let fc = parse("topology = mesh; dims = {8, 4}; routing_function = min_adapt;\n").unwrap();
+        let t = fc.build_topology().unwrap();
+        assert_eq!((t.node_count(), t.routing.name()), (32, "min-adaptive"));
+    }
+
+    #[test]
     fn reads_mixes_bursts_and_patterns() {
         let fc = parse(
             "packet_size = {1, 8}; packet_size_rate = {3, 1};\ninjection_process = on_off; burst_alpha = 0.1;\n\
@@ -343,8 +402,8 @@ mod tests {
         let (line, field, reason) = err("k = 4;\nflit_colour = red;\n");
         assert_eq!((line, field.as_str()), (2, "flit_colour"));
         assert!(reason.contains("unknown key `flit_colour`"));
-        assert_eq!(err("n = 3;").1, "n");
-        assert_eq!(err("routing_function = valiant_mesh;").1, "routing_function");
+        assert_eq!(err("n = 4;").1, "n");
+        assert_eq!(err("routing_function = planar_adapt;").1, "routing_function");
         assert_eq!(err("vc_allocator = wavefront;").1, "vc_allocator");
         assert_eq!(err("num_vcs = four;").1, "num_vcs");
         assert_eq!(err("k = 4").1, "statement");

@@ -1,13 +1,26 @@
 //! Builders for the named topologies on the 24x24-tile, 576-node layout (Abeyratne 2017 §3.2.1,
 //! tile edge 0.9 mm) and for the ExaNeSt 3-D torus (Ploumidis et al. 2023 §4.1).
 
+use crate::constants::{CUBE_DIMS_MAX, FILE_NODES_MAX, FILE_ROUTERS_MAX, LINK_CYCLES_MAX};
 use crate::error::{invalid, NetsimError, Result};
 use crate::physical::TILE_MM;
-use crate::topology::{RoutingKind, Topology};
+use crate::topology::{CubeAlgo, RoutingKind, Topology};
 
 /// Names accepted by [`build`].
-pub const TOPOLOGY_NAMES: [&str; 10] =
-    ["mesh", "torus", "cmesh", "cmesh-low", "cmesh-high", "fbfly", "superstar", "superstarx", "superring", "exanest"];
+pub const TOPOLOGY_NAMES: [&str; 12] = [
+    "mesh",
+    "torus",
+    "cmesh",
+    "cmesh-low",
+    "cmesh-high",
+    "fbfly",
+    "superstar",
+    "superstarx",
+    "superring",
+    "exanest",
+    "dragonfly",
+    "fattree",
+];
 
 /// Cluster edge (tiles) of Super-Star's local routers: 16 tiles per cluster (Abeyratne 2017 §3.3.2).
 pub const SUPERSTAR_CLUSTER_EDGE: usize = 4;
@@ -36,6 +49,15 @@ pub struct TopologyParams {
     pub exanest_dims: [usize; 3],
     /// Overrides every router's frequency (GHz) instead of the radix model.
     pub freq_ghz: Option<f64>,
+    /// `mesh` / `torus` as a k-ary n-cube with these radices (1 to 3 dimensions, one node per
+    /// router; `[8, 4]` is a rectangular 8x4 mesh) instead of the `tiles` x `tiles` grid.
+    pub dims: Option<Vec<usize>>,
+    /// Every router-router channel takes this many cycles of its upstream router's clock
+    /// instead of its wire delay (BookSim2 `use_noc_latency`: 1 on a mesh, 2 on its folded
+    /// torus).
+    pub link_cycles: Option<u64>,
+    /// Levels of routers of `fattree` (default 3; its arity is `concentration`, default 4).
+    pub levels: Option<usize>,
 }
 
 impl Default for TopologyParams {
@@ -48,6 +70,9 @@ impl Default for TopologyParams {
             threshold_flits: None,
             exanest_dims: [4, 4, 2],
             freq_ghz: None,
+            dims: None,
+            link_cycles: None,
+            levels: None,
         }
     }
 }
@@ -57,7 +82,38 @@ pub fn build(name: &str, p: &TopologyParams) -> Result<Topology> {
     if p.tiles < 2 || p.tiles > 64 {
         return Err(invalid("tiles", format!("{} is outside 2..=64", p.tiles)));
     }
-    let mut t = match name {
+    if p.dims.is_some() && !matches!(name, "mesh" | "torus") {
+        return Err(invalid("dims", format!("only mesh and torus take dimensions, not {name}")));
+    }
+    let mut t = match (name, &p.dims) {
+        ("mesh", Some(d)) => cube(name, d, false)?,
+        ("torus", Some(d)) => cube(name, d, true)?,
+        _ => named(name, p)?,
+    };
+    if let Some(f) = p.freq_ghz {
+        if !(f > 0.0 && f <= 100.0) {
+            return Err(invalid("freq_ghz", format!("{f} is outside (0, 100]")));
+        }
+        for r in &mut t.routers {
+            r.freq_ghz = f;
+        }
+    }
+    let mut t = t.finish_by_class()?;
+    if let Some(n) = p.link_cycles {
+        if n == 0 || n > LINK_CYCLES_MAX {
+            return Err(invalid("link_cycles", format!("{n} is outside 1..={LINK_CYCLES_MAX}")));
+        }
+        for ch in &mut t.channels {
+            let period = (1000.0 / t.routers[ch.from].freq_ghz).round().max(1.0);
+            ch.delay_ps = Some(n as f64 * period);
+        }
+    }
+    Ok(t)
+}
+
+/// The topologies of the tile layout.
+fn named(name: &str, p: &TopologyParams) -> Result<Topology> {
+    Ok(match name {
         "mesh" => grid(name, p.tiles, 1, 1, false)?,
         "torus" => grid(name, p.tiles, 1, 1, true)?,
         "cmesh" | "cmesh-low" => {
@@ -69,17 +125,124 @@ pub fn build(name: &str, p: &TopologyParams) -> Result<Topology> {
         "superstarx" => superstar(name, p.tiles, p.global_routers.unwrap_or(8), Some(p.threshold_flits.unwrap_or(3)))?,
         "superring" => superring(p.tiles)?,
         "exanest" => exanest(p.exanest_dims)?,
+        "dragonfly" => dragonfly(p.concentration.unwrap_or(2))?,
+        "fattree" => fattree(p.concentration.unwrap_or(4), p.levels.unwrap_or(3))?,
         _ => return Err(NetsimError::UnknownTopology { name: name.to_string(), known: TOPOLOGY_NAMES.join(", ") }),
-    };
-    if let Some(f) = p.freq_ghz {
-        if !(f > 0.0 && f <= 100.0) {
-            return Err(invalid("freq_ghz", format!("{f} is outside (0, 100]")));
-        }
-        for r in &mut t.routers {
-            r.freq_ghz = f;
+    })
+}
+
+/// Kim et al.'s balanced dragonfly with `p` nodes per router: groups of `a = 2p` fully connected
+/// routers with `h = p` global links each, `a h + 1` groups, one global link between every two
+/// groups; groups 4 tiles apart on a line of tiles, local links one tile long.
+fn dragonfly(p: usize) -> Result<Topology> {
+    if !(1..=4).contains(&p) {
+        return Err(invalid("concentration", format!("dragonfly nodes per router {p} is outside 1..=4")));
+    }
+    let (a, h) = (2 * p, p);
+    let g = a * h + 1;
+    let mut t = Topology::new("dragonfly", RoutingKind::Dragonfly { routers: a, globals: h, groups: g });
+    for gi in 0..g {
+        for i in 0..a {
+            t.add_router(format!("G{gi}R{i}"), tile_center(gi * (a + 1) + i), tile_center(0), false);
         }
     }
-    t.finish_by_class()
+    for gi in 0..g {
+        for i in 0..a {
+            for j in i + 1..a {
+                t.connect(gi * a + i, gi * a + j, (j - i) as f64 * TILE_MM);
+            }
+        }
+    }
+    for gi in 0..g {
+        for gj in gi + 1..g {
+            let (l, back) = ((gj - gi - 1) % g, (gi + g - gj - 1) % g);
+            let (ra, rb) = (gi * a + l / h, gj * a + back / h);
+            t.connect(ra, rb, (t.routers[ra].x_mm - t.routers[rb].x_mm).abs());
+        }
+    }
+    for r in 0..g * a {
+        for _ in 0..p {
+            t.add_node(r, t.routers[r].x_mm, t.routers[r].y_mm, 0.0);
+        }
+    }
+    Ok(t)
+}
+
+/// k-ary n-tree: `k^n` nodes, `n` levels of `k^(n-1)` routers (radix `2k`, the top `k`),
+/// levels one tile apart, routers of a level one tile apart.
+fn fattree(k: usize, n: usize) -> Result<Topology> {
+    if !(2..=8).contains(&k) || !(1..=4).contains(&n) || k.pow(n as u32) > FILE_NODES_MAX {
+        return Err(invalid("levels", format!("fat tree of arity {k} and {n} levels is outside 2..=8 x 1..=4")));
+    }
+    let per = k.pow(n as u32 - 1);
+    let mut t = Topology::new("fattree", RoutingKind::FatTree { k, levels: n });
+    for l in 0..n {
+        for w in 0..per {
+            t.add_router(format!("L{l}W{w}"), tile_center(w), tile_center(l), false);
+        }
+    }
+    for l in 0..n.saturating_sub(1) {
+        let p = k.pow(l as u32);
+        for w in 0..per {
+            for j in 0..k {
+                let up = w - (w / p) % k * p + j * p;
+                let (a, b) = (l * per + w, (l + 1) * per + up);
+                t.connect(a, b, TILE_MM + (t.routers[a].x_mm - t.routers[b].x_mm).abs());
+            }
+        }
+    }
+    for w in 0..per {
+        for _ in 0..k {
+            t.add_node(w, t.routers[w].x_mm, t.routers[w].y_mm, 0.0);
+        }
+    }
+    Ok(t)
+}
+
+/// A k-ary n-cube (mesh or folded torus) with one node per router, routers one tile apart
+/// (a third dimension's layers side by side along y), every link one tile long on a mesh and
+/// two on the folded torus.
+fn cube(name: &str, dims: &[usize], wrap: bool) -> Result<Topology> {
+    if dims.is_empty() || dims.len() > CUBE_DIMS_MAX {
+        return Err(invalid("dims", format!("{} dimensions is outside 1..={CUBE_DIMS_MAX}", dims.len())));
+    }
+    if let Some(k) = dims.iter().find(|&&k| !(2..=64).contains(&k)) {
+        return Err(invalid("dims", format!("radix {k} is outside 2..=64")));
+    }
+    let total: usize = dims.iter().product();
+    if total > FILE_ROUTERS_MAX {
+        return Err(invalid("dims", format!("{total} routers is above {FILE_ROUTERS_MAX}")));
+    }
+    let mut t = Topology::new(name, RoutingKind::Cube { dims: dims.to_vec(), wrap, algo: CubeAlgo::Dor });
+    let k0 = dims[0];
+    let k1 = dims.get(1).copied().unwrap_or(1);
+    for r in 0..total {
+        let (x, y) = (r % k0, r / k0);
+        t.add_router(format!("r{r}"), tile_center(x), tile_center(y), false);
+    }
+    let len = if wrap { 2.0 * TILE_MM } else { TILE_MM };
+    let mut stride = 1;
+    for &k in dims {
+        for r in 0..total {
+            let c = (r / stride) % k;
+            if c + 1 < k {
+                t.connect(r, r + stride, len);
+            } else if wrap && k > 2 {
+                t.connect(r, r - c * stride, len);
+            }
+        }
+        stride *= k;
+    }
+    for r in 0..total {
+        t.add_node(r, t.routers[r].x_mm, t.routers[r].y_mm, 0.0);
+    }
+    t.node_grid = match dims.len() {
+        1 => Some((k0, 1)),
+        2 => Some((k0, k1)),
+        _ => None,
+    };
+    t.chip_width_mm = Some(k0 as f64 * TILE_MM);
+    Ok(t)
 }
 
 fn tile_center(i: usize) -> f64 {
@@ -126,7 +289,7 @@ fn grid(name: &str, tiles: usize, conc: usize, parallel: usize, wrap: bool) -> R
     if k < 2 {
         return Err(invalid("concentration", "leaves fewer than 2 routers per row"));
     }
-    let mut t = Topology::new(name, RoutingKind::Dor { cols: k, rows: k, wrap });
+    let mut t = Topology::new(name, RoutingKind::Cube { dims: vec![k, k], wrap, algo: CubeAlgo::Dor });
     let pitch = edge as f64 * TILE_MM;
     for y in 0..k {
         for x in 0..k {

@@ -2,9 +2,9 @@
 
 pub use crate::alloc::AllocatorKind;
 use crate::constants::{
-    ALLOC_ITERS_DEFAULT, ALLOC_ITERS_MAX, DEADLOCK_CYCLES_DEFAULT, DRAIN_CYCLES_MAX_DEFAULT,
-    LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT, PIPELINE_DELAY_MAX,
-    TERMINAL_DELAY_CYCLES_DEFAULT, VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
+    ALLOC_ITERS_DEFAULT, ALLOC_ITERS_MAX, CONVERGE_TOLERANCE_DEFAULT, DEADLOCK_CYCLES_DEFAULT,
+    DRAIN_CYCLES_MAX_DEFAULT, LATENCY_BOUND_FACTOR_DEFAULT, MEASURE_CYCLES_DEFAULT, PACKET_FLITS_DEFAULT,
+    PIPELINE_DELAY_MAX, TERMINAL_DELAY_CYCLES_DEFAULT, VCS_DEFAULT, VC_DEPTH_DEFAULT, WARMUP_CYCLES_DEFAULT,
 };
 pub use crate::constants::{PACKET_FLITS_MAX, RUN_CYCLES_MAX, VCS_MAX, VC_DEPTH_MAX};
 use crate::error::{invalid, Result};
@@ -108,6 +108,17 @@ pub struct SimConfig {
     /// Packet sizes in flits with their relative weights (BookSim2 `packet_size` and
     /// `packet_size_rate`); empty: every packet has `packet_flits` flits.
     pub packet_size_mix: Vec<(usize, f64)>,
+    /// Request/reply traffic: every delivered request makes its destination queue a reply of
+    /// this many flits back to the source (BookSim2 `use_read_write` with one reply size);
+    /// `None`: no replies. Replies are measured like requests; the offered load counts
+    /// requests only.
+    pub reply_flits: Option<usize>,
+    /// Adaptive measurement window: up to this many more windows of `measure_cycles` are
+    /// added until the statistics converge (0: a fixed window).
+    pub max_window_extensions: u32,
+    /// Relative standard error of the average latency (from batch means) at which an
+    /// adaptive window stops growing.
+    pub converge_tolerance: f64,
 }
 
 impl Default for SimConfig {
@@ -136,6 +147,9 @@ impl Default for SimConfig {
             routing_delay_cycles: 0,
             switch_delay_cycles: 0,
             credit_delay_cycles: 0,
+            reply_flits: None,
+            max_window_extensions: 0,
+            converge_tolerance: CONVERGE_TOLERANCE_DEFAULT,
         }
     }
 }
@@ -173,6 +187,21 @@ impl SimConfig {
             if !(w > 0.0 && w.is_finite()) {
                 return Err(invalid("packet_size_mix", format!("weight {w} of size {size} is not > 0")));
             }
+        }
+        if let Some(f) = self.reply_flits {
+            if f == 0 || f > PACKET_FLITS_MAX {
+                return Err(invalid("reply_flits", format!("{f} is outside 1..={PACKET_FLITS_MAX}")));
+            }
+        }
+        if !(self.converge_tolerance > 0.0 && self.converge_tolerance < 1.0) {
+            return Err(invalid("converge_tolerance", format!("{} is outside (0, 1)", self.converge_tolerance)));
+        }
+        let longest = self.measure_cycles.saturating_mul(1 + self.max_window_extensions as u64);
+        if self.warmup_cycles.saturating_add(longest).saturating_add(self.drain_cycles_max) > RUN_CYCLES_MAX {
+            return Err(invalid(
+                "max_window_extensions",
+                format!("the extended run would pass {RUN_CYCLES_MAX} cycles"),
+            ));
         }
         if let InjectionProcess::OnOff { alpha, beta } = self.injection_process {
             if !(alpha > 0.0 && alpha <= 1.0 && (0.0..=1.0).contains(&beta)) {
@@ -308,4 +337,10 @@ pub struct SimResult {
     pub simulated_cycles: u64,
     /// Router clock ticks simulated (all routers).
     pub router_ticks: u64,
+    /// Per node: packets it generated in the window, per ns (its injection rate).
+    pub per_node_injected_packets_per_ns: Vec<f64>,
+    /// Per node: packets delivered to it in the window, per ns (its acceptance rate).
+    pub per_node_accepted_packets_per_ns: Vec<f64>,
+    /// Windows the adaptive measurement window added.
+    pub window_extensions: u32,
 }

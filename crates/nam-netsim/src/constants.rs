@@ -31,6 +31,12 @@ pub const FILE_ROUTERS_MAX: usize = 4096;
 /// Largest number of nodes accepted from a topology file.
 pub const FILE_NODES_MAX: usize = 16384;
 
+/// Most dimensions of a k-ary n-cube (`TopologyParams::dims`).
+pub const CUBE_DIMS_MAX: usize = 3;
+
+/// Longest channel accepted in cycles (`TopologyParams::link_cycles`).
+pub const LINK_CYCLES_MAX: u64 = 64;
+
 // Defaults of `SimConfig`.
 
 /// Default virtual channels per port: 4, as in Abeyratne 2017 §3.4.1.
@@ -97,6 +103,15 @@ pub const ACCEPTED_RATE_SIGMAS: f64 = 3.0;
 /// allowance): a saturated network's source queues, and so its latency, keep growing.
 pub const LATENCY_DRIFT_TOLERANCE: f64 = 0.05;
 
+/// Batches (equal spans of generation time) the window's latencies are grouped in for the
+/// latency-drift test's batch-means standard error: eight, half on each side of the middle,
+/// enough for a variance estimate with six degrees of freedom.
+pub const LATENCY_BATCHES: usize = 8;
+
+/// Default relative standard error of the average latency at which an adaptive measurement
+/// window stops growing: 2%, the precision the fidelity tests hold zero-load latency to.
+pub const CONVERGE_TOLERANCE_DEFAULT: f64 = 0.02;
+
 /// Points counted as "before saturation": offered load at most this fraction of the saturation
 /// throughput.
 pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
@@ -110,6 +125,9 @@ pub const CLOCK_PHASES: u64 = 16;
 /// BookSim2's default `sample_period`, in cycles, used when a file sets only some of
 /// `warmup_periods`, `sample_period` and `max_samples`.
 pub const BOOKSIM_SAMPLE_PERIOD_DEFAULT: u64 = 1000;
+
+/// BookSim2's default `k` (routers per dimension).
+pub const BOOKSIM_K_DEFAULT: usize = 8;
 
 /// BookSim2's default `warmup_periods`.
 pub const BOOKSIM_WARMUP_PERIODS_DEFAULT: u64 = 3;

@@ -1,24 +1,35 @@
-//! Routing functions: dimension order (with datelines on wrap-around links), flattened
-//! butterfly, Super-Star round-robin global router choice, Super-StarX threshold-adaptive use of
-//! neighbour links, Super-Ring, ExaNeSt and shortest-path tables.
+//! Routing functions: dimension order, ROMM, Valiant and minimal adaptive on k-ary n-cubes
+//! (datelines on wrap-around links), flattened butterfly, Super-Star round-robin global router
+//! choice, Super-StarX threshold-adaptive use of neighbour links, Super-Ring, ExaNeSt and
+//! shortest-path tables.
 
 use crate::error::{NetsimError, Result};
-use crate::topology::{RoutingKind, Topology};
+use crate::topology::{CubeAlgo, RoutingKind, Topology};
 use std::collections::VecDeque;
 
 /// Per-packet routing state, updated at every route computation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteState {
-    /// Current VC class (0 before a dateline, 1 after).
+    /// Current dateline class in the current dimension (0 or 1).
     pub class: u8,
     /// Dimension the packet moves in now (`u8::MAX` before the first dimensioned hop).
     pub dim: u8,
+    /// Phase of a two-phase routing (0: toward the intermediate router, 1: toward the
+    /// destination); single-phase routings stay at 1 once routed.
+    pub phase: u8,
+    /// Whether the per-packet choices (intermediate router, tie-breaks) were drawn.
+    pub chosen: bool,
+    /// Intermediate router of a two-phase routing.
+    pub inter: u32,
+    /// Tie-break bits: bit `phase * n + dim` sends a packet half-way round a ring the
+    /// positive way when set.
+    pub ties: u32,
 }
 
 impl RouteState {
     /// State of a packet that has not moved yet.
     pub fn new() -> Self {
-        RouteState { class: 0, dim: u8::MAX }
+        RouteState { class: 0, dim: u8::MAX, phase: 0, chosen: false, inter: 0, ties: 0 }
     }
 }
 
@@ -38,6 +49,7 @@ pub struct Hop {
 pub struct Router {
     table: Option<Vec<u16>>,
     vcs: u8,
+    classes: u8,
 }
 
 const NO_PORT: u16 = u16::MAX;
@@ -45,29 +57,39 @@ const NO_PORT: u16 = u16::MAX;
 impl Router {
     /// Prepares routing for `topo` with `vcs` VCs per port.
     pub fn new(topo: &Topology, vcs: usize) -> Result<Self> {
-        if topo.routing.needs_vc_classes() && vcs < 2 {
+        let classes = topo.routing.vc_classes();
+        if vcs < classes {
             return Err(NetsimError::InvalidParameter {
                 field: "vcs".into(),
-                reason: format!("routing `{}` needs at least 2 VCs (dateline classes)", topo.routing.name()),
+                reason: format!(
+                    "routing `{}` needs at least {classes} VCs (one per VC class: datelines, phases, escape)",
+                    topo.routing.name()
+                ),
             });
         }
         let table = match topo.routing {
             RoutingKind::Shortest => Some(shortest_table(topo)?),
             _ => None,
         };
-        Ok(Router { table, vcs: vcs as u8 })
+        Ok(Router { table, vcs: vcs as u8, classes: classes as u8 })
     }
 
-    fn vc_range(&self, topo: &Topology, class: u8) -> (u8, u8) {
-        if topo.routing.needs_vc_classes() {
-            let half = self.vcs / 2;
-            if class == 0 {
-                (0, half)
-            } else {
-                (half, self.vcs)
-            }
-        } else {
-            (0, self.vcs)
+    /// VCs of class `class` out of `self.classes` equal shares (the last takes the remainder).
+    fn vc_range(&self, class: u8) -> (u8, u8) {
+        let width = self.vcs / self.classes;
+        let lo = class * width;
+        let hi = if class + 1 == self.classes { self.vcs } else { lo + width };
+        (lo, hi)
+    }
+
+    /// Number of equally likely per-packet choices (intermediate routers, tie-breaks) for a
+    /// packet from router `src` to router `dst`: the analytic model averages over them.
+    pub fn choices(&self, topo: &Topology, src: usize, dst: usize) -> usize {
+        match &topo.routing {
+            RoutingKind::Cube { dims, wrap, algo } => cube_choices(dims, *wrap, *algo, src, dst),
+            RoutingKind::Dor { cols, rows, wrap } => cube_choices(&[*cols, *rows], *wrap, CubeAlgo::Dor, src, dst),
+            RoutingKind::FatTree { k, levels } => k.pow(tree_up_levels(*k, *levels, src, dst) as u32),
+            _ => 1,
         }
     }
 
@@ -86,8 +108,26 @@ impl Router {
         occupancy: &dyn Fn(usize) -> u32,
     ) -> Hop {
         let dr = topo.nodes[dst].router;
-        let port = if r == dr { topo.node_port(dst) } else { self.route_between(topo, r, dr, st, pick, occupancy) };
-        let (vc_lo, vc_hi) = self.vc_range(topo, st.class);
+        if r == dr {
+            // At the destination VC classes no longer matter (as in BookSim2): every VC.
+            return Hop { port: topo.node_port(dst), vc_lo: 0, vc_hi: self.vcs };
+        }
+        let cube = match &topo.routing {
+            RoutingKind::Cube { dims, wrap, algo } => Some((dims.as_slice(), *wrap, *algo)),
+            _ => None,
+        };
+        if let Some((dims, wrap, algo)) = cube {
+            let (next, class) = cube_next(dims, wrap, algo, r, dr, st, pick, &|to| {
+                let ports = topo.ports_toward(r, to);
+                ports.iter().map(|&p| occupancy(p as usize)).min().unwrap_or(u32::MAX)
+            });
+            let ports = topo.ports_toward(r, next);
+            assert!(!ports.is_empty(), "routing chose a missing link {r} -> {next}");
+            let (vc_lo, vc_hi) = self.vc_range(class);
+            return Hop { port: ports[pick % ports.len()] as usize, vc_lo, vc_hi };
+        }
+        let port = self.route_between(topo, r, dr, st, pick, occupancy);
+        let (vc_lo, vc_hi) = if self.classes > 1 { self.vc_range(st.class) } else { (0, self.vcs) };
         Hop { port, vc_lo, vc_hi }
     }
 
@@ -106,15 +146,43 @@ impl Router {
             ports[pick % ports.len()] as usize
         };
         match &topo.routing {
-            RoutingKind::Dor { cols, wrap, .. } => {
-                let (x, y, dx, dy) = (r % cols, r / cols, dr % cols, dr / cols);
-                let rows = topo.router_count() / cols;
-                if x != dx {
-                    let nx = step_dim(st, 0, x, dx, *cols, *wrap);
-                    toward(y * cols + nx)
+            RoutingKind::Dor { cols, rows, wrap } => {
+                let (next, _) = cube_next(&[*cols, *rows], *wrap, CubeAlgo::Dor, r, dr, st, pick, &|_| 0);
+                toward(next)
+            }
+            RoutingKind::Cube { .. } => unreachable!("cube routing is handled in route"),
+            RoutingKind::Dragonfly { routers, globals, groups } => {
+                let (g, d) = (r / routers, dr / routers);
+                if g == d {
+                    // Class 1 once the packet came through a global link.
+                    st.class = u8::from(st.dim == 1);
+                    return toward(dr);
+                }
+                st.class = 0;
+                // The one global link from group g to group d, and the routers at its ends.
+                let l = (d + groups - g - 1) % groups;
+                let owner = g * routers + l / globals;
+                if r != owner {
+                    return toward(owner);
+                }
+                let back = (g + groups - d - 1) % groups;
+                st.dim = 1;
+                toward(d * routers + back / globals)
+            }
+            RoutingKind::FatTree { k, levels } => {
+                let per = k.pow(*levels as u32 - 1);
+                let (l, w) = (r / per, r % per);
+                if !st.chosen {
+                    st.chosen = true;
+                    st.ties = (pick % k.pow(tree_up_levels(*k, *levels, r, dr) as u32)) as u32;
+                }
+                if (l..levels - 1).all(|j| digit(w, j, *k) == digit(dr, j, *k)) {
+                    // An ancestor of the destination's leaf: down, fixing digit l - 1.
+                    let down = set_digit(w, l - 1, digit(dr, l - 1, *k), *k);
+                    toward((l - 1) * per + down)
                 } else {
-                    let ny = step_dim(st, 1, y, dy, rows, *wrap);
-                    toward(ny * cols + x)
+                    let j = (st.ties as usize / k.pow(l as u32)) % k;
+                    toward((l + 1) * per + set_digit(w, l, j, *k))
                 }
             }
             RoutingKind::FlatFly { cols, .. } => {
@@ -149,7 +217,7 @@ impl Router {
                 if i == j {
                     toward(dr)
                 } else {
-                    toward(ring[step_dim(st, 0, i, j, ring.len(), true)])
+                    toward(ring[step_dim(st, 0, i, j, ring.len(), true, true)])
                 }
             }
             RoutingKind::Exanest { dims, per_board } => {
@@ -164,7 +232,7 @@ impl Router {
                 let d = [dq % dims[0], (dq / dims[0]) % dims[1], dq / (dims[0] * dims[1])];
                 let dim = (0..3).find(|&i| c[i] != d[i]).expect("different QFDBs differ in a dimension");
                 let mut n = c;
-                n[dim] = step_dim(st, dim as u8, c[dim], d[dim], dims[dim], true);
+                n[dim] = step_dim(st, dim as u8, c[dim], d[dim], dims[dim], true, true);
                 toward((n[0] + dims[0] * (n[1] + dims[1] * n[2])) * per_board)
             }
             RoutingKind::Shortest => {
@@ -175,28 +243,188 @@ impl Router {
     }
 }
 
-/// One step along dimension `dim` from coordinate `c` toward `d` on a line or ring of size `k`,
-/// updating the dateline class. Returns the next coordinate.
-fn step_dim(st: &mut RouteState, dim: u8, c: usize, d: usize, k: usize, wrap: bool) -> usize {
-    if st.dim != dim {
+/// One step along dimension `dim` from coordinate `c` toward `d` on a line or ring of size `k`.
+/// On turning into the dimension the dateline class is fixed: 1 when the way to `d` crosses
+/// the wrap-around link, else 0 (BookSim2's partition; each class's channels then form no
+/// cycle because a minimal way covers at most half the ring). Half-way round, the packet goes
+/// the positive way when `positive_tie`. Returns the next coordinate.
+fn step_dim(st: &mut RouteState, dim: u8, c: usize, d: usize, k: usize, wrap: bool, positive_tie: bool) -> usize {
+    if !wrap {
         st.dim = dim;
         st.class = 0;
-    }
-    if !wrap {
         return if d > c { c + 1 } else { c - 1 };
     }
     let fwd = (d + k - c) % k;
-    if fwd <= k / 2 {
-        if c == k - 1 {
-            st.class = 1;
-        }
+    let positive = 2 * fwd < k || (2 * fwd == k && positive_tie);
+    if st.dim != dim {
+        st.dim = dim;
+        st.class = u8::from(if positive { d < c } else { d > c });
+    }
+    if positive {
         (c + 1) % k
     } else {
-        if c == 0 {
-            st.class = 1;
-        }
         (c + k - 1) % k
     }
+}
+
+/// Digit `j` of `w` in base `k`.
+fn digit(w: usize, j: usize, k: usize) -> usize {
+    (w / k.pow(j as u32)) % k
+}
+
+/// `w` with digit `j` (base `k`) set to `v`.
+fn set_digit(w: usize, j: usize, v: usize, k: usize) -> usize {
+    let p = k.pow(j as u32);
+    w - digit(w, j, k) * p + v * p
+}
+
+/// Levels a fat-tree packet climbs from leaf router `src` to reach an ancestor of leaf router
+/// `dst` (0 when they are the same router).
+fn tree_up_levels(k: usize, levels: usize, src: usize, dst: usize) -> usize {
+    (0..levels).find(|&l| (l..levels - 1).all(|j| digit(src, j, k) == digit(dst, j, k))).unwrap_or(levels - 1)
+}
+
+/// Coordinates of router `r` on a cube of radices `dims` (at most 3).
+fn coords(dims: &[usize], mut r: usize) -> [usize; 3] {
+    let mut c = [0; 3];
+    for (i, &k) in dims.iter().enumerate() {
+        c[i] = r % k;
+        r /= k;
+    }
+    c
+}
+
+fn router_at(dims: &[usize], c: &[usize; 3]) -> usize {
+    dims.iter().enumerate().rev().fold(0, |acc, (i, &k)| acc * k + c[i])
+}
+
+/// Minimal offset from `a` to `b` on a line or ring of `k`: (hops, positive direction) with a
+/// tie half-way round taken the positive way.
+fn min_offset(a: usize, b: usize, k: usize, wrap: bool) -> (usize, bool) {
+    if !wrap {
+        return (a.abs_diff(b), b >= a);
+    }
+    let fwd = (b + k - a) % k;
+    if 2 * fwd <= k {
+        (fwd, true)
+    } else {
+        (k - fwd, false)
+    }
+}
+
+/// Tie-break bits a packet draws: one per dimension and phase on a torus.
+fn tie_bits(dims: &[usize], wrap: bool, algo: CubeAlgo) -> u32 {
+    if wrap {
+        (dims.len() * if algo.two_phase() { 2 } else { 1 }) as u32
+    } else {
+        0
+    }
+}
+
+/// Intermediate routers a two-phase routing picks from (1 for single-phase ones).
+fn intermediates(dims: &[usize], wrap: bool, algo: CubeAlgo, src: usize, dst: usize) -> usize {
+    match algo {
+        CubeAlgo::Valiant => dims.iter().product(),
+        CubeAlgo::Romm => {
+            let (a, b) = (coords(dims, src), coords(dims, dst));
+            dims.iter().enumerate().map(|(i, &k)| min_offset(a[i], b[i], k, wrap).0 + 1).product()
+        }
+        _ => 1,
+    }
+}
+
+fn cube_choices(dims: &[usize], wrap: bool, algo: CubeAlgo, src: usize, dst: usize) -> usize {
+    intermediates(dims, wrap, algo, src, dst) << tie_bits(dims, wrap, algo)
+}
+
+/// Draws a packet's choices at its source router from `pick` (uniform over
+/// [`cube_choices`] when `pick` is).
+fn cube_choose(dims: &[usize], wrap: bool, algo: CubeAlgo, r: usize, dr: usize, st: &mut RouteState, pick: usize) {
+    let bits = tie_bits(dims, wrap, algo);
+    let c = pick % cube_choices(dims, wrap, algo, r, dr);
+    st.ties = (c & ((1usize << bits) - 1)) as u32;
+    let idx = c >> bits;
+    st.chosen = true;
+    st.phase = if algo.two_phase() { 0 } else { 1 };
+    st.inter = match algo {
+        CubeAlgo::Valiant => idx as u32,
+        CubeAlgo::Romm => {
+            let (a, b) = (coords(dims, r), coords(dims, dr));
+            let mut rest = idx;
+            let mut m = [0; 3];
+            for (i, &k) in dims.iter().enumerate() {
+                let (hops, positive) = min_offset(a[i], b[i], k, wrap);
+                let o = rest % (hops + 1);
+                rest /= hops + 1;
+                m[i] = if positive { (a[i] + o) % k } else { (a[i] + k - o) % k };
+            }
+            router_at(dims, &m) as u32
+        }
+        _ => dr as u32,
+    };
+}
+
+/// Next router and VC class on a cube (`r != dr`). `occupancy(to)` is the flits buffered
+/// downstream toward neighbour `to` (minimal adaptive's selection).
+#[allow(clippy::too_many_arguments)] // one routing step's inputs; a struct would only rename them
+fn cube_next(
+    dims: &[usize],
+    wrap: bool,
+    algo: CubeAlgo,
+    r: usize,
+    dr: usize,
+    st: &mut RouteState,
+    pick: usize,
+    occupancy: &dyn Fn(usize) -> u32,
+) -> (usize, u8) {
+    if !st.chosen {
+        cube_choose(dims, wrap, algo, r, dr, st, pick);
+    }
+    if st.phase == 0 && r == st.inter as usize {
+        st.phase = 1;
+        st.dim = u8::MAX;
+    }
+    let target = if st.phase == 0 { st.inter as usize } else { dr };
+    let (c, t) = (coords(dims, r), coords(dims, target));
+    let n = dims.len();
+    let dor_dim = (0..n).find(|&i| c[i] != t[i]).expect("router differs from its target");
+    let dateline = if wrap { 2 } else { 1 };
+    if algo == CubeAlgo::MinAdaptive && pick % 2 == 1 {
+        // Adaptive class (after the escape classes): the productive neighbour with the
+        // fewest flits buffered downstream, ties to the lowest dimension.
+        let mut best: Option<(u32, usize)> = None;
+        for i in (0..n).filter(|&i| c[i] != t[i]) {
+            let (_, positive) = min_offset(c[i], t[i], dims[i], wrap);
+            let mut m = c;
+            m[i] = match (positive, wrap) {
+                (true, _) => (c[i] + 1) % dims[i],
+                (false, true) => (c[i] + dims[i] - 1) % dims[i],
+                (false, false) => c[i] - 1,
+            };
+            let to = router_at(dims, &m);
+            let occ = occupancy(to);
+            if best.is_none_or(|(o, _)| occ < o) {
+                best = Some((occ, to));
+            }
+        }
+        // The escape class's state is recomputed at every hop (it is memoryless).
+        st.dim = u8::MAX;
+        return (best.expect("a productive dimension").1, dateline as u8);
+    }
+    if algo == CubeAlgo::MinAdaptive {
+        // Escape network: dimension order with the dateline class fixed afresh at each hop.
+        st.dim = u8::MAX;
+    }
+    let i = dor_dim;
+    let phase_bits = if algo.two_phase() { st.phase as usize * n } else { 0 };
+    let tie = (st.ties >> (phase_bits + i)) & 1 == 1;
+    let mut m = c;
+    m[i] = step_dim(st, i as u8, c[i], t[i], dims[i], wrap, tie);
+    let class = match algo {
+        CubeAlgo::Romm | CubeAlgo::Valiant => st.phase * dateline as u8 + st.class,
+        _ => st.class,
+    };
+    (router_at(dims, &m), class)
 }
 
 /// Minimum-hop next-port table, `[router * R + dest_router]`.
@@ -255,9 +483,18 @@ pub fn select(topo: &mut Topology, name: &str) -> Result<()> {
         topo.routing = RoutingKind::Shortest;
         return Ok(());
     }
-    Err(NetsimError::UnknownRouting {
-        name: name.to_string(),
-        topology: topo.name.clone(),
-        known: format!("{}, shortest", topo.routing.name()),
-    })
+    let cube = match &topo.routing {
+        RoutingKind::Cube { dims, wrap, .. } => Some((dims.clone(), *wrap)),
+        RoutingKind::Dor { cols, rows, wrap } => Some((vec![*cols, *rows], *wrap)),
+        _ => None,
+    };
+    if let (Some((dims, wrap)), Some(algo)) = (cube.clone(), CubeAlgo::from_name(name)) {
+        topo.routing = RoutingKind::Cube { dims, wrap, algo };
+        return Ok(());
+    }
+    let known = match cube {
+        Some(_) => format!("{}, shortest", CubeAlgo::NAMES.join(", ")),
+        None => format!("{}, shortest", topo.routing.name()),
+    };
+    Err(NetsimError::UnknownRouting { name: name.to_string(), topology: topo.name.clone(), known })
 }

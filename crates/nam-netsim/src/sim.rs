@@ -14,11 +14,11 @@
 use crate::alloc::{allocate, AllocatorKind, Pointers, Request};
 use crate::analytic::analyze_config;
 use crate::config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
-use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_DRIFT_TOLERANCE};
+use crate::constants::{ACCEPTED_RATE_SIGMAS, ACCEPTED_RATE_TOLERANCE, LATENCY_BATCHES, LATENCY_DRIFT_TOLERANCE};
 use crate::error::{invalid, Result};
 use crate::physical;
 use crate::routing::{Hop, RouteState, Router};
-use crate::topology::Topology;
+use crate::topology::{RoutingKind, Topology};
 use crate::traffic::TrafficPattern;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +54,11 @@ struct InVc {
     /// Time (ps) the head won its output VC: a switch request in that same cycle is
     /// speculative.
     va_ps: u64,
+    /// The head's routing state as it arrived, from which an adaptive routing routes it
+    /// again while it waits for an output VC.
+    route_in: RouteState,
+    /// Route computations of the waiting head (adaptive routing alternates on it).
+    attempts: u32,
 }
 
 struct RouterState {
@@ -71,11 +76,22 @@ struct RouterState {
     va_out_rr: Vec<usize>,
     pick: usize,
     buffered: u32,
+    /// Flits buffered per input port (the switch allocator skips empty ports).
+    port_flits: Vec<u32>,
+    /// Head flits at the front of a VC without a route (route computation skips the router
+    /// when there are none).
+    unrouted: u32,
+    /// Routed heads without an output VC (VC allocation skips the router when there are none).
+    awaiting_va: u32,
     window_flits: u64,
     energy_pj_per_flit: f64,
 }
 
 struct Ni {
+    /// Packets this node generated inside the window.
+    window_generated: u64,
+    /// Packets delivered to this node inside the window.
+    window_accepted: u64,
     inj_wire: usize,
     ej_wire: usize,
     /// Probability of a new packet per cycle while on (always on for Bernoulli injection).
@@ -100,6 +116,32 @@ struct Packet {
     received: u16,
     routers: u16,
     flits: u16,
+    /// Source node.
+    src: u32,
+    /// Whether this packet is a reply (a delivered request draws one when replies are on).
+    reply: bool,
+    /// Random number the routing draws the packet's choices from (intermediate router,
+    /// tie-breaks) at its source router.
+    draw: u32,
+}
+
+impl Packet {
+    /// A packet from `src` to `dst` generated at `t` (ps), not yet injected.
+    fn new(src: usize, dst: usize, flits: u16, t: u64, measured: bool, draw: u32, reply: bool) -> Self {
+        Packet {
+            dst: dst as u32,
+            gen_ps: t,
+            inj_ps: t,
+            measured,
+            rs: RouteState::new(),
+            received: 0,
+            routers: 0,
+            flits,
+            draw,
+            src: src as u32,
+            reply,
+        }
+    }
 }
 
 struct Domain {
@@ -145,9 +187,11 @@ pub struct Simulation<'a> {
     /// Output VCs granted by the VC allocation of the router ticking now.
     va_granted: usize,
     alloc_tmp: Vec<Request>,
-    /// Per half of the window (by generation time): count, sum and sum of squares of the
+    /// Per batch of the window (equal spans of generation time): count and sum of the
     /// latencies (ps) of measured packets, for the latency-drift test.
-    halves: [(u64, f64, f64); 2],
+    batches: Vec<(u64, f64)>,
+    /// Windows added by the adaptive measurement window.
+    extensions: u32,
     /// Sum of the network latencies (head injection to tail delivery) of measured packets.
     network_latency_sum_ps: u64,
     /// Zero-load latency (ps) the latency bound is relative to (`None` for traces).
@@ -156,6 +200,9 @@ pub struct Simulation<'a> {
     size_cdf: Vec<(u16, f64)>,
     /// Every source's destination, for patterns that fix it.
     fixed_dst: Option<Vec<Option<usize>>>,
+    /// Whether the routing draws per-packet choices (then each packet carries a random
+    /// draw from its source's stream; a router's rotating pick would correlate them).
+    draws: bool,
 }
 
 fn period_ps(freq_ghz: f64) -> u64 {
@@ -210,11 +257,17 @@ impl<'a> Simulation<'a> {
             grants: Vec::new(),
             va_granted: 0,
             alloc_tmp: Vec::new(),
-            halves: [(0, 0.0, 0.0); 2],
+            batches: vec![(0, 0.0); LATENCY_BATCHES],
+            extensions: 0,
             zero_load_ps: None,
             network_latency_sum_ps: 0,
             size_cdf: Vec::new(),
             fixed_dst: cfg.traffic.is_fixed().then(|| cfg.traffic.fixed_destinations(topo)),
+            draws: match &topo.routing {
+                RoutingKind::Cube { wrap, algo, .. } => *wrap || algo.two_phase(),
+                RoutingKind::FatTree { .. } => true,
+                _ => false,
+            },
             cfg,
         };
         let sizes = sim.cfg.packet_sizes();
@@ -280,6 +333,8 @@ impl<'a> Simulation<'a> {
                         out_vc: None,
                         ready_ps: 0,
                         va_ps: u64::MAX,
+                        route_in: RouteState::new(),
+                        attempts: 0,
                     })
                     .collect(),
                 credits: vec![self.cfg.vc_depth_flits as u32; ports_out * v],
@@ -289,6 +344,9 @@ impl<'a> Simulation<'a> {
                 va_out_rr: vec![0; ports_out],
                 pick: 0,
                 buffered: 0,
+                port_flits: vec![0; ports_in],
+                unrouted: 0,
+                awaiting_va: 0,
                 window_flits: 0,
                 energy_pj_per_flit: bits * physical::router_energy_pj_per_bit(topo.radix(r)),
             });
@@ -364,6 +422,8 @@ impl<'a> Simulation<'a> {
                 cur: None,
                 credits: vec![self.cfg.vc_depth_flits as u32; self.cfg.vcs],
                 next_vc: 0,
+                window_generated: 0,
+                window_accepted: 0,
                 rng,
                 trace: std::mem::take(&mut traces[n]),
             });
@@ -390,7 +450,8 @@ impl<'a> Simulation<'a> {
 
     /// Runs warm-up, window and drain; returns the measured result.
     pub fn run(&mut self) -> SimResult {
-        let drain_end = self.measure_end_ps + self.cfg.drain_cycles_max * self.ref_period_ps;
+        let mut drain_end = self.measure_end_ps + self.cfg.drain_cycles_max * self.ref_period_ps;
+        let adaptive = !matches!(self.cfg.traffic, TrafficPattern::Trace(_));
         let deadlock_ps = self.cfg.deadlock_cycles * self.ref_period_ps;
         let mut status = RunStatus::Stable;
         let mut now;
@@ -409,6 +470,22 @@ impl<'a> Simulation<'a> {
                     }
                 }
                 self.domains[di].next_ps += self.domains[di].period_ps;
+            }
+            if adaptive
+                && now >= self.measure_end_ps
+                && now < self.measure_end_ps + self.ref_period_ps
+                && self.extensions < self.cfg.max_window_extensions
+                && !self.window_converged()
+            {
+                // Adaptive window: one more window until the statistics converge.
+                let w = self.cfg.measure_cycles * self.ref_period_ps;
+                self.measure_end_ps += w;
+                drain_end += w;
+                if !self.cfg.generate_during_drain {
+                    self.gen_end_ps = self.measure_end_ps;
+                }
+                self.batches.extend(std::iter::repeat_n((0, 0.0), LATENCY_BATCHES));
+                self.extensions += 1;
             }
             let in_flight = self.flits_injected - self.flits_ejected;
             if in_flight > 0 && now > self.last_progress_ps + deadlock_ps {
@@ -451,12 +528,18 @@ impl<'a> Simulation<'a> {
     /// Whether the measured latency converged under its bound: the average stays within
     /// `latency_bound_factor` times the zero-load latency, and the packets generated in the
     /// window's second half waited at most [`LATENCY_DRIFT_TOLERANCE`] (plus the noise
-    /// allowance) longer than those of the first half.
+    /// allowance) longer than those of the first half. The noise is estimated from the means
+    /// of [`LATENCY_BATCHES`] batches by generation time (batch means), not from single
+    /// packets: near saturation consecutive packets' latencies are strongly correlated, and a
+    /// per-packet standard error would call a steady but noisy point drifting.
     fn latency_converged(&self) -> bool {
         let Some(zero) = self.zero_load_ps else {
             return true;
         };
-        let [(n0, s0, q0), (n1, s1, q1)] = self.halves;
+        let b = &self.batches;
+        let half = b.len() / 2;
+        let sum = |r: std::ops::Range<usize>| b[r].iter().fold((0u64, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+        let ((n0, s0), (n1, s1)) = (sum(0..half), sum(half..b.len()));
         let n = n0 + n1;
         if n == 0 {
             return true;
@@ -464,12 +547,21 @@ impl<'a> Simulation<'a> {
         if (s0 + s1) / n as f64 > self.cfg.latency_bound_factor * zero {
             return false;
         }
-        if n0 < 2 || n1 < 2 {
+        if n0 < 2 || n1 < 2 || b.iter().any(|x| x.0 == 0) {
             return true;
         }
         let (m0, m1) = (s0 / n0 as f64, s1 / n1 as f64);
-        let var = |m: f64, q: f64, k: u64| ((q / k as f64 - m * m).max(0.0)) / k as f64;
-        let se = (var(m0, q0, n0) + var(m1, q1, n1)).sqrt();
+        // Pooled variance of the batch means around their half's mean.
+        let dev: f64 = b
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let m = if i < half { m0 } else { m1 };
+                (x.1 / x.0 as f64 - m).powi(2)
+            })
+            .sum();
+        let var = dev / (b.len() - 2) as f64;
+        let se = (2.0 * var / half as f64).sqrt();
         m1 - m0 <= LATENCY_DRIFT_TOLERANCE * m0 + ACCEPTED_RATE_SIGMAS * se
     }
 
@@ -477,8 +569,26 @@ impl<'a> Simulation<'a> {
         self.nis.iter().all(|ni| ni.queue.is_empty() && ni.cur.is_none())
     }
 
-    fn mid_window_ps(&self) -> u64 {
-        self.warm_end_ps + (self.measure_end_ps - self.warm_end_ps) / 2
+    /// Batch of the window a packet generated at `gen_ps` belongs to ([`LATENCY_BATCHES`]
+    /// per window length; an extended window adds as many).
+    fn batch_of(&self, gen_ps: u64) -> usize {
+        let span = (self.cfg.measure_cycles * self.ref_period_ps).max(1);
+        ((gen_ps.saturating_sub(self.warm_end_ps) as u128 * LATENCY_BATCHES as u128 / span as u128) as usize)
+            .min(self.batches.len() - 1)
+    }
+
+    /// Whether the window's statistics converged: the relative standard error of the average
+    /// latency, from the batch means, is at most `converge_tolerance`, and the latency does
+    /// not drift.
+    fn window_converged(&self) -> bool {
+        let means: Vec<f64> = self.batches.iter().filter(|b| b.0 > 0).map(|b| b.1 / b.0 as f64).collect();
+        if means.len() < 2 {
+            return false;
+        }
+        let k = means.len() as f64;
+        let m = means.iter().sum::<f64>() / k;
+        let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (k - 1.0);
+        (var / k).sqrt() <= self.cfg.converge_tolerance * m && self.latency_converged()
     }
 
     fn in_window(&self, t: u64) -> bool {
@@ -496,7 +606,11 @@ impl<'a> Simulation<'a> {
                 let (_, flit) = wire.flits.pop_front().expect("front exists");
                 let ivc = &mut rs.ivc[p * v + flit.vc as usize];
                 assert!(ivc.buf.len() < depth, "credit flow control overflowed a buffer");
+                if ivc.buf.is_empty() && ivc.hop.is_none() {
+                    rs.unrouted += 1;
+                }
                 ivc.buf.push_back(flit);
+                rs.port_flits[p] += 1;
                 self.max_occupancy = self.max_occupancy.max(ivc.buf.len());
                 rs.buffered += 1;
             }
@@ -521,13 +635,38 @@ impl<'a> Simulation<'a> {
         let v = self.cfg.vcs;
         let va_at = t + self.cfg.routing_delay_cycles * self.routers[r].period_ps;
         let cap = (v * self.cfg.vc_depth_flits) as u32;
-        let RouterState { ivc, credits, pick, .. } = &mut self.routers[r];
+        let RouterState { ivc, credits, pick, unrouted, awaiting_va, .. } = &mut self.routers[r];
         let occupancy = |port: usize| {
             let free: u32 = credits[port * v..(port + 1) * v].iter().map(|&c| c.min(cap)).sum();
             cap.saturating_sub(free)
         };
+        let reroutes = self.topo.routing.reroutes();
+        if *unrouted == 0 && !reroutes {
+            return;
+        }
         for vc in ivc.iter_mut() {
+            if *unrouted == 0 && !reroutes {
+                break;
+            }
             if vc.hop.is_some() {
+                // An adaptive routing routes a head still waiting for its output VC again,
+                // from the state it arrived with (Duato's condition: it keeps asking for the
+                // escape VCs too).
+                if reroutes && vc.out_vc.is_none() && vc.ready_ps <= t {
+                    let front = vc.buf.front().expect("a routed VC holds its head");
+                    let pkt = &mut self.packets[front.pkt as usize];
+                    pkt.rs = vc.route_in;
+                    vc.attempts = vc.attempts.wrapping_add(1);
+                    let hop = self.routing.route(
+                        self.topo,
+                        r,
+                        pkt.dst as usize,
+                        &mut pkt.rs,
+                        vc.attempts as usize,
+                        &occupancy,
+                    );
+                    vc.hop = Some(hop);
+                }
                 continue;
             }
             let Some(front) = vc.buf.front() else {
@@ -535,11 +674,18 @@ impl<'a> Simulation<'a> {
             };
             assert!(front.head, "a body flit reached the front of an idle VC");
             let pkt = &mut self.packets[front.pkt as usize];
-            let hop = self.routing.route(self.topo, r, pkt.dst as usize, &mut pkt.rs, *pick, &occupancy);
+            if reroutes {
+                vc.route_in = pkt.rs;
+                vc.attempts = 0;
+            }
+            let p = if self.draws && !pkt.rs.chosen { pkt.draw as usize } else { *pick };
+            let hop = self.routing.route(self.topo, r, pkt.dst as usize, &mut pkt.rs, p, &occupancy);
             *pick = pick.wrapping_add(1);
             pkt.routers += 1;
             vc.hop = Some(hop);
             vc.ready_ps = va_at;
+            *unrouted -= 1;
+            *awaiting_va += 1;
         }
     }
 
@@ -547,6 +693,10 @@ impl<'a> Simulation<'a> {
     /// range on its output port; the configured allocator picks at most one per input VC and
     /// one input VC per output VC.
     fn allocate_vcs(&mut self, r: usize, t: u64) {
+        if self.routers[r].awaiting_va == 0 {
+            self.va_granted = 0;
+            return;
+        }
         if self.cfg.vc_allocator == AllocatorKind::IndexPreferred {
             return self.allocate_vcs_index_preferred(r, t);
         }
@@ -558,10 +708,15 @@ impl<'a> Simulation<'a> {
         reqs.clear();
         grants.clear();
         let rs = &mut self.routers[r];
+        let (waiting, mut seen) = (rs.awaiting_va, 0);
         for (i, vc) in rs.ivc.iter().enumerate() {
+            if seen == waiting {
+                break;
+            }
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            seen += 1;
             if vc.ready_ps > t {
                 continue;
             }
@@ -589,6 +744,7 @@ impl<'a> Simulation<'a> {
             &mut self.alloc_tmp,
         );
         self.va_granted = grants.len();
+        rs.awaiting_va -= grants.len() as u32;
         for g in &grants {
             rs.ovc_busy[g.out as usize] = true;
             let ivc = &mut rs.ivc[g.group as usize];
@@ -611,10 +767,15 @@ impl<'a> Simulation<'a> {
         req.clear();
         let rs = &mut self.routers[r];
         let n_ivc = rs.ivc.len();
+        let (waiting, mut seen) = (rs.awaiting_va, 0);
         for (i, vc) in rs.ivc.iter().enumerate() {
+            if seen == waiting {
+                break;
+            }
             let (Some(hop), None) = (vc.hop, vc.out_vc) else {
                 continue;
             };
+            seen += 1;
             if vc.ready_ps > t {
                 continue;
             }
@@ -642,6 +803,7 @@ impl<'a> Simulation<'a> {
                 rs.ivc[i].ready_ps = sa_at;
                 rs.ivc[i].va_ps = t;
                 self.va_granted += 1;
+                rs.awaiting_va -= 1;
                 rs.va_out_rr[o / v] = i + 1;
             }
         }
@@ -671,6 +833,9 @@ impl<'a> Simulation<'a> {
         // Speculative requests (heads whose VC was allocated in this same cycle) go second,
         // to the input and output ports the others left free.
         for p in 0..rs.in_wires.len() {
+            if rs.port_flits[p] == 0 {
+                continue;
+            }
             let start = rs.sa_ptr.input[p] as usize;
             let (mut found, mut found_spec) = (false, false);
             for k in 0..v {
@@ -713,8 +878,13 @@ impl<'a> Simulation<'a> {
                 ivc.hop = None;
                 ivc.out_vc = None;
                 rs.ovc_busy[o * v + ov as usize] = false;
+                if !ivc.buf.is_empty() {
+                    // The next packet's head is at the front now.
+                    rs.unrouted += 1;
+                }
             }
             rs.buffered -= 1;
+            rs.port_flits[p] -= 1;
             rs.credits[o * v + ov as usize] -= 1;
             flit.vc = ov;
             let out = &mut self.wires[rs.out_wires[o]];
@@ -805,26 +975,32 @@ impl<'a> Simulation<'a> {
                 let u = ni.rng.gen::<f64>();
                 self.size_cdf.iter().find(|x| u < x.1).unwrap_or(self.size_cdf.last().expect("sizes")).0
             };
+            let draw = if self.draws { ni.rng.gen::<u32>() } else { 0 };
             let id = self.packets.len() as u32;
-            self.packets.push(Packet {
-                dst: dst as u32,
-                gen_ps: t,
-                inj_ps: t,
-                measured,
-                rs: RouteState::new(),
-                received: 0,
-                routers: 0,
-                flits,
-            });
+            self.packets.push(Packet::new(n, dst, flits, t, measured, draw, false));
             if measured {
                 self.measured_generated += 1;
+                ni.window_generated += 1;
             }
             ni.queue.push_back(id);
         }
     }
 
+    /// Request/reply traffic: node `n`, having received a request from `src`, queues a reply
+    /// of `flits` flits back to it, generated now.
+    fn send_reply(&mut self, n: usize, src: usize, flits: usize, t: u64) {
+        let measured = self.in_window(t);
+        let draw = if self.draws { self.nis[n].rng.gen::<u32>() } else { 0 };
+        let id = self.packets.len() as u32;
+        self.packets.push(Packet::new(n, src, flits as u16, t, measured, draw, true));
+        if measured {
+            self.measured_generated += 1;
+            self.nis[n].window_generated += 1;
+        }
+        self.nis[n].queue.push_back(id);
+    }
+
     fn eject(&mut self, n: usize, t: u64) {
-        let mid = self.mid_window_ps();
         loop {
             let w = &mut self.wires[self.nis[n].ej_wire];
             let Some(&(arrival, flit)) = w.flits.front().filter(|x| x.0 <= t) else {
@@ -843,7 +1019,13 @@ impl<'a> Simulation<'a> {
             if pkt.received != f {
                 self.packets_malformed += 1;
             }
+            let (src, reply) = (pkt.src, pkt.reply);
+            if let (Some(flits), false) = (self.cfg.reply_flits, reply) {
+                self.send_reply(n, src as usize, flits, t);
+            }
+            let pkt = &mut self.packets[flit.pkt as usize];
             if arrival >= self.warm_end_ps && arrival < self.measure_end_ps {
+                self.nis[n].window_accepted += 1;
                 self.window_packets_ejected += 1;
                 self.window_bits_delivered += (f as u32 * physical::FLIT_BITS) as f64;
             }
@@ -852,11 +1034,11 @@ impl<'a> Simulation<'a> {
                 let lat = arrival - pkt.gen_ps;
                 self.latencies_ps.push(lat);
                 self.network_latency_sum_ps += arrival - pkt.inj_ps;
-                let half = &mut self.halves[usize::from(pkt.gen_ps >= mid)];
-                half.0 += 1;
-                half.1 += lat as f64;
-                half.2 += (lat as f64) * (lat as f64);
-                self.routers_sum += pkt.routers as u64;
+                let (gen_ps, routers) = (pkt.gen_ps, pkt.routers);
+                self.routers_sum += routers as u64;
+                let b = self.batch_of(gen_ps);
+                self.batches[b].0 += 1;
+                self.batches[b].1 += lat as f64;
             }
         }
     }
@@ -919,6 +1101,9 @@ impl<'a> Simulation<'a> {
                 pj_per_bit: if self.window_bits_delivered > 0.0 { total / self.window_bits_delivered } else { 0.0 },
             },
             simulated_cycles: end_ps / self.ref_period_ps,
+            per_node_injected_packets_per_ns: self.nis.iter().map(|x| x.window_generated as f64 / window_ns).collect(),
+            per_node_accepted_packets_per_ns: self.nis.iter().map(|x| x.window_accepted as f64 / window_ns).collect(),
+            window_extensions: self.extensions,
             router_ticks: self.router_ticks,
         }
     }

@@ -4,7 +4,6 @@
 use crate::error::{NetsimError, Result};
 use crate::physical;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// One router: its clock, place on the chip and role.
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +46,50 @@ pub struct NodeSpec {
     pub link_length_mm: f64,
 }
 
+/// Routing algorithm on a k-ary n-cube ([`RoutingKind::Cube`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CubeAlgo {
+    /// Dimension order: lowest dimension first, minimal direction (a tie half-way round a
+    /// ring is broken per packet, both ways equally often, as BookSim2's `dim_order_torus`).
+    Dor,
+    /// ROMM (Nesson and Johnsson's randomized minimal routing): dimension order to a random
+    /// intermediate router inside the minimal box of source and destination, then dimension
+    /// order to the destination; the two phases use separate VC classes.
+    Romm,
+    /// Valiant's routing: dimension order to a random intermediate router anywhere, then to
+    /// the destination; the two phases use separate VC classes.
+    Valiant,
+    /// Minimal adaptive: every cycle a waiting head asks either (on alternate cycles) for the
+    /// dimension-order port on the escape VCs (the last one, or two with dateline classes on a
+    /// torus) or for the productive port whose downstream buffers hold the fewest flits on the
+    /// other VCs (Duato's escape-channel condition: the escape network is deadlock-free and a
+    /// blocked head keeps asking for it).
+    MinAdaptive,
+}
+
+impl CubeAlgo {
+    /// Names accepted by `--routing` on meshes and tori.
+    pub const NAMES: [&'static str; 4] = ["dor", "romm", "valiant", "min-adaptive"];
+
+    /// The algorithm of a `--routing` name (BookSim2's names are accepted too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "dor" | "dor-dateline" | "dim_order" | "dim_order_mesh" | "dim_order_torus" | "dor_mesh" => {
+                Some(CubeAlgo::Dor)
+            }
+            "romm" | "romm_mesh" | "romm_torus" => Some(CubeAlgo::Romm),
+            "valiant" | "valiant_mesh" | "valiant_torus" => Some(CubeAlgo::Valiant),
+            "min-adaptive" | "min_adapt" | "min_adapt_mesh" | "min_adapt_torus" => Some(CubeAlgo::MinAdaptive),
+            _ => None,
+        }
+    }
+
+    /// Whether packets route in two phases (to an intermediate router, then to the destination).
+    pub fn two_phase(self) -> bool {
+        matches!(self, CubeAlgo::Romm | CubeAlgo::Valiant)
+    }
+}
+
 /// The routing function of a topology together with the metadata it needs.
 #[derive(Debug, Clone, Serialize)]
 pub enum RoutingKind {
@@ -59,6 +102,41 @@ pub enum RoutingKind {
         rows: usize,
         /// Wrap-around links (torus).
         wrap: bool,
+    },
+    /// A k-ary n-cube (n = 1..=3, mesh or torus, each dimension its own radix): router
+    /// `x0 + k0 * (x1 + k1 * x2)`. On a torus a packet's dateline class in a dimension is
+    /// fixed when it turns into that dimension: class 1 when its way there crosses the
+    /// wrap-around link, else class 0 (BookSim2's `dim_order_torus` partition).
+    Cube {
+        /// Radix of each dimension.
+        dims: Vec<usize>,
+        /// Wrap-around links (torus).
+        wrap: bool,
+        /// Routing algorithm.
+        algo: CubeAlgo,
+    },
+    /// Dragonfly (Kim et al.'s balanced one): `groups` groups of `routers` fully connected
+    /// routers, each with `globals` global links, one link between every two groups (router
+    /// `group * routers + i`). Minimal routing: a local hop to the router holding the link to the
+    /// destination group, the global hop, a local hop to the destination router; VC class 0
+    /// before the global hop, 1 after it.
+    Dragonfly {
+        /// Routers per group.
+        routers: usize,
+        /// Global links per router.
+        globals: usize,
+        /// Number of groups.
+        groups: usize,
+    },
+    /// k-ary n-tree (fat tree): `levels` levels of `k^(levels-1)` routers, `k` nodes per leaf
+    /// router, router `level * k^(levels-1) + w` going up by replacing digit `level` of `w`.
+    /// Up to the nearest common ancestor on up ports drawn per packet, then down (up*/down*
+    /// needs no VC classes).
+    FatTree {
+        /// Arity.
+        k: usize,
+        /// Levels of routers.
+        levels: usize,
     },
     /// 2-D flattened butterfly: one hop along the row, then one along the column.
     FlatFly {
@@ -109,7 +187,14 @@ impl RoutingKind {
         match self {
             RoutingKind::Dor { wrap: false, .. } => "dor",
             RoutingKind::Dor { wrap: true, .. } => "dor-dateline",
+            RoutingKind::Cube { wrap: false, algo: CubeAlgo::Dor, .. } => "dor",
+            RoutingKind::Cube { wrap: true, algo: CubeAlgo::Dor, .. } => "dor-dateline",
+            RoutingKind::Cube { algo: CubeAlgo::Romm, .. } => "romm",
+            RoutingKind::Cube { algo: CubeAlgo::Valiant, .. } => "valiant",
+            RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. } => "min-adaptive",
             RoutingKind::FlatFly { .. } => "fbfly-dor",
+            RoutingKind::Dragonfly { .. } => "dragonfly-min",
+            RoutingKind::FatTree { .. } => "fattree-updown",
             RoutingKind::SuperStar { neighbour_threshold_flits: None, .. } => "superstar-rr",
             RoutingKind::SuperStar { .. } => "superstarx-threshold",
             RoutingKind::SuperRing { .. } => "superring-dateline",
@@ -118,12 +203,36 @@ impl RoutingKind {
         }
     }
 
-    /// Whether the routing uses two VC classes (dateline) and so needs at least 2 VCs.
+    /// Whether the routing uses more than one VC class (datelines, phases) and so needs at
+    /// least [`RoutingKind::vc_classes`] VCs.
     pub fn needs_vc_classes(&self) -> bool {
-        matches!(
-            self,
-            RoutingKind::Dor { wrap: true, .. } | RoutingKind::SuperRing { .. } | RoutingKind::Exanest { .. }
-        )
+        self.vc_classes() > 1
+    }
+
+    /// VC classes the routing splits each port's VCs into: two dateline classes on rings, two
+    /// phases for ROMM and Valiant (four classes on a torus), and for minimal adaptive one
+    /// adaptive class beside the escape class(es).
+    pub fn vc_classes(&self) -> usize {
+        match self {
+            RoutingKind::Dor { wrap: true, .. }
+            | RoutingKind::SuperRing { .. }
+            | RoutingKind::Exanest { .. }
+            | RoutingKind::Dragonfly { .. } => 2,
+            RoutingKind::Cube { wrap, algo, .. } => {
+                let dateline = if *wrap { 2 } else { 1 };
+                match algo {
+                    CubeAlgo::Dor => dateline,
+                    CubeAlgo::Romm | CubeAlgo::Valiant => 2 * dateline,
+                    CubeAlgo::MinAdaptive => dateline + 1,
+                }
+            }
+            _ => 1,
+        }
+    }
+
+    /// Whether a waiting head is routed again every cycle (adaptive routing).
+    pub fn reroutes(&self) -> bool {
+        matches!(self, RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. })
     }
 }
 
@@ -156,7 +265,9 @@ struct Derived {
     node_port: Vec<usize>,
     out_channels: Vec<Vec<usize>>,
     in_channels: Vec<Vec<usize>>,
-    ports_toward: HashMap<(u32, u32), Vec<u16>>,
+    /// Per router: (neighbour, output ports leading to it), sorted by neighbour (a binary
+    /// search on the routing's hot path, cheaper than hashing the pair).
+    ports_toward: Vec<Vec<(u32, Vec<u16>)>>,
 }
 
 impl Topology {
@@ -242,7 +353,7 @@ impl Topology {
             node_port: vec![0; self.nodes.len()],
             out_channels: vec![Vec::new(); n],
             in_channels: vec![Vec::new(); n],
-            ports_toward: HashMap::new(),
+            ports_toward: vec![Vec::new(); n],
         };
         for (i, node) in self.nodes.iter().enumerate() {
             if node.router >= n {
@@ -264,7 +375,11 @@ impl Topology {
             let port = d.router_nodes[ch.from].len() + d.out_channels[ch.from].len();
             d.out_channels[ch.from].push(c);
             d.in_channels[ch.to].push(c);
-            d.ports_toward.entry((ch.from as u32, ch.to as u32)).or_default().push(port as u16);
+            let list = &mut d.ports_toward[ch.from];
+            match list.binary_search_by_key(&(ch.to as u32), |e| e.0) {
+                Ok(i) => list[i].1.push(port as u16),
+                Err(i) => list.insert(i, (ch.to as u32, vec![port as u16])),
+            }
         }
         self.derived = d;
         Ok(())
@@ -328,7 +443,11 @@ impl Topology {
 
     /// Output ports of `from` that lead directly to router `to` (parallel links give several).
     pub fn ports_toward(&self, from: usize, to: usize) -> &[u16] {
-        self.derived.ports_toward.get(&(from as u32, to as u32)).map(|v| v.as_slice()).unwrap_or(&[])
+        let list = &self.derived.ports_toward[from];
+        match list.binary_search_by_key(&(to as u32), |e| e.0) {
+            Ok(i) => &list[i].1,
+            Err(_) => &[],
+        }
     }
 
     /// Channel behind an output port of router `r` (`None` for a terminal port).
