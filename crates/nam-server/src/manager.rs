@@ -111,6 +111,9 @@ pub(crate) struct Manager {
     /// that tenant; to anyone else a freed handle answers as one never issued (issue 25).
     /// Bounded by [`FREED_REMEMBERED`]: older freed handles answer `UnknownHandle` to all.
     freed: BTreeMap<u64, String>,
+    /// Allocations a manifest listed with a corrupt record, by (tenant, name), with the
+    /// cause: opening one answers `Internal` naming it, until an allocation takes the name.
+    quarantined: HashMap<(String, String), String>,
     manifest_dirty: bool,
 }
 
@@ -138,6 +141,7 @@ impl Manager {
             client_handles: HashMap::new(),
             next_handle: 1,
             freed: BTreeMap::new(),
+            quarantined: HashMap::new(),
             manifest_dirty: false,
         }
     }
@@ -235,7 +239,14 @@ impl Manager {
     /// Opens a shared allocation of the client's tenant by name.
     pub(crate) fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
-        let Some(&handle) = self.names.get(&(tenant.clone(), name.to_string())) else {
+        let key = (tenant.clone(), name.to_string());
+        let Some(&handle) = self.names.get(&key) else {
+            if let Some(cause) = self.quarantined.get(&key) {
+                return refuse(
+                    Status::Internal,
+                    format!("allocation {name:?} was not restored: its manifest record is corrupt ({cause})"),
+                );
+            }
             return refuse(Status::NameNotFound, format!("tenant {tenant:?} has no allocation named {name:?}"));
         };
         let allocation = self.allocations.get_mut(&handle).expect("named allocation exists");
@@ -403,6 +414,14 @@ impl Manager {
             .collect();
         allocations.sort_by_key(|r| r.handle);
         Manifest { capacity: self.ranges.capacity(), next_handle: self.next_handle, allocations }
+    }
+
+    /// Remembers a manifest record that was not restored because it is corrupt, so its
+    /// tenant's Open of its name gets that cause rather than `NameNotFound`.
+    pub(crate) fn quarantine(&mut self, record: &AllocationRecord, cause: &str) {
+        if let Some(name) = &record.name {
+            self.quarantined.insert((record.tenant.clone(), name.clone()), cause.to_string());
+        }
     }
 
     /// Restores the persistent allocations of a manifest (at start-up, before any client).
