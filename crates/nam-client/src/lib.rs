@@ -60,7 +60,7 @@ mod signal;
 
 pub use allocation::{AllocOptions, Allocation};
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
-pub use client::{server_status, Client};
+pub use client::{server_status, server_status_as, Client, StatusCredentials};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;

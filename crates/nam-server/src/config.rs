@@ -7,6 +7,8 @@
 //! backing = "/var/lib/nam/pool"   # optional: file-backed pool that survives restarts
 //! lease_ms = 10000           # keep a vanished client's allocations this long
 //! idle_spin_us = 2000        # busy-poll this long after the last event before sleeping
+//! admin_token = "adm1n"      # optional: `nam status` with NAM_ADMIN_TOKEN set to this sees
+//!                            # every tenant and counter; without it nobody does
 //!
 //! [[tenant]]                 # without any [[tenant]], one tenant "default" with an
 //! name = "climate"           # empty token and the whole pool as quota
@@ -69,6 +71,7 @@ struct FileConfig {
     backing: Option<PathBuf>,
     lease_ms: Option<u64>,
     idle_spin_us: Option<u64>,
+    admin_token: Option<String>,
     #[serde(default)]
     tenant: Vec<FileTenant>,
 }
@@ -103,6 +106,10 @@ pub struct ServerConfig {
     pub idle_spin: Duration,
     /// Tenants; never empty.
     pub tenants: Vec<TenantConfig>,
+    /// The administrator's token: a Hello with tenant [`nam_proto::ADMIN_TENANT`] and this
+    /// token may read the whole server's status. `None`: no administrator; status answers
+    /// each tenant with its own figures only.
+    pub admin_token: Option<String>,
 }
 
 impl ServerConfig {
@@ -117,6 +124,7 @@ impl ServerConfig {
             lease: DEFAULT_LEASE,
             idle_spin: DEFAULT_IDLE_SPIN,
             tenants: vec![TenantConfig { name: DEFAULT_TENANT.into(), token: String::new(), quota_bytes: u64::MAX }],
+            admin_token: None,
         }
     }
 
@@ -152,6 +160,8 @@ impl ServerConfig {
         if !file.tenant.is_empty() {
             config.tenants = tenants_from_file(file.tenant)?;
         }
+        config.admin_token = file.admin_token;
+        config.validate()?;
         Ok(config)
     }
 
@@ -159,6 +169,15 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.capacity_bytes == 0 {
             return Err(ConfigError::Invalid { field: "capacity".into(), message: "must be at least 1 byte".into() });
+        }
+        // An empty admin token would make anyone who says Hello with an empty one the admin.
+        if let Some(token) = &self.admin_token {
+            if token.is_empty() || token.len() > TOKEN_LEN_MAX {
+                return Err(ConfigError::Invalid {
+                    field: "admin_token".into(),
+                    message: format!("must be 1..={TOKEN_LEN_MAX} bytes"),
+                });
+            }
         }
         Ok(())
     }

@@ -163,6 +163,12 @@ impl Manager {
         Ok(())
     }
 
+    /// `client` acts for no tenant from now on (it authenticated as the administrator); the
+    /// references it holds stay held until it leaves, as after a failed re-Hello.
+    pub(crate) fn act_for_no_tenant(&mut self, client: u64) {
+        self.client_tenant.remove(&client);
+    }
+
     /// The tenant `client` acts for, once authenticated.
     pub(crate) fn tenant(&self, client: u64) -> Option<&str> {
         self.client_tenant.get(&client).map(String::as_str)
@@ -487,7 +493,8 @@ fn validate_alloc(request: &Alloc) -> Result<u64, Refusal> {
     Ok(align.max(ALIGN_MIN))
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

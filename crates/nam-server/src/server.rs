@@ -22,6 +22,8 @@ use std::time::Instant;
 
 mod manifest;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use manifest::check_manifest;
 pub use manifest::manifest_path_for;
 use manifest::{restore_manifest, write_manifest};
 
@@ -57,6 +59,9 @@ struct Connection {
     endpoint: Endpoint,
     label: String,
     authenticated: bool,
+    /// Authenticated with the admin token ([`nam_proto::ADMIN_TENANT`]): may read the whole
+    /// server's status, and act for no tenant.
+    admin: bool,
     released: bool,
 }
 
@@ -242,8 +247,14 @@ impl Server {
                     let client_id = self.next_client_id;
                     self.next_client_id += 1;
                     self.counters.clients_total += 1;
-                    let connection =
-                        Connection { client_id, endpoint, label: String::new(), authenticated: false, released: false };
+                    let connection = Connection {
+                        client_id,
+                        endpoint,
+                        label: String::new(),
+                        authenticated: false,
+                        admin: false,
+                        released: false,
+                    };
                     self.connections.insert(connection.endpoint.id(), connection);
                 }
                 Err(e) => log::warn!("cannot accept a connection: {e}"),
@@ -312,18 +323,34 @@ impl Server {
     fn execute(&mut self, ep: EndpointId, request: Request) -> Result<Reply, Refusal> {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
+            if connection.admin {
+                return Err(Refusal {
+                    status: Status::NotConnected,
+                    message: "an admin connection may only ask for status; say Hello as a tenant for other requests"
+                        .into(),
+                });
+            }
             return Err(not_connected());
         }
         let client = connection.client_id;
         match request {
             Request::Hello(hello) => {
-                if let Err(refusal) = self.manager.authenticate(client, &hello.tenant, &hello.token) {
+                let admin = hello.tenant == nam_proto::ADMIN_TENANT;
+                let result = if admin {
+                    self.admin_hello(client, &hello.token)
+                } else {
+                    self.manager.authenticate(client, &hello.tenant, &hello.token)
+                };
+                let connection = self.connections.get_mut(&ep).expect("checked by caller");
+                if let Err(refusal) = result {
                     // A failed Hello on an authenticated connection de-authenticates it:
                     // the peer proved no right to the tenant it had (docs/protocol.md).
                     connection.authenticated = false;
+                    connection.admin = false;
                     return Err(refusal);
                 }
-                connection.authenticated = true;
+                connection.authenticated = !admin;
+                connection.admin = admin;
                 connection.label = format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
                 Ok(Reply::Hello(HelloReply {
                     client_id: client,
@@ -334,7 +361,7 @@ impl Server {
                     host_id: nam_proto::host_id(),
                 }))
             }
-            Request::Status => Ok(Reply::Status(self.status())),
+            Request::Status => Ok(Reply::Status(self.status_for(ep))),
             Request::Goodbye(report) => {
                 connection.released = true;
                 connection.authenticated = false;
@@ -391,6 +418,49 @@ impl Server {
                 Reply::Done
             }
             Err(refusal) => Reply::Error { status: refusal.status, message: refusal.message },
+        }
+    }
+
+    /// An administrator's Hello: the server's admin token, compared in constant time, or the
+    /// one refusal every failed Hello gets (a server without an admin token has no admin).
+    fn admin_hello(&mut self, client: u64, token: &str) -> Result<(), Refusal> {
+        let admin = self.config.admin_token.as_deref();
+        if !admin.is_some_and(|admin| crate::manager::constant_time_eq(admin.as_bytes(), token.as_bytes())) {
+            self.manager.act_for_no_tenant(client);
+            return Err(Refusal { status: Status::AuthFailed, message: crate::manager::AUTH_FAILED_MESSAGE.into() });
+        }
+        self.manager.act_for_no_tenant(client);
+        Ok(())
+    }
+
+    /// What connection `ep` may learn from a Status request: the whole server for an
+    /// administrator; its own tenant's usage and clients for a tenant's client; for anyone
+    /// else only that the server is alive (the reply itself) and its protocol version (the
+    /// reply's header): every figure zero, no name (issue 25, "authentication that reveals
+    /// nothing").
+    fn status_for(&self, ep: EndpointId) -> StatusReply {
+        let connection = &self.connections[&ep];
+        if connection.admin {
+            return self.status();
+        }
+        let tenant = connection.authenticated.then(|| self.manager.tenant(connection.client_id)).flatten();
+        let Some(tenant) = tenant else {
+            return StatusReply::default();
+        };
+        let usage: Vec<_> = self.manager.tenant_usage().into_iter().filter(|t| t.name == tenant).collect();
+        let clients = self
+            .connections
+            .values()
+            .filter(|c| c.authenticated && self.manager.tenant(c.client_id) == Some(tenant))
+            .count() as u64;
+        StatusReply {
+            server_name: self.config.name.clone(),
+            capacity: self.config.capacity_bytes,
+            used: usage.iter().map(|t| t.used).sum(),
+            allocations: usage.iter().map(|t| t.allocations).sum(),
+            clients,
+            tenants: usage,
+            ..StatusReply::default()
         }
     }
 
