@@ -258,6 +258,15 @@ mod tests {
     }
 
     #[test]
+    fn admin_token_is_read_and_an_empty_one_refused() {
+        let c = ServerConfig::from_toml("admin_token = \"adm\"", Path::new("t.toml")).unwrap();
+        assert_eq!(c.admin_token.as_deref(), Some("adm"));
+        assert_eq!(ServerConfig::from_toml("", Path::new("t.toml")).unwrap().admin_token, None);
+        let e = ServerConfig::from_toml("admin_token = \"\"", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("admin_token"), "{e}");
+    }
+
+    #[test]
     fn names_the_bad_field() {
         let e = ServerConfig::from_toml("capcity = \"1GiB\"", Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().contains("capcity"), "{e}");
