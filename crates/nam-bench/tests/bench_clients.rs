@@ -21,7 +21,7 @@ fn a_killed_client_loses_its_allocations_after_the_lease() {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let status = || nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+        let status = || server.admin_status();
         assert!(eventually(Duration::from_secs(20), || status().allocations == 1), "the holder never allocated");
         assert_eq!(status().clients, 1);
         holder.kill().unwrap();
@@ -45,7 +45,7 @@ fn sixty_four_client_processes_succeed_and_leave_nothing_behind() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("64 concurrent client processes: 0 failed, 12800 of 12800"), "{stdout}");
-    let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+    let s = server.admin_status();
     assert_eq!((s.allocations, s.used, s.clients), (0, 0, 0));
     assert!(s.clients_total >= 66);
 }

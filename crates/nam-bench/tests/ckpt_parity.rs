@@ -381,7 +381,7 @@ fn nam_xor_under_mpirun_rebuilds_lost_ranks_and_refuses_two_per_set() {
                 if ranks == 5 {
                     // Two sets of 5 ranks (set size 3): one on each server, each keeping parity.
                     for server in [&first, &second] {
-                        let status = nam_client::server_status(server.addr, WAIT).unwrap();
+                        let status = server.admin_status();
                         assert!(status.allocations >= 2, "{} holds no parity: {status:?}", server.addr);
                     }
                 }

@@ -160,6 +160,7 @@ impl Server {
         let mut cmd = cluster.exec(node, env!("CARGO_BIN_EXE_nam-bench"));
         cmd.args(["serve", "--listen", listen, "--capacity", "512MiB"])
             .env("UCX_TLS", "tcp")
+            .env(nam_client::config::ADMIN_TOKEN_VAR, common::ADMIN_TOKEN)
             .env("UCX_NET_DEVICES", "veth0")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -331,6 +332,7 @@ fn nam_xor_checkpoint_and_lost_rank(cluster: &Cluster, dir: &Path) {
     for server in [SERVER_A, SERVER_B] {
         let mut cmd = cluster.exec("head", env!("CARGO_BIN_EXE_nam-bench"));
         cmd.args(["status", server, "--json"]).env("UCX_TLS", "tcp").env("UCX_NET_DEVICES", "br0");
+        cmd.env(nam_client::config::ADMIN_TOKEN_VAR, common::ADMIN_TOKEN);
         let out = run(cmd, Duration::from_secs(30));
         assert!(out.status.success(), "nam status {server}: {}", text(&out));
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
@@ -398,7 +400,7 @@ fn cluster_farmem_child() {
     far.read(0, &mut all).expect("read back");
     assert!(all == model, "far memory differs from the model after write-back and refetch");
     for addr in &servers {
-        let status = nam_client::server_status(*addr, Duration::from_secs(5)).expect("status");
+        let status = common::admin_status(*addr);
         assert!(status.allocations >= 1, "server {addr} holds none of the far memory: {status:?}");
     }
     println!("farmem model ok ops={ops} servers={}", servers.len());

@@ -17,7 +17,9 @@ struct Cli {
 enum Command {
     /// Run a memory server.
     Serve(serve::ServeArgs),
-    /// Show a server's capacity, usage, clients and traffic.
+    /// Show a server's capacity, usage, clients and traffic: everything with NAM_ADMIN_TOKEN set
+    /// to the server's admin token, a tenant's own figures with NAM_TENANT and NAM_TOKEN, and
+    /// only liveness without credentials.
     Status(status::StatusArgs),
     /// Manage the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`).
     Ckpt(ckpt::CkptArgs),

@@ -32,6 +32,12 @@ pub struct ServeArgs {
     /// Name shown by `nam status`.
     #[arg(long)]
     name: Option<String>,
+    /// Read the administrator's token from this file (its first line): `nam status` with
+    /// NAM_ADMIN_TOKEN set to it sees every tenant and counter. Without this flag, the config
+    /// file's `admin_token`, else the NAM_ADMIN_TOKEN variable; with none, there is no
+    /// administrator and status shows each tenant only its own figures.
+    #[arg(long, value_name = "PATH")]
+    admin_token_file: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -68,6 +74,12 @@ pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(name) = &args.name {
         config.name = name.clone();
+    }
+    if let Some(path) = &args.admin_token_file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--admin-token-file {}", path.display()))?;
+        config.admin_token = Some(text.lines().next().unwrap_or_default().to_string());
+    } else if config.admin_token.is_none() {
+        config.admin_token = std::env::var(nam_client::config::ADMIN_TOKEN_VAR).ok();
     }
     config.validate()?;
     Ok(config)

@@ -1,5 +1,9 @@
-//! `nam status HOST:PORT`: capacity, usage, clients and traffic of a server.
+//! `nam status HOST:PORT`: capacity, usage, clients and traffic of a server, as much as the
+//! credentials in the environment may see: everything with the server's admin token
+//! (`NAM_ADMIN_TOKEN`), a tenant's own figures with `NAM_TENANT`/`NAM_TOKEN` (the default
+//! tenant when unset), and only that the server is alive without valid credentials.
 
+use nam_client::{Status, StatusCredentials};
 use nam_proto::size::format_size;
 use std::time::Duration;
 
@@ -19,7 +23,36 @@ pub struct StatusArgs {
 /// Runs `nam status`.
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     let addr = nam_client::config::parse_servers(&args.server)?[0];
-    let s = nam_client::server_status(addr, Duration::from_millis(args.timeout_ms))?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let who = StatusCredentials::from_env();
+    let implicit =
+        ["NAM_TENANT", "NAM_TOKEN", nam_client::config::ADMIN_TOKEN_VAR].iter().all(|v| std::env::var_os(v).is_none());
+    let (s, who) = match nam_client::server_status_as(addr, &who, timeout) {
+        // No credentials given, and the server has no open default tenant: ask as a stranger.
+        Err(e) if implicit && e.server_status() == Some(Status::AuthFailed) => {
+            (nam_client::server_status(addr, timeout)?, StatusCredentials::Stranger)
+        }
+        result => (result?, who),
+    };
+    let view = match &who {
+        StatusCredentials::Admin { .. } => "admin".to_string(),
+        StatusCredentials::Tenant { tenant, .. } => format!("tenant {tenant}"),
+        StatusCredentials::Stranger => "stranger".to_string(),
+    };
+    if who == StatusCredentials::Stranger {
+        if args.json {
+            let value = serde_json::json!({"address": addr.to_string(), "alive": true, "view": view,
+                "protocol_version": nam_proto::limits::PROTOCOL_VERSION});
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            println!("server       at {addr}: alive, protocol version {}", nam_proto::limits::PROTOCOL_VERSION);
+            println!(
+                "view         none: set NAM_TENANT and NAM_TOKEN for a tenant's figures, {} for the whole server's",
+                nam_client::config::ADMIN_TOKEN_VAR
+            );
+        }
+        return Ok(());
+    }
     let (path_lines, path_json, path_table) = crate::status_path::report(addr, Duration::from_millis(args.timeout_ms));
     if args.json {
         let tenants: Vec<_> = s
@@ -30,7 +63,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
             )
             .collect();
         let value = serde_json::json!({
-            "server": s.server_name, "address": addr.to_string(),
+            "server": s.server_name, "address": addr.to_string(), "view": view,
             "capacity": s.capacity, "used": s.used, "allocations": s.allocations,
             "clients": s.clients, "clients_lingering": s.clients_lingering, "clients_total": s.clients_total,
             "requests": s.requests, "request_errors": s.request_errors,
@@ -55,42 +88,50 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     }
     let pct = if s.capacity > 0 { 100.0 * s.used as f64 / s.capacity as f64 } else { 0.0 };
     println!("server       {} at {addr}", s.server_name);
+    let own = if matches!(who, StatusCredentials::Admin { .. }) { "" } else { " (its own figures only)" };
+    println!("view         {view}{own}");
     println!("capacity     {}", format_size(s.capacity));
     println!("used         {} ({pct:.1}%) in {} allocations", format_size(s.used), s.allocations);
-    println!(
-        "clients      {} connected, {} lingering (lease), {} since start",
-        s.clients, s.clients_lingering, s.clients_total
-    );
-    println!(
-        "control      {} requests ({} refused), {} in, {} out",
-        s.requests,
-        s.request_errors,
-        format_size(s.bytes_in),
-        format_size(s.bytes_out)
-    );
-    println!("leases       {} allocations reclaimed", s.leases_reclaimed);
-    let res = &s.resources;
-    println!(
-        "replies      {} held of {} bound ({} per client), {} at most; {} clients cut off",
-        format_size(res.reply_bytes_queued),
-        format_size(res.reply_bytes_max),
-        format_size(res.client_reply_bytes_max),
-        format_size(res.reply_bytes_high),
-        res.clients_cut_off
-    );
-    println!(
-        "connections  at most {}; {} refused or timed out, {} unfinished sockets closed",
-        res.connections_max, res.connections_refused, res.sockets_reaped
-    );
-    let r = s.reported;
-    println!(
-        "one-sided    {} puts ({}), {} gets ({}), {} atomics  [reported by departed clients]",
-        r.puts,
-        format_size(r.bytes_put),
-        r.gets,
-        format_size(r.bytes_got),
-        r.atomics
-    );
+    let admin = matches!(who, StatusCredentials::Admin { .. });
+    if !admin {
+        // A tenant sees its own connected clients; the server-wide counters are the admin's.
+        println!("clients      {} connected (this query included)", s.clients);
+    } else {
+        println!(
+            "clients      {} connected, {} lingering (lease), {} since start",
+            s.clients, s.clients_lingering, s.clients_total
+        );
+        println!(
+            "control      {} requests ({} refused), {} in, {} out",
+            s.requests,
+            s.request_errors,
+            format_size(s.bytes_in),
+            format_size(s.bytes_out)
+        );
+        println!("leases       {} allocations reclaimed", s.leases_reclaimed);
+        let res = &s.resources;
+        println!(
+            "replies      {} held of {} bound ({} per client), {} at most; {} clients cut off",
+            format_size(res.reply_bytes_queued),
+            format_size(res.reply_bytes_max),
+            format_size(res.client_reply_bytes_max),
+            format_size(res.reply_bytes_high),
+            res.clients_cut_off
+        );
+        println!(
+            "connections  at most {}; {} refused or timed out, {} unfinished sockets closed",
+            res.connections_max, res.connections_refused, res.sockets_reaped
+        );
+        let r = s.reported;
+        println!(
+            "one-sided    {} puts ({}), {} gets ({}), {} atomics  [reported by departed clients]",
+            r.puts,
+            format_size(r.bytes_put),
+            r.gets,
+            format_size(r.bytes_got),
+            r.atomics
+        );
+    }
     for (i, line) in path_lines.iter().enumerate() {
         println!("{}{line}", if i == 0 { "path         " } else { "             " });
     }

@@ -139,10 +139,10 @@ fn check_hello_output(output: &str, transports: &str) {
 /// After the example exits, its server holds nothing of it.
 fn assert_nothing_leaked(server: &ServerProcess) {
     let clean = eventually(Duration::from_secs(5), || {
-        let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+        let s = server.admin_status();
         (s.used, s.allocations, s.clients) == (0, 0, 0)
     });
-    let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+    let s = server.admin_status();
     assert!(
         clean,
         "over {}: server still holds used={} allocations={} clients={}",

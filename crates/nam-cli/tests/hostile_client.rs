@@ -7,6 +7,8 @@
 //! its data. The server must never die, and every hostile request that is answered must be
 //! answered with a typed error (or a legitimate success).
 //!
+//! The server's anonymous resident memory (`/proc/<pid>/status`, `RssAnon`) must not grow
+//! from a sample taken a quarter into the run to its end.
 //! `NAM_HOSTILE_SEED` replays a run (the seed is printed); `NAM_HOSTILE_SECS` sets the time
 //! per transport (default 10).
 
@@ -250,7 +252,7 @@ fn hostile_join(rng: &mut ChaCha8Rng, real: &RealValues, server_host: &str) -> C
 fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
     let group_id = groups.get(rng.gen_range(0..groups.len().max(1))).copied().unwrap_or_else(|| rng.gen());
     let handle = extreme_u64(rng, 1);
-    match rng.gen_range(0..14) {
+    match rng.gen_range(0..20) {
         0 => Request::Hello(Hello { tenant: "bob".into(), token: "b-secret".into(), client_name: "x".into(), pid: 1 }),
         1 => Request::Alloc(Alloc {
             size: extreme_u64(rng, 4096),
@@ -285,7 +287,49 @@ fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
             rank: extreme_u32(rng, 0),
             chunk_bytes: extreme_u64(rng, 64),
         }),
-        _ => Request::Gas(nam_proto::gas::GasRequest::Domain),
+        13 => Request::Gas(nam_proto::gas::GasRequest::Domain),
+        // Every remaining field of every kind, extreme or random.
+        14 => Request::Hello(Hello {
+            // The empty tenant is the administrator's: a guessed token must fail like any other.
+            tenant: ["", "alice", "bob", "nobody", "\u{0}"][rng.gen_range(0..5)].into(),
+            token: String::from_utf8_lossy(&random_bytes(rng, 40)).into_owned(),
+            client_name: String::from_utf8_lossy(&random_bytes(rng, 120)).into_owned(),
+            pid: extreme_u32(rng, 1),
+        }),
+        15 => Request::Goodbye(nam_proto::TrafficReport {
+            puts: extreme_u64(rng, 1),
+            gets: extreme_u64(rng, 1),
+            atomics: extreme_u64(rng, 1),
+            bytes_put: extreme_u64(rng, 1),
+            bytes_got: extreme_u64(rng, 1),
+        }),
+        16 => Request::Atomic {
+            handle,
+            offset: extreme_u64(rng, 0),
+            op: [nam_proto::AtomicKind::Swap, nam_proto::AtomicKind::CompareSwap][rng.gen_range(0..2)],
+            value: rng.gen(),
+            compare: extreme_u64(rng, 0),
+        },
+        17 => Request::Gas(nam_proto::gas::GasRequest::Resolve {
+            address: nam_proto::GlobalAddress(if rng.gen_bool(0.5) {
+                rng.gen()
+            } else {
+                nam_proto::GlobalAddress::new(
+                    rng.gen(),
+                    rng.gen_range(0..4),
+                    handle & 0xff,
+                    extreme_u64(rng, 0) & 0xffff,
+                )
+                .map_or(0, |a| a.0)
+            }),
+        }),
+        18 => Request::Gas(nam_proto::gas::GasRequest::ReduceKick { handle }),
+        _ => Request::Gas(nam_proto::gas::GasRequest::MailboxSend {
+            handle,
+            offset: extreme_u64(rng, 0),
+            sender: extreme_u32(rng, 1),
+            data: random_bytes(rng, 300),
+        }),
     }
 }
 
@@ -462,6 +506,15 @@ fn rank_elsewhere_is_pulled_through_its_connection(server: &ServerProcess) {
     let _ = bob.call(&Request::Ckpt(CkptRequest::Destroy { group_id }));
 }
 
+/// Anonymous resident memory of process `pid` (heap and private mappings; the pool is a
+/// shared mapping and not counted), from `/proc`.
+fn rss_anon_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
+    let line = status.lines().find(|l| l.starts_with("RssAnon:")).expect("RssAnon in /proc status");
+    let kib: u64 = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("RssAnon in kB");
+    kib << 10
+}
+
 fn run_transport(transports: &str, seed: u64, budget: Duration) {
     let dir = temp_dir(&format!("hostile-{}", transports.replace(',', "-")));
     let config = config(&dir);
@@ -488,8 +541,14 @@ fn run_transport(transports: &str, seed: u64, budget: Duration) {
     let mut groups = Vec::new();
     let started = Instant::now();
     let mut step = 0u64;
+    // The server's memory once the hostile run is under way (UCX's pools and the engines'
+    // tables warmed up): it must not grow from here however long the run.
+    let mut rss_warm = None;
     while started.elapsed() < budget {
         step += 1;
+        if rss_warm.is_none() && started.elapsed() >= budget / 4 {
+            rss_warm = Some(rss_anon_bytes(server.child.id()));
+        }
         let what;
         match rng.gen_range(0..10) {
             0..=4 => {
@@ -535,6 +594,13 @@ fn run_transport(transports: &str, seed: u64, budget: Duration) {
     stop.store(true, Ordering::Relaxed);
     alice.join().expect("alice's client failed");
     assert_alive(&mut server, "the run", seed, true);
+    let (warm, end) = (rss_warm.expect("warm-up sample"), rss_anon_bytes(server.child.id()));
+    eprintln!("{transports}: server anonymous RSS {} KiB after warm-up, {} KiB at the end", warm >> 10, end >> 10);
+    assert!(
+        end <= warm + RSS_GROWTH_MAX,
+        "the server's memory grew by {} KiB during the hostile run (seed {seed})",
+        (end - warm) >> 10
+    );
     eprintln!(
         "{transports}: {step} hostile steps in {:?}: {tally:?}; alice did {} verified rounds",
         started.elapsed(),
@@ -545,6 +611,12 @@ fn run_transport(transports: &str, seed: u64, budget: Duration) {
     drop(region);
     server.terminate();
 }
+
+/// How much the server's anonymous memory may grow from the warm-up sample to the end of a
+/// run: allocator slack and UCX's own per-endpoint state for the clients that reconnect
+/// (a few hundred KiB measured); a kilobyte leaked per hostile request would exceed it over
+/// a run's thousands of requests.
+const RSS_GROWTH_MAX: u64 = 4 << 20;
 
 #[test]
 fn hostile_tenant_cannot_crash_the_server() {

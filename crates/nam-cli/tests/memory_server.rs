@@ -199,12 +199,13 @@ fn status_reports_usage_clients_and_traffic() {
             ("status-test", 8 << 20, 4096, 1, 1)
         );
     }
-    let s = nam_client::server_status(server.addr, Duration::from_secs(5)).unwrap();
+    let s = server.admin_status();
     assert_eq!((s.used, s.allocations, s.clients), (0, 0, 0), "goodbye released everything");
     assert_eq!((s.reported.puts, s.reported.bytes_put), (1, 100));
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_nam"))
         .args(["status", &server.addr.to_string(), "--json"])
         .env("UCX_TLS", "tcp")
+        .env(nam_client::config::ADMIN_TOKEN_VAR, common::ADMIN_TOKEN)
         .output()
         .unwrap();
     assert!(out.status.success());

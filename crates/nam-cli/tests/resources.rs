@@ -105,7 +105,7 @@ fn a_client_that_never_takes_its_replies_cannot_grow_the_server() {
     );
     assert!(rounds.load(Ordering::Relaxed) > flood_start, "the well-behaved client was not served during the flood");
 
-    let status = nam_client::server_status(server.addr, Duration::from_secs(5)).expect("status");
+    let status = server.admin_status();
     assert_eq!(status.resources.client_reply_bytes_max, 4 << 20, "{:?}", status.resources);
     assert_eq!(status.resources.reply_bytes_max, BOUND, "{:?}", status.resources);
     assert!(status.resources.clients_cut_off >= 1, "the flooder was never disconnected: {:?}", status.resources);

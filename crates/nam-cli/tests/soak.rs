@@ -459,7 +459,7 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
     stop.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
 
-    let status = nam_client::server_status(addr, Duration::from_secs(5)).expect("status at the end");
+    let status = common::admin_status(addr);
     let s = &*stats;
     let max_rss = max_rss.load(Ordering::Relaxed);
     eprintln!(

@@ -571,8 +571,55 @@ impl Drop for Client {
     }
 }
 
-/// Asks the server at `addr` for its statistics without authenticating (for `nam status`).
+/// Asks the server at `addr` for its statistics without authenticating: a stranger's answer,
+/// which says only that the server is alive and speaks this protocol (every figure zero, no
+/// name). [`server_status_as`] authenticates first.
 pub fn server_status(addr: SocketAddr, timeout: Duration) -> Result<StatusReply> {
+    server_status_as(addr, &StatusCredentials::Stranger, timeout)
+}
+
+/// Who asks a server for its status, and so what it answers (`docs/protocol.md`, Status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusCredentials {
+    /// No Hello: liveness and version only.
+    Stranger,
+    /// A tenant's client: that tenant's usage, quota and clients only.
+    Tenant {
+        /// Tenant name.
+        tenant: String,
+        /// Its token.
+        token: String,
+    },
+    /// The server's administrator (its configured admin token): every tenant and counter.
+    Admin {
+        /// The admin token.
+        token: String,
+    },
+}
+
+impl StatusCredentials {
+    /// From the environment, where clients take their credentials: the admin token in
+    /// [`crate::config::ADMIN_TOKEN_VAR`] if set, else `NAM_TENANT`/`NAM_TOKEN` (the default
+    /// tenant with an empty token when they are unset, as for every client).
+    pub fn from_env() -> StatusCredentials {
+        if let Ok(token) = std::env::var(crate::config::ADMIN_TOKEN_VAR) {
+            return StatusCredentials::Admin { token };
+        }
+        let mut config = ClientConfig::new(Vec::new());
+        if let Ok(t) = std::env::var("NAM_TENANT") {
+            config.tenant = t;
+        }
+        if let Ok(t) = std::env::var("NAM_TOKEN") {
+            config.token = t;
+        }
+        StatusCredentials::Tenant { tenant: config.tenant, token: config.token }
+    }
+}
+
+/// Asks the server at `addr` for its statistics as `who` (for `nam status` and tests): a
+/// Hello first unless `who` is a stranger, then Status, then (a tenant) Goodbye, so the query
+/// leaves nothing held on the server.
+pub fn server_status_as(addr: SocketAddr, who: &StatusCredentials, timeout: Duration) -> Result<StatusReply> {
     let transport = |source| Error::Connect { addr, source };
     let context = Context::new(Features::CLIENT).map_err(transport)?;
     let worker = Worker::new(&context).map_err(transport)?;
@@ -580,8 +627,30 @@ pub fn server_status(addr: SocketAddr, timeout: Duration) -> Result<StatusReply>
     let sink = replies.clone();
     worker.set_am_handler(AM_ID_REPLY, move |m| sink.lock().push(m.data.unwrap_or(&[]).to_vec())).map_err(transport)?;
     let link = Link::connect(&worker, addr)?;
-    match link.call(&replies, (1, &Request::Status), "status", timeout, false)? {
-        Reply::Status(s) => Ok(s),
-        other => Err(unexpected(addr, "status", other)),
+    let (tenant, token) = match who {
+        StatusCredentials::Stranger => (None, ""),
+        StatusCredentials::Tenant { tenant, token } => (Some(tenant.as_str()), token.as_str()),
+        StatusCredentials::Admin { token } => (Some(nam_proto::ADMIN_TENANT), token.as_str()),
+    };
+    if let Some(tenant) = tenant {
+        let hello = Request::Hello(Hello {
+            tenant: tenant.to_string(),
+            token: token.to_string(),
+            client_name: "nam status".into(),
+            pid: std::process::id(),
+        });
+        match link.call(&replies, (1, &hello), "hello", timeout, false)? {
+            Reply::Hello(_) => {}
+            other => return Err(unexpected(addr, "hello", other)),
+        }
     }
+    let status = match link.call(&replies, (2, &Request::Status), "status", timeout, false)? {
+        Reply::Status(s) => s,
+        other => return Err(unexpected(addr, "status", other)),
+    };
+    if matches!(who, StatusCredentials::Tenant { .. }) {
+        // A tenant's connection that just vanished would be held for a lease.
+        link.call(&replies, (3, &Request::Goodbye(TrafficReport::default())), "goodbye", timeout, false)?;
+    }
+    Ok(status)
 }

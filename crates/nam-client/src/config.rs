@@ -6,6 +6,11 @@ use std::time::Duration;
 
 pub use crate::constants::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 
+/// The environment variable with the server administrator's token: `nam status` (and
+/// [`crate::StatusCredentials::from_env`]) authenticate with it; `nam serve` takes it as its
+/// admin token when neither `--admin-token-file` nor its config file gives one.
+pub const ADMIN_TOKEN_VAR: &str = "NAM_ADMIN_TOKEN";
+
 /// How a [`crate::Client`] connects.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {

@@ -69,7 +69,7 @@ mod wake;
 pub use allocation::{AllocOptions, Allocation};
 pub use amo::AtomicWord;
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
-pub use client::{server_status, Client};
+pub use client::{server_status, server_status_as, Client, StatusCredentials};
 pub use config::ClientConfig;
 pub use error::{Error, Result};
 pub use link::DataPath;

@@ -36,6 +36,12 @@ pub struct Hello {
     pub pid: u32,
 }
 
+/// The tenant name of an administrator's [`Hello`], whose token is the server's admin token:
+/// empty, which no tenant can be named (tenant names have 1..=[`TENANT_NAME_LEN_MAX`] bytes).
+/// An administrator's connection may ask for the whole server's [`Request::Status`] and
+/// nothing else.
+pub const ADMIN_TENANT: &str = "";
+
 /// Allocate `size` bytes aligned to `align`, optionally named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Alloc {

@@ -7,6 +7,8 @@
 //! backing = "/var/lib/nam/pool"   # optional: file-backed pool that survives restarts
 //! lease_ms = 10000           # keep a vanished client's allocations this long
 //! idle_spin_us = 2000        # busy-poll this long after the last event before sleeping
+//! admin_token = "adm1n"      # optional: `nam status` with NAM_ADMIN_TOKEN set to this sees
+//!                            # every tenant and counter; without it nobody does
 //!
 //! [limits]                   # bounded resources whatever clients do (all optional)
 //! client_reply_bytes = "8MiB"  # replies held for one client; asking beyond it disconnects
@@ -83,6 +85,7 @@ struct FileConfig {
     backing: Option<PathBuf>,
     lease_ms: Option<u64>,
     idle_spin_us: Option<u64>,
+    admin_token: Option<String>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default)]
@@ -178,6 +181,10 @@ pub struct ServerConfig {
     pub tenants: Vec<TenantConfig>,
     /// Bounds on what clients can make the server hold.
     pub limits: Limits,
+    /// The administrator's token: a Hello with tenant [`nam_proto::ADMIN_TENANT`] and this
+    /// token may read the whole server's status. `None`: no administrator; status answers
+    /// each tenant with its own figures only.
+    pub admin_token: Option<String>,
 }
 
 impl ServerConfig {
@@ -193,6 +200,7 @@ impl ServerConfig {
             idle_spin: DEFAULT_IDLE_SPIN,
             tenants: vec![TenantConfig { name: DEFAULT_TENANT.into(), token: String::new(), quota_bytes: u64::MAX }],
             limits: Limits::default(),
+            admin_token: None,
         }
     }
 
@@ -229,6 +237,8 @@ impl ServerConfig {
             config.tenants = tenants_from_file(file.tenant)?;
         }
         config.limits = limits_from_file(file.limits)?;
+        config.admin_token = file.admin_token;
+        config.validate()?;
         Ok(config)
     }
 
@@ -258,6 +268,15 @@ impl ServerConfig {
                 "limits",
                 &format!("need 1 <= pending_per_source <= connections_per_source <= connections <= {CLIENTS_MAX}"),
             ));
+        }
+        // An empty admin token would make anyone who says Hello with an empty one the admin.
+        if let Some(token) = &self.admin_token {
+            if token.is_empty() || token.len() > TOKEN_LEN_MAX {
+                return Err(ConfigError::Invalid {
+                    field: "admin_token".into(),
+                    message: format!("must be 1..={TOKEN_LEN_MAX} bytes"),
+                });
+            }
         }
         Ok(())
     }
@@ -367,6 +386,15 @@ mod tests {
         assert_eq!(c.capacity_bytes, 64 << 20);
         assert_eq!(c.lease, Duration::from_millis(250));
         assert_eq!(c.tenants, vec![TenantConfig { name: "a".into(), token: "x".into(), quota_bytes: 1 << 20 }]);
+    }
+
+    #[test]
+    fn admin_token_is_read_and_an_empty_one_refused() {
+        let c = ServerConfig::from_toml("admin_token = \"adm\"", Path::new("t.toml")).unwrap();
+        assert_eq!(c.admin_token.as_deref(), Some("adm"));
+        assert_eq!(ServerConfig::from_toml("", Path::new("t.toml")).unwrap().admin_token, None);
+        let e = ServerConfig::from_toml("admin_token = \"\"", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("admin_token"), "{e}");
     }
 
     #[test]

@@ -40,6 +40,11 @@ mod reduce;
 mod server;
 mod watch;
 
+/// Entry points for the cargo-fuzz targets in `fuzz/` (feature `fuzzing`): the parsers of
+/// stored structures, which are private to the server, without widening its normal API.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+
 pub use config::ServerConfig;
 pub use pool::PoolError;
 pub use server::{manifest_path_for, Server, ServerError};

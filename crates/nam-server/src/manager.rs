@@ -145,6 +145,9 @@ pub(crate) struct Manager {
     /// that tenant; to anyone else a freed handle answers as one never issued (issue 25).
     /// Bounded by [`FREED_REMEMBERED`]: older freed handles answer `UnknownHandle` to all.
     freed: BTreeMap<u64, String>,
+    /// Allocations a manifest listed with a corrupt record, by (tenant, name), with the
+    /// cause: opening one answers `Internal` naming it, until an allocation takes the name.
+    quarantined: HashMap<(String, String), String>,
     manifest_dirty: bool,
 }
 
@@ -178,6 +181,7 @@ impl Manager {
             client_handles: HashMap::new(),
             next_handle: 1,
             freed: BTreeMap::new(),
+            quarantined: HashMap::new(),
             manifest_dirty: false,
         }
     }
@@ -206,6 +210,12 @@ impl Manager {
         self.client_tenant.insert(client, tenant.to_string());
         self.client_handles.entry(client).or_default();
         Ok(())
+    }
+
+    /// `client` acts for no tenant from now on (it authenticated as the administrator); the
+    /// references it holds stay held until it leaves, as after a failed re-Hello.
+    pub(crate) fn act_for_no_tenant(&mut self, client: u64) {
+        self.client_tenant.remove(&client);
     }
 
     /// The tenant `client` acts for, once authenticated.
@@ -292,7 +302,14 @@ impl Manager {
     /// Opens a shared allocation of the client's tenant by name.
     pub(crate) fn open(&mut self, client: u64, name: &str) -> Result<Grant, Refusal> {
         let tenant = self.tenant_of(client)?;
-        let Some(&handle) = self.names.get(&(tenant.clone(), name.to_string())) else {
+        let key = (tenant.clone(), name.to_string());
+        let Some(&handle) = self.names.get(&key) else {
+            if let Some(cause) = self.quarantined.get(&key) {
+                return refuse(
+                    Status::Internal,
+                    format!("allocation {name:?} was not restored: its manifest record is corrupt ({cause})"),
+                );
+            }
             return refuse(Status::NameNotFound, format!("tenant {tenant:?} has no allocation named {name:?}"));
         };
         let allocation = self.allocations.get_mut(&handle).expect("named allocation exists");
@@ -474,6 +491,14 @@ impl Manager {
         }
     }
 
+    /// Remembers a manifest record that was not restored because it is corrupt, so its
+    /// tenant's Open of its name gets that cause rather than `NameNotFound`.
+    pub(crate) fn quarantine(&mut self, record: &AllocationRecord, cause: &str) {
+        if let Some(name) = &record.name {
+            self.quarantined.insert((record.tenant.clone(), name.clone()), cause.to_string());
+        }
+    }
+
     /// Restores the arenas and persistent allocations of a manifest (at start-up, before
     /// any client; the pool maps the segments afterwards, [`Manager::segments`]).
     pub(crate) fn restore(&mut self, manifest: &Manifest) -> Result<(), String> {
@@ -565,7 +590,8 @@ fn validate_alloc(request: &Alloc) -> Result<u64, Refusal> {
     Ok(align.max(ALIGN_MIN))
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -23,6 +23,8 @@ use std::time::Instant;
 mod manifest;
 mod sockets;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use manifest::check_manifest;
 pub use manifest::manifest_path_for;
 use manifest::{restore_manifest, write_manifest};
 
@@ -58,6 +60,9 @@ struct Connection {
     endpoint: Endpoint,
     label: String,
     authenticated: bool,
+    /// Authenticated with the admin token ([`nam_proto::ADMIN_TENANT`]): may read the whole
+    /// server's status, and act for no tenant.
+    admin: bool,
     released: bool,
     /// Where it came from (per-source limits).
     source: Option<IpAddr>,
@@ -296,6 +301,7 @@ impl Server {
                         endpoint,
                         label: String::new(),
                         authenticated: false,
+                        admin: false,
                         released: false,
                         source,
                         accepted_at: Instant::now(),
@@ -461,18 +467,34 @@ impl Server {
     fn execute(&mut self, ep: EndpointId, request_id: u64, request: Request) -> Result<Reply, Refusal> {
         let connection = self.connections.get_mut(&ep).expect("checked by caller");
         if !connection.authenticated && !matches!(request, Request::Hello(_) | Request::Status) {
+            if connection.admin {
+                return Err(Refusal {
+                    status: Status::NotConnected,
+                    message: "an admin connection may only ask for status; say Hello as a tenant for other requests"
+                        .into(),
+                });
+            }
             return Err(not_connected());
         }
         let client = connection.client_id;
         match request {
             Request::Hello(hello) => {
-                if let Err(refusal) = self.manager.authenticate(client, &hello.tenant, &hello.token) {
+                let admin = hello.tenant == nam_proto::ADMIN_TENANT;
+                let result = if admin {
+                    self.admin_hello(client, &hello.token)
+                } else {
+                    self.manager.authenticate(client, &hello.tenant, &hello.token)
+                };
+                let connection = self.connections.get_mut(&ep).expect("checked by caller");
+                if let Err(refusal) = result {
                     // A failed Hello on an authenticated connection de-authenticates it:
                     // the peer proved no right to the tenant it had (docs/protocol.md).
                     connection.authenticated = false;
+                    connection.admin = false;
                     return Err(refusal);
                 }
-                connection.authenticated = true;
+                connection.authenticated = !admin;
+                connection.admin = admin;
                 connection.label = format!("{}@{} (pid {})", hello.client_name, hello.tenant, hello.pid);
                 Ok(Reply::Hello(HelloReply {
                     client_id: client,
@@ -483,7 +505,7 @@ impl Server {
                     host_id: nam_proto::host_id(),
                 }))
             }
-            Request::Status => Ok(Reply::Status(self.status())),
+            Request::Status => Ok(Reply::Status(self.status_for(ep))),
             Request::Goodbye(report) => {
                 connection.released = true;
                 connection.authenticated = false;
@@ -540,6 +562,55 @@ impl Server {
                 Reply::Done
             }
             Err(refusal) => Reply::Error { status: refusal.status, message: refusal.message },
+        }
+    }
+
+    /// An administrator's Hello: the server's admin token, compared in constant time, or the
+    /// one refusal every failed Hello gets (a server without an admin token has no admin).
+    fn admin_hello(&mut self, client: u64, token: &str) -> Result<(), Refusal> {
+        let admin = self.config.admin_token.as_deref();
+        if !admin.is_some_and(|admin| crate::manager::constant_time_eq(admin.as_bytes(), token.as_bytes())) {
+            self.manager.act_for_no_tenant(client);
+            return Err(Refusal { status: Status::AuthFailed, message: crate::manager::AUTH_FAILED_MESSAGE.into() });
+        }
+        self.manager.act_for_no_tenant(client);
+        Ok(())
+    }
+
+    /// What connection `ep` may learn from a Status request: the whole server for an
+    /// administrator; its own tenant's usage and clients for a tenant's client; for anyone
+    /// else only that the server is alive (the reply itself) and its protocol version (the
+    /// reply's header): every figure zero, no name (issue 25, "authentication that reveals
+    /// nothing").
+    fn status_for(&self, ep: EndpointId) -> StatusReply {
+        let connection = &self.connections[&ep];
+        if connection.admin {
+            return self.status();
+        }
+        let tenant = connection.authenticated.then(|| self.manager.tenant(connection.client_id)).flatten();
+        let Some(tenant) = tenant else {
+            return StatusReply::default();
+        };
+        let usage: Vec<_> = self.manager.tenant_usage().into_iter().filter(|t| t.name == tenant).collect();
+        let clients = self
+            .connections
+            .values()
+            .filter(|c| c.authenticated && self.manager.tenant(c.client_id) == Some(tenant))
+            .count() as u64;
+        // Its own checkpoint groups only (what its jobs left, and may drop).
+        let mut everything = StatusReply::default();
+        self.engines.status(&self.manager, &mut everything);
+        let ckpt_groups: Vec<_> = everything.ckpt_groups.into_iter().filter(|g| g.tenant == tenant).collect();
+        StatusReply {
+            server_name: self.config.name.clone(),
+            capacity: self.config.capacity_bytes,
+            used: usage.iter().map(|t| t.used).sum(),
+            allocations: usage.iter().map(|t| t.allocations).sum(),
+            clients,
+            tenants: usage,
+            ckpt_groups_total: ckpt_groups.len() as u64,
+            ckpt_groups,
+            ..StatusReply::default()
         }
     }
 

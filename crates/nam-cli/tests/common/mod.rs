@@ -31,6 +31,16 @@ pub fn server_bin() -> &'static str {
 /// (the sockaddr connection manager needs `tcp` listed; the data lanes use shared memory).
 pub const TRANSPORTS: [&str; 2] = ["tcp", "sm,self,tcp"];
 
+/// The admin token every test server gets (through `NAM_ADMIN_TOKEN`): tests that read the
+/// whole server's status authenticate with it, as an operator's `nam status` does.
+pub const ADMIN_TOKEN: &str = "nam-test-admin-token";
+
+/// The whole server's status, asked with the admin token.
+pub fn admin_status(addr: SocketAddr) -> nam_client::StatusReply {
+    let admin = nam_client::StatusCredentials::Admin { token: ADMIN_TOKEN.into() };
+    nam_client::server_status_as(addr, &admin, Duration::from_secs(5)).expect("admin status")
+}
+
 /// A `nam serve` child process, killed when dropped.
 pub struct ServerProcess {
     pub child: Child,
@@ -49,6 +59,7 @@ impl ServerProcess {
             .args(["serve", "--listen", listen])
             .args(extra)
             .env("UCX_TLS", transports)
+            .env(nam_client::config::ADMIN_TOKEN_VAR, ADMIN_TOKEN)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .no_inherited_fds()
@@ -63,6 +74,11 @@ impl ServerProcess {
             .find_map(|w| w.parse::<SocketAddr>().ok())
             .unwrap_or_else(|| panic!("nam serve did not print its address: {line:?}"));
         ServerProcess { child, addr, transports: transports.to_string() }
+    }
+
+    /// The whole server's status, asked with the admin token.
+    pub fn admin_status(&self) -> nam_client::StatusReply {
+        admin_status(self.addr)
     }
 
     /// A client of this server with a short deadline.

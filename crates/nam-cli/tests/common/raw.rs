@@ -61,3 +61,29 @@ impl RawClient {
         None
     }
 }
+
+/// A [`RawClient`] that sends any bytes as a control message and insists on a reply: what a
+/// malformed message must still get.
+pub struct RawPeer(RawClient);
+
+impl RawPeer {
+    /// Connects to `server` over its transports.
+    pub fn connect(server: &super::ServerProcess) -> RawPeer {
+        RawPeer(RawClient::connect(server.addr, &server.transports).expect("raw UCX connection"))
+    }
+
+    /// Sends `bytes` as one request and decodes the reply (kind, request id, body).
+    pub fn exchange(&self, bytes: &[u8]) -> (u16, u64, Reply) {
+        let RawClient { worker, endpoint, replies, .. } = &self.0;
+        replies.lock().unwrap().clear();
+        endpoint.am_send(AM_ID_REQUEST, bytes, Duration::from_secs(5)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            worker.progress();
+            if let Some(reply) = replies.lock().unwrap().pop() {
+                return Reply::decode(&reply).expect("the server's reply decodes");
+            }
+            assert!(Instant::now() < deadline, "no reply to a malformed message");
+        }
+    }
+}

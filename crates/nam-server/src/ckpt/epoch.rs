@@ -37,10 +37,13 @@ impl CkptEngine {
             }
             return Ok(());
         }
-        if epoch != group.last_started + 1 {
+        // `last_started` may come from a slot header in the pool: bounded there, added here
+        // without overflow all the same.
+        let next = group.last_started.saturating_add(1);
+        if epoch != next || epoch > CkptWord::EPOCH_MASK {
             return refuse(
                 Status::CkptBusy,
-                format!("epoch {epoch} is out of order: the next epoch of this group is {}", group.last_started + 1),
+                format!("epoch {epoch} is out of order: the next epoch of this group is {next}"),
             );
         }
         if let Some(missing) = group.peers.iter().position(Option::is_none) {
@@ -53,7 +56,18 @@ impl CkptEngine {
             return refuse(Status::InvalidArgument, format!("rank {missing} has not joined the group"));
         }
         let (slot, header) = group.prepare_slot(ctx, client, epoch)?;
-        group.write_word(ctx.pool, CKPT_WORD_RANK0 + rank as u64, 0);
+        // The flagging rank's word is cleared, and so is any word that already names this
+        // epoch or a later one: it is left from an earlier numbering (a group whose corrupt
+        // slot made it number epochs over after a restart), and a rank reading it would stop
+        // waiting, and stop answering the engine's GETs, before its buffer is pulled. A word
+        // naming the previous epoch stays: its rank may not have seen it yet.
+        for r in 0..group.ranks {
+            let at = group.control.offset + 8 * (CKPT_WORD_RANK0 + r as u64);
+            let stale = CkptWord(ctx.pool.word(at).load(std::sync::atomic::Ordering::SeqCst)).epoch() >= epoch;
+            if r == rank || stale {
+                group.write_word(ctx.pool, CKPT_WORD_RANK0 + r as u64, 0);
+            }
+        }
         let mut job = Job::new(epoch, Purpose::Epoch, slot, header, Instant::now() + group.timeout, group.in_flight);
         job.flag_ready(rank);
         group.last_started = epoch;
@@ -64,30 +78,58 @@ impl CkptEngine {
 
 impl Group {
     /// After a restart from a file-backed pool: the newest valid slot is the complete epoch.
+    /// A slot whose header fails its checks is left out (and named when asked for).
     pub(super) fn recover_from_pool(&mut self, pool: &Pool) {
-        for slot in self.slots.iter().flatten() {
-            match slot.read_header(pool) {
-                Some(h) if h.state == SlotState::Valid && h.ranks == self.ranks => {
+        for (i, slot) in self.slots.iter().enumerate() {
+            let Some(slot) = slot else { continue };
+            match slot.read_header(pool, self.ranks) {
+                Ok(Some(h)) if h.state == SlotState::Valid => {
                     self.complete_epoch = self.complete_epoch.max(h.epoch);
                     self.last_started = self.last_started.max(h.epoch);
                     self.segment = h.segment;
                 }
-                Some(h) => self.last_started = self.last_started.max(h.epoch),
-                None => {}
+                Ok(Some(h)) => self.last_started = self.last_started.max(h.epoch),
+                Ok(None) => {}
+                Err(cause) => log::warn!("group {:?}: parity slot {i}'s header is corrupt: {cause}", self.name),
             }
         }
         self.write_word(pool, CKPT_WORD_COMPLETE, self.complete_epoch);
     }
 
-    pub(super) fn valid_slot(&self, pool: &Pool, epoch: u64) -> Option<(Slot, SlotHeader)> {
-        self.slots.iter().flatten().find_map(|s| {
-            let h = s.read_header(pool)?;
-            (h.state == SlotState::Valid && h.epoch == epoch && epoch != 0).then(|| (s.clone(), h))
-        })
+    /// The slot holding complete epoch `epoch`, with its checked header; `Ok(None)` if no
+    /// slot holds it, `CkptCorrupted` naming the cause if none does and a slot's stored
+    /// header is corrupt (it may have been that epoch).
+    pub(super) fn valid_slot(&self, pool: &Pool, epoch: u64) -> Result<Option<(Slot, SlotHeader)>, Refusal> {
+        let mut corrupt = None;
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(s) = s else { continue };
+            match s.read_header(pool, self.ranks) {
+                Ok(Some(h)) if h.state == SlotState::Valid && h.epoch == epoch && epoch != 0 => {
+                    return Ok(Some((s.clone(), h)))
+                }
+                Ok(_) => {}
+                Err(cause) => {
+                    corrupt = Some(format!("group {:?}: parity slot {i}'s header is corrupt: {cause}", self.name))
+                }
+            }
+        }
+        match corrupt {
+            Some(message) => refuse(Status::CkptCorrupted, message),
+            None => Ok(None),
+        }
     }
 
+    /// Rank `rank`'s checkpoint length in the complete epoch (0 when there is none, or its
+    /// slot is corrupt: a restore then names the corruption).
     pub(super) fn recorded_len(&self, pool: &Pool, rank: u32) -> u64 {
-        self.valid_slot(pool, self.complete_epoch).map_or(0, |(_, h)| h.sizes[rank as usize])
+        match self.valid_slot(pool, self.complete_epoch) {
+            Ok(Some((_, h))) => h.sizes.get(rank as usize).copied().unwrap_or(0),
+            Ok(None) => 0,
+            Err(refusal) => {
+                log::warn!("{}", refusal.message);
+                0
+            }
+        }
     }
 
     /// The slot for a new epoch: never the one holding the complete epoch. Grown (freed and
@@ -98,7 +140,8 @@ impl Group {
         client: u64,
         epoch: u64,
     ) -> Result<(Slot, SlotHeader), Refusal> {
-        let keep = self.valid_slot(ctx.pool, self.complete_epoch).map(|(s, _)| s.handle);
+        // A corrupt slot holds nothing worth keeping: the new epoch may overwrite it.
+        let keep = self.valid_slot(ctx.pool, self.complete_epoch).ok().flatten().map(|(s, _)| s.handle);
         let index = match (&self.slots[0], keep) {
             (Some(s), Some(k)) if s.handle == k => 1,
             _ => 0,

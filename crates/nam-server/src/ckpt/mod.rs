@@ -26,6 +26,21 @@ mod sys;
 
 pub(crate) use engine::CkptEngine;
 
+/// Decodes a stored slot header as the engine does and checks what the engine then relies
+/// on (the fuzz target's body; see `crate::fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_slot_header(bytes: &[u8], ranks: u32, slot_len: u64) {
+    if let Ok(Some(h)) = slot::SlotHeader::decode(bytes, ranks, slot_len) {
+        assert_eq!(h.sizes.len(), ranks as usize, "one size per rank");
+        assert!(h.slot_len() <= slot_len, "the layout fits the allocation");
+        assert!(h.segments() <= nam_proto::limits::CKPT_SEGMENTS_MAX);
+        assert!(h.parity_crc_at() <= h.rank_crc_at(0) && h.rank_crc_at(h.ranks) <= h.data_at());
+        for r in 0..ranks {
+            assert!(h.sizes[r as usize].div_ceil(h.segment as u64) <= h.segments());
+        }
+    }
+}
+
 use crate::manager::Refusal;
 use nam_proto::ckpt::CKPT_NAME_PREFIX;
 use nam_proto::Status;

@@ -174,7 +174,7 @@ impl Group {
             return refuse(Status::CkptBusy, "the group is generating or restoring");
         }
         let epoch = if epoch == 0 { self.complete_epoch } else { epoch };
-        let Some((slot, header)) = self.valid_slot(pool, epoch) else {
+        let Some((slot, header)) = self.valid_slot(pool, epoch)? else {
             return refuse(Status::CkptUnrecoverable, format!("no complete parity for epoch {epoch} in this group"));
         };
         let missing: Vec<u32> = (0..self.ranks).filter(|&r| r != lost && self.peers[r as usize].is_none()).collect();

@@ -3,7 +3,11 @@
 //! them; a backing file with data but no manifest is refused rather than handed out anew.
 
 use super::ServerError;
-use crate::manager::{Manager, Manifest};
+use crate::manager::{AllocationRecord, Manager, Manifest};
+use nam_proto::address::GLOBAL_FIELD_MAX;
+use nam_proto::limits::{ALIGN_MIN, ALLOC_SIZE_MAX, NAME_LEN_MAX, TENANT_NAME_LEN_MAX};
+use nam_proto::{ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 /// Where the manifest of a backing file lives.
@@ -34,9 +38,126 @@ pub(super) fn restore_manifest(
         return refuse_unlisted_backing(backing, path);
     };
     check_manifest_capacity(path, &manifest, capacity)?;
-    manager.restore(&manifest).map_err(|message| ServerError::Manifest { path: path.into(), message })?;
-    log::info!("restored {} persistent allocations from {}", manifest.allocations.len(), path.display());
+    let checked = check_manifest(manifest, capacity);
+    if !checked.rejected.is_empty() {
+        keep_rejected_copy(path);
+    }
+    for (record, cause) in &checked.rejected {
+        log::error!(
+            "manifest {}: allocation {} ({:?} of tenant {:?}) is corrupt and not restored: {cause}",
+            path.display(),
+            record.handle,
+            record.name,
+            record.tenant
+        );
+        manager.quarantine(record, cause);
+    }
+    manager.restore(&checked.kept).map_err(|message| ServerError::Manifest { path: path.into(), message })?;
+    log::info!("restored {} persistent allocations from {}", checked.kept.allocations.len(), path.display());
     Ok(())
+}
+
+/// A manifest split into the records that describe a possible allocation of this pool and
+/// those that cannot (each with the cause).
+#[derive(Debug)]
+pub(crate) struct CheckedManifest {
+    /// The manifest with only the sound records, and a `next_handle` above all of them.
+    pub(crate) kept: Manifest,
+    /// The records left out, and why.
+    pub(crate) rejected: Vec<(AllocationRecord, String)>,
+}
+
+/// Checks every record of a manifest against what it must describe: a persistent, named
+/// allocation of a pool of `capacity` bytes, with a handle a client can hold and that no other
+/// record has, a range inside the pool that no other record overlaps, known flags and names
+/// within the protocol's limits; and a `next_handle` above every handle and able to grow. The
+/// manifest is a file anyone with the server's Unix user can edit, so nothing in it reaches
+/// the manager's counters or the range allocator unchecked. Pure, so it is fuzzed directly.
+pub(crate) fn check_manifest(manifest: Manifest, capacity: u64) -> CheckedManifest {
+    let mut rejected = Vec::new();
+    let mut handles = HashSet::new();
+    let mut names = HashSet::new();
+    // Ranges of the records kept so far, by offset: a new one may not overlap either neighbour.
+    let mut ranges: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for record in manifest.allocations {
+        let cause = record_fault(&record, capacity)
+            .or_else(|| handles.contains(&record.handle).then(|| format!("handle {} is listed twice", record.handle)))
+            .or_else(|| {
+                let key = (record.tenant.clone(), record.name.clone());
+                names.contains(&key).then(|| format!("the name {:?} is listed twice", record.name))
+            })
+            .or_else(|| overlap(&ranges, record.offset, record.size));
+        match cause {
+            Some(cause) => rejected.push((record, cause)),
+            None => {
+                handles.insert(record.handle);
+                names.insert((record.tenant.clone(), record.name.clone()));
+                ranges.insert(record.offset, record.size);
+                kept.push(record);
+            }
+        }
+    }
+    let highest = kept.iter().map(|r| r.handle).max().unwrap_or(0);
+    // Handles are never reused across restarts, so the next one stays the manifest's when it
+    // is sound; one at or below a listed handle, or past what a global address can carry,
+    // cannot be, and issuing continues above the records instead.
+    let next_handle = if manifest.next_handle > highest && manifest.next_handle <= GLOBAL_FIELD_MAX {
+        manifest.next_handle
+    } else {
+        highest + 1
+    };
+    CheckedManifest { kept: Manifest { capacity: manifest.capacity, next_handle, allocations: kept }, rejected }
+}
+
+/// What makes one record impossible on its own, if anything.
+fn record_fault(r: &AllocationRecord, capacity: u64) -> Option<String> {
+    if r.handle == 0 || r.handle > GLOBAL_FIELD_MAX {
+        return Some(format!("handle {} is outside 1..={GLOBAL_FIELD_MAX}", r.handle));
+    }
+    if r.size == 0 || r.size > ALLOC_SIZE_MAX {
+        return Some(format!("size {} is outside 1..={ALLOC_SIZE_MAX}", r.size));
+    }
+    if r.offset.checked_add(r.size).is_none_or(|end| end > capacity) {
+        return Some(format!("range {}+{} leaves the {capacity}-byte pool", r.offset, r.size));
+    }
+    if !r.offset.is_multiple_of(ALIGN_MIN) {
+        return Some(format!("offset {} is not a multiple of {ALIGN_MIN}", r.offset));
+    }
+    if r.flags & !ALLOC_FLAGS_KNOWN != 0 || r.flags & ALLOC_FLAG_PERSISTENT == 0 {
+        return Some(format!("flags 0x{:x} are not those of a persistent allocation", r.flags));
+    }
+    match &r.name {
+        Some(n) if !n.is_empty() && n.len() <= NAME_LEN_MAX => {}
+        _ => return Some(format!("a persistent allocation needs a name of 1..={NAME_LEN_MAX} bytes")),
+    }
+    if r.tenant.is_empty() || r.tenant.len() > TENANT_NAME_LEN_MAX {
+        return Some(format!("tenant name of {} bytes is outside 1..={TENANT_NAME_LEN_MAX}", r.tenant.len()));
+    }
+    None
+}
+
+/// The record of `ranges` that `[offset, offset + size)` overlaps, named, if any.
+fn overlap(ranges: &BTreeMap<u64, u64>, offset: u64, size: u64) -> Option<String> {
+    let end = offset + size; // checked by `record_fault`
+    let before = ranges.range(..=offset).next_back().filter(|(&o, &s)| o + s > offset);
+    let after = ranges.range(offset..).next().filter(|(&o, _)| o < end);
+    before.or(after).map(|(&o, &s)| format!("range {offset}+{size} overlaps the range {o}+{s} of another record"))
+}
+
+/// Keeps the manifest as read beside it (`.rejected`, the server's user only) before the
+/// server rewrites it without the corrupt records, so the operator can see and repair them.
+fn keep_rejected_copy(path: &std::path::Path) {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".rejected");
+    let copy = PathBuf::from(name);
+    let _ = std::fs::remove_file(&copy);
+    if let Err(e) = std::fs::copy(path, &copy).and_then(|_| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(crate::constants::BACKING_FILE_MODE))
+    }) {
+        log::warn!("cannot keep a copy of the corrupt manifest at {}: {e}", copy.display());
+    }
 }
 
 /// A backing file with data but no manifest: its allocations cannot be found, and starting
@@ -93,4 +214,45 @@ pub(super) fn write_manifest(path: &std::path::Path, manifest: &Manifest) -> Res
         .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
     file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(|e| err(format!("cannot write: {e}")))?;
     std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot rename into place: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(handle: u64, offset: u64, name: &str) -> AllocationRecord {
+        AllocationRecord {
+            handle,
+            offset,
+            size: 4096,
+            flags: ALLOC_FLAG_PERSISTENT,
+            name: Some(name.into()),
+            tenant: "t".into(),
+        }
+    }
+
+    #[test]
+    fn sound_records_are_kept_and_each_fault_rejects_its_record_alone() {
+        let good = record(1, 0, "a");
+        let faults = [
+            AllocationRecord { size: 0, ..record(2, 8192, "b") },
+            AllocationRecord { offset: u64::MAX - 1, ..record(2, 0, "b") },
+            record(2, 64, "b"),   // overlaps a
+            record(1, 8192, "b"), // a's handle
+            record(2, 8192, "a"), // a's name
+            AllocationRecord { flags: 0, ..record(2, 8192, "b") },
+            AllocationRecord { name: None, ..record(2, 8192, "b") },
+            record(u64::MAX, 8192, "b"),
+            record(2, 8200, "b"), // misaligned
+        ];
+        for bad in faults {
+            let manifest = Manifest { capacity: 1 << 20, next_handle: 3, allocations: vec![good.clone(), bad.clone()] };
+            let checked = check_manifest(manifest, 1 << 20);
+            assert_eq!(checked.kept.allocations, vec![good.clone()], "{bad:?}");
+            assert_eq!(checked.rejected.len(), 1, "{bad:?}");
+            assert!(checked.kept.next_handle >= 2);
+        }
+        let manifest = Manifest { capacity: 1 << 20, next_handle: u64::MAX, allocations: vec![good] };
+        assert_eq!(check_manifest(manifest, 1 << 20).kept.next_handle, 2, "a next handle that cannot grow");
+    }
 }
