@@ -17,8 +17,8 @@ pub fn slot_header(bytes: &[u8], ranks: u32, slot_len: u64) {
 
 /// Parses a manifest as a starting server does (JSON, then the record checks) and restores
 /// the records it keeps into a manager for a pool of `capacity` bytes: the restore must
-/// succeed (no kept record overlaps another or leaves the pool), the manager's usage must
-/// equal the kept records' sizes, and issuing a handle after it must not overflow.
+/// succeed (no kept record overlaps another or leaves the pool or its tenant's segments), the
+/// manager's usage must equal the kept records' blocks, and issuing a handle after it must not overflow.
 pub fn manifest(bytes: &[u8], capacity: u64) {
     let Ok(manifest) = serde_json::from_slice::<Manifest>(bytes) else { return };
     let checked = check_manifest(manifest, capacity);
@@ -29,7 +29,8 @@ pub fn manifest(bytes: &[u8], capacity: u64) {
         manager.quarantine(record, cause);
     }
     manager.restore(&checked.kept).expect("every kept record restores");
-    let total: u64 = checked.kept.allocations.iter().map(|r| r.size).sum();
+    // Each allocation is charged its whole block (alignment padding included).
+    let total: u64 = checked.kept.allocations.iter().map(|r| r.block_range().1).sum();
     assert_eq!(manager.used_bytes(), total, "usage after restore");
     assert!(checked.kept.allocations.iter().all(|r| r.handle < checked.kept.next_handle));
     assert!(checked.kept.next_handle <= nam_proto::address::GLOBAL_FIELD_MAX + 1);

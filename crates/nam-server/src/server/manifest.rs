@@ -3,7 +3,8 @@
 //! them; a backing file with data but no manifest is refused rather than handed out anew.
 
 use super::ServerError;
-use crate::manager::{AllocationRecord, Manager, Manifest};
+use crate::constants::PAGE_BYTES;
+use crate::manager::{AllocationRecord, Manager, Manifest, SegmentRecord};
 use nam_proto::address::GLOBAL_FIELD_MAX;
 use nam_proto::limits::{ALIGN_MIN, ALLOC_SIZE_MAX, NAME_LEN_MAX, TENANT_NAME_LEN_MAX};
 use nam_proto::{ALLOC_FLAGS_KNOWN, ALLOC_FLAG_PERSISTENT};
@@ -39,8 +40,17 @@ pub(super) fn restore_manifest(
     };
     check_manifest_capacity(path, &manifest, capacity)?;
     let checked = check_manifest(manifest, capacity);
-    if !checked.rejected.is_empty() {
+    if !checked.rejected.is_empty() || !checked.rejected_segments.is_empty() {
         keep_rejected_copy(path);
+    }
+    for (segment, cause) in &checked.rejected_segments {
+        log::error!(
+            "manifest {}: arena segment {}+{} of tenant {:?} is corrupt and not restored: {cause}",
+            path.display(),
+            segment.offset,
+            segment.len,
+            segment.tenant
+        );
     }
     for (record, cause) in &checked.rejected {
         log::error!(
@@ -65,6 +75,8 @@ pub(crate) struct CheckedManifest {
     pub(crate) kept: Manifest,
     /// The records left out, and why.
     pub(crate) rejected: Vec<(AllocationRecord, String)>,
+    /// The arena segment records left out, and why (their allocations are left out too).
+    pub(crate) rejected_segments: Vec<(SegmentRecord, String)>,
 }
 
 /// Checks every record of a manifest against what it must describe: a persistent, named
@@ -80,20 +92,29 @@ pub(crate) fn check_manifest(manifest: Manifest, capacity: u64) -> CheckedManife
     // Ranges of the records kept so far, by offset: a new one may not overlap either neighbour.
     let mut ranges: BTreeMap<u64, u64> = BTreeMap::new();
     let mut kept = Vec::new();
+    let (segments, rejected_segments) = check_segments(manifest.segments, capacity);
+    // A manifest written since arenas exist lists segments: every block lies in one of its
+    // tenant's (an older one gets segments made from its records at restore).
+    let listed_segments = !segments.is_empty() || !rejected_segments.is_empty();
     for record in manifest.allocations {
         let cause = record_fault(&record, capacity)
+            .or_else(|| listed_segments.then(|| outside_segments(&segments, &record)).flatten())
             .or_else(|| handles.contains(&record.handle).then(|| format!("handle {} is listed twice", record.handle)))
             .or_else(|| {
                 let key = (record.tenant.clone(), record.name.clone());
                 names.contains(&key).then(|| format!("the name {:?} is listed twice", record.name))
             })
-            .or_else(|| overlap(&ranges, record.offset, record.size));
+            .or_else(|| {
+                let (block, charged) = record.block_range();
+                overlap(&ranges, block, charged)
+            });
         match cause {
             Some(cause) => rejected.push((record, cause)),
             None => {
                 handles.insert(record.handle);
                 names.insert((record.tenant.clone(), record.name.clone()));
-                ranges.insert(record.offset, record.size);
+                let (block, charged) = record.block_range();
+                ranges.insert(block, charged);
                 kept.push(record);
             }
         }
@@ -107,7 +128,51 @@ pub(crate) fn check_manifest(manifest: Manifest, capacity: u64) -> CheckedManife
     } else {
         highest + 1
     };
-    CheckedManifest { kept: Manifest { capacity: manifest.capacity, next_handle, allocations: kept }, rejected }
+    CheckedManifest {
+        kept: Manifest { capacity: manifest.capacity, next_handle, allocations: kept, segments },
+        rejected,
+        rejected_segments,
+    }
+}
+
+/// Splits arena segment records into those that can be a segment of this pool (a tenant
+/// name, whole pages inside the pool, no overlap with another kept segment) and the rest,
+/// each with its cause.
+fn check_segments(records: Vec<SegmentRecord>, capacity: u64) -> (Vec<SegmentRecord>, Vec<(SegmentRecord, String)>) {
+    let (mut kept, mut rejected) = (Vec::new(), Vec::new());
+    let mut ranges: BTreeMap<u64, u64> = BTreeMap::new();
+    for segment in records {
+        let cause = if segment.tenant.is_empty() || segment.tenant.len() > TENANT_NAME_LEN_MAX {
+            Some(format!("tenant name of {} bytes is outside 1..={TENANT_NAME_LEN_MAX}", segment.tenant.len()))
+        } else if segment.len == 0
+            || !segment.offset.is_multiple_of(PAGE_BYTES)
+            || !segment.len.is_multiple_of(PAGE_BYTES)
+        {
+            Some(format!("segment {}+{} is not whole pages of {PAGE_BYTES} bytes", segment.offset, segment.len))
+        } else if segment.offset.checked_add(segment.len).is_none_or(|end| end > capacity) {
+            Some(format!("segment {}+{} leaves the {capacity}-byte pool", segment.offset, segment.len))
+        } else {
+            overlap(&ranges, segment.offset, segment.len)
+        };
+        match cause {
+            Some(cause) => rejected.push((segment, cause)),
+            None => {
+                ranges.insert(segment.offset, segment.len);
+                kept.push(segment);
+            }
+        }
+    }
+    (kept, rejected)
+}
+
+/// Why `record`'s block is not inside one of its tenant's `segments`, if it is not.
+fn outside_segments(segments: &[SegmentRecord], record: &AllocationRecord) -> Option<String> {
+    let (block, charged) = record.block_range();
+    let inside = segments.iter().any(|s| {
+        s.tenant == record.tenant && block >= s.offset && block + charged <= s.offset + s.len
+        // checked by `record_fault`
+    });
+    (!inside).then(|| format!("block {block}+{charged} is in no arena segment of tenant {:?}", record.tenant))
 }
 
 /// What makes one record impossible on its own, if anything.
@@ -120,6 +185,13 @@ fn record_fault(r: &AllocationRecord, capacity: u64) -> Option<String> {
     }
     if r.offset.checked_add(r.size).is_none_or(|end| end > capacity) {
         return Some(format!("range {}+{} leaves the {capacity}-byte pool", r.offset, r.size));
+    }
+    let (block, charged) = r.block_range();
+    if block > r.offset || block.checked_add(charged).is_none_or(|end| end < r.offset + r.size || end > capacity) {
+        return Some(format!(
+            "block {block}+{charged} does not hold the range {}+{} inside the pool",
+            r.offset, r.size
+        ));
     }
     if !r.offset.is_multiple_of(ALIGN_MIN) {
         return Some(format!("offset {} is not a multiple of {ALIGN_MIN}", r.offset));
@@ -228,7 +300,13 @@ mod tests {
             flags: ALLOC_FLAG_PERSISTENT,
             name: Some(name.into()),
             tenant: "t".into(),
+            block: 0,
+            charged: 0,
         }
+    }
+
+    fn segment(tenant: &str, offset: u64, len: u64) -> SegmentRecord {
+        SegmentRecord { tenant: tenant.into(), offset, len }
     }
 
     #[test]
@@ -246,13 +324,48 @@ mod tests {
             record(2, 8200, "b"), // misaligned
         ];
         for bad in faults {
-            let manifest = Manifest { capacity: 1 << 20, next_handle: 3, allocations: vec![good.clone(), bad.clone()] };
+            let manifest = Manifest {
+                capacity: 1 << 20,
+                next_handle: 3,
+                allocations: vec![good.clone(), bad.clone()],
+                segments: vec![],
+            };
             let checked = check_manifest(manifest, 1 << 20);
             assert_eq!(checked.kept.allocations, vec![good.clone()], "{bad:?}");
             assert_eq!(checked.rejected.len(), 1, "{bad:?}");
             assert!(checked.kept.next_handle >= 2);
         }
-        let manifest = Manifest { capacity: 1 << 20, next_handle: u64::MAX, allocations: vec![good] };
+        let manifest = Manifest { capacity: 1 << 20, next_handle: u64::MAX, allocations: vec![good], segments: vec![] };
         assert_eq!(check_manifest(manifest, 1 << 20).kept.next_handle, 2, "a next handle that cannot grow");
+    }
+
+    #[test]
+    fn bad_segments_and_the_records_outside_their_tenants_segments_are_left_out() {
+        let page = PAGE_BYTES;
+        let segments = vec![
+            segment("t", 0, 4 * page),
+            segment("t", page, page),                 // overlaps the first
+            segment("u", 4 * page + 1, page),         // not whole pages
+            segment("u", (1 << 20) - page, 2 * page), // leaves the pool
+            segment("", 8 * page, page),              // no tenant
+            segment("u", 8 * page, page),
+        ];
+        let inside = record(1, 0, "a");
+        let other_tenants = record(2, 8 * page, "b");
+        let in_no_segment = record(3, 16 * page, "c");
+        let padded = AllocationRecord { block: 0, charged: 64, ..record(4, 2 * page, "d") }; // block misses the range
+        let manifest = Manifest {
+            capacity: 1 << 20,
+            next_handle: 5,
+            allocations: vec![inside.clone(), other_tenants, in_no_segment, padded],
+            segments,
+        };
+        let checked = check_manifest(manifest, 1 << 20);
+        assert_eq!(checked.kept.segments, vec![segment("t", 0, 4 * page), segment("u", 8 * page, page)]);
+        assert_eq!(checked.rejected_segments.len(), 4);
+        assert_eq!(checked.kept.allocations, vec![inside]);
+        assert_eq!(checked.rejected.len(), 3);
+        assert!(checked.rejected.iter().all(|(_, cause)| !cause.is_empty()));
+        assert!(checked.rejected_segments.iter().all(|(_, cause)| !cause.is_empty()));
     }
 }
