@@ -128,7 +128,11 @@ fn programs_linked_with_jemalloc_tcmalloc_or_mimalloc_keep_their_allocator_for_s
     let dir = common::temp_dir("allocators");
     let source = dir.join("allocators.c");
     std::fs::write(&source, PROGRAM).unwrap();
-    let server = ServerProcess::start("sm,self,tcp", &[]);
+    // Each program leaves its 256 MiB extent chunk under the lease when it exits, so the
+    // fourth finds three still held. The pool has room for all four plus what per-tenant
+    // arenas add (a page of alignment per chunk's segment, a 1 MiB segment for the small
+    // allocations): a pool of exactly 4 x 256 MiB would leave the fourth chunk no room.
+    let server = ServerProcess::start("sm,self,tcp", &["--capacity", "2GiB"]);
     for (name, library, size_fn) in ALLOCATORS {
         let program = dir.join(format!("allocators-{name}"));
         let mut cc = Command::new("cc");
