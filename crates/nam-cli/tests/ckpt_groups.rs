@@ -58,11 +58,14 @@ fn a_finished_group_is_listed_by_status_and_dropped_by_its_tenant() {
         assert_eq!(checkpoint_all(&mut members), 1);
     }
     drop(clients);
+    // `nam status` as the admin (every tenant's groups); other commands as `tenant`.
     let nam = |args: &[&str], tenant: &str, token: &str| {
+        let admin = if args[0] == "status" { common::ADMIN_TOKEN } else { "" };
         let out = std::process::Command::new(common::server_bin())
             .args(args)
             .env("NAM_TENANT", tenant)
             .env("NAM_TOKEN", token)
+            .env(nam_client::config::ADMIN_TOKEN_VAR, admin)
             .env("NAM_TRANSPORTS", "tcp")
             .output()
             .unwrap();

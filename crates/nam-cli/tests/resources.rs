@@ -112,6 +112,7 @@ fn a_client_that_never_takes_its_replies_cannot_grow_the_server() {
     let shown = std::process::Command::new(env!("CARGO_BIN_EXE_nam"))
         .args(["status", &server.addr.to_string()])
         .env("UCX_TLS", "tcp")
+        .env(nam_client::config::ADMIN_TOKEN_VAR, common::ADMIN_TOKEN)
         .output()
         .expect("nam status");
     let shown = String::from_utf8_lossy(&shown.stdout);
@@ -157,7 +158,7 @@ fn half_open_connections_do_not_lock_clients_out() {
     let client = Client::connect(server.config()).expect("a legitimate client connects beside 1100 half-open ones");
     let a = client.alloc(4096, &AllocOptions::default()).unwrap();
     client.put(&a, 0, &[9u8; 64]).unwrap();
-    let status = client.status(0).unwrap();
+    let status = server.admin_status();
     assert!(status.resources.sockets_reaped > 0, "{:?}", status.resources);
     drop(held);
 }

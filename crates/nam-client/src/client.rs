@@ -599,10 +599,11 @@ pub enum StatusCredentials {
 
 impl StatusCredentials {
     /// From the environment, where clients take their credentials: the admin token in
-    /// [`crate::config::ADMIN_TOKEN_VAR`] if set, else `NAM_TENANT`/`NAM_TOKEN` (the default
-    /// tenant with an empty token when they are unset, as for every client).
+    /// [`crate::config::ADMIN_TOKEN_VAR`] if set and not empty (no server accepts an empty
+    /// one), else `NAM_TENANT`/`NAM_TOKEN` (the default tenant with an empty token when they
+    /// are unset, as for every client).
     pub fn from_env() -> StatusCredentials {
-        if let Ok(token) = std::env::var(crate::config::ADMIN_TOKEN_VAR) {
+        if let Some(token) = std::env::var(crate::config::ADMIN_TOKEN_VAR).ok().filter(|t| !t.is_empty()) {
             return StatusCredentials::Admin { token };
         }
         let mut config = ClientConfig::new(Vec::new());
