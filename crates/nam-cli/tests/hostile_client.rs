@@ -252,7 +252,7 @@ fn hostile_join(rng: &mut ChaCha8Rng, real: &RealValues, server_host: &str) -> C
 fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
     let group_id = groups.get(rng.gen_range(0..groups.len().max(1))).copied().unwrap_or_else(|| rng.gen());
     let handle = extreme_u64(rng, 1);
-    match rng.gen_range(0..20) {
+    match rng.gen_range(0..21) {
         0 => Request::Hello(Hello { tenant: "bob".into(), token: "b-secret".into(), client_name: "x".into(), pid: 1 }),
         1 => Request::Alloc(Alloc {
             size: extreme_u64(rng, 4096),
@@ -268,7 +268,8 @@ fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
         7 => Request::Atomic {
             handle,
             offset: extreme_u64(rng, 8),
-            op: nam_proto::AtomicKind::FetchAdd,
+            // Every operation, 64- and 32-bit: the server picks the width from the code.
+            op: nam_proto::AtomicKind::ALL[rng.gen_range(0..nam_proto::AtomicKind::ALL.len())],
             value: rng.gen(),
             compare: rng.gen(),
         },
@@ -324,6 +325,17 @@ fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
             }),
         }),
         18 => Request::Gas(nam_proto::gas::GasRequest::ReduceKick { handle }),
+        // A wait held at the server: any comparison code, width and timeout, valid or not.
+        19 => Request::Gas(nam_proto::gas::GasRequest::Watch {
+            handle,
+            offset: extreme_u64(rng, 0),
+            compare: rng.gen(),
+            width_bytes: [4, 8, rng.gen()][rng.gen_range(0..3)],
+            value: rng.gen(),
+            // Mostly short: a watch on a word that never matches is held that long, and this
+            // client waits for each reply in turn.
+            timeout_ms: if rng.gen_bool(0.05) { u32::MAX } else { rng.gen_range(0..20) },
+        }),
         _ => Request::Gas(nam_proto::gas::GasRequest::MailboxSend {
             handle,
             offset: extreme_u64(rng, 0),
@@ -349,8 +361,9 @@ fn hostile_message(rng: &mut ChaCha8Rng, id: u64, groups: &[u64]) -> Vec<u8> {
             }
         }
         2 => {
-            let kinds =
-                [0u16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 18, 19, 20, 21, 32, 33, 34, 35, 36, 47, 0x8001];
+            let kinds = [
+                0u16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 18, 19, 20, 21, 32, 33, 34, 35, 36, 37, 38, 47, 0x8001,
+            ];
             let body = random_bytes(rng, 96);
             bytes.truncate(nam_proto::HEADER_LEN);
             bytes[6..8].copy_from_slice(&kinds[rng.gen_range(0..kinds.len())].to_le_bytes());
