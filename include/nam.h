@@ -570,7 +570,10 @@ typedef struct {
    */
   const char *name;
   /**
-   * Deadline of every operation in milliseconds; 0 means 10000.
+   * Deadline of every operation in milliseconds; 0 means 10000. A call made of several
+   * steps (`nam_put_sync`: put, then flush; a flush over several servers; a put with
+   * signal) has one deadline for all of them. A call that misses it stops its transfers
+   * before returning, so its buffers are free: that takes at most 2 s more.
    */
   uint64_t timeout_ms;
   /**

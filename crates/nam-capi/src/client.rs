@@ -56,7 +56,10 @@ pub struct nam_config_t {
     pub transports: *const c_char,
     /// Label shown by `nam status`; NULL means the program name.
     pub name: *const c_char,
-    /// Deadline of every operation in milliseconds; 0 means 10000.
+    /// Deadline of every operation in milliseconds; 0 means 10000. A call made of several
+    /// steps (`nam_put_sync`: put, then flush; a flush over several servers; a put with
+    /// signal) has one deadline for all of them. A call that misses it stops its transfers
+    /// before returning, so its buffers are free: that takes at most 2 s more.
     pub timeout_ms: u64,
     /// Deadline for connecting in milliseconds; 0 means 5000.
     pub connect_timeout_ms: u64,

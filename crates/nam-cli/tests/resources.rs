@@ -9,7 +9,7 @@ mod common;
 use common::probe::{self, sockets};
 use common::raw::RawClient;
 use common::{eventually, temp_dir, write_config, ServerProcess};
-use nam_client::{AllocOptions, Client, Error, Path};
+use nam_client::{AllocOptions, Client, ClientConfig, Error, Path};
 use nam_proto::{Alloc, Hello, Reply, Request, AM_ID_REQUEST};
 use nam_ucx::Posted;
 use std::io::Write;
@@ -258,4 +258,46 @@ fn a_transfer_to_a_stopped_server_fails_within_its_deadline() {
     assert!(get.is_err(), "a 4 MiB get from a stopped server succeeded");
     assert!(put_took < Duration::from_secs(3), "put_sync with a 1 s deadline took {put_took:?}: {put:?}");
     assert!(get_took < Duration::from_secs(3), "get with a 1 s deadline took {get_took:?}: {get:?}");
+}
+
+/// A call made of steps keeps one deadline: a flush that must collect the replies of two
+/// stopped servers fails within its timeout, not one timeout per server (each server's
+/// wait used to get the whole timeout, so two stopped servers took twice as long).
+#[test]
+fn a_flush_over_two_stopped_servers_fails_within_one_deadline() {
+    let servers =
+        [ServerProcess::start("tcp", &["--capacity", "16MiB"]), ServerProcess::start("tcp", &["--capacity", "16MiB"])];
+    let mut config = ClientConfig::new(servers.iter().map(|s| s.addr).collect());
+    config.transports = Some("tcp".into());
+    let timeout = Duration::from_secs(2);
+    config.timeout = timeout;
+    let client = Client::connect(config).unwrap();
+    let on = |server| client.alloc(4096, &AllocOptions { server: Some(server), ..Default::default() }).unwrap();
+    let allocations = [on(0), on(1)];
+    for a in &allocations {
+        client.put_sync(a, 0, b"before").expect("a put to a running server");
+    }
+    let pids = servers.iter().map(|s| s.child.id() as i32).collect::<Vec<_>>();
+    for &pid in &pids {
+        // SAFETY: signals to our own children.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+    }
+    // Over TCP a put returns once it is sent; its reply is collected by the flush.
+    for a in &allocations {
+        client.put(a, 0, b"after").expect("a put is sent without waiting for its reply");
+    }
+    let started = Instant::now();
+    let flushed = client.flush();
+    let took = started.elapsed();
+    for &pid in &pids {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+    assert!(flushed.is_err(), "a flush over two stopped servers succeeded");
+    // The deadline, plus the abort of the late endpoints and a loaded machine's share; two
+    // deadlines would be 4 s.
+    assert!(
+        took < timeout + Duration::from_millis(1500),
+        "flush with a {timeout:?} deadline took {took:?}: {flushed:?}"
+    );
 }

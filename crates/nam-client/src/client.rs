@@ -225,6 +225,8 @@ impl Client {
 
     /// Put with remote completion: the data is visible at the server when this returns.
     pub fn put_sync(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
+        // The put and its flush share the call's deadline.
+        let _call = self.session.begin_call();
         self.put(allocation, offset, data)?;
         self.flush_server(allocation.server)
     }
@@ -274,6 +276,8 @@ impl Client {
 
     /// Waits for every operation; returns the first error after all have finished.
     pub fn wait_all<'a>(&self, ops: impl IntoIterator<Item = Op<'a>>) -> Result<()> {
+        // One deadline for the whole set.
+        let _call = self.session.begin_call();
         let mut first = Ok(());
         for op in ops {
             let result = op.wait();
@@ -286,6 +290,8 @@ impl Client {
 
     /// Remote completion of every operation issued so far, on every server.
     pub fn flush(&self) -> Result<()> {
+        // One deadline for all the servers, not one each.
+        let _call = self.session.begin_call();
         (0..self.server_count()).try_for_each(|s| self.flush_server(s))
     }
 

@@ -51,6 +51,7 @@ pub mod ckpt;
 mod client;
 pub mod config;
 pub mod constants;
+mod deadline;
 mod error;
 mod futex;
 mod global;

@@ -59,7 +59,7 @@ impl<'a> Op<'a> {
     fn complete(&mut self) -> Result<()> {
         let Some(request) = self.request.take() else { return Ok(()) };
         let inner = self.session.lock();
-        inner.links[self.server].wait(Posted::InFlight(request), self.session.timeout, self.what)
+        inner.links[self.server].wait(Posted::InFlight(request), self.session.time_left(), self.what)
     }
 }
 

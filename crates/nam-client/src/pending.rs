@@ -61,11 +61,13 @@ impl Inner {
 
     /// Collects every outstanding reply of every server (before a call that clears the
     /// reply queue, and by flushes). Refusals stay for [`Inner::take_refusal`].
+    /// All of it within `timeout`, however many servers are late.
     pub(crate) fn settle(&mut self, timeout: Duration) -> Result<()> {
+        let _call = crate::deadline::CallDeadline::begin(timeout);
         let mut first = Ok(());
         for server in 0..self.unacked.ids.len() {
             while !self.unacked.ids[server].is_empty() {
-                if let Err(e) = self.collect_oldest(server, timeout) {
+                if let Err(e) = self.collect_oldest(server, crate::deadline::time_left(timeout)) {
                     first = first.and(Err(e));
                 }
             }
@@ -95,12 +97,15 @@ impl Inner {
     }
 
     /// Waits for every handle-less RMA operation to `server`; the first error after all.
+    /// All of them within `timeout`.
     pub(crate) fn finish_nbi(&mut self, server: usize, timeout: Duration) -> Result<()> {
+        let _call = crate::deadline::CallDeadline::begin(timeout);
         let (mine, others) = std::mem::take(&mut self.unacked.nbi).into_iter().partition(|(s, _)| *s == server);
         self.unacked.nbi = others;
         let mut first = Ok(());
         for (_, request) in mine {
-            let result = self.links[server].wait(nam_ucx::Posted::InFlight(request), timeout, "put_nbi");
+            let left = crate::deadline::time_left(timeout);
+            let result = self.links[server].wait(nam_ucx::Posted::InFlight(request), left, "put_nbi");
             first = first.and(result);
         }
         first

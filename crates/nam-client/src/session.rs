@@ -96,6 +96,18 @@ impl Session {
         self.inner.lock()
     }
 
+    /// What the current step of a call may wait: the rest of the call's deadline
+    /// ([`crate::deadline`]), the whole timeout for a call of one step.
+    #[inline]
+    pub(crate) fn time_left(&self) -> Duration {
+        crate::deadline::time_left(self.timeout)
+    }
+
+    /// Begins a call of several steps that share one deadline (the session's timeout).
+    pub(crate) fn begin_call(&self) -> crate::deadline::CallDeadline {
+        crate::deadline::CallDeadline::begin(self.timeout)
+    }
+
     /// The state behind the lock, when the session is not shared (dropping the client).
     pub(crate) fn get_mut(&mut self) -> &mut Inner {
         drop(self.watchdog.take());

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// (`data` may be reused); the server's replies are collected later ([`crate::pending`]).
 pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
     let mut inner = session.lock();
-    inner.post_put(a, offset, data, session.timeout)?;
+    inner.post_put(a, offset, data, session.time_left())?;
     inner.count_put(data.len());
     Ok(())
 }
@@ -27,7 +27,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -
 /// Gets bytes from `offset` into `buffer` through the server.
 pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
     let mut inner = session.lock();
-    inner.get_messages(a, offset, buffer, session.timeout)?;
+    inner.get_messages(a, offset, buffer, session.time_left())?;
     inner.count_get(buffer.len());
     Ok(())
 }
@@ -35,7 +35,7 @@ pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [
 /// An atomic the server executes; returns the old value.
 pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> Result<u64> {
     let mut inner = session.lock();
-    let old = inner.atomic_messages(a, offset, atomic, session.timeout)?;
+    let old = inner.atomic_messages(a, offset, atomic, session.time_left())?;
     inner.traffic.atomics += 1;
     Ok(old)
 }
@@ -43,15 +43,16 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
 /// Puts `data`, then updates the signal word: the server executes messages in order, so
 /// the data is stored before the signal.
 pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
+    let _call = session.begin_call();
     let mut inner = session.lock();
-    inner.post_put(put.data, put.offset, put.bytes, session.timeout)?;
+    inner.post_put(put.data, put.offset, put.bytes, session.time_left())?;
     let op = if put.op == SignalOp::Set { AtomicKind::Swap } else { AtomicKind::FetchAdd };
     // Not waited for either: the signal completes with the put, remotely at the next flush.
     let request =
         Request::Atomic { handle: put.word.handle(), offset: put.word_offset, op, value: put.value, compare: 0 };
     let id = inner.request_id();
-    inner.links[put.word.server()].send(id, &request, "put_signal", session.timeout)?;
-    inner.expect_reply(put.word.server(), id, session.timeout)?;
+    inner.links[put.word.server()].send(id, &request, "put_signal", session.time_left())?;
+    inner.expect_reply(put.word.server(), id, session.time_left())?;
     inner.count_put(put.bytes.len());
     inner.traffic.atomics += 1;
     Ok(())
@@ -62,7 +63,7 @@ pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
     let mut inner = session.lock();
     // Every reply in: every put the server answered is in its memory.
-    inner.settle(session.timeout)?;
+    inner.settle(session.time_left())?;
     // Learn of a dead server before promising remote completion.
     inner.worker.progress();
     session.alive(server, "flush")?;
@@ -90,11 +91,11 @@ pub(crate) fn watch(
         timeout_ms: remaining.as_millis().clamp(1, nam_proto::limits::WATCH_TIMEOUT_MS_MAX.into()) as u32,
     });
     let mut inner = session.lock();
-    inner.settle(session.timeout)?;
+    inner.settle(session.time_left())?;
     inner.replies.lock().clear();
     let id = inner.request_id();
     let link = &inner.links[a.server()];
-    link.send(id, &request, "watch", session.timeout)?;
+    link.send(id, &request, "watch", session.time_left())?;
     // The server answers by `until` (rounded up to its millisecond) plus a trip.
     let give_up = until + WATCH_REPLY_GRACE;
     let mut can_sleep = true;

@@ -20,7 +20,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8]) -
     // SAFETY: `data` is borrowed until the wait below returns.
     let posted =
         unsafe { link.data("put")?.put_nbx(data.as_ptr(), data.len(), a.remote_addr + offset, link.rkey(a.key)) };
-    inner.finish(a.server, posted, "put", session.timeout)?;
+    inner.finish(a.server, posted, "put", session.time_left())?;
     inner.count_put(data.len());
     inner.note_rma_put(a.server);
     Ok(())
@@ -93,7 +93,7 @@ pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [
     let target = a.remote_addr + offset;
     // SAFETY: `buffer` is borrowed mutably until the wait below returns.
     let posted = unsafe { link.data("get")?.get_nbx(buffer.as_mut_ptr(), buffer.len(), target, link.rkey(a.key)) };
-    inner.finish(a.server, posted, "get", session.timeout)?;
+    inner.finish(a.server, posted, "get", session.time_left())?;
     inner.count_get(buffer.len());
     Ok(())
 }
@@ -144,7 +144,7 @@ fn atomic64(
     let target = a.remote_addr + offset;
     // SAFETY: operand and reply live on this frame until the wait returns.
     let posted = unsafe { link.data("atomic")?.atomic_nbx(op, &operand, reply, target, link.rkey(a.key)) };
-    inner.finish(a.server, posted, "atomic", session.timeout)?;
+    inner.finish(a.server, posted, "atomic", session.time_left())?;
     inner.traffic.atomics += 1;
     Ok(())
 }
@@ -183,8 +183,8 @@ fn atomic32(session: &Session, a: &Allocation, offset: u64, atomic: Atomic) -> R
 /// signal also sees the data.
 pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result<()> {
     let SignalPut { data: a, offset, bytes: data, word: signal, word_offset: signal_offset, value, op } = put_signal;
+    let _call = session.begin_call();
     let mut inner = session.lock();
-    let timeout = session.timeout;
     let link = &inner.links[a.server];
     let (addr, ep) = (link.addr, link.data("put_signal")?);
     let transport = |what| move |source| Error::Transport { addr, what, source };
@@ -200,8 +200,9 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
     let word = signal.remote_addr + signal_offset;
     // SAFETY: `value` and `old` live on this frame until the waits below return.
     let signal_op = unsafe { ep.atomic_nbx(atomic_op, &value, reply, word, link.rkey(signal.key)) };
-    let put_result = link.wait(put, timeout, "put");
-    let signal_result = signal_op.map_err(transport("signal")).and_then(|p| link.wait(p, timeout, "signal"));
+    let put_result = link.wait(put, session.time_left(), "put");
+    let signal_result =
+        signal_op.map_err(transport("signal")).and_then(|p| link.wait(p, session.time_left(), "signal"));
     put_result?;
     signal_result?;
     inner.count_put(data.len());
@@ -213,7 +214,7 @@ pub(crate) fn put_signal(session: &Session, put_signal: SignalPut<'_>) -> Result
 /// Remote completion of every RMA operation issued to `server`.
 pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
     let mut inner = session.lock();
-    inner.finish_nbi(server, session.timeout)?;
+    inner.finish_nbi(server, session.time_left())?;
     if !inner.take_rma_unflushed(server) {
         // Nothing posted since the last flush: direct stores are visible when they retire,
         // gets and atomics complete when waited for.
@@ -227,5 +228,5 @@ pub(crate) fn flush(session: &Session, server: usize) -> Result<()> {
         what: "flush",
         source,
     })?;
-    link.wait(posted, session.timeout, "flush")
+    link.wait(posted, session.time_left(), "flush")
 }
