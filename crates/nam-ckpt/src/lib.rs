@@ -77,6 +77,7 @@ pub mod config;
 pub mod constants;
 pub mod cpu;
 mod error;
+pub mod failure_groups;
 pub mod fault;
 pub mod flush;
 pub mod format;
@@ -93,8 +94,10 @@ pub mod policy;
 pub mod pq;
 pub mod redfile;
 pub mod redundancy;
+pub mod relocate;
 mod reserve;
 mod restart;
+pub mod scavenge;
 mod stream_copy;
 pub mod wear;
 
