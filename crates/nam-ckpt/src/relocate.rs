@@ -24,6 +24,7 @@ use crate::comm::Comm;
 use crate::config::Config;
 use crate::error::{CkptError, Result};
 use crate::full::Full;
+use crate::level::LevelKind;
 use crate::node::NodeMap;
 use crate::restart::RestartOutcome;
 use mpi::traits::*;
@@ -331,15 +332,18 @@ fn recorded(job: &Job, full: &Full, name: &str, version: Option<u64>) -> Option<
         .filter_map(|(l, v)| std::fs::read(layout_file(&l.version_dir(name, v), rank)).ok().map(|b| (v, b)))
         .max_by_key(|(v, _)| *v);
     let newest = job.comm.max_u64(mine.as_ref().map_or(0, |(v, _)| *v + 1));
-    let offer = match &mine {
-        Some((v, b)) if *v + 1 == newest => b.as_slice(),
-        _ => &[],
-    };
+    // A leading byte: Open MPI refuses an all-gather of no bytes at all.
+    let mut offer = vec![0u8];
+    if let Some((v, b)) = &mine {
+        if *v + 1 == newest {
+            offer.extend_from_slice(b);
+        }
+    }
     job.comm
-        .all_gather_bytes(offer)
+        .all_gather_bytes(&offer)
         .iter()
-        .filter(|b| !b.is_empty())
-        .find_map(|b| serde_json::from_slice::<Layout>(b).ok())
+        .filter(|b| b.len() > 1)
+        .find_map(|b| serde_json::from_slice::<Layout>(&b[1..]).ok())
         .filter(|l| l.nodes.len() == job.comm.size() && l.groups.as_ref().is_none_or(|g| g.len() == l.nodes.len()))
 }
 
@@ -353,11 +357,19 @@ pub(crate) fn restart(
     version: Option<u64>,
     ids: Option<&[i32]>,
 ) -> Result<RestartOutcome> {
+    // A rank on a spare node, or whose node's storage is gone, has no version directories
+    // there: the rebuild writes its data and redundancy into them.
+    let rank = job.comm.rank();
+    for (v, kind) in full.candidates(job, name) {
+        if let Some(level) = full.levels().into_iter().find(|l| l.kind == kind && kind != LevelKind::Pfs) {
+            let dir = level.version_dir(name, v);
+            std::fs::create_dir_all(&dir).map_err(|e| CkptError::io("create", &dir, e))?;
+        }
+    }
     let now = Layout::of(&job.comm);
     let Some(then) = recorded(job, full, name, version).filter(|then| !then.same_sets(&now)) else {
         return full.restart(job, name, version, ids);
     };
-    let rank = job.comm.rank();
     let group = then.groups.as_ref().map(|g| g[rank].as_str());
     let old = Comm::with_layout(job.comm.raw(), &then.nodes[rank], group);
     let scheme = crate::redundancy::build_with(&old, &job.config.redundancy_config(), None);
