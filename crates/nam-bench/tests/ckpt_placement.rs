@@ -154,6 +154,9 @@ fn sets_span_failure_groups_for_every_scheme_so_a_whole_rack_is_rebuilt() {
     }
 }
 
+/// What is wrong, the configuration, the environment, and what the error must say.
+type BadCase<'a> = (&'a str, PathBuf, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+
 #[test]
 fn unknown_groups_malformed_maps_and_impossible_placements_are_named_and_change_nothing() {
     let dir = temp_dir("racks-bad");
@@ -163,7 +166,7 @@ fn unknown_groups_malformed_maps_and_impossible_placements_are_named_and_change_
     let stored = || tree(&dir.join("ram"));
     let before = stored();
     let one_rack = "[failure_groups]\nmap = [\"rackA: emu-0 emu-1 emu-2 emu-3\"]\n";
-    let cases: [(&str, PathBuf, Vec<(&str, &str)>, Vec<&str>); 3] = [
+    let cases: [BadCase; 3] = [
         (
             "one rack",
             config_as(&dir, "one-rack.toml", "scheme = \"xor\"", one_rack),

@@ -1,6 +1,6 @@
 //! Failure groups beyond the node: ranks whose nodes share a rack, a power supply or a switch
-//! fail together, so no redundancy set may hold two of them (SCR's failure groups, the
-//! `GROUPS` descriptors of Moody 2010).
+//! fail together, so no redundancy set may hold two of them (as in SCR, whose redundancy
+//! descriptors name the failure group their sets must span).
 //!
 //! A rank's group is, in order: `NAM_FAILURE_GROUP` in its environment (set per node by the
 //! job script), else the group the configuration's `[failure_groups] map` gives its node

@@ -1,8 +1,8 @@
 //! Restart elsewhere: ranks that restart on other nodes, or on spare nodes, get their files
 //! back, and what is gone is rebuilt with the redundancy sets it was written with.
 //!
-//! SCR does this at init (Moody 2010, §4: the cache is redistributed and rebuilt before the
-//! application asks for a checkpoint). Here:
+//! SCR does this at init (its cache is redistributed and rebuilt before the application asks
+//! for a checkpoint). Here:
 //!
 //! - Node-local directories may name their node: `ram.dir = "/dev/shm/ckpt/{node}"` is
 //!   expanded with the rank's node ([`localize`]), so nodes emulated on one host

@@ -1,6 +1,6 @@
 //! Scavenge: after a job, copy the node-local checkpoints of one dataset to the file-system
 //! level and record them, so a later job restarts from them even when the nodes that held
-//! them are gone (SCR's scavenge, Moody 2010, run by its job scripts after the run).
+//! them are gone (as SCR's scavenge does, run by its job scripts after the run).
 //!
 //! One process per node (`mpirun -np <nodes> --map-by node nam ckpt scavenge ...`, `srun`,
 //! `pdsh`) looks in its node's `ram.dir` and `ssd.dir` (with `{node}` expanded), verifies
