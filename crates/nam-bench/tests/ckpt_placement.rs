@@ -154,6 +154,43 @@ fn sets_span_failure_groups_for_every_scheme_so_a_whole_rack_is_rebuilt() {
     }
 }
 
+/// `NAM_FAILURE_GROUP` from each rank's environment (ranks 0 and 1 in rackA, 2 and 3 in rackB,
+/// one emulated node each): XOR, RS and partner lose the whole rackA and rebuild every byte
+/// (`ckpt-check redundancy` compares them); without the groups the same loss is two members of
+/// one XOR set, which XOR cannot rebuild.
+#[test]
+fn groups_from_each_ranks_environment_let_a_lost_rack_be_rebuilt() {
+    let check = |scheme: &str, grouped: bool, extra: &[&str]| {
+        let dir = temp_dir(&format!("env-racks-{scheme}-{grouped}"));
+        let mut cmd = ckpt_support::mpi::mpirun_command();
+        cmd.args(["--oversubscribe", "--mca", "btl", "self,vader,tcp"]);
+        cmd.env("NAM_EMULATE_NODES", "4").args(["-x", "NAM_EMULATE_NODES"]);
+        cmd.env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+        let mut args = vec!["ckpt-check", "redundancy", "--scheme", scheme, "--uneven", "--size-per-rank", "300KiB"];
+        args.extend(["--block", "64KiB", "--lose", "0,1", "--dir", dir.to_str().unwrap()]);
+        args.extend(extra);
+        for (i, rack) in ["rackA", "rackB"].iter().enumerate() {
+            if i > 0 {
+                cmd.arg(":");
+            }
+            cmd.args(["-np", "2", "env"]);
+            if grouped {
+                cmd.arg(format!("NAM_FAILURE_GROUP={rack}"));
+            }
+            cmd.arg(env!("CARGO_BIN_EXE_nam-bench")).args(&args);
+        }
+        let out = run(cmd);
+        let _ = std::fs::remove_dir_all(&dir);
+        (out.status.success(), text(&out))
+    };
+    for (scheme, extra) in [("xor", &[][..]), ("rs", &["--rs-parity", "1"][..]), ("partner", &[][..])] {
+        let (ok, out) = check(scheme, true, extra);
+        assert!(ok && out.contains("bytes_match=true"), "{scheme}:\n{out}");
+    }
+    let (ok, out) = check("xor", false, &[]);
+    assert!(!ok && out.contains("lost ranks [0, 1]"), "{out}");
+}
+
 /// What is wrong, the configuration, the environment, and what the error must say.
 type BadCase<'a> = (&'a str, PathBuf, Vec<(&'a str, &'a str)>, Vec<&'a str>);
 
