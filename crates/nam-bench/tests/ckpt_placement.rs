@@ -1,7 +1,8 @@
 //! Where checkpoints live, under `mpirun` with `nam-bench ckpt-check app` (4 ranks, node-local
 //! directories per emulated node, `{node}` in `ram.dir`/`ssd.dir`), every restored byte compared
 //! with an uninterrupted run's:
-//! - failure groups: with two racks in `[failure_groups] map`, every scheme (XOR, RS, partner,
+//! - failure groups: with two racks in `[failure_groups] map` (or in each rank's
+//!   `NAM_FAILURE_GROUP`), every scheme (XOR, RS, partner,
 //!   NAM-XOR) keeps the members of a set (a rank and its partner) in different racks, so a
 //!   whole rack lost is rebuilt; an unknown group, a malformed map and a placement the groups
 //!   do not allow are typed errors naming the groups, and leave the stored files as they were;
@@ -10,7 +11,7 @@
 //!   the recorded layout, NAM-XOR by its server), or only moved (partner on a permutation);
 //! - scavenge: `nam ckpt scavenge` run by `mpirun` once per node copies the node-local
 //!   checkpoints to the file-system level; with every node's storage gone a restart takes
-//!   them; a missing dataset is a typed error that writes nothing.
+//!   them; a missing dataset and a truncated rank file are typed errors that write nothing.
 
 mod ckpt_support;
 #[path = "../../nam-cli/tests/common/mod.rs"]
@@ -309,6 +310,19 @@ fn scavenged_node_local_checkpoints_serve_a_restart_after_every_node_lost_its_st
     assert!(out.contains("no committed rank file in"), "{out}");
     assert!(!dir.join("pfs/nothing").exists() && !dir.join("pfs/app").exists(), "{out}");
     assert!(local == tree(&dir.join("ram")));
+
+    // A truncated rank file: its node refuses it, copies nothing, and says why.
+    let file = dir.join("ram/emu-2/app/v10/rank-2.ckpt");
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &good[..good.len() / 2]).unwrap();
+    let out = Command::new(nam())
+        .args(["ckpt", "scavenge", "--config", cfg.to_str().unwrap(), "--node", "emu-2"])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("corrupt checkpoint data") && said.contains("truncated"), "{said}");
+    assert!(!dir.join("pfs/app/v10/rank-2.ckpt").exists() && !dir.join("pfs/app/v10/rank-2.done").exists());
+    std::fs::write(&file, &good).unwrap();
 
     let (ok, out) = scavenge(&[]);
     assert!(ok, "{out}");
