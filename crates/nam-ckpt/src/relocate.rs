@@ -359,13 +359,33 @@ pub(crate) fn restart(
 ) -> Result<RestartOutcome> {
     // A rank on a spare node, or whose node's storage is gone, has no version directories
     // there: the rebuild writes its data and redundancy into them.
-    let rank = job.comm.rank();
+    // Those left empty (versions the restart did not need) go again afterwards.
+    let mut created = Vec::new();
     for (v, kind) in full.candidates(job, name) {
         if let Some(level) = full.levels().into_iter().find(|l| l.kind == kind && kind != LevelKind::Pfs) {
             let dir = level.version_dir(name, v);
-            std::fs::create_dir_all(&dir).map_err(|e| CkptError::io("create", &dir, e))?;
+            if !dir.exists() {
+                std::fs::create_dir_all(&dir).map_err(|e| CkptError::io("create", &dir, e))?;
+                created.push(dir);
+            }
         }
     }
+    let outcome = restart_over_recorded(full, job, name, version, ids);
+    for dir in created {
+        let _ = std::fs::remove_dir(dir);
+    }
+    outcome
+}
+
+/// [`restart`] once the version directories exist.
+fn restart_over_recorded(
+    full: &mut Full,
+    job: &mut Job,
+    name: &str,
+    version: Option<u64>,
+    ids: Option<&[i32]>,
+) -> Result<RestartOutcome> {
+    let rank = job.comm.rank();
     let now = Layout::of(&job.comm);
     let Some(then) = recorded(job, full, name, version).filter(|then| !then.same_sets(&now)) else {
         return full.restart(job, name, version, ids);
