@@ -63,6 +63,10 @@ pub struct AppArgs {
     /// versions never overlap across ranks).
     #[arg(long)]
     wait_flush: bool,
+    /// Write each rank's final state (the state region, then the step counter) to
+    /// `<DIR>/rank-<r>.state`, for tests that compare restored bytes one by one.
+    #[arg(long)]
+    dump_state: Option<PathBuf>,
 }
 
 fn step(state: &mut [u8], rank: usize, step: u64) {
@@ -127,6 +131,15 @@ fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
         // SAFETY: see above.
         unsafe { counter_ptr.write(s) };
         after_step(&mut ckpt, &args, rank, s)?;
+    }
+    if let Some(dir) = &args.dump_state {
+        let path = dir.join(format!("rank-{rank}.state"));
+        // SAFETY: see above.
+        let counter = unsafe { counter_ptr.read() };
+        let dumped = std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(&path, [state, &counter.to_le_bytes()[..]].concat()))
+            .with_context(|| format!("writing {}", path.display()));
+        ckpt.comm().agree(dumped, "dumping the state")?;
     }
     let digest = crc32c_of(state) as u64;
     let digests = ckpt.comm().all_gather_u64(digest);

@@ -54,6 +54,8 @@ pub fn status_of_ckpt_error(error: &CkptError) -> nam_status_t {
         CkptError::Corrupt(_) => NAM_ERR_CKPT_CORRUPTED,
         CkptError::Unrecoverable(_) => NAM_ERR_CKPT_UNRECOVERABLE,
         CkptError::Layout { .. } => NAM_ERR_CKPT_LAYOUT,
+        // A placement the failure groups refuse is a layout the schemes cannot use.
+        CkptError::FailureGroup(_) => NAM_ERR_CKPT_LAYOUT,
         CkptError::SizeMismatch { .. } => NAM_ERR_CKPT_SIZE_MISMATCH,
         CkptError::Flush { .. } => NAM_ERR_CKPT_FLUSH,
         CkptError::Io { .. } => NAM_ERR_CKPT_IO,

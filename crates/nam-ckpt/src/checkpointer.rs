@@ -93,7 +93,10 @@ impl Checkpointer {
     /// Collective over `comm`: checks the directories and sets up the strategy (for full
     /// checkpoints the L2 scheme and the policy). Every rank gets the same outcome (an error
     /// on one rank is an error on all).
-    pub fn init(comm: Comm, config: Config) -> Result<Checkpointer> {
+    pub fn init(mut comm: Comm, mut config: Config) -> Result<Checkpointer> {
+        // Node-local directories may name the node (`{node}`); failure groups shape the sets.
+        crate::relocate::localize(&mut config, &comm.nodes().names[comm.nodes().node_of[comm.rank()]]);
+        comm.apply_failure_groups(&config.failure_groups)?;
         let local = Self::check_dirs(&config);
         crate::redundancy::agree(comm.raw(), local, "checking checkpoint directories")?;
         // The memory-server client settings are read once, for every memory server used.
@@ -110,7 +113,11 @@ impl Checkpointer {
         };
         let strategy = match Incremental::new(&config.incremental, client.clone())? {
             Some(incr) => Strategy::Incremental(incr),
-            None => Strategy::Full(Full::new(&comm, &config, client.as_ref())?),
+            None => {
+                // Ranks that run on other nodes than they did get their files first.
+                crate::relocate::relocate(&comm, &[config.ram.dir.clone(), config.ssd.dir.clone()])?;
+                Strategy::Full(Full::new(&comm, &config, client.as_ref())?)
+            }
         };
         let job = Job { comm, config, regions: BTreeMap::new(), files: BTreeMap::new() };
         Ok(Checkpointer { job, strategy, last_checkpoint: Instant::now() })
@@ -268,7 +275,7 @@ impl Checkpointer {
             }
         }
         match &mut self.strategy {
-            Strategy::Full(full) => full.restart(&mut self.job, &name, version, ids),
+            Strategy::Full(full) => crate::relocate::restart(full, &mut self.job, &name, version, ids),
             Strategy::Incremental(incr) => incr.restart(&self.job, &name, version, ids),
         }
     }

@@ -15,6 +15,11 @@ use mpi::traits::*;
 pub struct Comm {
     comm: SimpleCommunicator,
     map: NodeMap,
+    /// Each rank's `NAM_FAILURE_GROUP`, gathered with the node names.
+    env_groups: Vec<Option<String>>,
+    /// The failure groups as a layout whose "nodes" are groups (`Ok(None)`: nodes are the
+    /// failure domains), or why the groups given are refused ([`crate::failure_groups`]).
+    groups: Result<Option<NodeMap>, String>,
 }
 
 impl Comm {
@@ -29,10 +34,73 @@ impl Comm {
         Self::from_owned(comm.duplicate(), node)
     }
 
+    /// As [`Comm::with_node`], with this rank's failure group given explicitly too (`None`:
+    /// none), in place of `NAM_FAILURE_GROUP`: a restart re-forms the sets of the layout a
+    /// checkpoint was written with ([`crate::relocate`]).
+    pub fn with_layout<C: Communicator>(comm: &C, node: &str, group: Option<&str>) -> Self {
+        Self::from_parts(comm.duplicate(), node, group)
+    }
+
     fn from_owned(comm: SimpleCommunicator, node: &str) -> Self {
-        let names = all_gather_bytes(&comm, node.as_bytes());
-        let names: Vec<String> = names.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
-        Comm { map: NodeMap::new(&names), comm }
+        Self::from_parts(comm, node, crate::failure_groups::env_group().as_deref())
+    }
+
+    fn from_parts(comm: SimpleCommunicator, node: &str, group: Option<&str>) -> Self {
+        // One gather carries both: `node` or `node NUL group` (a name holds no NUL).
+        let mine = match group {
+            Some(g) => format!("{node}\0{g}"),
+            None => node.to_string(),
+        };
+        let all = all_gather_bytes(&comm, mine.as_bytes());
+        let (names, env_groups): (Vec<String>, Vec<Option<String>>) = all
+            .iter()
+            .map(|b| {
+                let text = String::from_utf8_lossy(b).into_owned();
+                match text.split_once('\0') {
+                    Some((n, g)) => (n.to_string(), Some(g.to_string())),
+                    None => (text, None),
+                }
+            })
+            .unzip();
+        let map = NodeMap::new(&names);
+        let mut comm = Comm { map, comm, env_groups, groups: Ok(None) };
+        comm.groups = comm.resolve_groups(&Default::default());
+        comm
+    }
+
+    fn resolve_groups(&self, config: &crate::failure_groups::FailureGroupsConfig) -> Result<Option<NodeMap>, String> {
+        crate::failure_groups::resolve(&self.map, &self.env_groups, config)
+            .map(|g| g.map(|g| NodeMap::new(&g)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Applies the configuration's `[failure_groups]` (with every rank's `NAM_FAILURE_GROUP`).
+    /// Not collective: every rank has the same gathered names, so every rank gets the same
+    /// outcome from the same configuration. Err ([`CkptError::FailureGroup`]) names an
+    /// unknown group or a node split between groups.
+    pub fn apply_failure_groups(
+        &mut self,
+        config: &crate::failure_groups::FailureGroupsConfig,
+    ) -> Result<(), CkptError> {
+        self.groups = self.resolve_groups(config);
+        self.failure_groups().map(|_| ())
+    }
+
+    /// The failure groups as a layout whose "nodes" are the groups, or `None` when no group
+    /// is set (then the nodes are the failure domains). Err when the groups given are refused.
+    pub fn failure_groups(&self) -> Result<Option<&NodeMap>, CkptError> {
+        match &self.groups {
+            Ok(g) => Ok(g.as_ref()),
+            Err(e) => Err(CkptError::FailureGroup(e.strip_prefix("failure groups: ").unwrap_or(e).to_string())),
+        }
+    }
+
+    /// The failure group of `rank` (its node's name when no groups are set).
+    pub fn group_of(&self, rank: usize) -> String {
+        match &self.groups {
+            Ok(Some(g)) => g.names[g.node_of[rank]].clone(),
+            _ => self.map.names[self.map.node_of[rank]].clone(),
+        }
     }
 
     /// Wraps a raw C communicator: duplicates it, so the caller keeps ownership of `raw`.

@@ -223,6 +223,8 @@ pub struct Config {
     pub incremental: crate::incremental::IncrementalConfig,
     /// Snapshots.
     pub snapshot: SnapshotConfig,
+    /// Failure groups beyond the node ([`crate::failure_groups`]).
+    pub failure_groups: crate::failure_groups::FailureGroupsConfig,
 }
 
 impl Default for Config {
@@ -236,6 +238,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             incremental: Default::default(),
             snapshot: SnapshotConfig::default(),
+            failure_groups: Default::default(),
         }
     }
 }
@@ -293,6 +296,7 @@ impl Config {
         }
         crate::policy::PolicyKind::parse(&self.policy.kind)?;
         Scheme::parse(&self.redundancy.scheme)?;
+        self.failure_groups.parse()?;
         self.incremental.validate()
     }
 

@@ -110,6 +110,10 @@ pub enum CkptError {
         /// That rank's error, as it printed it.
         cause: String,
     },
+    /// Failure groups ([`crate::failure_groups`]) that are malformed, unknown, split a node, or
+    /// that a scheme cannot keep apart in its sets; the message names the groups.
+    #[error("failure groups: {0}")]
+    FailureGroup(String),
     /// The library was used in the wrong order (e.g. after finalize).
     #[error("invalid use: {0}")]
     State(String),

@@ -126,6 +126,9 @@ impl Full {
         // this collective call while the others go on into the next collective.
         let retained = level.retain(&name, job.comm.rank(), &pinned);
         job.comm.agree(retained, "removing old versions")?;
+        // The layout goes beside the files, for a restart on other nodes (crate::relocate).
+        let recorded = crate::relocate::record(&job.comm, &level.version_dir(&name, version));
+        job.comm.agree(recorded, "recording the job layout")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(job, &level, &name, version, &parts, &file_data, &clock)?;
         let to_pfs = forced == Some(LevelKind::Pfs);

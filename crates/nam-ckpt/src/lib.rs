@@ -23,7 +23,11 @@
 //! - [`Comm`]: the MPI layer. Duplicates the application's communicator (Rust, or a C
 //!   `MPI_Comm` through [`Comm::from_raw`]) and knows the node of every rank
 //!   ([`node::node_id_of`]: `NAM_NODE_ID`, `NAM_EMULATE_NODES`, else the host name).
-//!   [`groups`] forms partner pairs and redundancy sets across nodes.
+//!   [`groups`] forms partner pairs and redundancy sets across nodes, or across the failure
+//!   groups of [`failure_groups`] (racks, power supplies) when any are set.
+//! - Placement over time: [`relocate`] moves each rank's files to the node it restarts on and
+//!   rebuilds with the sets a checkpoint was written with; [`scavenge`] copies a node's
+//!   checkpoints to the file-system level after a job (`nam ckpt scavenge`).
 //! - [`Redundancy`]: the L2 schemes behind one trait, collective over a communicator:
 //!   [`NoRedundancy`], [`Partner`], [`Xor`] (SCR's), [`ReedSolomon`](redundancy::ReedSolomon) (k parity), and the
 //!   memory-server NAM-XOR ([`redundancy::NamXor`]). [`redundancy::build`] makes the
@@ -77,6 +81,7 @@ pub mod config;
 pub mod constants;
 pub mod cpu;
 mod error;
+pub mod failure_groups;
 pub mod fault;
 pub mod flush;
 pub mod format;
@@ -93,8 +98,10 @@ pub mod policy;
 pub mod pq;
 pub mod redfile;
 pub mod redundancy;
+pub mod relocate;
 mod reserve;
 mod restart;
+pub mod scavenge;
 mod stream_copy;
 pub mod wear;
 

@@ -7,7 +7,8 @@
 pub const NODE_ID_ENV: &str = "NAM_NODE_ID";
 
 /// Environment variable that makes one machine emulate N nodes: rank r of a communicator
-/// is placed on node `emu-<r mod N>` (round-robin, as `mpirun --map-by node`).
+/// is placed on node `emu-<r mod N>` (round-robin, as `mpirun --map-by node`); or, given a
+/// comma-separated list of node names, on the (r mod len)-th of them ([`emulated_node`]).
 pub const EMULATE_NODES_ENV: &str = "NAM_EMULATE_NODES";
 
 /// This process's node identity: `NAM_NODE_ID`, else the host name.
@@ -26,10 +27,26 @@ pub fn node_id_of(rank: usize) -> String {
             return id;
         }
     }
-    match std::env::var(EMULATE_NODES_ENV).ok().and_then(|v| v.parse::<usize>().ok()) {
-        Some(n) if n > 0 => format!("emu-{}", rank % n),
-        _ => hostname(),
+    let emulate = std::env::var(EMULATE_NODES_ENV).unwrap_or_default();
+    if let Some(name) = emulated_node(&emulate, rank) {
+        return name;
     }
+    hostname()
+}
+
+/// The node of `rank` under `NAM_EMULATE_NODES=<value>`: a count N puts rank r on
+/// `emu-<r mod N>`; a comma-separated list of node names puts rank r on the (r mod len)-th,
+/// so a restart can run the same ranks on another mapping, or on spare nodes
+/// (`emu-1,emu-2,emu-3,emu-4` after `4`). `None` when the value is neither.
+pub fn emulated_node(value: &str, rank: usize) -> Option<String> {
+    if let Ok(n) = value.parse::<usize>() {
+        return (n > 0).then(|| format!("emu-{}", rank % n));
+    }
+    let names: Vec<&str> = value.split(',').map(str::trim).collect();
+    if names.len() < 2 || names.iter().any(|n| n.is_empty()) {
+        return None;
+    }
+    Some(names[rank % names.len()].to_string())
 }
 
 /// The host name (`gethostname`), or `localhost` when it cannot be read.
@@ -105,5 +122,14 @@ mod tests {
         assert_eq!(map.ranks_on, vec![vec![0, 2], vec![1, 4], vec![3]]);
         assert_eq!(map.local_index(4), 1);
         assert_eq!(map.nodes(), 3);
+    }
+
+    #[test]
+    fn emulated_nodes_are_a_count_or_a_list() {
+        assert_eq!(emulated_node("4", 5).as_deref(), Some("emu-1"));
+        assert_eq!(emulated_node("emu-1,emu-2, emu-9", 2).as_deref(), Some("emu-9"));
+        assert_eq!(emulated_node("0", 1), None);
+        assert_eq!(emulated_node("solo", 1), None);
+        assert_eq!(emulated_node("a,,b", 1), None);
     }
 }

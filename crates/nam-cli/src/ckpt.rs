@@ -1,5 +1,6 @@
 //! `nam ckpt drop GROUP --server HOST:PORT`: removes a checkpoint group a finished job left
-//! on a memory server.
+//! on a memory server. `nam ckpt scavenge`: copies a node's checkpoints to the file-system
+//! level after a job ([`nam_ckpt::scavenge`]).
 //!
 //! NAM-XOR's groups (Schmidt 2017 §4.5) outlive the job that made them on purpose: a job
 //! that fails restarts and has the server rebuild its lost rank from the group's parity.
@@ -22,6 +23,28 @@ pub struct CkptArgs {
 enum CkptCommand {
     /// Remove a checkpoint group (its parity and control block) from a server.
     Drop(DropArgs),
+    /// Copy this node's checkpoints of a dataset to the file-system level (flush.dir) and
+    /// record them, after a job: run one per node (`mpirun -np NODES --map-by node`, `srun`,
+    /// `pdsh`).
+    Scavenge(ScavengeArgs),
+}
+
+/// Arguments of `nam ckpt scavenge`.
+#[derive(clap::Args, Debug)]
+struct ScavengeArgs {
+    /// The job's checkpoint configuration (TOML); NAM_CKPT_* variables override it.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Checkpoint name (the configuration's `name` when not given).
+    #[arg(long)]
+    name: Option<String>,
+    /// Version to copy (the newest committed on this node when not given).
+    #[arg(long)]
+    version: Option<u64>,
+    /// This node's name (default: NAM_NODE_ID, the node NAM_EMULATE_NODES gives the
+    /// launcher's rank, else the host name).
+    #[arg(long)]
+    node: Option<String>,
 }
 
 /// Arguments of `nam ckpt drop`.
@@ -38,7 +61,28 @@ struct DropArgs {
 pub fn run(args: CkptArgs) -> Result<()> {
     match args.command {
         CkptCommand::Drop(args) => drop_group(&args),
+        CkptCommand::Scavenge(args) => scavenge(&args),
     }
+}
+
+fn scavenge(args: &ScavengeArgs) -> Result<()> {
+    let config = nam_ckpt::Config::load(args.config.as_deref()).context("reading the checkpoint configuration")?;
+    let node = args.node.clone().unwrap_or_else(nam_ckpt::scavenge::this_node);
+    let name = args.name.clone().unwrap_or_else(|| config.name.clone());
+    let done = nam_ckpt::scavenge::scavenge(&config, &node, &name, args.version)
+        .with_context(|| format!("scavenging `{name}` on node {node}"))?;
+    let ranks = |r: &[usize]| r.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    println!(
+        "scavenged node={} name={} version={} copied=[{}] already=[{}] bytes={} to {}",
+        done.node,
+        done.name,
+        done.version,
+        ranks(&done.copied),
+        ranks(&done.already),
+        done.bytes,
+        done.target.display()
+    );
+    Ok(())
 }
 
 fn drop_group(args: &DropArgs) -> Result<()> {

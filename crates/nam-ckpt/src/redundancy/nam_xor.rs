@@ -17,7 +17,7 @@ use super::{agree, agreed, LocalWrite, ProtectStats, Rebuilt, Redundancy, Scheme
 use crate::comm::{all_gather_u64, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
-use crate::groups::form_sets;
+use crate::failure_groups::form_sets;
 use crate::memory_server::ServerClient;
 use crate::patient;
 use mpi::topology::SimpleCommunicator;
@@ -120,7 +120,7 @@ impl NamXor {
         segment_bytes: u32,
         in_flight: u32,
     ) -> Result<Self> {
-        let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("nam-xor", r))?;
+        let sets = form_sets(comm, set_size, "nam-xor")?;
         if servers.is_empty() {
             return Err(CkptError::Config("nam-xor needs at least one memory server (redundancy.servers)".into()));
         }

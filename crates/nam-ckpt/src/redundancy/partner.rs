@@ -13,7 +13,7 @@ use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target
 use crate::comm::Comm;
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
-use crate::groups::partners;
+use crate::failure_groups::partners;
 use crate::redfile::{self, RedHeader, RedWriter};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -33,7 +33,7 @@ pub struct Partner {
 impl Partner {
     /// Chooses partners on other nodes.
     pub fn new(comm: &Comm, block_bytes: usize) -> Result<Self> {
-        let partner = partners(comm.nodes()).map_err(|r| CkptError::layout("partner", r))?;
+        let partner = partners(comm, "partner")?;
         let me = comm.rank();
         let senders = (0..partner.len()).filter(|&r| partner[r] == me).collect();
         Ok(Partner { comm: comm.raw().duplicate(), partner, senders, block: block_bytes.max(8) })

@@ -19,7 +19,7 @@ use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target
 use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
-use crate::groups::form_sets;
+use crate::failure_groups::form_sets;
 use crate::redfile::{self, RedHeader};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -41,7 +41,7 @@ pub struct ReedSolomon {
 impl ReedSolomon {
     /// Forms sets of at most `set_size` ranks on distinct nodes, each with `k` parity.
     pub fn new(comm: &Comm, set_size: usize, k: usize, block_bytes: usize) -> Result<Self> {
-        let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("rs", r))?;
+        let sets = form_sets(comm, set_size, "rs")?;
         let smallest = sets.iter().map(Vec::len).min().expect("at least one set");
         if k == 0 || k >= smallest {
             return Err(CkptError::layout(

@@ -21,7 +21,7 @@ use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target
 use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
-use crate::groups::form_sets;
+use crate::failure_groups::form_sets;
 use crate::redfile::{self, RedHeader, RedWriter};
 use mpi::collective::SystemOperation;
 use mpi::point_to_point::send_receive_into;
@@ -39,7 +39,7 @@ pub struct Xor {
 impl Xor {
     /// Forms sets of at most `set_size` ranks on distinct nodes and splits the communicator.
     pub fn new(comm: &Comm, set_size: usize, block_bytes: usize) -> Result<Self> {
-        let sets = form_sets(comm.nodes(), set_size).map_err(|r| CkptError::layout("xor", r))?;
+        let sets = form_sets(comm, set_size, "xor")?;
         let rank = comm.rank();
         let idx = sets.iter().position(|s| s.contains(&rank)).expect("every rank is in a set");
         let key = sets[idx].iter().position(|&r| r == rank).expect("rank in its set") as i32;
