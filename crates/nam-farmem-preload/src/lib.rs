@@ -58,8 +58,50 @@ pub mod arena;
 pub mod constants;
 pub mod hooks;
 mod libc_alloc;
+pub mod maps;
 pub mod program_alloc;
+pub mod report;
 pub mod syscalls;
+
+/// Runs first when the library is loaded: see [`without_ucx_memory_hooks`].
+#[used]
+#[link_section = ".init_array"]
+static START: extern "C" fn(libc::c_int, *const *const libc::c_char, *const *const libc::c_char) =
+    without_ucx_memory_hooks;
+
+/// Starts the program again with `UCX_MEM_EVENTS=no` when far memory is asked for
+/// (`NAM_SERVERS` set) and the user did not choose `UCX_MEM_EVENTS` themselves.
+///
+/// UCX's memory hooks patch the first instructions of the `mmap`, `munmap`, `mremap` and
+/// `madvise` that the program's calls reach (this library's) into jumps to UCX's own, which
+/// make the system calls directly: a program's huge-page advice or partial `munmap` then
+/// reaches the kernel on far pages, and the allocators' heaps never reach far memory. UCX
+/// reads that setting when it is loaded, before any code of this library runs, and
+/// installs the hooks when the region's client starts; the one reliable way to turn them
+/// off is the environment of a fresh start. They serve only UCX's RDMA registration cache.
+/// The program is executed again at once (`/proc/self/exe`, same arguments), before its
+/// `main`; if that fails the library says so and the program goes on with the hooks.
+extern "C" fn without_ucx_memory_hooks(
+    _argc: libc::c_int,
+    argv: *const *const libc::c_char,
+    _env: *const *const libc::c_char,
+) {
+    // SAFETY: getenv/setenv with NUL-terminated names, before the program's own threads.
+    unsafe {
+        if libc::getenv(c"NAM_SERVERS".as_ptr()).is_null() || !libc::getenv(c"UCX_MEM_EVENTS".as_ptr()).is_null() {
+            return;
+        }
+        libc::setenv(c"UCX_MEM_EVENTS".as_ptr(), c"no".as_ptr(), 1);
+        if !argv.is_null() {
+            libc::execv(c"/proc/self/exe".as_ptr(), argv);
+        }
+    }
+    eprintln!(
+        "nam-farmem-preload: could not restart with UCX_MEM_EVENTS=no ({}): set it yourself, or the \
+         program's memory-map calls bypass this library",
+        std::io::Error::last_os_error()
+    );
+}
 
 #[global_allocator]
 static ALLOCATOR: libc_alloc::LibcAllocator = libc_alloc::LibcAllocator;
