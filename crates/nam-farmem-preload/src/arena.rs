@@ -110,7 +110,9 @@ pub fn contains(ptr: *const u8) -> bool {
     base != 0 && p >= base && p < base + SPLIT.load(Ordering::Relaxed)
 }
 
-fn make() -> bool {
+/// Makes the region now if it was not tried yet (see [`crate::maps`] for when a mapping
+/// may); returns whether it is ready.
+pub(crate) fn make() -> bool {
     // SAFETY: getenv with NUL-terminated names.
     let restarting = unsafe {
         !libc::getenv(c"NAM_SERVERS".as_ptr()).is_null() && libc::getenv(c"UCX_MEM_EVENTS".as_ptr()).is_null()
@@ -267,6 +269,11 @@ pub fn in_child() -> bool {
     STATE.load(Ordering::Acquire) == CHILD
 }
 
+/// Whether the region was never tried.
+pub(crate) fn unmade() -> bool {
+    STATE.load(Ordering::Acquire) == UNMADE
+}
+
 /// Whether the region is made and serving (not in a `fork` child).
 pub fn ready() -> bool {
     STATE.load(Ordering::Acquire) == READY
@@ -311,8 +318,9 @@ fn take(half: usize, size: usize) -> Option<(u64, u64)> {
 }
 
 /// A block of `size` bytes (rounded up to pages) that reads as zeros, as a new anonymous
-/// mapping does; null when the region is not ready (never made here: `mmap` runs inside
-/// allocators' locks, where making the region could deadlock) or full.
+/// mapping does; null when the region is not ready (made by the caller, see
+/// [`crate::maps`]) or full.
+
 pub fn allocate_zeroed(size: usize) -> *mut u8 {
     if !ready() {
         return std::ptr::null_mut();

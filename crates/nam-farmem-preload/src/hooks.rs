@@ -38,6 +38,12 @@ pub(crate) fn inside() -> bool {
     INSIDE.with(|inside| inside.get())
 }
 
+/// Makes the far region from this thread, marked inside the library (its own allocations
+/// and mappings stay local); false if it is not ready afterwards.
+pub(crate) fn make_region() -> bool {
+    !guarded(|| if arena::make() { 1 as *mut u8 } else { std::ptr::null_mut() }).is_null()
+}
+
 fn far(size: usize, align: usize) -> *mut c_void {
     if size < arena::threshold() {
         report::local(Local::SmallBlock, size);

@@ -8,8 +8,9 @@
 //!   map their heaps this way, so their small objects page too. Mappings the kernel must
 //!   keep (files, shared memory, `PROT_NONE` reservations, stacks, executable, huge-page and
 //!   fixed mappings) and those made by the library or the pager stay local; so does every
-//!   mapping made before the region is up (the region is never made from `mmap`, which
-//!   allocators call holding their locks). glibc's `malloc` maps its heaps with internal
+//!   mapping made before the region is up; the region is made by an `mmap` only when the
+//!   program's allocator is glibc's (other allocators call `mmap` holding their locks,
+//!   and making the region allocates), else by the first large `malloc`. glibc's `malloc` maps its heaps with internal
 //!   calls no library can interpose; its large blocks reach far memory through `malloc`
 //!   ([`crate::hooks`]). `NAM_FARMEM_STATS=1` counts what stayed local and why
 //!   ([`crate::report`]).
@@ -96,11 +97,11 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: i64,
 ) -> *mut c_void {
-    if arena::ready() && len > 0 {
+    if len > 0 && (arena::ready() || may_make()) {
         if flags & libc::MAP_FIXED != 0 && far_part(addr, len).is_some() {
             return fixed_over_far(addr, len, prot, flags, fd, off);
         }
-        if placeable(len, prot, flags, fd) {
+        if placeable(len, prot, flags, fd) && (arena::ready() || crate::hooks::make_region()) {
             let p = arena::allocate_zeroed(len);
             if !p.is_null() {
                 report::far_mapping(len);
@@ -110,6 +111,14 @@ pub unsafe extern "C" fn mmap(
         }
     }
     kernel_mmap(addr, len, prot, flags, fd, off)
+}
+
+/// Whether an `mmap` may make the region: only when the program's allocator is glibc's,
+/// whose own mappings never come through here, so that the call cannot come from inside an
+/// allocator holding its locks (making the region allocates). With another allocator the
+/// region is made by the first large `malloc`, as before it existed.
+fn may_make() -> bool {
+    arena::unmade() && crate::program_alloc::next().is_some_and(|next| next.glibc)
 }
 
 /// `mmap64(2)`: `mmap` (the same call on 64-bit Linux).

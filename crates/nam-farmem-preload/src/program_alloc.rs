@@ -42,6 +42,10 @@ pub(crate) struct Next {
     /// program brings a `malloc` of its own without one): only then may this library ask
     /// it how large a block is, to move the block into far memory.
     pub sizes_known: bool,
+    /// Whether the program's allocator is glibc's, whose own mappings are made with
+    /// internal calls that never reach this library's `mmap`: an `mmap` that does comes
+    /// from the program, never from inside the allocator holding its locks.
+    pub glibc: bool,
 }
 
 const UNRESOLVED: u8 = 0;
@@ -79,6 +83,8 @@ fn resolve() -> Option<&'static Next> {
             posix_memalign: std::mem::transmute::<usize, PosixMemalignFn>(lookup(c"posix_memalign")),
             malloc_usable_size: std::mem::transmute::<usize, UsableSizeFn>(lookup(c"malloc_usable_size")),
             sizes_known: same_object(lookup(c"malloc"), lookup(c"malloc_usable_size")),
+            // glibc's `malloc` is its `__libc_malloc`, under another name.
+            glibc: libc::dlsym(libc::RTLD_NEXT, c"__libc_malloc".as_ptr()) as usize == lookup(c"malloc"),
         }
     };
     // SAFETY: only this thread got past RESOLVING; readers wait for RESOLVED.
