@@ -56,6 +56,8 @@ fn far(size: usize, align: usize) -> *mut c_void {
     let p: *mut c_void = guarded(|| arena::allocate(size, align)).cast();
     if p.is_null() {
         report::local(Local::Unavailable, size);
+    } else {
+        report::far_block(size);
     }
     p
 }

@@ -24,8 +24,9 @@
 //!   a page the program forbade.
 //! - `mlock`, `mlock2`, `mlockall`: far pages are fetched but not pinned (a pinned page could
 //!   not be evicted, and the budget is what keeps the program's local memory bounded); the
-//!   rest is locked by the kernel. `mlockall(MCL_CURRENT)` locks every mapping but the far
-//!   arena (the kernel's would fault the whole arena in).
+//!   rest is locked by the kernel. `mlockall(MCL_CURRENT)` locks every mapping but those
+//!   registered with a userfaultfd, the far arena and the pager's page pool (the kernel's
+//!   would fault them in whole).
 //! - `fork`: the pager does not follow a child (its thread, its connections). A child may
 //!   use the far pages that were resident when it was forked, and the memory it maps
 //!   itself, which is local; touching any other far page ends the child with the library's
@@ -322,23 +323,32 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
     };
     if flags & libc::MCL_CURRENT != 0 {
         let onfault = if flags & libc::MCL_ONFAULT != 0 { libc::MLOCK_ONFAULT } else { 0 };
-        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        let Ok(maps) = std::fs::read_to_string("/proc/self/smaps") else {
             errno(libc::ENOMEM);
             return -1;
         };
+        let mut range: Option<(usize, usize)> = None;
         for line in maps.lines() {
-            let Some((a, b)) = line.split_whitespace().next().and_then(|r| r.split_once('-')) else { continue };
-            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
-            // The far arena is left out; so are the kernel's special mappings, which mlock
-            // refuses (a failure elsewhere is the program's limit: reported).
-            if (a < end && b > base) || line.ends_with("[vsyscall]") {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                // Mappings registered with a userfaultfd (the far arena, the pager's page
+                // pool) are left out: locking populates them, every page a fault only the
+                // pager may serve. So are the kernel's special mappings, which mlock
+                // refuses. A failure elsewhere is the program's limit: reported.
+                let registered = flags.split_whitespace().any(|f| matches!(f, "um" | "uw" | "ui"));
+                if let Some((a, b)) = range.take().filter(|&(a, b)| !registered && !(a < end && b > base)) {
+                    if libc::syscall(libc::SYS_mlock2, a, b - a, onfault) != 0 {
+                        let e = *libc::__errno_location();
+                        if e == libc::EPERM || e == libc::EAGAIN {
+                            return -1;
+                        }
+                    }
+                }
                 continue;
             }
-            if libc::syscall(libc::SYS_mlock2, a, b - a, onfault) != 0 {
-                let e = *libc::__errno_location();
-                if e == libc::EPERM || e == libc::EAGAIN {
-                    return -1;
-                }
+            let Some((a, rest)) = line.split_once('-') else { continue };
+            let Some(b) = rest.split_whitespace().next() else { continue };
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                range = (!line.ends_with("[vsyscall]")).then_some((a, b));
             }
         }
     }

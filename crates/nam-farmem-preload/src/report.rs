@@ -26,6 +26,8 @@ pub enum Local {
 const KINDS: usize = 5;
 static COUNT: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
 static BYTES: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
+static FAR_BLOCKS: AtomicU64 = AtomicU64::new(0);
+static FAR_BLOCK_BYTES: AtomicU64 = AtomicU64::new(0);
 static FAR_MAPS: AtomicU64 = AtomicU64::new(0);
 static FAR_MAP_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -53,13 +55,20 @@ pub fn local(why: Local, bytes: usize) {
     BYTES[why as usize].fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
+/// Counts a block of `bytes` placed in far memory.
+pub fn far_block(bytes: usize) {
+    FAR_BLOCKS.fetch_add(1, Ordering::Relaxed);
+    FAR_BLOCK_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
 /// Counts an anonymous mapping of `bytes` placed in far memory.
 pub fn far_mapping(bytes: usize) {
     FAR_MAPS.fetch_add(1, Ordering::Relaxed);
     FAR_MAP_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
-/// One line: far mappings, then every kind of request that stayed local, counted since start.
+/// One line: far blocks and mappings, then every kind of request that stayed local, counted
+/// since the start.
 pub fn summary() -> String {
     let kind = |why: Local, what: &str| {
         format!(
@@ -69,7 +78,10 @@ pub fn summary() -> String {
         )
     };
     format!(
-        "{} anonymous mappings in far memory ({} bytes); kept local: {}, {}, {}, {}, {}",
+        "since the start: {} blocks in far memory ({} bytes), {} anonymous mappings in far memory ({} bytes); \
+         kept local: {}, {}, {}, {}, {}",
+        FAR_BLOCKS.load(Ordering::Relaxed),
+        FAR_BLOCK_BYTES.load(Ordering::Relaxed),
         FAR_MAPS.load(Ordering::Relaxed),
         FAR_MAP_BYTES.load(Ordering::Relaxed),
         kind(Local::SmallBlock, "blocks under the threshold, to the program's allocator"),
