@@ -320,7 +320,6 @@ fn take(half: usize, size: usize) -> Option<(u64, u64)> {
 /// A block of `size` bytes (rounded up to pages) that reads as zeros, as a new anonymous
 /// mapping does; null when the region is not ready (made by the caller, see
 /// [`crate::maps`]) or full.
-
 pub fn allocate_zeroed(size: usize) -> *mut u8 {
     if !ready() {
         return std::ptr::null_mut();

@@ -41,7 +41,7 @@ pub(crate) fn inside() -> bool {
 /// Makes the far region from this thread, marked inside the library (its own allocations
 /// and mappings stay local); false if it is not ready afterwards.
 pub(crate) fn make_region() -> bool {
-    !guarded(|| if arena::make() { 1 as *mut u8 } else { std::ptr::null_mut() }).is_null()
+    !guarded(|| if arena::make() { std::ptr::dangling_mut::<u8>() } else { std::ptr::null_mut() }).is_null()
 }
 
 fn far(size: usize, align: usize) -> *mut c_void {

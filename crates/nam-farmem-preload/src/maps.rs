@@ -335,7 +335,7 @@ pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
                 // pager may serve. So are the kernel's special mappings, which mlock
                 // refuses. A failure elsewhere is the program's limit: reported.
                 let registered = flags.split_whitespace().any(|f| matches!(f, "um" | "uw" | "ui"));
-                if let Some((a, b)) = range.take().filter(|&(a, b)| !registered && !(a < end && b > base)) {
+                if let Some((a, b)) = range.take().filter(|&(a, b)| !(registered || a < end && b > base)) {
                     if libc::syscall(libc::SYS_mlock2, a, b - a, onfault) != 0 {
                         let e = *libc::__errno_location();
                         if e == libc::EPERM || e == libc::EAGAIN {
