@@ -1,5 +1,5 @@
-//! `libnam_farmem_preload.so`: run an unmodified program with its large allocations in far
-//! memory.
+//! `libnam_farmem_preload.so`: run an unmodified program with its heap beyond a local budget
+//! in far memory.
 //!
 //! ```text
 //! NAM_SERVERS=host:port[,host:port] NAM_FARMEM_LOCAL_BYTES=64MiB \
@@ -9,7 +9,7 @@
 //! A tour:
 //! - [`hooks`]: `malloc`, `calloc`, `realloc`, `free`, `posix_memalign`, `aligned_alloc`,
 //!   `memalign` and `malloc_usable_size`. Requests of at least `NAM_FARMEM_THRESHOLD` bytes
-//!   (default 1 MiB) are served from the far arena; everything else goes to the program's
+//!   (default 64 KiB) are served from the far arena; everything else goes to the program's
 //!   own allocator ([`program_alloc`]: jemalloc, tcmalloc or mimalloc when the program is
 //!   linked with one, glibc otherwise), and every block not in the far arena is handed
 //!   back to that same allocator. What this library allocates itself goes to glibc's
@@ -24,6 +24,9 @@
 //!   where the kernel cut them short at a missing far page, so that the pager's signal fault
 //!   mode (`NAM_FARMEM_FAULT_MODE=signal`, default `thread`) serves programs that pass far
 //!   memory to those calls.
+//! - [`maps`]: `mmap` places the anonymous mappings allocators build their heaps from in
+//!   far memory; `munmap`, `mremap`, `mprotect`, `mlock` and `fork` behave on far memory as
+//!   on local memory. [`report`] counts what stayed local and why.
 //! - [`advice`]: `madvise` and `posix_madvise` on far memory go to the pager
 //!   (`MADV_WILLNEED` fetches, `MADV_PAGEOUT` writes back and drops, `MADV_DONTNEED` zeroes
 //!   and drops), the rest to the kernel.
