@@ -12,8 +12,11 @@
 //! - Redis (Debian's, on jemalloc, whose heap mappings are far) under `redis-benchmark`,
 //!   with every value checked by a client of the test's own (redis-benchmark checks none).
 //!
-//! memcached runs in nam-bench's `farmem_memcached.rs`. The region's address space is set
-//! to 256 MiB (`NAM_FARMEM_BYTES`) only because the test server's pool is small.
+//! - memcached (its slab pages far), every value checked over its text protocol (the
+//!   benchmark's run of it is nam-bench's `farmem_memcached.rs`).
+//!
+//! The region's address space is set to 256 MiB (`NAM_FARMEM_BYTES`) only because the test
+//! server's pool is small.
 
 mod common;
 
@@ -467,4 +470,96 @@ fn redis_under_redis_benchmark_ends_with_the_fatal_status_when_its_server_dies()
     let _ = bench.wait();
     let _ = std::fs::remove_dir_all(&dir);
     assert_fatal(status, &output, "redis-server");
+}
+
+/// memcached's values in this suite: 16 KiB each, 1 600 of them (25 MiB, in its slab pages).
+const MEMCACHED_KEYS: usize = 1600;
+
+/// A memcached on far memory, on a Unix socket in `dir`, with the `shutdown` command on.
+fn start_memcached(dir: &Path, server: &ServerProcess) -> (Program, PathBuf) {
+    let socket = dir.join("memcached.sock");
+    let mut command = Command::new("memcached");
+    command.arg("-s").arg(&socket).args(["-A", "-m", "64", "-t", "2"]).stdin(Stdio::null());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        command.args(["-u", "root"]); // memcached refuses root otherwise
+    }
+    on_far_memory(&mut command, server);
+    let mut memcached = Program::start(command);
+    let deadline = Instant::now() + DEADLINE;
+    while UnixStream::connect(&socket).is_err() {
+        if let Some(status) = memcached.child.try_wait().unwrap() {
+            panic!("memcached ended at startup with {status}: {}", memcached.finish().1);
+        }
+        assert!(Instant::now() < deadline, "memcached did not listen within {DEADLINE:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (memcached, socket)
+}
+
+/// Sets every key over memcached's text protocol, then gets and checks each; `Err` says
+/// what went wrong (a closed connection when memcached ended).
+fn memcached_round(socket: &Path) -> Result<(), String> {
+    let stream = UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    for i in 0..MEMCACHED_KEYS {
+        let value = own_value(i);
+        writer.write_all(format!("set mc:{i} 0 0 {}\r\n", value.len()).as_bytes()).map_err(|e| e.to_string())?;
+        writer.write_all(&value).and_then(|()| writer.write_all(b"\r\n")).map_err(|e| e.to_string())?;
+        line.clear();
+        reader.read_line(&mut line).map_err(|e| e.to_string())?;
+        if line.trim_end() != "STORED" {
+            return Err(format!("set mc:{i}: {line:?}"));
+        }
+    }
+    for i in (0..MEMCACHED_KEYS).rev() {
+        writer.write_all(format!("get mc:{i}\r\n").as_bytes()).map_err(|e| e.to_string())?;
+        line.clear();
+        reader.read_line(&mut line).map_err(|e| e.to_string())?;
+        if !line.starts_with(&format!("VALUE mc:{i} 0 {VALUE}")) {
+            return Err(format!("get mc:{i}: {line:?}"));
+        }
+        let mut data = vec![0; VALUE + 2 + 5]; // the value, CRLF, "END\r\n"
+        reader.read_exact(&mut data).map_err(|e| e.to_string())?;
+        if data[..VALUE] != own_value(i)[..] || &data[VALUE..] != b"\r\nEND\r\n" {
+            return Err(format!("mc:{i}: wrong value"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn memcached_keeps_every_value_on_far_memory() {
+    let dir = common::temp_dir("farmem-memcached");
+    let server = ServerProcess::start("tcp", &["--capacity", "1GiB"]);
+    let (memcached, socket) = start_memcached(&dir, &server);
+    let checked = memcached_round(&socket);
+    if let Ok(mut stream) = UnixStream::connect(&socket) {
+        let _ = stream.write_all(b"shutdown\r\n");
+    }
+    let (status, output) = memcached.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    checked.unwrap_or_else(|e| panic!("{e}: {output}"));
+    assert!(status.is_some(), "memcached did not shut down: {output}");
+    let (bytes, evictions) = far_use(&output);
+    assert!(bytes > 16 << 20 && evictions > 0, "memcached's slabs were not far: {output}");
+}
+
+#[test]
+fn memcached_ends_with_the_fatal_status_when_its_server_dies() {
+    let dir = common::temp_dir("farmem-memcached-fatal");
+    let mut server = ServerProcess::start("tcp", &["--capacity", "1GiB"]);
+    let (memcached, socket) = start_memcached(&dir, &server);
+    memcached_round(&socket).unwrap();
+    server.child.kill().unwrap();
+    let _ = server.child.wait();
+    // Its items are mostly evicted: the gets fault on the dead server.
+    let round = memcached_round(&socket);
+    let (status, output) = memcached.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(round.is_err(), "memcached served every value with its server dead: {output}");
+    assert_fatal(status, &output, "memcached");
 }
