@@ -119,7 +119,7 @@ pub unsafe extern "C" fn mmap(
 /// allocator holding its locks (making the region allocates). With another allocator the
 /// region is made by the first large `malloc`, as before it existed.
 fn may_make() -> bool {
-    arena::unmade() && crate::program_alloc::next().is_some_and(|next| next.glibc)
+    arena::unmade() && crate::program_alloc::resolved().is_some_and(|next| next.glibc)
 }
 
 /// `mmap64(2)`: `mmap` (the same call on 64-bit Linux).
