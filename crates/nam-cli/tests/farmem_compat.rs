@@ -320,16 +320,20 @@ fn start_redis(dir: &Path, server: &ServerProcess) -> (Program, PathBuf) {
         .arg(dir)
         .stdin(Stdio::null());
     on_far_memory(&mut command, server);
-    let mut redis = Program::start(command);
+    (listening(Program::start(command), &socket, "redis-server"), socket)
+}
+
+/// `program` once it listens on `socket` (panics if it ends first, or at the deadline).
+fn listening(mut program: Program, socket: &Path, what: &str) -> Program {
     let deadline = Instant::now() + DEADLINE;
-    while UnixStream::connect(&socket).is_err() {
-        if let Some(status) = redis.child.try_wait().unwrap() {
-            panic!("redis-server ended at startup with {status}: {}", redis.finish().1);
+    while UnixStream::connect(socket).is_err() {
+        if let Some(status) = program.child.try_wait().unwrap() {
+            panic!("{what} ended at startup with {status}: {}", program.finish().1);
         }
-        assert!(Instant::now() < deadline, "redis-server did not listen within {DEADLINE:?}");
+        assert!(Instant::now() < deadline, "{what} did not listen within {DEADLINE:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    (redis, socket)
+    program
 }
 
 /// A client of the Redis protocol (RESP 2): one command, one reply.
@@ -485,16 +489,7 @@ fn start_memcached(dir: &Path, server: &ServerProcess) -> (Program, PathBuf) {
         command.args(["-u", "root"]); // memcached refuses root otherwise
     }
     on_far_memory(&mut command, server);
-    let mut memcached = Program::start(command);
-    let deadline = Instant::now() + DEADLINE;
-    while UnixStream::connect(&socket).is_err() {
-        if let Some(status) = memcached.child.try_wait().unwrap() {
-            panic!("memcached ended at startup with {status}: {}", memcached.finish().1);
-        }
-        assert!(Instant::now() < deadline, "memcached did not listen within {DEADLINE:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (memcached, socket)
+    (listening(Program::start(command), &socket, "memcached"), socket)
 }
 
 /// Sets every key over memcached's text protocol, then gets and checks each; `Err` says
