@@ -31,10 +31,10 @@
 //!   (`MADV_WILLNEED` fetches, `MADV_PAGEOUT` writes back and drops, `MADV_DONTNEED` zeroes
 //!   and drops), the rest to the kernel.
 //!
-//! The region is made on the first large allocation (for a program on glibc's `malloc`, or its
-//! first large anonymous mapping), and says so in one line on stderr. If it cannot be made (no server,
-//! userfaultfd not permitted) the library says why once on stderr and the program runs
-//! with local memory. A far-memory failure the program cannot be told about (a server died
+//! The region is made on the first large allocation (for a program on glibc's `malloc`, or
+//! its first large anonymous mapping), and says so in one line on stderr. If it cannot be
+//! made (no server, userfaultfd not permitted) the library says why once on stderr and the
+//! program runs with local memory. A far-memory failure the program cannot be told about (a server died
 //! under a page it needs, a panic in this library) ends the process with
 //! [`nam_farmem::FATAL_EXIT_STATUS`] after one line on stderr, whatever signal handlers the
 //! program installed. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
