@@ -1,6 +1,12 @@
 //! The far arena: page-aligned blocks of one paged far-memory region, first fit with
 //! coalescing. Made on first use; while it is being made, or if it could not be, callers
 //! get a null pointer and use local memory instead.
+//!
+//! Blocks come whole from `malloc` and friends, and as anonymous mappings from `mmap`
+//! ([`crate::maps`]), which may give back any page-aligned part of them (`munmap` of a part,
+//! `mremap` shrinking): [`release_range`]. A mapping must read as zeros; the servers zero
+//! what they hand out, so only space the arena handed out before (below its high-water
+//! mark) is zeroed when it is handed out again ([`allocate_zeroed`]).
 
 use crate::constants::{FAR_BYTES_DEFAULT, LOCAL_BYTES_DEFAULT, THRESHOLD_DEFAULT};
 const PAGE: u64 = crate::constants::PAGE as u64;
@@ -14,10 +20,43 @@ const MAKING: u8 = 1;
 const READY: u8 = 2;
 const FAILED: u8 = 3;
 
+/// In a child made with `fork`, whose pager did not follow it ([`crate::maps`]): no new far
+/// blocks, no pager calls, far blocks freed there are left alone.
+const CHILD: u8 = 4;
+
 static STATE: AtomicU8 = AtomicU8::new(UNMADE);
+/// Offset below which the arena has handed space out since the region was made: space above
+/// it is as the servers gave it, zeros.
+static HIGH: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static BASE: AtomicU64 = AtomicU64::new(0);
 static LEN: AtomicU64 = AtomicU64::new(0);
-static BLOCKS: Mutex<Blocks> = Mutex::new(Blocks { free: BTreeMap::new(), used: BTreeMap::new() });
+/// The two halves of the region: [`HEAP`] for the blocks of `malloc` and friends, [`MAPS`]
+/// for anonymous mappings. Apart, because an allocator's mapping holds the allocator's own
+/// blocks: `free` of one of them is the allocator's business, and it is told apart from a
+/// far block by its address alone.
+static BLOCKS: [Mutex<Blocks>; 2] = [
+    Mutex::new(Blocks { free: BTreeMap::new(), used: BTreeMap::new() }),
+    Mutex::new(Blocks { free: BTreeMap::new(), used: BTreeMap::new() }),
+];
+/// Index of the heap half in [`BLOCKS`] and [`HIGH`].
+const HEAP: usize = 0;
+/// Index of the mappings half.
+const MAPS: usize = 1;
+/// Offset where the mappings half begins.
+static SPLIT: AtomicU64 = AtomicU64::new(0);
+
+fn blocks(half: usize) -> std::sync::MutexGuard<'static, Blocks> {
+    BLOCKS[half].lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which half the region offset `off` lies in.
+fn half_of(off: u64) -> usize {
+    if off < SPLIT.load(Ordering::Relaxed) {
+        HEAP
+    } else {
+        MAPS
+    }
+}
 static mut REGION: Option<&'static PagedRegion> = None;
 
 /// Free and used blocks by offset.
@@ -26,7 +65,8 @@ struct Blocks {
     used: BTreeMap<u64, u64>,
 }
 
-/// The smallest request served from far memory (`NAM_FARMEM_THRESHOLD`, default 1 MiB).
+/// The smallest block or mapping placed in far memory (`NAM_FARMEM_THRESHOLD`, default
+/// [`THRESHOLD_DEFAULT`]).
 pub fn threshold() -> usize {
     static T: AtomicU64 = AtomicU64::new(0);
     let t = T.load(Ordering::Relaxed);
@@ -62,14 +102,27 @@ pub fn bounds() -> Option<(usize, usize)> {
     (base != 0).then(|| (base as usize, (base + LEN.load(Ordering::Relaxed)) as usize))
 }
 
-/// Whether `ptr` points into the far arena.
+/// Whether `ptr` points into the far arena's heap half: a block of `malloc` and friends
+/// (anonymous mappings, in the other half, hold the program allocator's blocks).
 pub fn contains(ptr: *const u8) -> bool {
     let base = BASE.load(Ordering::Acquire);
     let p = ptr as u64;
-    base != 0 && p >= base && p < base + LEN.load(Ordering::Relaxed)
+    base != 0 && p >= base && p < base + SPLIT.load(Ordering::Relaxed)
 }
 
-fn make() -> bool {
+/// Makes the region now if it was not tried yet (see [`crate::maps`] for when a mapping
+/// may); returns whether it is ready.
+pub(crate) fn make() -> bool {
+    // SAFETY: getenv with NUL-terminated names.
+    let restarting = unsafe {
+        !libc::getenv(c"NAM_SERVERS".as_ptr()).is_null() && libc::getenv(c"UCX_MEM_EVENTS".as_ptr()).is_null()
+    };
+    if restarting {
+        // Another library's constructor allocates before this library's has restarted the
+        // program without UCX's memory hooks (`without_ucx_memory_hooks`): no region yet,
+        // it would be made for nothing.
+        return false;
+    }
     match STATE.compare_exchange(UNMADE, MAKING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {}
         Err(state) => return state == READY,
@@ -81,7 +134,11 @@ fn make() -> bool {
         Ok(region) => {
             let region: &'static PagedRegion = Box::leak(Box::new(region));
             let len = region.len();
-            BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).free.insert(0, len);
+            let split = (len / 2).next_multiple_of(PAGE);
+            SPLIT.store(split, Ordering::Relaxed);
+            HIGH[MAPS].store(split, Ordering::Relaxed);
+            blocks(HEAP).free.insert(0, split);
+            blocks(MAPS).free.insert(split, len - split);
             // SAFETY: written once, before READY is published; read only after READY.
             unsafe { REGION = Some(region) };
             LEN.store(len, Ordering::Relaxed);
@@ -90,7 +147,9 @@ fn make() -> bool {
                 // SAFETY: registers a plain extern "C" function.
                 unsafe { libc::atexit(print_stats) };
             }
+            crate::maps::watch_forks();
             STATE.store(READY, Ordering::Release);
+            announce(region);
             true
         }
         Err(e) => {
@@ -109,6 +168,20 @@ fn exit_on_panic() {
     std::panic::set_hook(Box::new(|info| {
         nam_farmem::exit_fatal(&format!("panic in the far-memory library: {info}"));
     }));
+}
+
+/// The one line on stderr that says far memory is in use, how much, and what stays local.
+fn announce(region: &PagedRegion) {
+    let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(LOCAL_BYTES_DEFAULT);
+    eprintln!(
+        "nam-farmem-preload: far memory in use: {} MiB of address space, {} MiB local budget; \
+         blocks and anonymous mappings of {} KiB and more go to far memory, smaller blocks stay \
+         with the program's allocator (its heap is far where it maps it with mmap); \
+         NAM_FARMEM_STATS=1 reports what stayed local",
+        region.len() >> 20,
+        local >> 20,
+        threshold() >> 10
+    );
 }
 
 fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
@@ -165,6 +238,7 @@ fn env_on(name: &str) -> bool {
 extern "C" fn print_stats() {
     if let Some(region) = region() {
         let s = region.stats();
+        eprintln!("nam-farmem-preload: {}", crate::report::summary());
         eprintln!(
             "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes",
             allocated_bytes(),
@@ -182,6 +256,29 @@ extern "C" fn print_stats() {
     }
 }
 
+/// Marks this process as a child made with `fork` (see [`crate::maps`]): the pager's
+/// thread did not follow, so nothing may wait on it.
+pub(crate) fn become_child() {
+    if STATE.load(Ordering::Acquire) == READY {
+        STATE.store(CHILD, Ordering::Release);
+    }
+}
+
+/// Whether this process is a `fork` child of one whose far memory was in use.
+pub fn in_child() -> bool {
+    STATE.load(Ordering::Acquire) == CHILD
+}
+
+/// Whether the region was never tried.
+pub(crate) fn unmade() -> bool {
+    STATE.load(Ordering::Acquire) == UNMADE
+}
+
+/// Whether the region is made and serving (not in a `fork` child).
+pub fn ready() -> bool {
+    STATE.load(Ordering::Acquire) == READY
+}
+
 /// The paged region, once made.
 pub fn region() -> Option<&'static PagedRegion> {
     if STATE.load(Ordering::Acquire) != READY {
@@ -193,7 +290,7 @@ pub fn region() -> Option<&'static PagedRegion> {
 
 /// Bytes currently allocated from the arena.
 pub fn allocated_bytes() -> u64 {
-    BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).used.values().sum()
+    BLOCKS.iter().map(|b| b.lock().unwrap_or_else(|e| e.into_inner()).used.values().sum::<u64>()).sum()
 }
 
 /// A block of at least `size` bytes aligned to `align` (at most a page), or null when the
@@ -202,34 +299,97 @@ pub fn allocate(size: usize, align: usize) -> *mut u8 {
     if align > PAGE as usize || !make() {
         return std::ptr::null_mut();
     }
+    take(HEAP, size).map_or(std::ptr::null_mut(), |(off, _)| (BASE.load(Ordering::Relaxed) + off) as *mut u8)
+}
+
+/// Takes a free run of `size` bytes (rounded up to pages) from `half` and returns its offset
+/// and how much of it lies below the half's high-water mark (handed out before: not zeros).
+fn take(half: usize, size: usize) -> Option<(u64, u64)> {
     let len = (size as u64).div_ceil(PAGE).max(1) * PAGE;
-    let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((&off, &free_len)) = blocks.free.iter().find(|(_, &l)| l >= len) else {
-        return std::ptr::null_mut();
-    };
+    let mut blocks = blocks(half);
+    let (&off, &free_len) = blocks.free.iter().find(|(_, &l)| l >= len)?;
     blocks.free.remove(&off);
     if free_len > len {
         blocks.free.insert(off + len, free_len - len);
     }
     blocks.used.insert(off, len);
-    (BASE.load(Ordering::Relaxed) + off) as *mut u8
+    let high = HIGH[half].fetch_max(off + len, Ordering::Relaxed);
+    Some((off, high.saturating_sub(off).min(len)))
 }
 
-/// Usable size of the arena block at `ptr` (0 if it is not one).
-pub fn usable_size(ptr: *const u8) -> usize {
-    let off = ptr as u64 - BASE.load(Ordering::Relaxed);
-    BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).used.get(&off).copied().unwrap_or(0) as usize
+/// A block of `size` bytes (rounded up to pages) that reads as zeros, as a new anonymous
+/// mapping does; null when the region is not ready (made by the caller, see
+/// [`crate::maps`]) or full.
+pub fn allocate_zeroed(size: usize) -> *mut u8 {
+    if !ready() {
+        return std::ptr::null_mut();
+    }
+    let Some((off, used_before)) = take(MAPS, size) else { return std::ptr::null_mut() };
+    let p = (BASE.load(Ordering::Relaxed) + off) as *mut u8;
+    // SAFETY: the start of the block just taken, `used_before` bytes of it.
+    unsafe { std::ptr::write_bytes(p, 0, used_before as usize) };
+    p
 }
 
-/// Returns the block at `ptr` to the arena.
-pub fn release(ptr: *mut u8) {
-    let mut off = ptr as u64 - BASE.load(Ordering::Relaxed);
-    let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut len) = blocks.used.remove(&off) else {
-        // Not abort(): the program's SIGABRT handler could touch far memory or free again.
-        drop(blocks);
-        nam_farmem::exit_fatal(&format!("free of {ptr:p}, which is not an allocated far block (freed twice?)"));
-    };
+/// Gives the pages `addr..addr + len` (page-aligned, in the arena) back, whichever blocks
+/// they belong to: the parts of those blocks outside the range stay allocated. Pages of the
+/// range that are not allocated are left as they are (`munmap` of unmapped pages succeeds).
+pub fn release_range(addr: usize, len: usize) {
+    let base = BASE.load(Ordering::Relaxed);
+    let (start, end) = (addr as u64 - base, (addr + len) as u64 - base);
+    let split = SPLIT.load(Ordering::Relaxed);
+    if start < split && end > split {
+        release_range(addr, (split - start) as usize);
+        release_range((base + split) as usize, (end - split) as usize);
+        return;
+    }
+    let mut blocks = blocks(half_of(start));
+    let first =
+        blocks.used.range(..start).next_back().map_or(start, |(&off, &l)| if off + l > start { off } else { start });
+    let overlapping: Vec<(u64, u64)> = blocks.used.range(first..end).map(|(&o, &l)| (o, l)).collect();
+    for (off, block_len) in overlapping {
+        blocks.used.remove(&off);
+        let block_end = off + block_len;
+        if off < start {
+            blocks.used.insert(off, start - off);
+        }
+        if block_end > end {
+            blocks.used.insert(end, block_end - end);
+        }
+        let (free_start, free_end) = (off.max(start), block_end.min(end));
+        free_run(&mut blocks, free_start, free_end - free_start);
+    }
+}
+
+/// Grows the block at `addr` from `old_len` to `new_len` bytes (both page multiples) in
+/// place, if the pages after it are free; the new pages read as zeros. For `mremap`.
+pub fn grow_in_place(addr: usize, old_len: usize, new_len: usize) -> bool {
+    let base = BASE.load(Ordering::Relaxed);
+    let (off, old, new) = (addr as u64 - base, old_len as u64, new_len as u64);
+    let half = half_of(off);
+    let mut blocks = blocks(half);
+    if blocks.used.get(&off) != Some(&old) {
+        return false;
+    }
+    let Some(&free_len) = blocks.free.get(&(off + old)) else { return false };
+    if free_len < new - old {
+        return false;
+    }
+    blocks.free.remove(&(off + old));
+    if free_len > new - old {
+        blocks.free.insert(off + new, free_len - (new - old));
+    }
+    blocks.used.insert(off, new);
+    drop(blocks);
+    let high = HIGH[half].fetch_max(off + new, Ordering::Relaxed);
+    let dirty = high.saturating_sub(off + old).min(new - old);
+    // SAFETY: the pages just added to the block.
+    unsafe { std::ptr::write_bytes((base + off + old) as *mut u8, 0, dirty as usize) };
+    true
+}
+
+/// Returns `off..off + len` to the free runs, merged with its free neighbours.
+fn free_run(blocks: &mut Blocks, mut off: u64, mut len: u64) {
     if let Some((&next, &next_len)) = blocks.free.range(off + len..).next() {
         if next == off + len {
             blocks.free.remove(&next);
@@ -244,4 +404,25 @@ pub fn release(ptr: *mut u8) {
         }
     }
     blocks.free.insert(off, len);
+}
+
+/// Usable size of the arena block at `ptr` (0 if it is not one).
+pub fn usable_size(ptr: *const u8) -> usize {
+    let off = ptr as u64 - BASE.load(Ordering::Relaxed);
+    blocks(HEAP).used.get(&off).copied().unwrap_or(0) as usize
+}
+
+/// Returns the block at `ptr` to the arena.
+pub fn release(ptr: *mut u8) {
+    if in_child() {
+        return; // the parent's lock may have been held at the fork: the block is left
+    }
+    let off = ptr as u64 - BASE.load(Ordering::Relaxed);
+    let mut blocks = blocks(HEAP);
+    let Some(len) = blocks.used.remove(&off) else {
+        // Not abort(): the program's SIGABRT handler could touch far memory or free again.
+        drop(blocks);
+        nam_farmem::exit_fatal(&format!("free of {ptr:p}, which is not an allocated far block (freed twice?)"));
+    };
+    free_run(&mut blocks, off, len);
 }

@@ -6,9 +6,11 @@
 /// Page size the hooks align to: the far-memory pager's page.
 pub const PAGE: usize = nam_farmem::constants::PAGE_BYTES as usize;
 
-/// Default smallest request served from far memory (`NAM_FARMEM_THRESHOLD`): 1 MiB, so the
-/// many small blocks of a program stay in glibc's heap and only large arrays page.
-pub const THRESHOLD_DEFAULT: u64 = 1 << 20;
+/// Default smallest block or anonymous mapping placed in far memory (`NAM_FARMEM_THRESHOLD`):
+/// 64 KiB. Far blocks are whole pages, so a block of the threshold wastes at most a page in
+/// sixteen; smaller blocks go to the program's allocator, whose heap mappings (jemalloc's
+/// extents, Python's arenas) are far themselves when they are this large.
+pub const THRESHOLD_DEFAULT: u64 = 64 << 10;
 
 /// Default far address space of the region (`NAM_FARMEM_BYTES`): 4 GiB.
 pub const FAR_BYTES_DEFAULT: u64 = 4 << 30;

@@ -11,6 +11,7 @@
 
 use crate::arena;
 use crate::program_alloc::{bootstrap_alloc, bootstrap_size, in_bootstrap, next};
+use crate::report::{self, Local};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -31,11 +32,77 @@ fn guarded(f: impl FnOnce() -> *mut u8) -> *mut u8 {
     })
 }
 
+/// Whether this thread is inside the library now (its own allocations and mappings stay
+/// local).
+pub(crate) fn inside() -> bool {
+    INSIDE.with(|inside| inside.get())
+}
+
+/// Makes the far region from this thread, marked inside the library (its own allocations
+/// and mappings stay local); false if it is not ready afterwards.
+pub(crate) fn make_region() -> bool {
+    !guarded(|| if arena::make() { std::ptr::dangling_mut::<u8>() } else { std::ptr::null_mut() }).is_null()
+}
+
 fn far(size: usize, align: usize) -> *mut c_void {
-    if size < arena::threshold() || nam_farmem::serving_faults() {
+    if size < arena::threshold() {
+        report::local(Local::SmallBlock, size);
         return std::ptr::null_mut();
     }
-    guarded(|| arena::allocate(size, align)).cast()
+    if nam_farmem::serving_faults() || inside() {
+        report::local(Local::Internal, size);
+        return std::ptr::null_mut();
+    }
+    let p: *mut c_void = guarded(|| arena::allocate(size, align)).cast();
+    if p.is_null() {
+        report::local(Local::Unavailable, size);
+    } else {
+        report::far_block(size);
+    }
+    p
+}
+
+/// `pthread_create(3)`: a thread started from inside the library (the pager's handler,
+/// UCX's progress and event threads) is marked inside it for its whole life, from its first
+/// instruction, so that nothing it allocates or maps is far: a fault on the thread that
+/// serves faults, or on one the pager waits for, would never be served. (The pager marks
+/// its handler too, but only once the thread's start-up code, which allocates, has run.)
+///
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> libc::c_int {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    type Create = unsafe extern "C" fn(
+        *mut libc::pthread_t,
+        *const libc::pthread_attr_t,
+        extern "C" fn(*mut c_void) -> *mut c_void,
+        *mut c_void,
+    ) -> libc::c_int;
+    // SAFETY: glibc's function of the same signature.
+    let create: Create = std::mem::transmute(crate::syscalls::next(&NEXT, c"pthread_create"));
+    if !inside() && !nam_farmem::serving_faults() {
+        return create(thread, attr, start, arg);
+    }
+    let boxed = Box::into_raw(Box::new((start, arg))).cast::<c_void>();
+    let status = create(thread, attr, library_thread, boxed);
+    if status != 0 {
+        drop(Box::from_raw(boxed.cast::<(extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void)>()));
+    }
+    status
+}
+
+extern "C" fn library_thread(boxed: *mut c_void) -> *mut c_void {
+    INSIDE.with(|inside| inside.set(true));
+    // SAFETY: made by `pthread_create` above for this thread alone.
+    let (start, arg) =
+        *unsafe { Box::from_raw(boxed.cast::<(extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void)>()) };
+    start(arg)
 }
 
 /// `malloc(3)`.

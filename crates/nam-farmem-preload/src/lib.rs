@@ -1,5 +1,5 @@
-//! `libnam_farmem_preload.so`: run an unmodified program with its large allocations in far
-//! memory.
+//! `libnam_farmem_preload.so`: run an unmodified program with its heap beyond a local budget
+//! in far memory.
 //!
 //! ```text
 //! NAM_SERVERS=host:port[,host:port] NAM_FARMEM_LOCAL_BYTES=64MiB \
@@ -9,7 +9,7 @@
 //! A tour:
 //! - [`hooks`]: `malloc`, `calloc`, `realloc`, `free`, `posix_memalign`, `aligned_alloc`,
 //!   `memalign` and `malloc_usable_size`. Requests of at least `NAM_FARMEM_THRESHOLD` bytes
-//!   (default 1 MiB) are served from the far arena; everything else goes to the program's
+//!   (default 64 KiB) are served from the far arena; everything else goes to the program's
 //!   own allocator ([`program_alloc`]: jemalloc, tcmalloc or mimalloc when the program is
 //!   linked with one, glibc otherwise), and every block not in the far arena is handed
 //!   back to that same allocator. What this library allocates itself goes to glibc's
@@ -24,13 +24,17 @@
 //!   where the kernel cut them short at a missing far page, so that the pager's signal fault
 //!   mode (`NAM_FARMEM_FAULT_MODE=signal`, default `thread`) serves programs that pass far
 //!   memory to those calls.
+//! - [`maps`]: `mmap` places the anonymous mappings allocators build their heaps from in
+//!   far memory; `munmap`, `mremap`, `mprotect`, `mlock` and `fork` behave on far memory as
+//!   on local memory. [`report`] counts what stayed local and why.
 //! - [`advice`]: `madvise` and `posix_madvise` on far memory go to the pager
 //!   (`MADV_WILLNEED` fetches, `MADV_PAGEOUT` writes back and drops, `MADV_DONTNEED` zeroes
 //!   and drops), the rest to the kernel.
 //!
-//! The region is made on the first large allocation. If it cannot be made (no server,
-//! userfaultfd not permitted) the library says why once on stderr and the program runs
-//! with local memory. A far-memory failure the program cannot be told about (a server died
+//! The region is made on the first large allocation (for a program on glibc's `malloc`, or
+//! its first large anonymous mapping), and says so in one line on stderr. If it cannot be
+//! made (no server, userfaultfd not permitted) the library says why once on stderr and the
+//! program runs with local memory. A far-memory failure the program cannot be told about (a server died
 //! under a page it needs, a panic in this library) ends the process with
 //! [`nam_farmem::FATAL_EXIT_STATUS`] after one line on stderr, whatever signal handlers the
 //! program installed. `NAM_FARMEM_STATS=1` prints the pager's counters at exit;
@@ -58,8 +62,50 @@ pub mod arena;
 pub mod constants;
 pub mod hooks;
 mod libc_alloc;
+pub mod maps;
 pub mod program_alloc;
+pub mod report;
 pub mod syscalls;
+
+/// Runs first when the library is loaded: see [`without_ucx_memory_hooks`].
+#[used]
+#[link_section = ".init_array"]
+static START: extern "C" fn(libc::c_int, *const *const libc::c_char, *const *const libc::c_char) =
+    without_ucx_memory_hooks;
+
+/// Starts the program again with `UCX_MEM_EVENTS=no` when far memory is asked for
+/// (`NAM_SERVERS` set) and the user did not choose `UCX_MEM_EVENTS` themselves.
+///
+/// UCX's memory hooks patch the first instructions of the `mmap`, `munmap`, `mremap` and
+/// `madvise` that the program's calls reach (this library's) into jumps to UCX's own, which
+/// make the system calls directly: a program's huge-page advice or partial `munmap` then
+/// reaches the kernel on far pages, and the allocators' heaps never reach far memory. UCX
+/// reads that setting when it is loaded, before any code of this library runs, and
+/// installs the hooks when the region's client starts; the one reliable way to turn them
+/// off is the environment of a fresh start. They serve only UCX's RDMA registration cache.
+/// The program is executed again at once (`/proc/self/exe`, same arguments), before its
+/// `main`; if that fails the library says so and the program goes on with the hooks.
+extern "C" fn without_ucx_memory_hooks(
+    _argc: libc::c_int,
+    argv: *const *const libc::c_char,
+    _env: *const *const libc::c_char,
+) {
+    // SAFETY: getenv/setenv with NUL-terminated names, before the program's own threads.
+    unsafe {
+        if libc::getenv(c"NAM_SERVERS".as_ptr()).is_null() || !libc::getenv(c"UCX_MEM_EVENTS".as_ptr()).is_null() {
+            return;
+        }
+        libc::setenv(c"UCX_MEM_EVENTS".as_ptr(), c"no".as_ptr(), 1);
+        if !argv.is_null() {
+            libc::execv(c"/proc/self/exe".as_ptr(), argv);
+        }
+    }
+    eprintln!(
+        "nam-farmem-preload: could not restart with UCX_MEM_EVENTS=no ({}): set it yourself, or the \
+         program's memory-map calls bypass this library",
+        std::io::Error::last_os_error()
+    );
+}
 
 #[global_allocator]
 static ALLOCATOR: libc_alloc::LibcAllocator = libc_alloc::LibcAllocator;

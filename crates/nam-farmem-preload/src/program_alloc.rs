@@ -42,6 +42,10 @@ pub(crate) struct Next {
     /// program brings a `malloc` of its own without one): only then may this library ask
     /// it how large a block is, to move the block into far memory.
     pub sizes_known: bool,
+    /// Whether the program's allocator is glibc's, whose own mappings are made with
+    /// internal calls that never reach this library's `mmap`: an `mmap` that does comes
+    /// from the program, never from inside the allocator holding its locks.
+    pub glibc: bool,
 }
 
 const UNRESOLVED: u8 = 0;
@@ -62,6 +66,17 @@ pub(crate) fn next() -> Option<&'static Next> {
     resolve()
 }
 
+/// The program's allocator if it was looked up already; never looks it up (for callers
+/// inside an allocator, such as `mmap`, where the lookup's own allocations could re-enter
+/// it half made).
+pub(crate) fn resolved() -> Option<&'static Next> {
+    if STATE.load(Ordering::Acquire) == RESOLVED {
+        // SAFETY: as in `next`.
+        return unsafe { (*std::ptr::addr_of!(NEXT)).as_ref() };
+    }
+    None
+}
+
 #[cold]
 fn resolve() -> Option<&'static Next> {
     if STATE.compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Acquire).is_err() {
@@ -79,6 +94,7 @@ fn resolve() -> Option<&'static Next> {
             posix_memalign: std::mem::transmute::<usize, PosixMemalignFn>(lookup(c"posix_memalign")),
             malloc_usable_size: std::mem::transmute::<usize, UsableSizeFn>(lookup(c"malloc_usable_size")),
             sizes_known: same_object(lookup(c"malloc"), lookup(c"malloc_usable_size")),
+            glibc: in_glibc(lookup(c"malloc")),
         }
     };
     // SAFETY: only this thread got past RESOLVING; readers wait for RESOLVED.
@@ -96,6 +112,19 @@ fn lookup(name: &CStr) -> usize {
         nam_farmem::exit_fatal(&format!("no {} past the far-memory library", name.to_string_lossy()));
     }
     f
+}
+
+/// Whether the function at `f` is defined in glibc's `libc.so.6` (mimalloc, say, defines
+/// `__libc_malloc` too, so comparing with that name would not tell).
+fn in_glibc(f: usize) -> bool {
+    // SAFETY: a zeroed Dl_info is a valid out-buffer; dladdr only reads the address.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; dli_fname, when set, is a NUL-terminated path the loader owns.
+    unsafe {
+        libc::dladdr(f as *const c_void, &mut info) != 0
+            && !info.dli_fname.is_null()
+            && CStr::from_ptr(info.dli_fname).to_bytes().ends_with(b"/libc.so.6")
+    }
 }
 
 /// Whether the functions at `a` and `b` are defined in the same loaded object.

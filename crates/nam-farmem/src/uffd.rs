@@ -2,6 +2,7 @@
 //! write-protect faults, with failures as this crate's typed errors (the call that failed
 //! and the system's reason).
 
+use crate::constants::PAGE_BYTES;
 use crate::error::{Error, Result};
 pub use nam_uffd::{Fault, FAULT_WP, FAULT_WRITE};
 use nam_uffd::{OpenError, FEATURE_MOVE, FEATURE_SIGBUS, FEATURE_THREAD_ID};
@@ -71,8 +72,27 @@ impl Uffd {
 
     /// Installs `len` bytes from `src` at `dst` (page aligned), read-only when
     /// `write_protect`. Returns false when the page was already there.
+    ///
+    /// A run that the kernel refuses with `ENOENT` crosses a boundary between two of the
+    /// region's mappings (the kernel copies within one): a program's `madvise` or
+    /// `mprotect` on part of the region splits it, and the pieces may not merge back. Such
+    /// a run is copied a page at a time instead; false then if any page was there already.
     pub fn copy(&self, dst: u64, src: *const u8, len: u64, write_protect: bool, wake: bool) -> Result<bool> {
-        self.inner.copy(dst, src, len, write_protect, wake).map_err(|e| sys("UFFDIO_COPY", e))
+        match self.inner.copy(dst, src, len, write_protect, wake) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && len > PAGE_BYTES => {
+                let mut all = true;
+                for at in (0..len).step_by(PAGE_BYTES as usize) {
+                    // SAFETY: `src` holds `len` bytes (the caller's promise); `at < len`.
+                    let from = unsafe { src.add(at as usize) };
+                    all &= self
+                        .inner
+                        .copy(dst + at, from, PAGE_BYTES, write_protect, wake)
+                        .map_err(|e| sys("UFFDIO_COPY", e))?;
+                }
+                Ok(all)
+            }
+            other => other.map_err(|e| sys("UFFDIO_COPY", e)),
+        }
     }
 
     /// Sets (`protect`) or clears write protection of the range; clearing wakes waiters.
