@@ -323,3 +323,70 @@ fn dragonfly_and_fat_tree_route_minimally_and_deliver_everything_under_load() {
     // p = 1: groups of 2 routers with 1 global link each, 3 groups.
     assert_eq!((df.node_count(), df.router_count()), (6, 6));
 }
+
+/// Packets of every node of a dragonfly group to the node at the same place in the next group
+/// (Kim et al. 2008's adversarial pattern: minimal routing puts a whole group's load on one
+/// global link), Bernoulli at `packets_per_cycle` for `cycles` cycles, as a trace.
+fn dragonfly_group_shift(t: &Topology, packets_per_cycle: f64, cycles: u64) -> TrafficPattern {
+    use rand::{Rng, SeedableRng};
+    let RoutingKind::Dragonfly { routers, .. } = t.routing else { panic!("not a dragonfly") };
+    let (n, per_group) = (t.node_count(), routers * t.router_nodes(0).len());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut events = Vec::new();
+    for c in 0..cycles {
+        for src in 0..n {
+            if rng.gen::<f64>() < packets_per_cycle {
+                let time_ns = c as f64 / t.reference_freq_ghz();
+                events.push(traffic::TraceEvent { time_ns, src, dst: (src + per_group) % n });
+            }
+        }
+    }
+    TrafficPattern::Trace(events)
+}
+
+#[test]
+fn dragonfly_ugal_and_valiant_beat_minimal_routing_under_adversarial_traffic_and_ugal_stays_near_it_under_uniform() {
+    // Two VCs per class for the non-minimal routings' four classes (BookSim2's UGAL runs one
+    // VC per phase with 256-flit buffers).
+    let cfg = SimConfig { vcs: 8, warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
+    let with = |name: &str| {
+        let mut t = build("dragonfly", &TopologyParams::default()).unwrap();
+        routing::select(&mut t, name).unwrap();
+        t
+    };
+    let per_flit = |t: &Topology, r: &SimResult| r.accepted_packets_per_ns_per_node * 4.0 / t.reference_freq_ghz();
+    let (mut adversarial, mut uniform) = ([0.0; 3], [0.0; 3]);
+    for (i, name) in ["dragonfly-min", "valiant", "ugal"].into_iter().enumerate() {
+        let t = with(name);
+        assert_eq!(t.routing.name(), name);
+        // Group shift at 0.4 flits/node/cycle: minimal routing's bound is one global link per
+        // group of 8 nodes, 0.125 flits/node/cycle.
+        let c = SimConfig { traffic: dragonfly_group_shift(&t, 0.1, 2000), drain_cycles_max: 100_000, ..cfg.clone() };
+        let r = run(&t, &c).unwrap();
+        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        adversarial[i] = per_flit(&t, &r);
+        // Uniform past minimal routing's saturation.
+        let c = SimConfig { injection: Injection::FlitsPerNodePerCycle(0.8), ..cfg.clone() };
+        uniform[i] = per_flit(&t, &run(&t, &c).unwrap());
+    }
+    let ([min_a, val_a, ugal_a], [min_u, val_u, ugal_u]) = (adversarial, uniform);
+    assert!(min_a < 0.13, "minimal: {min_a:.3} flits/node/cycle above its one-link bound");
+    assert!(
+        val_a > 1.5 * min_a && ugal_a > 1.5 * min_a,
+        "adversarial: min {min_a:.3} valiant {val_a:.3} ugal {ugal_a:.3}"
+    );
+    // Valiant's detour doubles the global hops of uniform traffic; UGAL keeps most packets
+    // minimal.
+    assert!(val_u < 0.7 * min_u, "uniform: min {min_u:.3} valiant {val_u:.3}");
+    assert!(ugal_u > 0.85 * min_u, "uniform: min {min_u:.3} ugal {ugal_u:.3}");
+    // At zero load UGAL routes minimally: the analytic model gives the same latency.
+    let (a, b) = (
+        analyze(&with("dragonfly-min"), &TrafficPattern::Uniform, 8, 4).unwrap(),
+        analyze(&with("ugal"), &TrafficPattern::Uniform, 8, 4).unwrap(),
+    );
+    assert_eq!(a.zero_load_latency_ns, b.zero_load_latency_ns);
+    // Too few VCs for the four classes is an error naming the field.
+    let t = with("ugal");
+    let few = SimConfig { vcs: 3, ..SimConfig::default() };
+    assert!(matches!(run(&t, &few), Err(NetsimError::InvalidParameter { field, .. }) if field == "vcs"));
+}
