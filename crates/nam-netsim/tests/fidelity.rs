@@ -110,11 +110,16 @@ fn uniform_traffic_includes_the_source_by_default() {
 /// routing_delay = 0; vc_alloc_delay = sw_alloc_delay = 1; speculative = 1;
 /// st_final_delay = 1; injection_rate_uses_flits = 1; warmup_periods = 3;
 /// sample_period = 1000`, run for this work: accepted 0.4069 flits/node/cycle offered 0.46
-/// (past saturation), against the channel-load bound of 0.5 for DOR: 0.814 of the bound. Its
-/// latency stays within three times zero load (24.75 cycles) at 0.40 (51 cycles) and leaves
-/// it by 0.42 (293 cycles): saturation read from the latency curve at 0.80-0.84 of the bound.
+/// (past saturation), against the channel-load bound of 0.5 for DOR: 0.814 of the bound.
+/// Its latency curve, re-measured over seeds 1-6 with a 3000-cycle warm-up and window
+/// (`warmup_periods = 1; sample_period = 3000`): zero load 23.7 cycles, 46.0 cycles at 0.36,
+/// 49.6 at 0.37, 56.0 at 0.38, 67.6-73.2 at 0.39 and past three times zero load (71.1) from
+/// 0.40 (73.5-101 cycles with the default window): saturation read from the latency curve at
+/// 0.39 flits/node/cycle, 0.78 of the bound. (An earlier single run recorded 51 cycles at 0.40
+/// and put it at 0.82; no seed reproduces that.) nam-netsim on the same windows is within 1% of
+/// these latencies at 0.36-0.38 (docs/netsim.md, Against BookSim2).
 const BOOKSIM_MESH8_ACCEPTED_FRACTION: f64 = 0.4069 / 0.5;
-const BOOKSIM_MESH8_LATENCY_FRACTION: f64 = 0.82;
+const BOOKSIM_MESH8_LATENCY_FRACTION: f64 = 0.78;
 
 fn mesh8_1ghz() -> Topology {
     build("mesh", &TopologyParams { tiles: 8, freq_ghz: Some(1.0), ..Default::default() }).unwrap()
@@ -138,15 +143,13 @@ fn uniform_throughput_past_saturation_on_the_mesh_is_within_5_percent_of_booksim
 }
 
 #[test]
-fn saturation_read_from_the_latency_curve_is_near_booksim2s_and_below_the_bound() {
+fn saturation_read_from_the_latency_curve_is_within_5_percent_of_booksim2s_and_below_the_bound() {
     let t = mesh8_1ghz();
     let cfg = SimConfig { warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
     let s = find_saturation(&t, &cfg, 0.01).unwrap();
     assert!(s.fraction_of_bound < 1.0);
-    // Within 8% of BookSim2's (0.773 against 0.80-0.84 when written): the Done-when list asks
-    // for 5%, which this model does not reach yet (docs/netsim.md, Known differences).
     let err = (s.fraction_of_bound - BOOKSIM_MESH8_LATENCY_FRACTION).abs() / BOOKSIM_MESH8_LATENCY_FRACTION;
-    assert!(err < 0.08, "saturation at {:.3} of the bound", s.fraction_of_bound);
+    assert!(err < 0.05, "saturation at {:.3} of the bound", s.fraction_of_bound);
     // Just below the saturation load the run is stable, well above it unstable.
     let at = |x: f64| {
         let c = SimConfig {
@@ -238,6 +241,16 @@ fn valiant_and_romm_take_longer_paths_and_spread_adversarial_load() {
     assert!(matches!(run(&t, &cfg), Err(NetsimError::InvalidParameter { field, .. }) if field == "vcs"));
 }
 
+/// Runs `cfg` without generating packets after the window and checks that the network drained:
+/// no deadlock and every injected flit ejected.
+fn delivers_everything(t: &Topology, cfg: SimConfig, label: &str) -> SimResult {
+    let cfg = SimConfig { drain_cycles_max: 20_000, generate_during_drain: false, ..cfg };
+    let r = run(t, &cfg).unwrap();
+    assert_ne!(r.status, RunStatus::Deadlock, "{label}");
+    assert_eq!(r.flits_injected, r.flits_ejected, "{label}");
+    r
+}
+
 #[test]
 fn minimal_adaptive_routing_delivers_every_packet_under_adversarial_load() {
     for name in ["mesh", "torus"] {
@@ -248,13 +261,9 @@ fn minimal_adaptive_routing_delivers_every_packet_under_adversarial_load() {
             injection: Injection::FlitsPerNodePerCycle(0.9),
             warmup_cycles: 500,
             measure_cycles: 2000,
-            drain_cycles_max: 20_000,
-            generate_during_drain: false,
             ..SimConfig::default()
         };
-        let r = run(&t, &cfg).unwrap();
-        assert_ne!(r.status, RunStatus::Deadlock, "{name}");
-        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        let r = delivers_everything(&t, cfg, name);
         assert_eq!(r.packets_malformed, 0);
     }
 }
@@ -308,13 +317,9 @@ fn dragonfly_and_fat_tree_route_minimally_and_deliver_everything_under_load() {
             injection: Injection::PacketsPerNsPerNode(0.9 * a.channel_load_bound_packets_per_ns_per_node),
             warmup_cycles: 300,
             measure_cycles: 1500,
-            drain_cycles_max: 20_000,
-            generate_during_drain: false,
             ..SimConfig::default()
         };
-        let r = run(&t, &cfg).unwrap();
-        assert_ne!(r.status, RunStatus::Deadlock, "{name}");
-        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        delivers_everything(&t, cfg, name);
     }
     let fc =
         build("fattree", &TopologyParams { concentration: Some(2), levels: Some(4), ..Default::default() }).unwrap();
