@@ -113,9 +113,9 @@ fn uniform_traffic_includes_the_source_by_default() {
 /// (past saturation), against the channel-load bound of 0.5 for DOR: 0.814 of the bound.
 /// Its latency curve, re-measured over seeds 1-6 with a 3000-cycle warm-up and window
 /// (`warmup_periods = 1; sample_period = 3000`): zero load 23.7 cycles, 46.0 cycles at 0.36,
-/// 49.6 at 0.37, 56.0 at 0.38, 67.6-73.2 at 0.39 and past three times zero load (71.1) from
-/// 0.40 (73.5-101 cycles with the default window): saturation read from the latency curve at
-/// 0.39 flits/node/cycle, 0.78 of the bound. (An earlier single run recorded 51 cycles at 0.40
+/// 49.6 at 0.37, 56.0 at 0.38, 74.1 at 0.39 (66.6-94.8 over the seeds) and 114-121 at 0.40:
+/// latency crosses three times zero load (71.1) between 0.38 and 0.39 flits/node/cycle, so
+/// saturation read from the latency curve is 0.78 of the bound. (An earlier single run recorded 51 cycles at 0.40
 /// and put it at 0.82; no seed reproduces that.) nam-netsim on the same windows is within 1% of
 /// these latencies at 0.36-0.38 (docs/netsim.md, Against BookSim2).
 const BOOKSIM_MESH8_ACCEPTED_FRACTION: f64 = 0.4069 / 0.5;
