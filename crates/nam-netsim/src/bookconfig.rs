@@ -207,11 +207,13 @@ pub fn parse(text: &str) -> Result<FileConfig> {
             "routing_function" => match v {
                 "dor" | "dim_order" | "dor_mesh" | "dim_order_mesh" | "dim_order_torus" => fc.routing = None,
                 "min" | "shortest" => fc.routing = Some("shortest".into()),
+                // BookSim2's dragonfly (`ugal_dragonflynew`); `select` rejects it elsewhere.
+                "ugal" => fc.routing = Some("ugal".into()),
                 _ => match CubeAlgo::from_name(v) {
                     Some(algo) => fc.routing = Some(algo_name(algo).into()),
                     None => {
                         return Err(unsupported(
-                            "routing functions modelled: dor, dim_order, romm, valiant, min_adapt, min",
+                            "routing functions modelled: dor, dim_order, romm, valiant, min_adapt, min, ugal",
                         ))
                     }
                 },
@@ -362,6 +364,17 @@ mod tests {
         assert_eq!(fc.sim.injection, Injection::FlitsPerNodePerCycle(0.4));
         assert_eq!((fc.sim.warmup_cycles, fc.sim.measure_cycles), (1000, 3000));
         assert_eq!(fc.build_topology().unwrap().node_count(), 64);
+    }
+
+    #[test]
+    fn reads_ugal_and_valiant_on_a_dragonfly_and_rejects_ugal_elsewhere() {
+        for (name, routing) in [("ugal", "ugal"), ("valiant", "valiant")] {
+            let fc = parse(&format!("topology = dragonfly; routing_function = {name};\n")).unwrap();
+            assert_eq!(fc.build_topology().unwrap().routing.name(), routing);
+        }
+        let fc = parse("topology = mesh; k = 4; n = 2; routing_function = ugal;\n").unwrap();
+        let err = fc.build_topology().unwrap_err().to_string();
+        assert!(err.contains("ugal") && err.contains("valiant"), "{err}");
     }
 
     #[test]

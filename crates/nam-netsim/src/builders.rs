@@ -4,7 +4,7 @@
 use crate::constants::{CUBE_DIMS_MAX, FILE_NODES_MAX, FILE_ROUTERS_MAX, LINK_CYCLES_MAX};
 use crate::error::{invalid, NetsimError, Result};
 use crate::physical::TILE_MM;
-use crate::topology::{CubeAlgo, RoutingKind, Topology};
+use crate::topology::{CubeAlgo, DragonflyAlgo, RoutingKind, Topology};
 
 /// Names accepted by [`build`].
 pub const TOPOLOGY_NAMES: [&str; 12] = [
@@ -140,7 +140,10 @@ fn dragonfly(p: usize) -> Result<Topology> {
     }
     let (a, h) = (2 * p, p);
     let g = a * h + 1;
-    let mut t = Topology::new("dragonfly", RoutingKind::Dragonfly { routers: a, globals: h, groups: g });
+    let mut t = Topology::new(
+        "dragonfly",
+        RoutingKind::Dragonfly { routers: a, globals: h, groups: g, algo: DragonflyAlgo::Minimal },
+    );
     for gi in 0..g {
         for i in 0..a {
             t.add_router(format!("G{gi}R{i}"), tile_center(gi * (a + 1) + i), tile_center(0), false);

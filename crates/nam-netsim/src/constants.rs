@@ -116,6 +116,14 @@ pub const CONVERGE_TOLERANCE_DEFAULT: f64 = 0.02;
 /// throughput.
 pub const BEFORE_SATURATION_FRACTION: f64 = 0.75;
 
+/// UGAL-L's bias toward the minimal path on a dragonfly, in flits buffered downstream
+/// ([`crate::topology::DragonflyAlgo::Ugal`]). BookSim2 hard-codes 30 for its example's
+/// 256-flit VCs, more than a whole port of nam-netsim's default buffers (4 VCs x 5 flits)
+/// holds, so it would never leave the minimal path; 4 flits (one packet) keeps the same
+/// bias relative to these buffers: a packet goes non-minimally once the minimal port's queue
+/// is more than a packet longer than twice the other's.
+pub const UGAL_THRESHOLD_FLITS_DEFAULT: u32 = 4;
+
 /// Start phases (in source-router cycles) the analytic zero-load latency averages over for
 /// paths that cross clock domains.
 pub const CLOCK_PHASES: u64 = 16;

@@ -68,5 +68,5 @@ pub use builders::{build, TopologyParams, TOPOLOGY_NAMES};
 pub use config::{Energy, Injection, InjectionProcess, RunStatus, SimConfig, SimResult};
 pub use error::{NetsimError, Result};
 pub use sim::run;
-pub use topology::{CubeAlgo, RoutingKind, Topology, TopologySummary};
+pub use topology::{CubeAlgo, DragonflyAlgo, RoutingKind, Topology, TopologySummary};
 pub use traffic::TrafficPattern;

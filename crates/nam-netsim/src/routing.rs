@@ -4,7 +4,7 @@
 //! shortest-path tables.
 
 use crate::error::{NetsimError, Result};
-use crate::topology::{CubeAlgo, RoutingKind, Topology};
+use crate::topology::{CubeAlgo, DragonflyAlgo, RoutingKind, Topology};
 use std::collections::VecDeque;
 
 /// Per-packet routing state, updated at every route computation.
@@ -89,6 +89,8 @@ impl Router {
             RoutingKind::Cube { dims, wrap, algo } => cube_choices(dims, *wrap, *algo, src, dst),
             RoutingKind::Dor { cols, rows, wrap } => cube_choices(&[*cols, *rows], *wrap, CubeAlgo::Dor, src, dst),
             RoutingKind::FatTree { k, levels } => k.pow(tree_up_levels(*k, *levels, src, dst) as u32),
+            // Valiant's intermediate router; UGAL at zero load always routes minimally.
+            RoutingKind::Dragonfly { routers, groups, algo: DragonflyAlgo::Valiant, .. } => routers * groups,
             _ => 1,
         }
     }
@@ -126,6 +128,19 @@ impl Router {
             let (vc_lo, vc_hi) = self.vc_range(class);
             return Hop { port: ports[pick % ports.len()] as usize, vc_lo, vc_hi };
         }
+        if let RoutingKind::Dragonfly { routers, globals, groups, algo } = topo.routing {
+            if algo.non_minimal() {
+                let toward = |to: usize| {
+                    let ports = topo.ports_toward(r, to);
+                    assert!(!ports.is_empty(), "routing chose a missing link {r} -> {to}");
+                    ports[0] as usize
+                };
+                let g = DragonflyShape { routers, globals, groups };
+                let (next, class) = g.non_minimal_next(algo, r, dr, st, pick, &|to| occupancy(toward(to)));
+                let (vc_lo, vc_hi) = self.vc_range(class);
+                return Hop { port: toward(next), vc_lo, vc_hi };
+            }
+        }
         let port = self.route_between(topo, r, dr, st, pick, occupancy);
         let (vc_lo, vc_hi) = if self.classes > 1 { self.vc_range(st.class) } else { (0, self.vcs) };
         Hop { port, vc_lo, vc_hi }
@@ -151,23 +166,19 @@ impl Router {
                 toward(next)
             }
             RoutingKind::Cube { .. } => unreachable!("cube routing is handled in route"),
-            RoutingKind::Dragonfly { routers, globals, groups } => {
-                let (g, d) = (r / routers, dr / routers);
-                if g == d {
+            RoutingKind::Dragonfly { routers, globals, groups, .. } => {
+                let shape = DragonflyShape { routers: *routers, globals: *globals, groups: *groups };
+                let next = shape.minimal_next(r, dr);
+                if r / routers == dr / routers {
                     // Class 1 once the packet came through a global link.
                     st.class = u8::from(st.dim == 1);
-                    return toward(dr);
+                } else {
+                    st.class = 0;
+                    if next / routers != r / routers {
+                        st.dim = 1;
+                    }
                 }
-                st.class = 0;
-                // The one global link from group g to group d, and the routers at its ends.
-                let l = (d + groups - g - 1) % groups;
-                let owner = g * routers + l / globals;
-                if r != owner {
-                    return toward(owner);
-                }
-                let back = (g + groups - d - 1) % groups;
-                st.dim = 1;
-                toward(d * routers + back / globals)
+                toward(next)
             }
             RoutingKind::FatTree { k, levels } => {
                 let per = k.pow(*levels as u32 - 1);
@@ -240,6 +251,81 @@ impl Router {
                 t[r * topo.router_count() + dr] as usize
             }
         }
+    }
+}
+
+/// A balanced dragonfly's size, for its routing steps.
+struct DragonflyShape {
+    routers: usize,
+    globals: usize,
+    groups: usize,
+}
+
+impl DragonflyShape {
+    /// Next router on the minimal way from router `r` to router `t` (`r != t`): inside a group
+    /// straight there; otherwise to the router holding the one global link toward `t`'s group,
+    /// over it, then to `t`.
+    fn minimal_next(&self, r: usize, t: usize) -> usize {
+        let (a, n) = (self.routers, self.groups);
+        let (g, d) = (r / a, t / a);
+        if g == d {
+            return t;
+        }
+        let owner = g * a + (d + n - g - 1) % n / self.globals;
+        if r != owner {
+            return owner;
+        }
+        d * a + (g + n - d - 1) % n / self.globals
+    }
+
+    /// Valiant's and UGAL-L's next router and VC class (see [`DragonflyAlgo`]); `r` is not the
+    /// destination router `dr`. The choice is made at the source router: the intermediate
+    /// router is drawn from `pick`, and UGAL compares `occupancy(next router)` of the two ways.
+    fn non_minimal_next(
+        &self,
+        algo: DragonflyAlgo,
+        r: usize,
+        dr: usize,
+        st: &mut RouteState,
+        pick: usize,
+        occupancy: &dyn Fn(usize) -> u32,
+    ) -> (usize, u8) {
+        let a = self.routers;
+        if !st.chosen {
+            st.chosen = true;
+            // `dim` is 1 once the current phase took its global hop.
+            st.dim = 0;
+            st.phase = 1;
+            let inter = pick % (a * self.groups);
+            if r / a != dr / a && inter / a != r / a {
+                let detour = match algo {
+                    DragonflyAlgo::Ugal { threshold_flits } => {
+                        let (m, v) = (self.minimal_next(r, dr), self.minimal_next(r, inter));
+                        // Hop counts 1 and 2 weigh the two queues, as BookSim2's UGAL-L does.
+                        occupancy(m) > 2 * occupancy(v) + threshold_flits
+                    }
+                    _ => true,
+                };
+                if detour {
+                    st.phase = 0;
+                    st.inter = inter as u32;
+                }
+            }
+            // Phase numbering of the classes: a minimal packet uses the first phase's.
+            st.class = 0;
+        }
+        if st.phase == 0 && r == st.inter as usize {
+            st.phase = 1;
+            st.class = 2;
+            st.dim = 0;
+        }
+        let target = if st.phase == 0 { st.inter as usize } else { dr };
+        let next = self.minimal_next(r, target);
+        let class = st.class + u8::from(st.dim == 1);
+        if next / a != r / a {
+            st.dim = 1;
+        }
+        (next, class)
     }
 }
 
@@ -492,9 +578,14 @@ pub fn select(topo: &mut Topology, name: &str) -> Result<()> {
         topo.routing = RoutingKind::Cube { dims, wrap, algo };
         return Ok(());
     }
-    let known = match cube {
-        Some(_) => format!("{}, shortest", CubeAlgo::NAMES.join(", ")),
-        None => format!("{}, shortest", topo.routing.name()),
+    if let (RoutingKind::Dragonfly { algo, .. }, Some(a)) = (&mut topo.routing, DragonflyAlgo::from_name(name)) {
+        *algo = a;
+        return Ok(());
+    }
+    let known = match (&cube, &topo.routing) {
+        (Some(_), _) => format!("{}, shortest", CubeAlgo::NAMES.join(", ")),
+        (None, RoutingKind::Dragonfly { .. }) => format!("{}, shortest", DragonflyAlgo::NAMES.join(", ")),
+        (None, _) => format!("{}, shortest", topo.routing.name()),
     };
     Err(NetsimError::UnknownRouting { name: name.to_string(), topology: topo.name.clone(), known })
 }

@@ -266,6 +266,7 @@ impl<'a> Simulation<'a> {
             draws: match &topo.routing {
                 RoutingKind::Cube { wrap, algo, .. } => *wrap || algo.two_phase(),
                 RoutingKind::FatTree { .. } => true,
+                RoutingKind::Dragonfly { algo, .. } => algo.non_minimal(),
                 _ => false,
             },
             cfg,

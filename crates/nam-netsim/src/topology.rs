@@ -90,6 +90,58 @@ impl CubeAlgo {
     }
 }
 
+/// Routing algorithms on a dragonfly (Kim et al. 2008's minimal, Valiant and UGAL).
+///
+/// The non-minimal ones use four VC classes, one per segment of the longest path (local, global,
+/// local to the intermediate router; local, global, local to the destination): the class is
+/// twice the phase (0 toward the intermediate router, 1 toward the destination; a packet routed
+/// minimally from its source starts in phase 0) plus one after the phase's global hop. Classes
+/// only ever grow along a path and, inside one, a local hop leads only to a global hop or out of
+/// the class, so the channel dependencies have no cycle. (BookSim2's `ugal_dragonflynew` uses
+/// three VCs, which leaves a cycle through the local channels of the intermediate group.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub enum DragonflyAlgo {
+    /// Minimal: local, global, local (BookSim2 `routing_function = min`).
+    #[default]
+    Minimal,
+    /// Valiant: every packet whose destination is in another group goes minimally to a router
+    /// drawn uniformly from the whole network, then minimally to its destination (a draw in the
+    /// source's own group routes minimally, as BookSim2 does).
+    Valiant,
+    /// UGAL-L (BookSim2 `routing_function = ugal`): at the source router the packet draws an
+    /// intermediate router as Valiant does and goes minimally unless the flits buffered
+    /// downstream of the minimal port exceed twice those of the non-minimal port plus
+    /// `threshold_flits` (the hop counts weigh the queues, as in BookSim2's
+    /// `ugal_dragonflynew`).
+    Ugal {
+        /// Bias toward the minimal path, in flits (BookSim2 hard-codes 30 for its 256-flit
+        /// buffers; see [`crate::constants::UGAL_THRESHOLD_FLITS_DEFAULT`]).
+        threshold_flits: u32,
+    },
+}
+
+impl DragonflyAlgo {
+    /// Names accepted by `--routing` on a dragonfly.
+    pub const NAMES: [&'static str; 3] = ["dragonfly-min", "valiant", "ugal"];
+
+    /// The algorithm of a `--routing` name (BookSim2's names are accepted too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "dragonfly-min" | "min_dragonflynew" | "dragonfly-minimal" => Some(DragonflyAlgo::Minimal),
+            "valiant" | "dragonfly-valiant" => Some(DragonflyAlgo::Valiant),
+            "ugal" | "ugal_dragonflynew" | "dragonfly-ugal" | "ugal-l" => {
+                Some(DragonflyAlgo::Ugal { threshold_flits: crate::constants::UGAL_THRESHOLD_FLITS_DEFAULT })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether packets may leave the minimal path.
+    pub fn non_minimal(self) -> bool {
+        self != DragonflyAlgo::Minimal
+    }
+}
+
 /// The routing function of a topology together with the metadata it needs.
 #[derive(Debug, Clone, Serialize)]
 pub enum RoutingKind {
@@ -119,7 +171,7 @@ pub enum RoutingKind {
     /// routers, each with `globals` global links, one link between every two groups (router
     /// `group * routers + i`). Minimal routing: a local hop to the router holding the link to the
     /// destination group, the global hop, a local hop to the destination router; VC class 0
-    /// before the global hop, 1 after it.
+    /// before the global hop, 1 after it. Valiant and UGAL see [`DragonflyAlgo`].
     Dragonfly {
         /// Routers per group.
         routers: usize,
@@ -127,6 +179,8 @@ pub enum RoutingKind {
         globals: usize,
         /// Number of groups.
         groups: usize,
+        /// Routing algorithm.
+        algo: DragonflyAlgo,
     },
     /// k-ary n-tree (fat tree): `levels` levels of `k^(levels-1)` routers, `k` nodes per leaf
     /// router, router `level * k^(levels-1) + w` going up by replacing digit `level` of `w`.
@@ -193,7 +247,9 @@ impl RoutingKind {
             RoutingKind::Cube { algo: CubeAlgo::Valiant, .. } => "valiant",
             RoutingKind::Cube { algo: CubeAlgo::MinAdaptive, .. } => "min-adaptive",
             RoutingKind::FlatFly { .. } => "fbfly-dor",
-            RoutingKind::Dragonfly { .. } => "dragonfly-min",
+            RoutingKind::Dragonfly { algo: DragonflyAlgo::Minimal, .. } => "dragonfly-min",
+            RoutingKind::Dragonfly { algo: DragonflyAlgo::Valiant, .. } => "valiant",
+            RoutingKind::Dragonfly { algo: DragonflyAlgo::Ugal { .. }, .. } => "ugal",
             RoutingKind::FatTree { .. } => "fattree-updown",
             RoutingKind::SuperStar { neighbour_threshold_flits: None, .. } => "superstar-rr",
             RoutingKind::SuperStar { .. } => "superstarx-threshold",
@@ -210,14 +266,16 @@ impl RoutingKind {
     }
 
     /// VC classes the routing splits each port's VCs into: two dateline classes on rings, two
-    /// phases for ROMM and Valiant (four classes on a torus), and for minimal adaptive one
-    /// adaptive class beside the escape class(es).
+    /// phases for ROMM and Valiant (four classes on a torus), for minimal adaptive one
+    /// adaptive class beside the escape class(es), and on a dragonfly two (minimal) or four
+    /// (Valiant, UGAL; see [`DragonflyAlgo`]).
     pub fn vc_classes(&self) -> usize {
         match self {
             RoutingKind::Dor { wrap: true, .. }
             | RoutingKind::SuperRing { .. }
             | RoutingKind::Exanest { .. }
-            | RoutingKind::Dragonfly { .. } => 2,
+            | RoutingKind::Dragonfly { algo: DragonflyAlgo::Minimal, .. } => 2,
+            RoutingKind::Dragonfly { .. } => 4,
             RoutingKind::Cube { wrap, algo, .. } => {
                 let dateline = if *wrap { 2 } else { 1 };
                 match algo {

@@ -110,11 +110,16 @@ fn uniform_traffic_includes_the_source_by_default() {
 /// routing_delay = 0; vc_alloc_delay = sw_alloc_delay = 1; speculative = 1;
 /// st_final_delay = 1; injection_rate_uses_flits = 1; warmup_periods = 3;
 /// sample_period = 1000`, run for this work: accepted 0.4069 flits/node/cycle offered 0.46
-/// (past saturation), against the channel-load bound of 0.5 for DOR: 0.814 of the bound. Its
-/// latency stays within three times zero load (24.75 cycles) at 0.40 (51 cycles) and leaves
-/// it by 0.42 (293 cycles): saturation read from the latency curve at 0.80-0.84 of the bound.
+/// (past saturation), against the channel-load bound of 0.5 for DOR: 0.814 of the bound.
+/// Its latency curve, re-measured over seeds 1-6 with a 3000-cycle warm-up and window
+/// (`warmup_periods = 1; sample_period = 3000`): zero load 23.7 cycles, 46.0 cycles at 0.36,
+/// 49.6 at 0.37, 56.0 at 0.38, 74.1 at 0.39 (66.6-94.8 over the seeds) and 114-121 at 0.40:
+/// latency crosses three times zero load (71.1) between 0.38 and 0.39 flits/node/cycle, so
+/// saturation read from the latency curve is 0.78 of the bound. (An earlier single run recorded 51 cycles at 0.40
+/// and put it at 0.82; no seed reproduces that.) nam-netsim on the same windows is within 1% of
+/// these latencies at 0.36-0.38 (docs/netsim.md, Against BookSim2).
 const BOOKSIM_MESH8_ACCEPTED_FRACTION: f64 = 0.4069 / 0.5;
-const BOOKSIM_MESH8_LATENCY_FRACTION: f64 = 0.82;
+const BOOKSIM_MESH8_LATENCY_FRACTION: f64 = 0.78;
 
 fn mesh8_1ghz() -> Topology {
     build("mesh", &TopologyParams { tiles: 8, freq_ghz: Some(1.0), ..Default::default() }).unwrap()
@@ -138,15 +143,13 @@ fn uniform_throughput_past_saturation_on_the_mesh_is_within_5_percent_of_booksim
 }
 
 #[test]
-fn saturation_read_from_the_latency_curve_is_near_booksim2s_and_below_the_bound() {
+fn saturation_read_from_the_latency_curve_is_within_5_percent_of_booksim2s_and_below_the_bound() {
     let t = mesh8_1ghz();
     let cfg = SimConfig { warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
     let s = find_saturation(&t, &cfg, 0.01).unwrap();
     assert!(s.fraction_of_bound < 1.0);
-    // Within 8% of BookSim2's (0.773 against 0.80-0.84 when written): the Done-when list asks
-    // for 5%, which this model does not reach yet (docs/netsim.md, Known differences).
     let err = (s.fraction_of_bound - BOOKSIM_MESH8_LATENCY_FRACTION).abs() / BOOKSIM_MESH8_LATENCY_FRACTION;
-    assert!(err < 0.08, "saturation at {:.3} of the bound", s.fraction_of_bound);
+    assert!(err < 0.05, "saturation at {:.3} of the bound", s.fraction_of_bound);
     // Just below the saturation load the run is stable, well above it unstable.
     let at = |x: f64| {
         let c = SimConfig {
@@ -238,6 +241,16 @@ fn valiant_and_romm_take_longer_paths_and_spread_adversarial_load() {
     assert!(matches!(run(&t, &cfg), Err(NetsimError::InvalidParameter { field, .. }) if field == "vcs"));
 }
 
+/// Runs `cfg` without generating packets after the window and checks that the network drained:
+/// no deadlock and every injected flit ejected.
+fn delivers_everything(t: &Topology, cfg: SimConfig, label: &str) -> SimResult {
+    let cfg = SimConfig { drain_cycles_max: 20_000, generate_during_drain: false, ..cfg };
+    let r = run(t, &cfg).unwrap();
+    assert_ne!(r.status, RunStatus::Deadlock, "{label}");
+    assert_eq!(r.flits_injected, r.flits_ejected, "{label}");
+    r
+}
+
 #[test]
 fn minimal_adaptive_routing_delivers_every_packet_under_adversarial_load() {
     for name in ["mesh", "torus"] {
@@ -248,13 +261,9 @@ fn minimal_adaptive_routing_delivers_every_packet_under_adversarial_load() {
             injection: Injection::FlitsPerNodePerCycle(0.9),
             warmup_cycles: 500,
             measure_cycles: 2000,
-            drain_cycles_max: 20_000,
-            generate_during_drain: false,
             ..SimConfig::default()
         };
-        let r = run(&t, &cfg).unwrap();
-        assert_ne!(r.status, RunStatus::Deadlock, "{name}");
-        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        let r = delivers_everything(&t, cfg, name);
         assert_eq!(r.packets_malformed, 0);
     }
 }
@@ -308,13 +317,9 @@ fn dragonfly_and_fat_tree_route_minimally_and_deliver_everything_under_load() {
             injection: Injection::PacketsPerNsPerNode(0.9 * a.channel_load_bound_packets_per_ns_per_node),
             warmup_cycles: 300,
             measure_cycles: 1500,
-            drain_cycles_max: 20_000,
-            generate_during_drain: false,
             ..SimConfig::default()
         };
-        let r = run(&t, &cfg).unwrap();
-        assert_ne!(r.status, RunStatus::Deadlock, "{name}");
-        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        delivers_everything(&t, cfg, name);
     }
     let fc =
         build("fattree", &TopologyParams { concentration: Some(2), levels: Some(4), ..Default::default() }).unwrap();
@@ -322,4 +327,71 @@ fn dragonfly_and_fat_tree_route_minimally_and_deliver_everything_under_load() {
     let df = build("dragonfly", &TopologyParams { concentration: Some(1), ..Default::default() }).unwrap();
     // p = 1: groups of 2 routers with 1 global link each, 3 groups.
     assert_eq!((df.node_count(), df.router_count()), (6, 6));
+}
+
+/// Packets of every node of a dragonfly group to the node at the same place in the next group
+/// (Kim et al. 2008's adversarial pattern: minimal routing puts a whole group's load on one
+/// global link), Bernoulli at `packets_per_cycle` for `cycles` cycles, as a trace.
+fn dragonfly_group_shift(t: &Topology, packets_per_cycle: f64, cycles: u64) -> TrafficPattern {
+    use rand::{Rng, SeedableRng};
+    let RoutingKind::Dragonfly { routers, .. } = t.routing else { panic!("not a dragonfly") };
+    let (n, per_group) = (t.node_count(), routers * t.router_nodes(0).len());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut events = Vec::new();
+    for c in 0..cycles {
+        for src in 0..n {
+            if rng.gen::<f64>() < packets_per_cycle {
+                let time_ns = c as f64 / t.reference_freq_ghz();
+                events.push(traffic::TraceEvent { time_ns, src, dst: (src + per_group) % n });
+            }
+        }
+    }
+    TrafficPattern::Trace(events)
+}
+
+#[test]
+fn dragonfly_ugal_and_valiant_beat_minimal_routing_under_adversarial_traffic_and_ugal_stays_near_it_under_uniform() {
+    // Two VCs per class for the non-minimal routings' four classes (BookSim2's UGAL runs one
+    // VC per phase with 256-flit buffers).
+    let cfg = SimConfig { vcs: 8, warmup_cycles: 1000, measure_cycles: 3000, ..SimConfig::default() };
+    let with = |name: &str| {
+        let mut t = build("dragonfly", &TopologyParams::default()).unwrap();
+        routing::select(&mut t, name).unwrap();
+        t
+    };
+    let per_flit = |t: &Topology, r: &SimResult| r.accepted_packets_per_ns_per_node * 4.0 / t.reference_freq_ghz();
+    let (mut adversarial, mut uniform) = ([0.0; 3], [0.0; 3]);
+    for (i, name) in ["dragonfly-min", "valiant", "ugal"].into_iter().enumerate() {
+        let t = with(name);
+        assert_eq!(t.routing.name(), name);
+        // Group shift at 0.4 flits/node/cycle: minimal routing's bound is one global link per
+        // group of 8 nodes, 0.125 flits/node/cycle.
+        let c = SimConfig { traffic: dragonfly_group_shift(&t, 0.1, 2000), drain_cycles_max: 100_000, ..cfg.clone() };
+        let r = run(&t, &c).unwrap();
+        assert_eq!(r.flits_injected, r.flits_ejected, "{name}");
+        adversarial[i] = per_flit(&t, &r);
+        // Uniform past minimal routing's saturation.
+        let c = SimConfig { injection: Injection::FlitsPerNodePerCycle(0.8), ..cfg.clone() };
+        uniform[i] = per_flit(&t, &run(&t, &c).unwrap());
+    }
+    let ([min_a, val_a, ugal_a], [min_u, val_u, ugal_u]) = (adversarial, uniform);
+    assert!(min_a < 0.13, "minimal: {min_a:.3} flits/node/cycle above its one-link bound");
+    assert!(
+        val_a > 1.5 * min_a && ugal_a > 1.5 * min_a,
+        "adversarial: min {min_a:.3} valiant {val_a:.3} ugal {ugal_a:.3}"
+    );
+    // Valiant's detour doubles the global hops of uniform traffic; UGAL keeps most packets
+    // minimal.
+    assert!(val_u < 0.7 * min_u, "uniform: min {min_u:.3} valiant {val_u:.3}");
+    assert!(ugal_u > 0.85 * min_u, "uniform: min {min_u:.3} ugal {ugal_u:.3}");
+    // At zero load UGAL routes minimally: the analytic model gives the same latency.
+    let (a, b) = (
+        analyze(&with("dragonfly-min"), &TrafficPattern::Uniform, 8, 4).unwrap(),
+        analyze(&with("ugal"), &TrafficPattern::Uniform, 8, 4).unwrap(),
+    );
+    assert_eq!(a.zero_load_latency_ns, b.zero_load_latency_ns);
+    // Too few VCs for the four classes is an error naming the field.
+    let t = with("ugal");
+    let few = SimConfig { vcs: 3, ..SimConfig::default() };
+    assert!(matches!(run(&t, &few), Err(NetsimError::InvalidParameter { field, .. }) if field == "vcs"));
 }
