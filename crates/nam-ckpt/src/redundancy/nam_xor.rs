@@ -235,7 +235,11 @@ impl Redundancy for NamXor {
         if patient::all_agree(&self.set_comm, data.is_some()) {
             self.restore_seconds = None;
             self.restore_profile = None;
-            return Ok(Rebuilt { seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds(), ..Default::default() });
+            return Ok(Rebuilt {
+                seconds: clock.wall_seconds(),
+                cpu_seconds: clock.cpu_seconds(),
+                ..Default::default()
+            });
         }
         let staged = match data {
             Some(d) => self.stage(d),
