@@ -3,7 +3,7 @@
 
 use crate::checkpointer::{Job, Region};
 use crate::error::{CkptError, Result};
-use crate::format::{self, Footer, Loaded};
+use crate::format::{self, Footer, Loaded, WriteOptions};
 use crate::full::Full;
 use crate::level::{Level, LevelKind};
 use crate::redundancy::{agree, Target};
@@ -261,7 +261,10 @@ impl Full {
             parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
-        let opts = self.write_options(job, level.kind);
+        // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
+        // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
+        // rebuilt the same way; waiting for the disk here would hold up every rank's restart.
+        let opts = WriteOptions { fsync: false, ..self.write_options(job, level.kind) };
         std::fs::create_dir_all(level.version_dir(name, version))
             .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
         format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
