@@ -76,6 +76,13 @@ done
     echo "threads) over the bytes per CPU second of a plain in-memory XOR loop run in the same"
     echo "job: CPU time, because here the server shares the 2 cores with the 8 ranks (a memory"
     echo "server has a node of its own); the wall-time ratio is printed beside it."
+    echo "The second table under each run restarts through the checkpoint library itself"
+    echo "(\`Checkpointer::restart\`, what \`nam_ckpt_restart\` runs) for every scheme, Reed-Solomon"
+    echo "beside XOR: one checkpoint of the mockup's state on the SSD level in the same directory,"
+    echo "then, round by round, each rank reading its checkpoint file with plain \`read\` into the"
+    echo "same array (the floor), a restart with nothing lost, and restarts after rank 1's files"
+    echo "are erased and its array overwritten; its restore GB/s is a rank's bytes over the"
+    echo "restart's time, and every restart's bytes are compared."
     echo
     for name in disk-64MiB disk-512MiB tmpfs-64MiB tmpfs-256MiB tmpfs-64MiB-in-place; do
         cat "$out/ckpt-$name.md"

@@ -13,6 +13,7 @@
 //! like; a plain in-memory XOR loop measured in the same run is the yardstick for the
 //! server's parity throughput.
 
+use crate::ckpt_lib;
 use anyhow::{bail, Context, Result};
 use nam_ckpt::comm::Comm;
 use nam_ckpt::redundancy::{self, NamXor, Redundancy, RedundancyConfig, Scheme, ServerWork, Target};
@@ -248,15 +249,47 @@ fn bench(args: CkptBenchArgs, universe: &mpi::environment::Universe) -> Result<(
         args.servers.clone()
     };
     // An error names its rank already (crate::mpi_tool).
-    let results = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)?;
+    let (results, expected) = compare(&comm, &args, &schemes, len, &servers, xor_loop_gbps)?;
+    let library = library_rows(&comm, &args, &schemes, &servers, &expected);
     if let Some(mut child) = server {
         let _ = child.kill();
         let _ = child.wait();
     }
+    let library = library?;
     if comm.rank() == 0 {
-        report(&args, &results, xor_loop_gbps)?;
+        report(&args, &results, &library, xor_loop_gbps)?;
     }
     Ok(())
+}
+
+/// The restarts through the checkpoint library, one row per scheme ([`crate::ckpt_lib`]),
+/// from the state the last checkpoint of the comparison saw.
+fn library_rows(
+    comm: &Comm,
+    args: &CkptBenchArgs,
+    runs: &[Run],
+    servers: &[String],
+    expected: &[u8],
+) -> Result<Vec<ckpt_lib::LibraryResult>> {
+    let setup = ckpt_lib::Setup {
+        dir: &args.dir,
+        fsync: !args.no_fsync,
+        set_size: args.set_size,
+        block: args.block,
+        servers,
+        lose: args.lose,
+        rounds: args.restores,
+    };
+    let rows: Vec<Scheme> = runs.iter().map(|r| r.scheme).collect();
+    let mut out = Vec::new();
+    for scheme in ckpt_lib::schemes(&rows, args.keep_groups) {
+        let measured = ckpt_lib::measure(comm, &setup, scheme, expected);
+        out.push(measured.with_context(|| format!("scheme {}: restart through the library", scheme.name()))?);
+        if args.progress && comm.rank() == 0 {
+            eprintln!("nam-bench ckpt: scheme {} library restarts done", scheme.name());
+        }
+    }
+    Ok(out)
 }
 
 /// Rank 0 starts `nam serve` on this host with room for every set's two parity slots.
@@ -446,7 +479,7 @@ fn compare(
     len: usize,
     servers: &[String],
     xor_loop_gbps: f64,
-) -> Result<Vec<SchemeResult>> {
+) -> Result<(Vec<SchemeResult>, Vec<u8>)> {
     let rank = comm.rank();
     let (mut protectors, mut lanes) = set_up_lanes(comm, args, runs, servers)?;
     // NAM-XOR joins its group with the buffer here, and the application's arrays live in
@@ -508,7 +541,7 @@ fn compare(
             }
         }
     }
-    Ok(results)
+    Ok((results, expected))
 }
 
 /// One protector per scheme, with the scheme it protects with.
@@ -827,13 +860,22 @@ fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) -> Result<()> {
+fn report(
+    args: &CkptBenchArgs,
+    results: &[SchemeResult],
+    library: &[ckpt_lib::LibraryResult],
+    xor_loop_gbps: f64,
+) -> Result<()> {
     if let Some(path) = &args.json_file {
-        let lines: Vec<String> = results.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+        let mut lines: Vec<String> = results.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+        lines.extend(library.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?);
         std::fs::write(path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
         for r in results {
+            println!("{}", serde_json::to_string(r)?);
+        }
+        for r in library {
             println!("{}", serde_json::to_string(r)?);
         }
         return Ok(());
@@ -868,11 +910,12 @@ fn report(args: &CkptBenchArgs, results: &[SchemeResult], xor_loop_gbps: f64) ->
         );
     }
     md += &nam_xor_findings(args, results, xor_loop_gbps);
+    md += &ckpt_lib::markdown(library);
     print!("{md}");
     if let Some(path) = &args.markdown {
         std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
     }
-    if results.iter().any(|r| !r.bytes_match) {
+    if results.iter().any(|r| !r.bytes_match) || library.iter().any(|r| !r.bytes_match) {
         bail!("a restart did not give back the checkpointed bytes");
     }
     Ok(())

@@ -11,6 +11,7 @@ mod ckpt;
 mod ckpt_app;
 mod ckpt_check;
 mod ckpt_incr;
+mod ckpt_lib;
 mod ckpt_policy;
 mod ecc;
 mod farmem;

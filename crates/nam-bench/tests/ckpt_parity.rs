@@ -590,10 +590,23 @@ fn ckpt_bench_compares_every_scheme_and_restores_the_lost_rank() {
     let text = ckpt_support::text(&out);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "{text}");
-    let rows: Vec<serde_json::Value> =
+    let all: Vec<serde_json::Value> =
         text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect("json")).collect();
+    let (library, rows): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r["row"] == "library");
     let schemes: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
     assert_eq!(schemes, ["partner", "xor", "nam-xor", "nam-xor-write-first"], "{text}");
+    // The same run restarts through the checkpoint library with every scheme (Reed-Solomon
+    // beside XOR), with nothing lost and with one rank's files erased, beside a plain read of
+    // each rank's file, and every restart gives back every byte.
+    let library_schemes: Vec<&str> = library.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(library_schemes, ["partner", "xor", "rs", "nam-xor"], "{text}");
+    for row in &library {
+        assert_eq!(row["bytes_match"], true, "{row}");
+        assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");
+        for key in ["plain_read_s", "restart_noloss_s", "restart_loss_s"] {
+            assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+        }
+    }
     for row in &rows {
         assert_eq!(row["ranks"], 3, "{row}");
         assert_eq!(row["bytes_per_rank"], 2 << 20, "{row}");

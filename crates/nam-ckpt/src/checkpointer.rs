@@ -266,7 +266,13 @@ impl Checkpointer {
     /// verified (CRC32C per chunk, rebuilt from chunk parity where possible); ranks whose
     /// data is missing or corrupt are rebuilt by the L2 scheme; a candidate that still fails
     /// sends the restart to the next level, then to the next older version. Wrong data is
-    /// never copied into a region.
+    /// never reported as restored.
+    ///
+    /// Each rank's file is read once, straight into the regions, each chunk checked as it
+    /// arrives (no staging buffer, no second pass): so when a candidate fails after its
+    /// bytes were read, the regions hold them until the next candidate is restored, and
+    /// after a restart that fails on every candidate the regions' contents are unspecified
+    /// (the routed files are only written once a candidate succeeded).
     pub fn restart(&mut self, name: Option<&str>, version: Option<u64>, ids: Option<&[i32]>) -> Result<RestartOutcome> {
         let name = name.unwrap_or(&self.job.config.name).to_string();
         if let Some(ids) = ids {

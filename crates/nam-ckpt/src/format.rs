@@ -278,35 +278,140 @@ pub struct Loaded {
 
 /// Reads and verifies a checkpoint file.
 pub fn read(path: &Path) -> Result<Loaded> {
-    let bytes = std::fs::read(path).map_err(|e| CkptError::io("read", path, e))?;
+    let file = open(path)?;
+    let mut data = vec![0u8; file.footer.data_bytes() as usize];
+    let repaired_chunks = file.read_into(&mut [data.as_mut_slice()])?;
+    Ok(Loaded { footer: file.footer, data, repaired_chunks })
+}
+
+/// Bytes [`read_into`](Opened::read_into) reads before it checks what it read: whole chunks
+/// adding up to about this much, so each chunk's CRC runs on bytes the read just left in
+/// the cache.
+const READ_BATCH: usize = 1 << 20;
+
+/// A checkpoint file whose footer is read and checked, its data not yet ([`open`]).
+#[derive(Debug)]
+pub struct Opened {
+    /// The footer.
+    pub footer: Footer,
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+/// Opens a checkpoint file and reads and checks its footer (trailer, footer length, chunk
+/// count and the data and parity sizes against the file's), without reading its data: the
+/// caller learns the layout first and then says where the bytes go ([`Opened::read_into`]).
+pub fn open(path: &Path) -> Result<Opened> {
+    use std::os::unix::fs::FileExt;
     let corrupt = |what: String| CkptError::Corrupt(format!("{}: {what}", path.display()));
-    if bytes.len() < 12 || &bytes[bytes.len() - 8..] != MAGIC {
+    let file = std::fs::File::open(path).map_err(|e| CkptError::io("open", path, e))?;
+    let len = file.metadata().map_err(|e| CkptError::io("stat", path, e))?.len();
+    if len < 12 {
         return Err(corrupt("truncated (no trailer)".into()));
     }
-    let flen = u32::from_le_bytes(bytes[bytes.len() - 12..bytes.len() - 8].try_into().expect("4")) as usize;
-    let fstart = bytes.len().checked_sub(12 + flen).ok_or_else(|| corrupt("footer length".into()))?;
-    let footer: Footer =
-        serde_json::from_slice(&bytes[fstart..bytes.len() - 12]).map_err(|e| corrupt(format!("footer: {e}")))?;
-    let total = footer.data_bytes() as usize;
-    let chunk = footer.chunk as usize;
-    if chunk == 0 || footer.crcs.len() != total.div_ceil(chunk) {
+    let mut trailer = [0u8; 12];
+    file.read_exact_at(&mut trailer, len - 12).map_err(|e| CkptError::io("read", path, e))?;
+    if &trailer[4..] != MAGIC {
+        return Err(corrupt("truncated (no trailer)".into()));
+    }
+    let flen = u32::from_le_bytes(trailer[..4].try_into().expect("4")) as u64;
+    let fstart = (len - 12).checked_sub(flen).ok_or_else(|| corrupt("footer length".into()))?;
+    let mut json = vec![0u8; flen as usize];
+    file.read_exact_at(&mut json, fstart).map_err(|e| CkptError::io("read", path, e))?;
+    let footer: Footer = serde_json::from_slice(&json).map_err(|e| corrupt(format!("footer: {e}")))?;
+    let total = footer.data_bytes();
+    let chunk = footer.chunk;
+    if chunk == 0 || footer.crcs.len() as u64 != total.div_ceil(chunk) {
         return Err(corrupt("footer does not match its data".into()));
     }
-    let parity_len = footer.parity_crcs.len() * chunk;
-    if fstart != total + parity_len {
-        return Err(corrupt(format!("{} bytes before the footer, expected {}", fstart, total + parity_len)));
+    let parity_len = (footer.parity_crcs.len() as u64).checked_mul(chunk);
+    if parity_len.and_then(|p| p.checked_add(total)) != Some(fstart) {
+        return Err(corrupt(format!(
+            "{fstart} bytes before the footer, expected {total} of data and {} parity chunks of {chunk}",
+            footer.parity_crcs.len()
+        )));
     }
-    let mut data = bytes;
-    data.truncate(fstart);
-    let parity = data.split_off(total);
-    let bad: Vec<usize> = (0..footer.crcs.len())
-        .filter(|&c| nam_proto::checksum::crc32c(&data[c * chunk..((c + 1) * chunk).min(total)]) != footer.crcs[c])
-        .collect();
-    let repaired_chunks = bad.len();
-    if !bad.is_empty() {
-        repair(&footer, &mut data, &parity, &bad).map_err(corrupt)?;
+    Ok(Opened { footer, file, path: path.to_path_buf() })
+}
+
+impl Opened {
+    /// Reads the data into `parts` (consecutive pieces of the data in file order, adding up
+    /// to [`Footer::data_bytes`]: the application's regions themselves, so no buffer holds
+    /// the bytes in between) and checks every chunk's CRC32C right after the read that
+    /// brought it, while it is still in the cache: one pass over memory, not a read and then
+    /// a second pass to check. Chunks that fail are rebuilt from the stripes' parity, in
+    /// place; returns how many. More damage than the parity covers is
+    /// [`CkptError::Corrupt`], and then `parts` hold what the file had (never reported as
+    /// restored).
+    pub fn read_into(&self, parts: &mut [&mut [u8]]) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let path = &self.path;
+        let total = self.footer.data_bytes() as usize;
+        let given: usize = parts.iter().map(|p| p.len()).sum();
+        if given != total {
+            return Err(CkptError::Corrupt(format!(
+                "{}: {total} bytes of data, but the places to restore them hold {given}",
+                path.display()
+            )));
+        }
+        let chunk = self.footer.chunk as usize;
+        let batch = (READ_BATCH / chunk).max(1) * chunk;
+        let mut bad = Vec::new();
+        let mut start = 0;
+        while start < total {
+            let end = (start + batch).min(total);
+            for_each_piece(parts, start, end, |at, piece| {
+                self.file.read_exact_at(piece, at as u64).map_err(|e| CkptError::io("read", path, e))
+            })?;
+            for c in start / chunk..end.div_ceil(chunk) {
+                let mut crc = nam_proto::checksum::RunningCrc::new();
+                for_each_piece(parts, c * chunk, ((c + 1) * chunk).min(total), |_, piece| {
+                    crc.update(piece);
+                    Ok(())
+                })?;
+                if crc.value() != self.footer.crcs[c] {
+                    bad.push(c);
+                }
+            }
+            start = end;
+        }
+        if bad.is_empty() {
+            return Ok(0);
+        }
+        // Rare: gather, repair from the parity, and put the repaired bytes back.
+        let mut data = Vec::with_capacity(total);
+        parts.iter().for_each(|p| data.extend_from_slice(p));
+        let mut parity = vec![0u8; self.footer.parity_crcs.len() * chunk];
+        self.file.read_exact_at(&mut parity, total as u64).map_err(|e| CkptError::io("read", path, e))?;
+        repair(&self.footer, &mut data, &parity, &bad)
+            .map_err(|what| CkptError::Corrupt(format!("{}: {what}", path.display())))?;
+        let mut at = 0;
+        for p in parts.iter_mut() {
+            p.copy_from_slice(&data[at..at + p.len()]);
+            at += p.len();
+        }
+        Ok(bad.len())
     }
-    Ok(Loaded { footer, data, repaired_chunks })
+}
+
+/// Calls `f(offset, piece)` for the pieces of `parts` (consecutive, in order) that cover
+/// bytes `start..end` of their concatenation.
+fn for_each_piece<F>(parts: &mut [&mut [u8]], start: usize, end: usize, mut f: F) -> Result<()>
+where
+    F: FnMut(usize, &mut [u8]) -> Result<()>,
+{
+    let mut at = 0;
+    for p in parts.iter_mut() {
+        let (lo, hi) = (start.max(at), end.min(at + p.len()));
+        if lo < hi {
+            f(lo, &mut p[lo - at..hi - at])?;
+        }
+        at += p.len();
+        if at >= end {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Rebuilds the `bad` chunks from the stripes' parity; Err names what could not be.

@@ -1,9 +1,9 @@
 //! Restart: find the newest restorable version, fall back level by level, then version by
 //! version (Abeyratne 2017 §4.3.4: RAM first, then SSD; here also L2 rebuild and the L3 copy).
 
-use crate::checkpointer::Job;
+use crate::checkpointer::{Job, Region};
 use crate::error::{CkptError, Result};
-use crate::format::{self, Loaded};
+use crate::format::{self, Footer, Loaded, WriteOptions};
 use crate::full::Full;
 use crate::level::{Level, LevelKind};
 use crate::redundancy::{agree, Target};
@@ -63,11 +63,15 @@ impl Full {
     ) -> Result<RestartOutcome> {
         let mut fell_back = Vec::new();
         for (v, kind) in self.candidates(job, name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
-            match self.try_candidate(job, name, v, kind) {
-                Ok((loaded, rebuilt_ranks)) => {
-                    let local = Self::restore_into(job, &loaded, ids);
-                    agree(job.comm.raw(), local, "copying restored data into regions")?;
-                    let repaired_chunks = job.comm.sum_u64(loaded.repaired_chunks as u64) as usize;
+            match self.try_candidate(job, name, v, kind, ids) {
+                Ok((local, rebuilt_ranks)) => {
+                    let repaired_chunks = local.repaired_chunks();
+                    let restored = match local {
+                        Local::InRegions { footer, rest, .. } => Self::finish_in_regions(job, &footer, &rest, ids),
+                        Local::Loaded(loaded) => Self::restore_into(job, &loaded, ids),
+                    };
+                    agree(job.comm.raw(), restored, "copying restored data into regions")?;
+                    let repaired_chunks = job.comm.sum_u64(repaired_chunks as u64) as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
                 }
                 Err(e @ CkptError::RankCount { .. }) => return Err(e),
@@ -80,33 +84,62 @@ impl Full {
     }
 
     /// Reads one candidate on every rank, rebuilding lost ranks with L2 on the L1 levels.
-    fn try_candidate(&mut self, job: &Job, name: &str, version: u64, kind: LevelKind) -> Result<(Loaded, Vec<usize>)> {
+    ///
+    /// A rank that has its file reads it once, straight into the selected regions, checking
+    /// each chunk's CRC32C as it arrives ([`format::Opened::read_into`]): no buffer of the
+    /// whole checkpoint, no second pass to check it, no copy into the regions afterwards. When
+    /// every rank read its own, one allreduce says so and the scheme is not asked at all (a
+    /// rebuild of nothing is a no-op for every scheme; NAM-XOR's would first copy the data
+    /// into its group buffer).
+    fn try_candidate(
+        &mut self,
+        job: &Job,
+        name: &str,
+        version: u64,
+        kind: LevelKind,
+        ids: Option<&[i32]>,
+    ) -> Result<(Local, Vec<usize>)> {
         let rank = job.comm.rank();
         let level = self.levels().into_iter().find(|l| l.kind == kind).expect("candidate level exists");
         let local = if level.marker(name, version, rank).exists() {
-            format::read(&level.file(name, version, rank))
+            format::open(&level.file(name, version, rank)).and_then(|file| Self::read_local(job, &file, ids))
         } else {
             Err(CkptError::NoCheckpoint(format!(": rank {rank} has no commit marker")))
         };
         let ranks = job.comm.size();
-        let written = local.as_ref().map(|l| l.footer.ranks as u64).unwrap_or(0);
+        let written = local.as_ref().map(|l| l.footer().ranks as u64).unwrap_or(0);
         let max_written = job.comm.max_u64(written);
         if max_written != 0 && max_written != ranks as u64 {
             return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
         }
+        let all_read = job.comm.all_agree(local.is_ok());
         if kind == LevelKind::Pfs {
-            let failed = !job.comm.all_agree(local.is_ok());
             return match local {
-                Ok(l) if !failed => Ok((l, Vec::new())),
+                Ok(l) if all_read => Ok((l, Vec::new())),
                 _ => {
                     Err(Self::with_local_causes(job, &local, CkptError::NoCheckpoint(" complete on every rank".into())))
                 }
             };
         }
+        if all_read {
+            return Ok((local.expect("every rank read its file"), Vec::new()));
+        }
         let dir = level.version_dir(name, version);
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: false };
-        let have = local.as_ref().ok().map(|l| l.data.as_slice());
+        // The scheme rebuilds from the data as it was protected: the regions and files
+        // concatenated in file order, borrowed from the region when it is all of it.
+        let joined: Vec<u8>;
+        let have = match &local {
+            Ok(l) => Some(match l.contiguous() {
+                Ok(whole) => whole,
+                Err(parts) => {
+                    joined = parts.concat();
+                    joined.as_slice()
+                }
+            }),
+            Err(_) => None,
+        };
         // The scheme agrees within its sets only: every rank learns here whether every set
         // rebuilt, so all go on to the next candidate together, or to the restore together.
         let rebuilt = self.scheme.rebuild(have, &target);
@@ -118,12 +151,70 @@ impl Full {
         let rebuilt = rebuilt.expect("every rank rebuilt");
         let loaded = match (local, rebuilt.data) {
             (Ok(l), _) => Ok(l),
-            (Err(_), Some(data)) => self.rewrite(job, &level, name, version, data),
+            (Err(_), Some(data)) => self.rewrite(job, &level, name, version, data).map(Local::Loaded),
             (Err(e), None) => Err(e),
         };
         let loaded = job.comm.agree(loaded, &format!("reading version {version}"))?;
         // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
         Ok((loaded, Self::all_lost(job, &rebuilt.lost)))
+    }
+
+    /// Reads this rank's file (footer checked by [`format::open`]) straight into the
+    /// regions it restores: those selected by `ids` that are protected with the stored size.
+    /// Everything else (routed files, regions not selected, regions whose size differs, which
+    /// the restore then refuses as before) goes to [`Local::InRegions`]'s `rest`.
+    fn read_local(job: &Job, file: &format::Opened, ids: Option<&[i32]>) -> Result<Local> {
+        let slots = Self::slots(job, &file.footer, ids);
+        let mut rest = vec![0u8; slots.iter().filter(|s| s.1.is_none()).map(|s| s.0).sum()];
+        let mut tail: &mut [u8] = &mut rest;
+        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(slots.len());
+        for &(len, region) in &slots {
+            match region {
+                // SAFETY: `protect`'s contract: the region is valid and not accessed concurrently.
+                Some(r) if r.len > 0 => parts.push(unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) }),
+                Some(_) => parts.push(&mut []),
+                None => {
+                    let (head, t) = std::mem::take(&mut tail).split_at_mut(len);
+                    tail = t;
+                    parts.push(head);
+                }
+            }
+        }
+        let repaired_chunks = file.read_into(&mut parts)?;
+        Ok(Local::InRegions { footer: file.footer.clone(), slots, rest, repaired_chunks })
+    }
+
+    /// The file's data pieces in order, `(bytes, region)`: the protected region that takes
+    /// them directly, or `None` for bytes kept aside (see [`Full::read_local`]).
+    fn slots(job: &Job, footer: &Footer, ids: Option<&[i32]>) -> Vec<(usize, Option<Region>)> {
+        let regions = footer.regions.iter().map(|&(id, len)| {
+            let len = len as usize;
+            let selected = ids.is_none_or(|ids| ids.contains(&id));
+            (len, job.regions.get(&id).filter(|r| selected && r.len == len).copied())
+        });
+        regions.chain(footer.files.iter().map(|f| (f.1 as usize, None))).collect()
+    }
+
+    /// After a candidate was read into the regions: refuses selected regions that are not
+    /// protected or whose size differs (as [`Full::restore_into`] does) and writes the routed
+    /// files from the bytes kept aside.
+    fn finish_in_regions(job: &mut Job, footer: &Footer, rest: &[u8], ids: Option<&[i32]>) -> Result<()> {
+        for &(id, len) in &footer.regions {
+            if ids.is_none_or(|ids| ids.contains(&id)) {
+                let region = job.regions.get(&id).ok_or(CkptError::UnknownRegion(id))?;
+                if region.len as u64 != len {
+                    return Err(CkptError::SizeMismatch { id, stored: len, protected: region.len as u64 });
+                }
+            }
+        }
+        // The files are the last bytes kept aside.
+        let mut at = rest.len() - footer.files.iter().map(|f| f.1 as usize).sum::<usize>();
+        for (file, len) in &footer.files {
+            let path = job.route_file(file)?;
+            std::fs::write(&path, &rest[at..at + *len as usize]).map_err(|e| CkptError::io("restore", &path, e))?;
+            at += *len as usize;
+        }
+        Ok(())
     }
 
     /// Collective: the union, in order, of every rank's `lost` ranks.
@@ -170,7 +261,10 @@ impl Full {
             parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
-        let opts = self.write_options(job, level.kind);
+        // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
+        // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
+        // rebuilt the same way; waiting for the disk here would hold up every rank's restart.
+        let opts = WriteOptions { fsync: false, ..self.write_options(job, level.kind) };
         std::fs::create_dir_all(level.version_dir(name, version))
             .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
         format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
@@ -203,7 +297,7 @@ impl Full {
     }
 
     /// Collective: `error` extended with why each rank could not read its own file.
-    fn with_local_causes(job: &Job, local: &Result<Loaded>, error: CkptError) -> CkptError {
+    fn with_local_causes(job: &Job, local: &Result<Local>, error: CkptError) -> CkptError {
         let mine = local.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
         let causes: Vec<String> = job
             .comm
@@ -217,5 +311,57 @@ impl Full {
             return error;
         }
         CkptError::Unrecoverable(format!("{} ({error})", causes.join("; ")))
+    }
+}
+
+/// A candidate's data on this rank once it is read.
+enum Local {
+    /// Read from this rank's file straight into the regions it restores; `rest` holds the
+    /// other bytes in file order (routed files, regions not selected or of another size);
+    /// `slots` says which piece went where ([`Full::slots`]).
+    InRegions { footer: Footer, slots: Vec<(usize, Option<Region>)>, rest: Vec<u8>, repaired_chunks: usize },
+    /// Held in memory: data the L2 scheme rebuilt, stored again as this rank's file.
+    Loaded(Loaded),
+}
+
+impl Local {
+    fn footer(&self) -> &Footer {
+        match self {
+            Local::InRegions { footer, .. } => footer,
+            Local::Loaded(l) => &l.footer,
+        }
+    }
+
+    fn repaired_chunks(&self) -> usize {
+        match self {
+            Local::InRegions { repaired_chunks, .. } => *repaired_chunks,
+            Local::Loaded(l) => l.repaired_chunks,
+        }
+    }
+
+    /// The data as the scheme protected it: Ok(the one slice) when a single region or
+    /// buffer holds it all, else Err(its pieces in file order) for the caller to join.
+    fn contiguous(&self) -> std::result::Result<&[u8], Vec<&[u8]>> {
+        let (slots, rest) = match self {
+            Local::Loaded(l) => return Ok(&l.data),
+            Local::InRegions { slots, rest, .. } => (slots, rest),
+        };
+        let mut at = 0;
+        let mut pieces = Vec::new();
+        for &(len, region) in slots {
+            match region {
+                // SAFETY: `protect`'s contract; the region was just read and is only read here.
+                Some(r) if r.len > 0 => pieces.push(unsafe { std::slice::from_raw_parts(r.ptr as *const u8, r.len) }),
+                Some(_) => pieces.push(&[]),
+                None => {
+                    pieces.push(&rest[at..at + len]);
+                    at += len;
+                }
+            }
+        }
+        match pieces.as_slice() {
+            [one] => Ok(one),
+            _ => Err(pieces),
+        }
     }
 }
