@@ -40,20 +40,44 @@
 use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
 use crate::constants::{BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
 use crate::error::{Error, Result};
+use parking_lot::MutexGuard;
 use rand::Rng;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
 
+/// A non-blocking eventfd for [`Shared::kick_reclaim`].
+pub(super) fn reclaim_eventfd() -> Result<OwnedFd> {
+    // SAFETY: eventfd takes an initial count and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::last_os("eventfd for the pager's background reclaim"));
+    }
+    // SAFETY: a descriptor just made and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to
-    /// [`super::EVICT_RUN_BYTES`]; when it must evict, it frees up to an eighth of the budget beyond the room.
+    /// [`super::EVICT_RUN_BYTES`]; when it must evict, it frees up to an eighth of the budget
+    /// beyond the room. With background reclaim this is the last resort: the handler keeps
+    /// pages free between the watermarks, and an install finds the budget full only when
+    /// faults came faster than it could evict ([`Stats::full_evictions`](crate::Stats)).
     pub(super) fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         if pages.resident.len() + room <= self.budget_pages {
             return Ok(());
         }
+        let before = pages.stats.evictions;
         let target = self.budget_pages.saturating_sub(self.slack()).max(room.min(self.budget_pages));
+        let result = self.make_room_to(pages, room, target);
+        pages.stats.full_evictions += pages.stats.evictions - before;
+        result
+    }
+
+    fn make_room_to(&self, pages: &mut Pages, room: usize, target: usize) -> Result<()> {
         while pages.resident.len() + room > target {
             let need = pages.resident.len() + room - target;
             if !self.evict_victim(pages, need)? {
@@ -71,32 +95,69 @@ impl Shared {
         Ok(())
     }
 
-    /// The free budget eviction leaves behind it: an eighth of the budget, at most a run.
+    /// The free budget eviction on the fault path leaves behind it: an eighth of the
+    /// budget, at most a run.
     fn slack(&self) -> usize {
         (self.budget_pages / 8).min(self.evict_run_max as usize)
     }
 
-    /// Between faults (the handler thread when it has nothing else to do): evicts one run if
-    /// less than the slack of the budget is free, so that the next misses install without
-    /// evicting first and the faulting thread does not wait for the write-back and the
-    /// `madvise`. Only once the region has had to evict (its pages do not all fit), and not
-    /// for budgets under two runs, which are left to [`Shared::make_room`]. Returns whether
-    /// it evicted.
-    pub(super) fn evict_ahead(&self) -> Result<bool> {
+    /// Whether background reclaim runs for this region: asked for, and a budget of two runs
+    /// or more that does not hold the whole region (small budgets are left to
+    /// [`Shared::make_room`]).
+    fn reclaims(&self) -> bool {
         let small = self.budget_pages < 2 * self.evict_run_max as usize || self.budget_pages as u64 >= self.pages;
-        if !self.evict_ahead || small {
+        self.evict_ahead && !small && self.free_high > 0
+    }
+
+    /// After an install (signal mode, on the faulting thread): wakes the handler thread to
+    /// reclaim once fewer than the low watermark's pages are free. One write to its eventfd
+    /// per wake-up; the fault itself evicts nothing.
+    pub(super) fn kick_reclaim(&self, pages: &Pages) {
+        let free = self.budget_pages.saturating_sub(pages.resident.len());
+        if !self.signal_mode || free >= self.free_low || !self.reclaims() {
+            return;
+        }
+        if !self.reclaim_kicked.swap(true, Ordering::AcqRel) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: an 8-byte write to our own eventfd; a full counter (never, it is
+            // drained on every wake-up) would only fail the write, and the handler's poll
+            // timeout still comes.
+            unsafe { libc::write(self.reclaim_fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        }
+    }
+
+    /// The handler took a wake-up: empties the eventfd, so that the next kick wakes it again.
+    pub(super) fn reclaim_woken(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: an 8-byte read from our own non-blocking eventfd (EAGAIN when empty).
+        unsafe { libc::read(self.reclaim_fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+        self.reclaim_kicked.store(false, Ordering::Release);
+    }
+
+    /// Background reclaim, one step (the handler thread, between faults): when fewer than
+    /// the low watermark's pages of the budget are free, evicts one run, and goes on with a
+    /// run per call until the high watermark's pages are free. Holds the region's lock for
+    /// one run only, and hands it straight to a faulting thread waiting for it. Returns
+    /// whether it evicted.
+    pub(super) fn evict_ahead(&self) -> Result<bool> {
+        if !self.reclaims() {
             return Ok(false);
         }
         let mut pages = self.state.lock();
-        if pages.stats.evictions == 0 {
-            return Ok(false);
-        }
         let free = self.budget_pages.saturating_sub(pages.resident.len());
-        let slack = self.slack();
-        if free >= slack {
+        if free >= self.free_high {
+            pages.reclaiming = false;
             return Ok(false);
         }
-        self.evict_victim(&mut pages, slack - free)
+        if free >= self.free_low && !pages.reclaiming {
+            return Ok(false);
+        }
+        pages.reclaiming = true;
+        let before = pages.stats.evictions;
+        let evicted = self.evict_victim(&mut pages, self.free_high - free)?;
+        pages.stats.reclaim_evictions += pages.stats.evictions - before;
+        MutexGuard::unlock_fair(pages);
+        Ok(evicted)
     }
 
     /// Evicts up to `need` resident pages (at most [`super::EVICT_RUN_BYTES`]) other than the

@@ -19,6 +19,7 @@ use crate::constants::{
 };
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -127,7 +128,9 @@ impl Shared {
             } else {
                 idle = true;
                 self.idle_rounds.fetch_add(1, Ordering::Release);
-                self.uffd.poll(HANDLER_POLL_MS);
+                if self.uffd.poll_also(self.reclaim_fd.as_raw_fd(), HANDLER_POLL_MS) {
+                    self.reclaim_woken();
+                }
             }
         }
     }
@@ -299,11 +302,13 @@ impl Shared {
         self.make_room(pages, count)?;
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
         if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
+            self.kick_reclaim(pages);
             return Ok(());
         }
         let mut bounce = std::mem::take(&mut pages.bounce);
         let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
         pages.bounce = bounce;
+        self.kick_reclaim(pages);
         result
     }
 
