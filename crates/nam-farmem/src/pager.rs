@@ -167,7 +167,7 @@ impl PagerConfig {
 }
 
 /// The free part of the budget that background reclaim keeps (Linux's `kswapd` between
-/// its low and high watermarks, Gorman 2004): when a fault leaves fewer than `low` pages of
+/// its low and high watermarks, Gorman 2004, §2.2.1): when a fault leaves fewer than `low` pages of
 /// the budget free, the handler thread is woken and evicts, a run at a time, until `high`
 /// pages are free; a fault finds the budget full (and evicts itself, as a last resort) only
 /// when faults came faster than the handler could evict.
