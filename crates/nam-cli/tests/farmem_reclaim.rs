@@ -161,3 +161,41 @@ fn without_background_reclaim_the_faults_evict_and_keep_the_data() {
     assert_eq!(s.reclaim_evictions, 0, "{s:?}");
     assert!(s.full_evictions > 0, "{s:?} after {:?}", started.elapsed());
 }
+
+#[test]
+fn data_streamed_in_once_and_left_idle_ages_out_of_the_budget() {
+    // Drop-behind keeps the pages a program streamed through first; when the program never
+    // comes back to them (arrays filled, then left idle), they must leave the budget to the
+    // data it works on now: here a zone of 300 pages read in a loop, which fits in the budget
+    // of 512 pages only once the idle zone's kept pages are gone.
+    let _serial = serial();
+    let server = ServerProcess::start("sm,self,tcp", &[]);
+    for mode in [FaultMode::Signal, FaultMode::Thread] {
+        let mut config = PagerConfig::new(8 << 20, 2 << 20);
+        config.fault_mode = mode;
+        config.prefetch.enabled = false;
+        let region = PagedRegion::new(client(server.addr), config).unwrap();
+        // SAFETY: the only view of the region in this test.
+        let mem = unsafe { region.as_slice_mut() };
+        let idle = 0..1024 * PAGE;
+        let work = 1024 * PAGE..1324 * PAGE;
+        for at in idle.clone().step_by(PAGE) {
+            mem[at] = (at / PAGE) as u8;
+        }
+        for at in work.clone().step_by(PAGE) {
+            mem[at] = (at / PAGE) as u8 ^ 0x5a;
+        }
+        let mut last = 0;
+        for pass in 0..12 {
+            let before = region.stats().misses;
+            for at in work.clone().step_by(PAGE) {
+                assert_eq!(mem[at], (at / PAGE) as u8 ^ 0x5a, "{mode:?}: pass {pass}, page {}", at / PAGE);
+            }
+            last = region.stats().misses - before;
+        }
+        assert!(last <= 300 / 4, "{mode:?}: {last} misses in the last pass over 300 pages: {:?}", region.stats());
+        for at in idle.clone().step_by(PAGE) {
+            assert_eq!(mem[at], (at / PAGE) as u8, "{mode:?}: idle page {}", at / PAGE);
+        }
+    }
+}

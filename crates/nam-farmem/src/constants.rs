@@ -207,6 +207,19 @@ pub const BEHIND_KEEP: usize = 4;
 /// are passed over and stay listed).
 pub const BEHIND_SCAN: usize = 512;
 
+/// Of 64 drop-behind victims, how many the pager takes from the oldest stream pages at
+/// first ([`AGING_SHARE_MAX`] when they do not come back, 1 when they do; `pager/evict.rs`,
+/// "Kept pages age out").
+pub const AGING_SHARE_START: u32 = 8;
+
+/// Most of 64 drop-behind victims taken from the oldest stream pages: half, so that a loop
+/// that turns out to come back to them keeps most of its pages while the share adapts down.
+pub const AGING_SHARE_MAX: u32 = 32;
+
+/// Evictions of old stream pages after which the share is adapted: doubled if fewer than
+/// half as many old pages came back meanwhile, else halved.
+pub const AGING_WINDOW: u32 = 64;
+
 /// Runs of pages one `process_madvise` call of an explicit eviction drops: one system call
 /// for up to 64 runs, each run an `iovec` of the call.
 pub const RUNS_PER_BATCH: usize = 64;
@@ -255,6 +268,8 @@ const _: () = assert!(RECENT_MISSES <= STREAMS_MAX && PENDING_MAX <= STREAMS_MAX
 // Huge pages prefetch no deeper than small ones; drop-behind keeps fewer pages than it scans.
 const _: () = assert!(HUGE_PREFETCH_DEPTH <= PAGER_PREFETCH_DEPTH);
 const _: () = assert!(BEHIND_KEEP < BEHIND_SCAN);
+// The ageing share is a share of 64.
+const _: () = assert!(1 <= AGING_SHARE_START && AGING_SHARE_START <= AGING_SHARE_MAX && AGING_SHARE_MAX <= 64);
 // Reclaim's watermarks are a band.
 const _: () = assert!(RECLAIM_LOW_PER_MILLE < RECLAIM_HIGH_PER_MILLE && RECLAIM_HIGH_PER_MILLE <= 1000);
 const _: () = assert!(RECLAIM_LOW_PAGES_MIN < RECLAIM_HIGH_PAGES_MIN);

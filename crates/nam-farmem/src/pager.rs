@@ -237,6 +237,9 @@ struct Pages {
     /// count then (an entry whose page has come in again since is stale): the victims taken
     /// first, the most recent the demand has gone through first (`evict.rs`, drop-behind).
     behind: VecDeque<(u32, u16)>,
+    /// How many of drop-behind's victims come from the oldest stream pages instead, learnt
+    /// from whether those come back (`evict.rs`, "Kept pages age out").
+    aging: evict::Aging,
     stats: Stats,
     rng: rand::rngs::SmallRng,
     bounce: Vec<u8>,
@@ -375,6 +378,7 @@ impl PagedRegion {
             writes: writes::WritePredictor::new(pages, page_bytes, config.predict_writes),
             pending: VecDeque::new(),
             behind: VecDeque::new(),
+            aging: evict::Aging::new(pages),
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
             bounce: vec![0; (page_bytes * prefetch_run_max) as usize],

@@ -36,14 +36,77 @@
 //! over more than the budget that is MRU replacement, which keeps the pages the loop came in
 //! with first until its next pass comes back to them, where random victims kept few of them
 //! and first-in-first-out none.
+//!
+//! **Kept pages age out.** Drop-behind alone keeps the pages a program streamed through
+//! first for ever: a numpy job that fills two arrays it then leaves idle kept their first
+//! pages resident through the whole matrix multiply that followed, which thrashed in what
+//! was left of the budget (issue 27). The pager cannot tell a loop's kept pages from idle
+//! ones by their faults (neither faults while resident), but it can tell by what happens when
+//! they leave: a loop's come back on its next pass, idle ones never. So a share of
+//! drop-behind's victims ([`Aging`]; 1/8 at first) comes from the oldest stream pages still
+//! resident (in the older half of the list), and the share
+//! adapts to whether they come back: every [`AGING_WINDOW`] such evictions it doubles (up to
+//! half) if fewer than half as many aged-out pages were installed again meanwhile, and halves
+//! (down to 1/64) otherwise. A loop over more than the budget keeps its drop-behind
+//! behaviour at a small cost, and idle data drains out of the budget within a few budgets'
+//! worth of evictions. This is Linux's refault distance (a page that comes back soon after
+//! eviction was in the working set) reduced to one bit per page.
 
 use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
-use crate::constants::{BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
+use crate::constants::{AGING_SHARE_MAX, AGING_SHARE_START, AGING_WINDOW, BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
 use crate::error::{Error, Result};
 use parking_lot::MutexGuard;
 use rand::Rng;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
+
+/// The ageing of the stream pages drop-behind keeps (see the module documentation, "Kept
+/// pages age out").
+pub(super) struct Aging {
+    /// Of 64 drop-behind victims, how many come from the oldest stream pages.
+    share: u32,
+    /// The fraction of a victim owed to the old end by earlier evictions, in 64ths.
+    carry: u32,
+    /// Old stream pages evicted, and evicted old pages installed again, since the share was
+    /// last adapted.
+    evicted: u32,
+    came_back: u32,
+    /// Per page: evicted from the old end and not installed since.
+    aged_out: Vec<bool>,
+}
+
+impl Aging {
+    pub(super) fn new(pages: u64) -> Aging {
+        Aging { share: AGING_SHARE_START, carry: 0, evicted: 0, came_back: 0, aged_out: vec![false; pages as usize] }
+    }
+
+    /// Page `p` was installed: if it had aged out, the program still used it.
+    pub(super) fn installed(&mut self, p: u64) {
+        if std::mem::take(&mut self.aged_out[p as usize]) {
+            self.came_back += 1;
+        }
+    }
+
+    /// How many of `need` victims to take from the old end now.
+    fn owed(&mut self, need: u64) -> u64 {
+        let owed = need as u32 * self.share + self.carry;
+        self.carry = owed % 64;
+        (owed / 64) as u64
+    }
+
+    fn aged_out(&mut self, p: u64) {
+        self.aged_out[p as usize] = true;
+        self.evicted += 1;
+        if self.evicted >= AGING_WINDOW {
+            self.share = if 2 * self.came_back < self.evicted {
+                (self.share * 2).min(AGING_SHARE_MAX)
+            } else {
+                (self.share / 2).max(1)
+            };
+            (self.evicted, self.came_back) = (0, 0);
+        }
+    }
+}
 
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
@@ -238,7 +301,7 @@ impl Shared {
     /// the last few misses' pages (where streams are now), and the newest [`BEHIND_KEEP`]
     /// entries. At most [`BEHIND_SCAN`] entries are looked at per eviction.
     fn drop_behind(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
-        let mut chosen = 0;
+        let mut chosen = self.age_out(pages, need, runs);
         let mut at = pages.behind.len().saturating_sub(BEHIND_KEEP);
         let stop = at.saturating_sub(BEHIND_SCAN);
         while chosen < need && at > stop {
@@ -261,6 +324,36 @@ impl Shared {
             chosen += 1;
         }
         chosen
+    }
+
+    /// Takes the share of `need` owed to the old end ([`Aging`]) from the oldest stream pages
+    /// still resident (the older half of the list: never pages just streamed in), as runs
+    /// into `runs`. Returns how many it took.
+    fn age_out(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
+        let owed = pages.aging.owed(need);
+        let mut taken = 0;
+        let mut at = 0;
+        while taken < owed && at < BEHIND_SCAN && 2 * at + 1 < pages.behind.len() {
+            let (q, installs) = pages.behind[at];
+            let q = q as u64;
+            if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
+                pages.behind.remove(at); // installed again since, or gone: a stale entry
+                continue;
+            }
+            let streams_are_here = pages.recent_misses.contains(&(q as u32));
+            if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+                at += 1;
+                continue;
+            }
+            pages.behind.remove(at);
+            match runs.last_mut() {
+                Some((_, end)) if *end == q => *end = q + 1,
+                _ => runs.push((q, q + 1)),
+            }
+            pages.aging.aged_out(q);
+            taken += 1;
+        }
+        taken
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,

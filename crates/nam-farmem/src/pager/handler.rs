@@ -367,6 +367,7 @@ pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
     pages.position[p as usize] = pages.resident.len() as u32;
     pages.resident.push(p as u32);
     pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
+    pages.aging.installed(p);
 }
 
 /// Records that page `q` came in with a stream (a victim for drop-behind, `evict.rs`).
