@@ -247,15 +247,27 @@ def redis_run(work, env, value_bytes, keys):
 # --- the benchmark ------------------------------------------------------------------------
 
 
-def start_server():
-    p = subprocess.Popen([NAM, "serve", "--listen", "127.0.0.1:0", "--capacity", "4GiB"],
-                         stdout=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    m = re.search(r"listening on (\S+)", line)
-    if not m:
-        p.kill()
-        raise RuntimeError(f"nam serve did not start: {line!r}")
-    return p, m.group(1)
+class Server:
+    """A `nam serve` of its own for one far run: a server that served an earlier run would
+    still hold (and later reclaim) the chunks of that run's process during this one."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen([NAM, "serve", "--listen", "127.0.0.1:0", "--capacity", "4GiB"],
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.search(r"listening on (\S+)", line)
+        if not m:
+            self.p.kill()
+            raise RuntimeError(f"nam serve did not start: {line!r}")
+        return m.group(1)
+
+    def __exit__(self, *exc):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
 
 
 def median(xs):
@@ -279,7 +291,6 @@ def main():
     for path in [NAM, PRELOAD] + ([PYTHON] if "numpy" in workloads else []):
         if not os.path.exists(path):
             sys.exit(f"{path} missing (bench/farmem-programs.sh builds the binaries; scripts/setup.sh makes .venv)")
-    server, addr = start_server()
     work = tempfile.mkdtemp(prefix="nam-farmem-programs-")
     lines = []
     try:
@@ -309,7 +320,8 @@ def main():
                 fars = {}
                 for fraction in fractions:
                     budget = max(1 * MIB, int(footprint * fraction)) // 4096 * 4096
-                    far = run(far_env(addr, budget))
+                    with Server() as addr:
+                        far = run(far_env(addr, budget))
                     if far["check"] != local["check"] and not (
                         kind == "numpy" and abs(far["check"] - local["check"]) <= 1e-9 * abs(local["check"])
                     ):
@@ -349,8 +361,6 @@ def main():
         lines.append("")
         lines.extend(f"- {n}" for n in notes)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
     text = "\n".join(lines) + "\n"
     print(text)
