@@ -125,16 +125,22 @@ pub(super) fn reclaim_eventfd() -> Result<OwnedFd> {
 
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to
-    /// [`super::EVICT_RUN_BYTES`]; when it must evict, it frees up to an eighth of the budget
-    /// beyond the room. With background reclaim this is the last resort: the handler keeps
-    /// pages free between the watermarks, and an install finds the budget full only when
-    /// faults came faster than it could evict ([`Stats::full_evictions`](crate::Stats)).
+    /// [`super::EVICT_RUN_BYTES`]. With background reclaim this is the last resort: the
+    /// handler keeps pages free between the watermarks, and an install finds the budget full
+    /// only when faults came faster than it could evict
+    /// ([`Stats::full_evictions`](crate::Stats)); then it evicts just the room. Without
+    /// background reclaim it frees up to an eighth of the budget beyond the room.
     pub(super) fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         if pages.resident.len() + room <= self.budget_pages {
             return Ok(());
         }
         let before = pages.stats.evictions;
-        let target = self.budget_pages.saturating_sub(self.slack()).max(room.min(self.budget_pages));
+        // With background reclaim, the handler fell behind (a busy machine did not run it in
+        // time): evict only what this install needs, so that the fault waits for the fewest
+        // pages and the handler's runs make the rest of the room. Without it, free a slack
+        // beyond the room, so that the next misses do not each pay for a `madvise`.
+        let slack = if self.reclaims() { 0 } else { self.slack() };
+        let target = self.budget_pages.saturating_sub(slack).max(room.min(self.budget_pages));
         let result = self.make_room_to(pages, room, target);
         pages.stats.full_evictions += pages.stats.evictions - before;
         result
