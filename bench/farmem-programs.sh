@@ -23,7 +23,9 @@ out=docs/benchmarks-farmem-programs.md
     echo
     echo "Each program runs on local memory, then under \`LD_PRELOAD=libnam_farmem_preload.so\` with"
     echo "default settings (only \`NAM_SERVERS\`, one \`nam serve\` on this machine, and the budget"
-    echo "\`NAM_FARMEM_LOCAL_BYTES\`; \`NAM_FARMEM_STATS=1\` only prints the counters at exit). The budget is"
+    echo "\`NAM_FARMEM_LOCAL_BYTES\`; \`NAM_FARMEM_STATS=1\` only prints the counters at exit, and the client's reply"
+    echo "timeout \`NAM_TIMEOUT_MS\` is 120 s: a loaded machine's server took longer than the 10 s default to zero a new"
+    echo "1 GiB chunk of far memory). The budget is"
     echo "the stated fraction of the program's footprint, the peak of its anonymous resident memory"
     echo "(RssAnon) in the local run of the same round. Every far run's result is checked against the"
     echo "local run's. The columns on the right say how much of the program's memory was far: its peak"
