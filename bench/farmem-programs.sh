@@ -22,7 +22,7 @@ out=docs/benchmarks-farmem-programs.md
     echo "cores inflates far times (the program and the pager's handler thread run together) more than local ones."
     echo
     echo "Each program runs on local memory, then under \`LD_PRELOAD=libnam_farmem_preload.so\` with"
-    echo "default settings (only \`NAM_SERVERS\`, one \`nam serve\` on this machine, and the budget"
+    echo "default settings (only \`NAM_SERVERS\`, a \`nam serve\` of its own per far run on this machine, and the budget"
     echo "\`NAM_FARMEM_LOCAL_BYTES\`; \`NAM_FARMEM_STATS=1\` only prints the counters at exit, and the client's reply"
     echo "timeout \`NAM_TIMEOUT_MS\` is 120 s: a loaded machine's server took longer than the 10 s default to zero a new"
     echo "1 GiB chunk of far memory). The budget is"
