@@ -108,6 +108,31 @@ impl Aging {
     }
 }
 
+/// What an entry of the stream list (`Pages::behind`) is to an eviction.
+enum Behind {
+    /// Its page was installed again since, or is gone: the entry is dropped.
+    Stale,
+    /// Left alone this time: prefetched and not reached yet, where a stream is now, or
+    /// chosen already.
+    Passed,
+    /// This page may go.
+    Victim(u64),
+}
+
+/// The entry `at` of the stream list, for an eviction that has chosen `runs` so far.
+fn behind_at(pages: &Pages, at: usize, runs: &[(u64, u64)]) -> Behind {
+    let (q, installs) = pages.behind[at];
+    let q = q as u64;
+    if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
+        return Behind::Stale;
+    }
+    let streams_are_here = pages.recent_misses.contains(&(q as u32));
+    if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+        return Behind::Passed;
+    }
+    Behind::Victim(q)
+}
+
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
@@ -312,16 +337,14 @@ impl Shared {
         let stop = at.saturating_sub(BEHIND_SCAN);
         while chosen < need && at > stop {
             at -= 1;
-            let (q, installs) = pages.behind[at];
-            let q = q as u64;
-            if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
-                pages.behind.remove(at); // installed again since, or gone: a stale entry
-                continue;
-            }
-            let streams_are_here = pages.recent_misses.contains(&(q as u32));
-            if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
-                continue;
-            }
+            let q = match behind_at(pages, at, runs) {
+                Behind::Stale => {
+                    pages.behind.remove(at);
+                    continue;
+                }
+                Behind::Passed => continue,
+                Behind::Victim(q) => q,
+            };
             pages.behind.remove(at);
             match runs.last_mut() {
                 Some((first, _)) if *first == q + 1 => *first = q,
@@ -340,17 +363,17 @@ impl Shared {
         let mut taken = 0;
         let mut at = 0;
         while taken < owed && at < BEHIND_SCAN && 2 * at + 1 < pages.behind.len() {
-            let (q, installs) = pages.behind[at];
-            let q = q as u64;
-            if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
-                pages.behind.remove(at); // installed again since, or gone: a stale entry
-                continue;
-            }
-            let streams_are_here = pages.recent_misses.contains(&(q as u32));
-            if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
-                at += 1;
-                continue;
-            }
+            let q = match behind_at(pages, at, runs) {
+                Behind::Stale => {
+                    pages.behind.remove(at);
+                    continue;
+                }
+                Behind::Passed => {
+                    at += 1;
+                    continue;
+                }
+                Behind::Victim(q) => q,
+            };
             pages.behind.remove(at);
             match runs.last_mut() {
                 Some((_, end)) if *end == q => *end = q + 1,
