@@ -54,6 +54,8 @@ $nam gas --sweep --min-size 1MiB --max-size 16MiB --op get,put --transport tcp -
     echo "  through the explicit API (issue 8)."
     echo "- [benchmarks-farmem-paging.md](benchmarks-farmem-paging.md) (\`bench/farmem.sh paging\`):"
     echo "  far memory through transparent paging, fault latency, memcached (issue 8)."
+    echo "- [benchmarks-farmem-programs.md](benchmarks-farmem-programs.md) (bench/farmem-programs.sh):"
+    echo "  unmodified programs (Redis, numpy, GNU sort) on far memory, fault latency at 25% local (issue 27)."
     echo "- [benchmarks-gas.md](benchmarks-gas.md) (bench/gas.sh): transfer paths, mailboxes and"
     echo "  allreduce at the server beside MPI_Allreduce (issue 9)."
     echo

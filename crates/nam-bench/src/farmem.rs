@@ -75,6 +75,15 @@ pub struct FarmemBenchArgs {
     /// Local memory as a fraction of each workload's footprint, comma-separated (0.1 to 1).
     #[arg(long, value_delimiter = ',', default_value = "0.5")]
     local_fraction: Vec<f64>,
+    /// Local memory of the fault-latency rows as a fraction of their pages, comma-separated
+    /// (1: every page fits, no eviction; 0.25: a fault needs a free page, which background
+    /// reclaim is to have ready).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    fault_local_fraction: Vec<f64>,
+    /// The pager's background reclaim (`PagerConfig::evict_ahead`) in the fault-latency
+    /// rows, on and/or off (off: a fault that finds the budget full evicts itself).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    reclaim: Vec<OnOff>,
     /// Prefetcher on and/or off, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
     prefetch: Vec<OnOff>,
@@ -176,6 +185,14 @@ pub struct Run {
     /// local memory in the same fault mode and run (`fault_floor.rs`), median, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_floor_p50_us: Option<f64>,
+    /// Fault-latency only: pages evicted by the pager's background reclaim during the timed
+    /// faults, and pages evicted because an install found the budget full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reclaim_evictions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    full_evictions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reclaim: Option<bool>,
     /// memcached only: bytes it allocated in far memory, its resident set, values checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     far_bytes: Option<u64>,
@@ -268,6 +285,9 @@ impl Run {
             get_p50_us: None,
             get_p99_us: None,
             kernel_floor_p50_us: None,
+            reclaim_evictions: None,
+            full_evictions: None,
+            reclaim: None,
             far_bytes: None,
             far_resident_bytes: None,
             rss_bytes: None,
@@ -520,16 +540,19 @@ fn run_fault_latency(
 ) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     for &n in counts {
-        for &mode in &args.fault_mode {
-            let run = fault::measure(
-                connect(&addrs[..n], transport)?,
-                (transport, n),
-                args.scale,
-                mode.into(),
-                args.spin_us,
-            )?;
-            report::progress(args, &run);
-            runs.push(run);
+        for &fraction in &args.fault_local_fraction {
+            for (&mode, &reclaim) in args.fault_mode.iter().flat_map(|m| args.reclaim.iter().map(move |r| (m, r))) {
+                let run = fault::measure(
+                    connect(&addrs[..n], transport)?,
+                    (transport, n),
+                    args.scale,
+                    mode.into(),
+                    args.spin_us,
+                    (fraction, reclaim == OnOff::On),
+                )?;
+                report::progress(args, &run);
+                runs.push(run);
+            }
         }
     }
     Ok(runs)

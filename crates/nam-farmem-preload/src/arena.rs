@@ -196,6 +196,9 @@ fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     config.prefetch.enabled = prefetch; // the pager's own window, switched on or off
     config.predict_writes = env_on("NAM_FARMEM_PREDICT_WRITES");
     config.evict_ahead = env_on("NAM_FARMEM_EVICT_AHEAD");
+    if let Some(w) = env_watermarks("NAM_FARMEM_WATERMARKS") {
+        config.watermarks = w;
+    }
     config.throttle.enabled = env_on("NAM_FARMEM_THROTTLE");
     config.fault_mode = match std::env::var("NAM_FARMEM_FAULT_MODE").as_deref().map(str::trim) {
         Ok("signal") => FaultMode::Signal,
@@ -227,6 +230,25 @@ fn hold_cpu_latency() {
             let _ = BOUND.set(bound);
         }
         Err(e) => eprintln!("nam-farmem-preload: NAM_FARMEM_CPU_LATENCY_US={us} not applied: {e}"),
+    }
+}
+
+/// Background reclaim's watermarks as `LOW,HIGH`, percentages of the budget kept free
+/// (`nam_farmem::Watermarks`; default 2,5); `None` (with a message) when unset or malformed.
+fn env_watermarks(name: &str) -> Option<nam_farmem::Watermarks> {
+    let text = std::env::var(name).ok()?;
+    let per_mille =
+        |s: &str| s.trim().parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)).map(|p| (p * 10.0) as u32);
+    match text.split_once(',').map(|(l, h)| (per_mille(l), per_mille(h))) {
+        Some((Some(low_per_mille), Some(high_per_mille))) if low_per_mille < high_per_mille => {
+            Some(nam_farmem::Watermarks { low_per_mille, high_per_mille })
+        }
+        _ => {
+            eprintln!(
+                "nam-farmem-preload: ignoring {name}={text:?}: not LOW,HIGH percentages of the budget, LOW < HIGH"
+            );
+            None
+        }
     }
 }
 

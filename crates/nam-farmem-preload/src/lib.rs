@@ -42,7 +42,9 @@
 //! pager's handler busy-polls after its last fault (`PagerConfig::spin_us`);
 //! `NAM_FARMEM_PREDICT_WRITES=off`, `NAM_FARMEM_EVICT_AHEAD=off` and `NAM_FARMEM_THROTTLE=off`
 //! turn off the pager's write prediction, eviction ahead and prefetch throttling
-//! (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`, `PagerConfig::throttle`).
+//! (`PagerConfig::predict_writes`, `PagerConfig::evict_ahead`, `PagerConfig::throttle`);
+//! `NAM_FARMEM_WATERMARKS=LOW,HIGH` sets the percentages of the budget that background
+//! reclaim keeps free (`nam_farmem::Watermarks`, default `2,5`).
 //! `NAM_FARMEM_CPU_LATENCY_US=0` keeps idle cores polling instead of sleeping while the
 //! program runs (`nam_farmem::CpuLatencyBound`; needs root or write access to
 //! `/dev/cpu_dma_latency`): thread-mode faults then wake the faulting thread in a few

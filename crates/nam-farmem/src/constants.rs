@@ -129,6 +129,21 @@ pub const EVICT_RUN_BYTES: u64 = 16 * PAGE_BYTES;
 /// again: 16 pages of 4 KiB; one page where pages are larger.
 pub const PREFETCH_RUN_BYTES: u64 = 16 * PAGE_BYTES;
 
+/// Default low watermark of background reclaim, per mille of the budget
+/// ([`crate::Watermarks`]): 2%.
+pub const RECLAIM_LOW_PER_MILLE: u32 = 20;
+
+/// Default high watermark of background reclaim, per mille of the budget: 5%, so that the
+/// handler evicts a few runs per wake-up and a fault seldom finds the budget full.
+pub const RECLAIM_HIGH_PER_MILLE: u32 = 50;
+
+/// Fewest pages the low watermark keeps free: two eviction runs, for the faults that come
+/// while the woken handler is being scheduled.
+pub const RECLAIM_LOW_PAGES_MIN: u64 = 2 * EVICT_RUN_BYTES / PAGE_BYTES;
+
+/// Fewest pages the high watermark keeps free: four eviction runs.
+pub const RECLAIM_HIGH_PAGES_MIN: u64 = 4 * EVICT_RUN_BYTES / PAGE_BYTES;
+
 /// Pages the pool of recycled pages holds at most: two eviction runs, so one run's pages
 /// can be reused while the next is being dropped.
 pub const POOL_PAGES: u64 = 2 * EVICT_RUN_BYTES / PAGE_BYTES;
@@ -192,6 +207,19 @@ pub const BEHIND_KEEP: usize = 4;
 /// are passed over and stay listed).
 pub const BEHIND_SCAN: usize = 512;
 
+/// Of 64 drop-behind victims, how many the pager takes from the oldest stream pages at
+/// first ([`AGING_SHARE_MAX`] when they do not come back, 1 when they do; `pager/evict.rs`,
+/// "Kept pages age out").
+pub const AGING_SHARE_START: u32 = 8;
+
+/// Most of 64 drop-behind victims taken from the oldest stream pages: half, so that a loop
+/// that turns out to come back to them keeps most of its pages while the share adapts down.
+pub const AGING_SHARE_MAX: u32 = 32;
+
+/// Evictions of old stream pages after which the share is adapted: doubled if fewer than
+/// half as many old pages came back meanwhile, else halved.
+pub const AGING_WINDOW: u32 = 64;
+
 /// Runs of pages one `process_madvise` call of an explicit eviction drops: one system call
 /// for up to 64 runs, each run an `iovec` of the call.
 pub const RUNS_PER_BATCH: usize = 64;
@@ -240,6 +268,11 @@ const _: () = assert!(RECENT_MISSES <= STREAMS_MAX && PENDING_MAX <= STREAMS_MAX
 // Huge pages prefetch no deeper than small ones; drop-behind keeps fewer pages than it scans.
 const _: () = assert!(HUGE_PREFETCH_DEPTH <= PAGER_PREFETCH_DEPTH);
 const _: () = assert!(BEHIND_KEEP < BEHIND_SCAN);
+// The ageing share is a share of 64.
+const _: () = assert!(1 <= AGING_SHARE_START && AGING_SHARE_START <= AGING_SHARE_MAX && AGING_SHARE_MAX <= 64);
+// Reclaim's watermarks are a band.
+const _: () = assert!(RECLAIM_LOW_PER_MILLE < RECLAIM_HIGH_PER_MILLE && RECLAIM_HIGH_PER_MILLE <= 1000);
+const _: () = assert!(RECLAIM_LOW_PAGES_MIN < RECLAIM_HIGH_PAGES_MIN);
 // A sample of one in `SAMPLE_EVERY` is a real sample, and the throttle has levels to step.
 const _: () = assert!(SAMPLE_EVERY >= 2 && LEVEL_MAX >= 1);
 // A flush splits onto two threads only above one write-back span; a zip run holds whole

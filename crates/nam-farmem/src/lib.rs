@@ -70,7 +70,7 @@ pub use error::{Error, Result};
 pub use extent::{ExtentTable, Placement};
 pub use far::{DestMode, FarMemory};
 pub use fatal::{exit_fatal, FATAL_EXIT_STATUS};
-pub use pager::{free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig};
+pub use pager::{free_huge_pages, huge_page_bytes, serving_faults, FaultMode, PagedRegion, PagerConfig, Watermarks};
 pub use prefetch::StreamPrefetcher;
 pub use span::SpanService;
 pub use stats::Stats;

@@ -40,7 +40,8 @@
 use crate::config::PrefetchConfig;
 use crate::constants::{
     BUDGET_PAGES_MIN, EVICT_RUN_BYTES, FAR_BYTES_MAX, HUGE_PREFETCH_DEPTH, INSTALL_SPARE_PAGES, PAGER_PREFETCH_DEPTH,
-    PAGER_SPIN_US, PAGE_BYTES, PREFETCH_RUN_BYTES, RECENT_MISSES, WAIT_SETTLED_POLL,
+    PAGER_SPIN_US, PAGE_BYTES, PREFETCH_RUN_BYTES, RECENT_MISSES, RECLAIM_HIGH_PAGES_MIN, RECLAIM_HIGH_PER_MILLE,
+    RECLAIM_LOW_PAGES_MIN, RECLAIM_LOW_PER_MILLE, WAIT_SETTLED_POLL,
 };
 use crate::cpu_latency::CpuLatencyBound;
 use crate::error::{Error, Result};
@@ -111,10 +112,12 @@ pub struct PagerConfig {
     /// been followed by writes (`pager/writes.rs`): spares the write-protect fault that
     /// would follow, at the price of writing the page back at eviction even if unchanged.
     pub predict_writes: bool,
-    /// Between faults, the handler evicts ahead so that an eighth of the budget (at most
-    /// one run of `EVICT_RUN_BYTES`, 16 pages of 4 KiB) stays free and the next misses need
-    /// not evict.
+    /// Background reclaim: the handler thread evicts between the [`PagerConfig::watermarks`],
+    /// so that a faulting thread normally finds a free page and does not evict (nor write
+    /// back) itself. Off, a fault that finds the budget full evicts a run itself.
     pub evict_ahead: bool,
+    /// How much of the budget background reclaim keeps free ([`Watermarks`]).
+    pub watermarks: Watermarks,
     /// Feedback-directed throttling of the prefetcher by its measured accuracy
     /// (`crate::throttle`, `pager/accuracy.rs`).
     pub throttle: ThrottleConfig,
@@ -148,6 +151,7 @@ impl PagerConfig {
             fault_mode: FaultMode::default(),
             predict_writes: true,
             evict_ahead: true,
+            watermarks: Watermarks::default(),
             throttle: ThrottleConfig::default(),
             cpu_latency_us: None,
             huge_pages: false,
@@ -159,6 +163,45 @@ impl PagerConfig {
     pub fn with_huge_pages(self) -> PagerConfig {
         let prefetch = PrefetchConfig { depth: HUGE_PREFETCH_DEPTH, ..self.prefetch };
         PagerConfig { huge_pages: true, prefetch, ..self }
+    }
+}
+
+/// The free part of the budget that background reclaim keeps (Linux's `kswapd` between
+/// its low and high watermarks, Gorman 2004, §2.2.1): when a fault leaves fewer than `low` pages of
+/// the budget free, the handler thread is woken and evicts, a run at a time, until `high`
+/// pages are free; a fault finds the budget full (and evicts itself, as a last resort) only
+/// when faults came faster than the handler could evict.
+///
+/// Both are per mille of the budget, and each is at least [`RECLAIM_LOW_PAGES_MIN`] or
+/// [`RECLAIM_HIGH_PAGES_MIN`] pages (a burst of faults between two wake-ups of the handler
+/// must find room), and at most a quarter of the budget (free pages are local memory the
+/// program cannot use). The gap between them makes the handler evict in runs
+/// ([`EVICT_RUN_BYTES`]) rather than a page per fault: one `madvise` and one TLB flush per
+/// run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermarks {
+    /// Below this many free pages (per mille of the budget) the handler starts evicting.
+    pub low_per_mille: u32,
+    /// The handler evicts until this many pages (per mille of the budget) are free.
+    pub high_per_mille: u32,
+}
+
+impl Default for Watermarks {
+    fn default() -> Self {
+        Watermarks { low_per_mille: RECLAIM_LOW_PER_MILLE, high_per_mille: RECLAIM_HIGH_PER_MILLE }
+    }
+}
+
+impl Watermarks {
+    /// The low and high watermarks in pages for a budget of `budget_pages` (see the type's
+    /// documentation for the bounds); `high > low` unless the budget is too small to keep
+    /// any page free (then both are 0 and faults evict themselves).
+    pub fn pages(&self, budget_pages: u64) -> (u64, u64) {
+        let cap = budget_pages / 4;
+        let of = |per_mille: u32, min: u64| (budget_pages * per_mille.min(1000) as u64 / 1000).max(min).min(cap);
+        let high = of(self.high_per_mille.max(self.low_per_mille), RECLAIM_HIGH_PAGES_MIN);
+        let low = of(self.low_per_mille, RECLAIM_LOW_PAGES_MIN).min(high.saturating_sub(1));
+        (low, high)
     }
 }
 
@@ -194,11 +237,17 @@ struct Pages {
     /// count then (an entry whose page has come in again since is stale): the victims taken
     /// first, the most recent the demand has gone through first (`evict.rs`, drop-behind).
     behind: VecDeque<(u32, u16)>,
+    /// How many of drop-behind's victims come from the oldest stream pages instead, learnt
+    /// from whether those come back (`evict.rs`, "Kept pages age out").
+    aging: evict::Aging,
     stats: Stats,
     rng: rand::rngs::SmallRng,
     bounce: Vec<u8>,
     /// Recycled pages for writable runs, where the kernel can move pages (`pool.rs`).
     pool: Option<pool::Pool>,
+    /// Background reclaim is evicting: fewer than the low watermark's pages were free, and
+    /// not yet the high watermark's (`evict.rs`).
+    reclaiming: bool,
 }
 
 /// Pages `next..end` to prefetch; `dirty` when the stream writes (installed writable).
@@ -223,6 +272,15 @@ struct Shared {
     fault_mode: FaultMode,
     budget_pages: usize,
     evict_ahead: bool,
+    /// Background reclaim's watermarks in free pages ([`Watermarks::pages`]).
+    free_low: usize,
+    free_high: usize,
+    /// An eventfd that wakes the handler thread to reclaim (signal mode: the faulting
+    /// threads write it when a fault leaves fewer than `free_low` pages free).
+    reclaim_fd: std::os::fd::OwnedFd,
+    /// The eventfd was written and the handler has not taken the wake-up yet: one write
+    /// per wake-up, not one per fault.
+    reclaim_kicked: AtomicBool,
     spin: std::time::Duration,
     state: Mutex<Pages>,
     stop: AtomicBool,
@@ -320,11 +378,15 @@ impl PagedRegion {
             writes: writes::WritePredictor::new(pages, page_bytes, config.predict_writes),
             pending: VecDeque::new(),
             behind: VecDeque::new(),
+            aging: evict::Aging::new(pages),
             stats: Stats::default(),
             rng: rand::rngs::SmallRng::seed_from_u64(base),
             bounce: vec![0; (page_bytes * prefetch_run_max) as usize],
             pool,
+            reclaiming: false,
         };
+        let (free_low, free_high) = config.watermarks.pages(budget_pages);
+        let reclaim_fd = evict::reclaim_eventfd()?;
         let shared = Arc::new(Shared {
             uffd,
             span,
@@ -336,6 +398,10 @@ impl PagedRegion {
             fault_mode,
             budget_pages: budget_pages as usize,
             evict_ahead: config.evict_ahead,
+            free_low: free_low as usize,
+            free_high: free_high as usize,
+            reclaim_fd,
+            reclaim_kicked: AtomicBool::new(false),
             // Signal-mode faults never show up on the descriptor: nothing to spin for.
             spin: std::time::Duration::from_micros(if signal_mode { 0 } else { config.spin_us }),
             state: Mutex::new(state),

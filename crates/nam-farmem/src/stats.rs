@@ -41,6 +41,13 @@ pub struct Stats {
     /// Pages installed by moving recycled pages in rather than by copying into new ones
     /// (pager, Linux 6.8+; `pager/pool.rs`).
     pub recycled: u64,
+    /// Pages the pager's background reclaim evicted (its handler thread, between the
+    /// watermarks: `PagerConfig::watermarks`).
+    pub reclaim_evictions: u64,
+    /// Pages evicted because an install found the budget full: by the faulting thread
+    /// itself in signal mode (what background reclaim is there to avoid), or by the handler
+    /// before a fault or prefetch it serves in thread mode.
+    pub full_evictions: u64,
     /// Misses in flight now.
     pub inflight: u64,
     /// Most misses that were ever in flight at once.

@@ -105,9 +105,10 @@ impl Uffd {
         self.inner.wake(start, len)
     }
 
-    /// Waits up to `timeout_ms` for events on the descriptor; true when some are ready.
-    pub fn poll(&self, timeout_ms: i32) -> bool {
-        self.inner.poll(None, timeout_ms)
+    /// Waits up to `timeout_ms` for events on the descriptor or on `also` (the pager's
+    /// reclaim eventfd); true when some are ready.
+    pub fn poll_also(&self, also: std::os::fd::RawFd, timeout_ms: i32) -> bool {
+        self.inner.poll(Some(also), timeout_ms)
     }
 
     /// Reads the pending page faults into `out` (appending); other events are ignored.

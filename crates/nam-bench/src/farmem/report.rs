@@ -35,6 +35,9 @@ fn row(r: &Run) -> String {
 /// reads in place, memcached's LRU when it is not the classic one.
 fn label(r: &Run) -> String {
     let mut out = String::new();
+    if r.reclaim == Some(false) {
+        out += " without background reclaim";
+    }
     if let Some(lru) = r.memcached_lru.filter(|l| *l != Lru::Classic.name()) {
         out += &format!(" with {lru} LRU");
     }
@@ -201,6 +204,22 @@ fn fault_latency_targets(runs: &[Run]) -> Vec<String> {
             floor + get,
             p50 - floor - get,
         ));
+        if r.local_fraction < 1.0 {
+            let p99 = r.p99_us.unwrap_or(f64::NAN);
+            lines.push(format!(
+                "4 KiB remote page fault at {:.0}% local memory, {} faults, background reclaim {}, {} server(s), {:?}: p99 {p99:.2} us is {:.2}x the median {p50:.2} us (target p99 <= 3x median, issue 27: {}); of {} pages evicted meanwhile, {} by background reclaim and {} because a fault found the budget full",
+                r.local_fraction * 100.0,
+                r.fault_mode.unwrap_or("signal"),
+                if r.reclaim == Some(false) { "off" } else { "on" },
+                r.servers,
+                r.transport,
+                p99 / p50,
+                verdict(p99 <= 3.0 * p50),
+                r.evictions,
+                r.reclaim_evictions.unwrap_or(0),
+                r.full_evictions.unwrap_or(0),
+            ));
+        }
     }
     lines
 }

@@ -36,24 +36,142 @@
 //! over more than the budget that is MRU replacement, which keeps the pages the loop came in
 //! with first until its next pass comes back to them, where random victims kept few of them
 //! and first-in-first-out none.
+//!
+//! **Kept pages age out.** Drop-behind alone keeps the pages a program streamed through
+//! first for ever: a numpy job that fills two arrays it then leaves idle kept their first
+//! pages resident through the whole matrix multiply that followed, which thrashed in what
+//! was left of the budget (issue 27). The pager cannot tell a loop's kept pages from idle
+//! ones by their faults (neither faults while resident), but it can tell by what happens when
+//! they leave: a loop's come back on its next pass, idle ones never. So a share of
+//! drop-behind's victims ([`Aging`]; 1/8 at first) comes from the oldest stream pages still
+//! resident (in the older half of the list), and the share
+//! adapts to whether they come back: every [`AGING_WINDOW`] such evictions it doubles (up to
+//! half) if fewer than half as many aged-out pages were installed again meanwhile, and halves
+//! (down to 1/64) otherwise. A loop over more than the budget keeps its drop-behind
+//! behaviour at a small cost, and idle data drains out of the budget within a few budgets'
+//! worth of evictions. This is Linux's refault distance (a page that comes back soon after
+//! eviction was in the working set) reduced to one bit per page.
 
 use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
-use crate::constants::{BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
+use crate::constants::{AGING_SHARE_MAX, AGING_SHARE_START, AGING_WINDOW, BEHIND_KEEP, BEHIND_SCAN, VICTIM_SAMPLE};
 use crate::error::{Error, Result};
+use parking_lot::MutexGuard;
 use rand::Rng;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+
+/// The ageing of the stream pages drop-behind keeps (see the module documentation, "Kept
+/// pages age out").
+pub(super) struct Aging {
+    /// Of 64 drop-behind victims, how many come from the oldest stream pages.
+    share: u32,
+    /// The fraction of a victim owed to the old end by earlier evictions, in 64ths.
+    carry: u32,
+    /// Old stream pages evicted, and evicted old pages installed again, since the share was
+    /// last adapted.
+    evicted: u32,
+    came_back: u32,
+    /// Per page: evicted from the old end and not installed since.
+    aged_out: Vec<bool>,
+}
+
+impl Aging {
+    pub(super) fn new(pages: u64) -> Aging {
+        Aging { share: AGING_SHARE_START, carry: 0, evicted: 0, came_back: 0, aged_out: vec![false; pages as usize] }
+    }
+
+    /// Page `p` was installed: if it had aged out, the program still used it.
+    pub(super) fn installed(&mut self, p: u64) {
+        if std::mem::take(&mut self.aged_out[p as usize]) {
+            self.came_back += 1;
+        }
+    }
+
+    /// How many of `need` victims to take from the old end now.
+    fn owed(&mut self, need: u64) -> u64 {
+        let owed = need as u32 * self.share + self.carry;
+        self.carry = owed % 64;
+        (owed / 64) as u64
+    }
+
+    fn aged_out(&mut self, p: u64) {
+        self.aged_out[p as usize] = true;
+        self.evicted += 1;
+        if self.evicted >= AGING_WINDOW {
+            self.share = if 2 * self.came_back < self.evicted {
+                (self.share * 2).min(AGING_SHARE_MAX)
+            } else {
+                (self.share / 2).max(1)
+            };
+            (self.evicted, self.came_back) = (0, 0);
+        }
+    }
+}
+
+/// What an entry of the stream list (`Pages::behind`) is to an eviction.
+enum Behind {
+    /// Its page was installed again since, or is gone: the entry is dropped.
+    Stale,
+    /// Left alone this time: prefetched and not reached yet, where a stream is now, or
+    /// chosen already.
+    Passed,
+    /// This page may go.
+    Victim(u64),
+}
+
+/// The entry `at` of the stream list, for an eviction that has chosen `runs` so far.
+fn behind_at(pages: &Pages, at: usize, runs: &[(u64, u64)]) -> Behind {
+    let (q, installs) = pages.behind[at];
+    let q = q as u64;
+    if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
+        return Behind::Stale;
+    }
+    let streams_are_here = pages.recent_misses.contains(&(q as u32));
+    if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
+        return Behind::Passed;
+    }
+    Behind::Victim(q)
+}
 
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
 
+/// A non-blocking eventfd for [`Shared::kick_reclaim`].
+pub(super) fn reclaim_eventfd() -> Result<OwnedFd> {
+    // SAFETY: eventfd takes an initial count and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::last_os("eventfd for the pager's background reclaim"));
+    }
+    // SAFETY: a descriptor just made and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 impl Shared {
     /// Evicts until `room` more pages fit in the budget, in runs of up to
-    /// [`super::EVICT_RUN_BYTES`]; when it must evict, it frees up to an eighth of the budget beyond the room.
+    /// [`super::EVICT_RUN_BYTES`]. With background reclaim this is the last resort: the
+    /// handler keeps pages free between the watermarks, and an install finds the budget full
+    /// only when faults came faster than it could evict
+    /// ([`Stats::full_evictions`](crate::Stats)); then it evicts just the room. Without
+    /// background reclaim it frees up to an eighth of the budget beyond the room.
     pub(super) fn make_room(&self, pages: &mut Pages, room: usize) -> Result<()> {
         if pages.resident.len() + room <= self.budget_pages {
             return Ok(());
         }
-        let target = self.budget_pages.saturating_sub(self.slack()).max(room.min(self.budget_pages));
+        let before = pages.stats.evictions;
+        // With background reclaim, the handler fell behind (a busy machine did not run it in
+        // time): evict only what this install needs, so that the fault waits for the fewest
+        // pages and the handler's runs make the rest of the room. Without it, free a slack
+        // beyond the room, so that the next misses do not each pay for a `madvise`.
+        let slack = if self.reclaims() { 0 } else { self.slack() };
+        let target = self.budget_pages.saturating_sub(slack).max(room.min(self.budget_pages));
+        let result = self.make_room_to(pages, room, target);
+        pages.stats.full_evictions += pages.stats.evictions - before;
+        result
+    }
+
+    fn make_room_to(&self, pages: &mut Pages, room: usize, target: usize) -> Result<()> {
         while pages.resident.len() + room > target {
             let need = pages.resident.len() + room - target;
             if !self.evict_victim(pages, need)? {
@@ -71,32 +189,69 @@ impl Shared {
         Ok(())
     }
 
-    /// The free budget eviction leaves behind it: an eighth of the budget, at most a run.
+    /// The free budget eviction on the fault path leaves behind it: an eighth of the
+    /// budget, at most a run.
     fn slack(&self) -> usize {
         (self.budget_pages / 8).min(self.evict_run_max as usize)
     }
 
-    /// Between faults (the handler thread when it has nothing else to do): evicts one run if
-    /// less than the slack of the budget is free, so that the next misses install without
-    /// evicting first and the faulting thread does not wait for the write-back and the
-    /// `madvise`. Only once the region has had to evict (its pages do not all fit), and not
-    /// for budgets under two runs, which are left to [`Shared::make_room`]. Returns whether
-    /// it evicted.
-    pub(super) fn evict_ahead(&self) -> Result<bool> {
+    /// Whether background reclaim runs for this region: asked for, and a budget of two runs
+    /// or more that does not hold the whole region (small budgets are left to
+    /// [`Shared::make_room`]).
+    fn reclaims(&self) -> bool {
         let small = self.budget_pages < 2 * self.evict_run_max as usize || self.budget_pages as u64 >= self.pages;
-        if !self.evict_ahead || small {
+        self.evict_ahead && !small && self.free_high > 0
+    }
+
+    /// After an install (signal mode, on the faulting thread): wakes the handler thread to
+    /// reclaim once fewer than the low watermark's pages are free. One write to its eventfd
+    /// per wake-up; the fault itself evicts nothing.
+    pub(super) fn kick_reclaim(&self, pages: &Pages) {
+        let free = self.budget_pages.saturating_sub(pages.resident.len());
+        if !self.signal_mode || free >= self.free_low || !self.reclaims() {
+            return;
+        }
+        if !self.reclaim_kicked.swap(true, Ordering::AcqRel) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: an 8-byte write to our own eventfd; a full counter (never, it is
+            // drained on every wake-up) would only fail the write, and the handler's poll
+            // timeout still comes.
+            unsafe { libc::write(self.reclaim_fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        }
+    }
+
+    /// The handler took a wake-up: empties the eventfd, so that the next kick wakes it again.
+    pub(super) fn reclaim_woken(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: an 8-byte read from our own non-blocking eventfd (EAGAIN when empty).
+        unsafe { libc::read(self.reclaim_fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+        self.reclaim_kicked.store(false, Ordering::Release);
+    }
+
+    /// Background reclaim, one step (the handler thread, between faults): when fewer than
+    /// the low watermark's pages of the budget are free, evicts one run, and goes on with a
+    /// run per call until the high watermark's pages are free. Holds the region's lock for
+    /// one run only, and hands it straight to a faulting thread waiting for it. Returns
+    /// whether it evicted.
+    pub(super) fn evict_ahead(&self) -> Result<bool> {
+        if !self.reclaims() {
             return Ok(false);
         }
         let mut pages = self.state.lock();
-        if pages.stats.evictions == 0 {
-            return Ok(false);
-        }
         let free = self.budget_pages.saturating_sub(pages.resident.len());
-        let slack = self.slack();
-        if free >= slack {
+        if free >= self.free_high {
+            pages.reclaiming = false;
             return Ok(false);
         }
-        self.evict_victim(&mut pages, slack - free)
+        if free >= self.free_low && !pages.reclaiming {
+            return Ok(false);
+        }
+        pages.reclaiming = true;
+        let before = pages.stats.evictions;
+        let evicted = self.evict_victim(&mut pages, self.free_high - free)?;
+        pages.stats.reclaim_evictions += pages.stats.evictions - before;
+        MutexGuard::unlock_fair(pages);
+        Ok(evicted)
     }
 
     /// Evicts up to `need` resident pages (at most [`super::EVICT_RUN_BYTES`]) other than the
@@ -177,21 +332,19 @@ impl Shared {
     /// the last few misses' pages (where streams are now), and the newest [`BEHIND_KEEP`]
     /// entries. At most [`BEHIND_SCAN`] entries are looked at per eviction.
     fn drop_behind(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
-        let mut chosen = 0;
+        let mut chosen = self.age_out(pages, need, runs);
         let mut at = pages.behind.len().saturating_sub(BEHIND_KEEP);
         let stop = at.saturating_sub(BEHIND_SCAN);
         while chosen < need && at > stop {
             at -= 1;
-            let (q, installs) = pages.behind[at];
-            let q = q as u64;
-            if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
-                pages.behind.remove(at); // installed again since, or gone: a stale entry
-                continue;
-            }
-            let streams_are_here = pages.recent_misses.contains(&(q as u32));
-            if pages.accuracy.awaiting_use(q) || streams_are_here || runs.iter().any(|&(a, b)| (a..b).contains(&q)) {
-                continue;
-            }
+            let q = match behind_at(pages, at, runs) {
+                Behind::Stale => {
+                    pages.behind.remove(at);
+                    continue;
+                }
+                Behind::Passed => continue,
+                Behind::Victim(q) => q,
+            };
             pages.behind.remove(at);
             match runs.last_mut() {
                 Some((first, _)) if *first == q + 1 => *first = q,
@@ -200,6 +353,36 @@ impl Shared {
             chosen += 1;
         }
         chosen
+    }
+
+    /// Takes the share of `need` owed to the old end ([`Aging`]) from the oldest stream pages
+    /// still resident (the older half of the list: never pages just streamed in), as runs
+    /// into `runs`. Returns how many it took.
+    fn age_out(&self, pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
+        let owed = pages.aging.owed(need);
+        let mut taken = 0;
+        let mut at = 0;
+        while taken < owed && at < BEHIND_SCAN && 2 * at + 1 < pages.behind.len() {
+            let q = match behind_at(pages, at, runs) {
+                Behind::Stale => {
+                    pages.behind.remove(at);
+                    continue;
+                }
+                Behind::Passed => {
+                    at += 1;
+                    continue;
+                }
+                Behind::Victim(q) => q,
+            };
+            pages.behind.remove(at);
+            match runs.last_mut() {
+                Some((_, end)) if *end == q => *end = q + 1,
+                _ => runs.push((q, q + 1)),
+            }
+            pages.aging.aged_out(q);
+            taken += 1;
+        }
+        taken
     }
 
     /// Evicts the resident runs `runs` (each `first..end`): writes their dirty pages back,

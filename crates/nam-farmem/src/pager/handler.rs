@@ -19,6 +19,7 @@ use crate::constants::{
 };
 use crate::error::Result;
 use crate::uffd::{Fault, FAULT_WP, FAULT_WRITE};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -127,7 +128,9 @@ impl Shared {
             } else {
                 idle = true;
                 self.idle_rounds.fetch_add(1, Ordering::Release);
-                self.uffd.poll(HANDLER_POLL_MS);
+                if self.uffd.poll_also(self.reclaim_fd.as_raw_fd(), HANDLER_POLL_MS) {
+                    self.reclaim_woken();
+                }
             }
         }
     }
@@ -299,11 +302,13 @@ impl Shared {
         self.make_room(pages, count)?;
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
         if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
+            self.kick_reclaim(pages);
             return Ok(());
         }
         let mut bounce = std::mem::take(&mut pages.bounce);
         let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
         pages.bounce = bounce;
+        self.kick_reclaim(pages);
         result
     }
 
@@ -362,6 +367,7 @@ pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
     pages.position[p as usize] = pages.resident.len() as u32;
     pages.resident.push(p as u32);
     pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
+    pages.aging.installed(p);
 }
 
 /// Records that page `q` came in with a stream (a victim for drop-behind, `evict.rs`).
