@@ -307,3 +307,28 @@ fn contexts_are_independent_streams_completed_by_their_own_quiet() {
         }
     }
 }
+
+#[test]
+fn a_rank_leaving_between_rounds_fails_the_next_round_not_the_last() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let (stay, leave) = (server.client(), server.client());
+        let mut kept = ReduceGroup::attach(&stay, "leaving", 2, 0, 4096, 0).unwrap();
+        let left = std::thread::spawn(move || {
+            let mut group = ReduceGroup::attach(&leave, "leaving", 2, 1, 4096, 0).unwrap();
+            group.barrier(&leave).unwrap();
+            // Leaves as soon as it has seen the round: the other rank may not have yet.
+            group.detach(&leave).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        kept.barrier(&stay).unwrap_or_else(|e| panic!("over {tls}: the finished round failed: {e}"));
+        left.join().unwrap();
+        let start = Instant::now();
+        let next = kept.barrier(&stay);
+        assert!(
+            matches!(next, Err(Error::Refused { status: Status::ReduceAborted, .. })),
+            "over {tls}: the round after the departure: {next:?}"
+        );
+        assert!(start.elapsed() < stay.config().timeout, "over {tls}: the abort waited for the deadline");
+    }
+}
