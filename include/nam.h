@@ -499,6 +499,12 @@ typedef struct nam_ckpt_group_t nam_ckpt_group_t;
 typedef struct nam_ckpt_t nam_ckpt_t;
 
 /**
+ * A context of a client (opaque). Destroy it with `nam_ctx_destroy` before `nam_finalize`
+ * of its client. One thread at a time may use it (OpenSHMEM's `SHMEM_CTX_PRIVATE`).
+ */
+typedef struct nam_ctx_t nam_ctx_t;
+
+/**
  * Far memory reached through a client-side cache (opaque); from `nam_farmem_create`.
  * Use it from one thread at a time.
  */
@@ -832,7 +838,9 @@ nam_status_t nam_finalize(nam_t *nam);
  * Remote completion: returns when every put, atomic and signal this client issued before
  * the call (to any server) is complete at its server, visible to every other client:
  * OpenSHMEM's `shmem_quiet`. A message-path put (TCP) that the server refused after
- * `nam_put` returned is reported here.
+ * `nam_put` returned is reported here. It also completes the calls without a handle:
+ * `nam_put_nbi` and `nam_iput` sources may be reused, `nam_get_nbi` buffers hold their data,
+ * and every `nam_atomic_nbi` has written its fetched word (or its refusal is reported).
  * Blocking, at most the client's timeout per server. Does not complete outstanding
  * `nam_request_t`s for the caller: their buffers are released only by `nam_test`/`nam_wait`.
  *
@@ -1462,6 +1470,243 @@ nam_status_t nam_allreduce(nam_reduce_t *reduce,
  * `reduce` is NULL or live; it is invalid afterwards.
  */
 nam_status_t nam_reduce_destroy(nam_reduce_t *reduce);
+
+/**
+ * Creates a context of `nam` (`shmem_ctx_create`): on servers reached through UCX RMA it
+ * has its own UCX worker and data endpoints, so its operations are ordered and completed
+ * apart from the client's and other contexts'; on the direct path (same-host shared memory)
+ * operations take no lock at all; on the message path (TCP) they go through the client's
+ * stream, and `nam_ctx_quiet` then completes the client's message-path operations too.
+ *
+ * # Safety
+ * `nam` is NULL or a live client that outlives the context; `out` is NULL or writable.
+ */
+nam_status_t nam_ctx_create(nam_t *nam,
+                            nam_ctx_t **out);
+
+/**
+ * Completes the context's operations (as `nam_ctx_quiet`) and frees it
+ * (`shmem_ctx_destroy`); a completion failure is returned, the context is freed either way.
+ *
+ * # Safety
+ * `ctx` is NULL or live; it is invalid afterwards.
+ */
+nam_status_t nam_ctx_destroy(nam_ctx_t *ctx);
+
+/**
+ * `nam_put_sync` without its flush, on the context: writes `len` bytes from `buf` at
+ * `offset` of the allocation and returns when `buf` may be reused (local completion,
+ * `shmem_ctx_putmem`); `nam_ctx_quiet` completes it at the server. Errors as `nam_put_sync`,
+ * and `NAM_ERR_INVALID_ARGUMENT` when the allocation is another client's.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live; `buf` is NULL or readable for `len` bytes.
+ */
+nam_status_t nam_ctx_put(nam_ctx_t *ctx,
+                         nam_alloc_t *alloc,
+                         uint64_t offset,
+                         const void *buf,
+                         size_t len);
+
+/**
+ * Reads `len` bytes at `offset` of the allocation into `buf` on the context
+ * (`shmem_ctx_getmem`): returns with the data. Errors as `nam_ctx_put`.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live; `buf` is NULL or writable for `len` bytes.
+ */
+nam_status_t nam_ctx_get(nam_ctx_t *ctx,
+                         nam_alloc_t *alloc,
+                         uint64_t offset,
+                         void *buf,
+                         size_t len);
+
+/**
+ * `nam_put_nbi` on the context (`shmem_ctx_putmem_nbi`): returns at once; **`buf` must stay
+ * valid and unmodified until the next `nam_ctx_quiet` of this context returns**, which
+ * completes the put at the server.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live; `buf` is NULL or readable for `len` bytes until that quiet.
+ */
+nam_status_t nam_ctx_put_nbi(nam_ctx_t *ctx,
+                             nam_alloc_t *alloc,
+                             uint64_t offset,
+                             const void *buf,
+                             size_t len);
+
+/**
+ * `nam_get_nbi` on the context (`shmem_ctx_getmem_nbi`): `buf` holds the data once the
+ * next `nam_ctx_quiet` of this context returns; do not read it before.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live; `buf` is NULL or writable for `len` bytes until that quiet.
+ */
+nam_status_t nam_ctx_get_nbi(nam_ctx_t *ctx,
+                             nam_alloc_t *alloc,
+                             uint64_t offset,
+                             void *buf,
+                             size_t len);
+
+/**
+ * `nam_atomic` on the context (`shmem_ctx_atomic_*`): every `nam_amo_op_t` on every
+ * `nam_amo_type_t`, blocking (done at the server on return), the previous value in
+ * `*old_out` (if not NULL). Errors as `nam_atomic`.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live; `old_out` is NULL or writable.
+ */
+nam_status_t nam_ctx_atomic(nam_ctx_t *ctx,
+                            nam_alloc_t *alloc,
+                            uint64_t offset,
+                            nam_amo_type_t type,
+                            nam_amo_op_t op,
+                            uint64_t value,
+                            uint64_t compare,
+                            uint64_t *old_out);
+
+/**
+ * Orders the context's operations (`shmem_ctx_fence`): those issued before complete at
+ * their targets before those issued after; other contexts are not ordered by it.
+ *
+ * # Safety
+ * `ctx` is NULL or live.
+ */
+nam_status_t nam_ctx_fence(nam_ctx_t *ctx);
+
+/**
+ * Remote completion of every operation issued on the context (`shmem_ctx_quiet`): its puts
+ * are visible at the server, its `_nbi` buffers reusable or filled. Blocking, at most the
+ * client's timeout per server.
+ *
+ * # Safety
+ * `ctx` is NULL or live.
+ */
+nam_status_t nam_ctx_quiet(nam_ctx_t *ctx);
+
+/**
+ * Writes one element of `size` bytes (1, 2, 4, 8 or 16) from `*value` at byte `offset` of the
+ * allocation (OpenSHMEM's `shmem_p`; no alignment needed). Completion as `nam_put`: returns
+ * when `*value` may be reused (local completion); the next `nam_flush` completes it at the
+ * server (`shmem_quiet`). Errors: `NAM_ERR_INVALID_ARGUMENT` (size), `NAM_ERR_OUT_OF_BOUNDS`,
+ * `NAM_ERR_FREED`; nothing is written then.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `value` is NULL or readable for `size` bytes.
+ */
+nam_status_t nam_p(nam_alloc_t *alloc,
+                   uint64_t offset,
+                   const void *value,
+                   size_t size);
+
+/**
+ * Reads one element of `size` bytes (1, 2, 4, 8 or 16) at byte `offset` of the allocation
+ * into `*value_out` (OpenSHMEM's `shmem_g`). Blocking: returns with the element, at most the
+ * client's timeout. Errors as `nam_p`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `value_out` is NULL or writable for `size` bytes.
+ */
+nam_status_t nam_g(nam_alloc_t *alloc,
+                   uint64_t offset,
+                   void *value_out,
+                   size_t size);
+
+/**
+ * Strided put (OpenSHMEM's `shmem_iput` with elements of `elem_size` bytes): for `i` in
+ * `0..count`, element `i * src_stride` of `src` goes to element `i * dst_stride` of the
+ * allocation counted from byte `offset`. Strides count elements and are at least 1. Every
+ * element's range is checked before anything is sent. Completion as `nam_put`: `src` may be
+ * reused on return; the next `nam_flush` completes the puts at the server (`shmem_quiet`).
+ * Errors: `NAM_ERR_INVALID_ARGUMENT` (a zero stride or element size),
+ * `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`; nothing is written then.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `src` is NULL (only when `count` is 0) or
+ * readable up to the end of its last strided element.
+ */
+nam_status_t nam_iput(nam_alloc_t *alloc,
+                      uint64_t offset,
+                      uint64_t dst_stride,
+                      const void *src,
+                      uint64_t src_stride,
+                      size_t elem_size,
+                      size_t count);
+
+/**
+ * Strided get (OpenSHMEM's `shmem_iget`): for `i` in `0..count`, element `i * src_stride`
+ * of the allocation counted from byte `offset` goes to element `i * dst_stride` of `dst`;
+ * the elements of `dst` between them are left as they are. Blocking: returns with the data,
+ * at most the client's timeout per get. Checked and failing as `nam_iput`.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `dst` is NULL (only when `count` is 0) or
+ * writable up to the end of its last strided element.
+ */
+nam_status_t nam_iget(nam_alloc_t *alloc,
+                      uint64_t offset,
+                      uint64_t src_stride,
+                      void *dst,
+                      uint64_t dst_stride,
+                      size_t elem_size,
+                      size_t count);
+
+/**
+ * A non-blocking fetching atomic (OpenSHMEM's `shmem_atomic_fetch_add_nbi`,
+ * `_fetch_inc_nbi`, `_fetch_nbi`, `_swap_nbi`, `_compare_swap_nbi`, `_fetch_and_nbi`,
+ * `_fetch_or_nbi`, `_fetch_xor_nbi`): `op` is one of the fetching `nam_amo_op_t`s
+ * (`NAM_AMO_FETCH_ADD`, `NAM_AMO_FETCH_INC`, `NAM_AMO_FETCH`, `NAM_AMO_SWAP`,
+ * `NAM_AMO_CSWAP`, `NAM_AMO_FETCH_AND`, `NAM_AMO_FETCH_OR`, `NAM_AMO_FETCH_XOR`) on the word
+ * of type `type` at `offset`, with operands as `nam_atomic`. Returns at once; the word's
+ * previous value is in `*fetch` (a word of `type`, aligned to its width) **once the next
+ * `nam_flush` of the client returns** (`shmem_quiet`), which also reports a refusal by the
+ * server. Over the network and the message path the atomic is in flight until then; on the
+ * direct path it is done on return. Checked (op, type, bounds, alignment) before anything is
+ * sent: `NAM_ERR_INVALID_ARGUMENT`, `NAM_ERR_MISALIGNED`, `NAM_ERR_OUT_OF_BOUNDS`,
+ * `NAM_ERR_FREED` mean nothing is in flight.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `fetch` is NULL or writable for the word,
+ * and neither read nor written by the program until the next `nam_flush` returns.
+ */
+nam_status_t nam_atomic_nbi(nam_alloc_t *alloc,
+                            uint64_t offset,
+                            nam_amo_type_t type,
+                            nam_amo_op_t op,
+                            uint64_t value,
+                            uint64_t compare,
+                            void *fetch);
+
+/**
+ * Waits until every rank of the group has called `nam_barrier` (OpenSHMEM's
+ * `shmem_barrier_all` over the group's ranks; `MPI_Barrier`): one empty round of the group
+ * at the server. Unlike `shmem_barrier_all` it completes nothing by itself: call `nam_flush`
+ * first so that this rank's puts are at the server before the others pass. Errors:
+ * `NAM_ERR_WAIT_TIMEOUT` at the client's deadline (a rank did not come),
+ * `NAM_ERR_REDUCE_ABORTED` (a rank left or died).
+ *
+ * # Safety
+ * `reduce` is NULL or live and not used by another thread.
+ */
+nam_status_t nam_barrier(nam_reduce_t *reduce);
+
+/**
+ * Broadcasts `len` bytes of `buf` from rank `root` to `buf` of every rank of the group
+ * (OpenSHMEM's `shmem_broadcastmem` over the group's ranks, root included; `MPI_Bcast`):
+ * every rank passes the same `len` and `root`. Blocking: returns when `buf` holds the root's
+ * bytes. At the server, as `nam_allreduce` of the same length (the other ranks contribute
+ * zeros). Errors: `NAM_ERR_INVALID_ARGUMENT` (root outside the group, before anything is
+ * sent), `NAM_ERR_REDUCE_MISMATCH` on every rank when lengths or roots disagree (no `buf`
+ * is written), otherwise as `nam_barrier`.
+ *
+ * # Safety
+ * `reduce` is NULL or live and not used by another thread; `buf` is NULL (only when `len`
+ * is 0) or readable and writable for `len` bytes.
+ */
+nam_status_t nam_broadcast(nam_reduce_t *reduce,
+                           uint32_t root,
+                           void *buf,
+                           size_t len);
 
 /**
  * Creates a mailbox of `slots` slots (a power of two) of `slot_size` payload bytes (0:

@@ -5,8 +5,8 @@
  *   make && NAM_SERVERS=127.0.0.1:13337 ./hello
  *
  * Two clients (as two ranks of a job would be) share a named allocation: put/get, atomics,
- * a signal, non-blocking transfers, and the errors bad input gets. Every result is
- * checked; the program exits non-zero on the first unexpected one.
+ * a signal, non-blocking transfers, OpenSHMEM's small calls, and the errors bad input gets.
+ * Every result is checked; the program exits non-zero on the first unexpected one.
  */
 #include <nam.h>
 
@@ -120,6 +120,79 @@ static void without_handles(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam
     expect("put_nbi out of bounds", nam_put_nbi(mine, SIZE - 4, out[0], 8), NAM_ERR_OUT_OF_BOUNDS);
 }
 
+/* OpenSHMEM's small calls: shmem_p/shmem_g (nam_p, nam_g), shmem_iput/iget (nam_iput,
+ * nam_iget), non-blocking fetching atomics completed by nam_flush (shmem_atomic_*_nbi), and
+ * a group's barrier and broadcast (here a group of one rank: the calls are the same). */
+static void shmem_calls(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam_alloc_t *theirs) {
+    const uint64_t at = DATA_OFFSET + 200000; /* clear of the other sections' data */
+    double pi = 3.25, back = 0;
+    expect("nam_p double", nam_p(mine, at, &pi, sizeof pi), NAM_OK);
+    expect("nam_flush after nam_p", nam_flush(writer), NAM_OK);
+    expect("nam_g double (reader)", nam_g(theirs, at, &back, sizeof back), NAM_OK);
+    expect_true("  nam_g sees what nam_p wrote", back == pi);
+    expect("nam_p of 3 bytes", nam_p(mine, at, &pi, 3), NAM_ERR_INVALID_ARGUMENT);
+
+    int32_t column[6] = {1, -1, 2, -1, 3, -1}, got[9];
+    memset(got, 0, sizeof got);
+    expect("nam_iput every 2nd int32 to every 3rd", nam_iput(mine, at + 64, 3, column, 2, sizeof(int32_t), 3), NAM_OK);
+    expect("nam_flush after nam_iput", nam_flush(writer), NAM_OK);
+    expect("nam_iget 9 int32 (reader)", nam_iget(theirs, at + 64, 1, got, 1, sizeof(int32_t), 9), NAM_OK);
+    expect_true("  the strided elements landed",
+                got[0] == 1 && got[3] == 2 && got[6] == 3 && got[1] == 0 && got[2] == 0 && got[8] == 0);
+    expect("nam_iput past the end", nam_iput(mine, SIZE - 8, 2, column, 1, sizeof(int32_t), 3),
+           NAM_ERR_OUT_OF_BOUNDS);
+    expect("nam_iget with stride 0", nam_iget(theirs, at, 0, got, 1, sizeof(int32_t), 2), NAM_ERR_INVALID_ARGUMENT);
+
+    uint64_t olds[16] = {0}, sum = 0;
+    uint32_t small = 0;
+    expect("nam_atomic SET uint64 at 32", nam_atomic(mine, 32, NAM_AMO_UINT64, NAM_AMO_SET, 100, 0, NULL), NAM_OK);
+    for (int i = 0; i < 16; i++) {
+        expect("nam_atomic_nbi FETCH_ADD uint64",
+               nam_atomic_nbi(theirs, 32, NAM_AMO_UINT64, NAM_AMO_FETCH_ADD, 1, 0, &olds[i]), NAM_OK);
+    }
+    expect("nam_atomic_nbi FETCH_XOR uint32 at 40",
+           nam_atomic_nbi(theirs, 40, NAM_AMO_UINT32, NAM_AMO_FETCH_XOR, 0xff, 0, &small), NAM_OK);
+    expect("nam_atomic_nbi ADD (not fetching)",
+           nam_atomic_nbi(theirs, 32, NAM_AMO_UINT64, NAM_AMO_ADD, 1, 0, &sum), NAM_ERR_INVALID_ARGUMENT);
+    expect("nam_atomic_nbi misaligned", nam_atomic_nbi(theirs, 36, NAM_AMO_UINT64, NAM_AMO_FETCH, 0, 0, &sum),
+           NAM_ERR_MISALIGNED);
+    /* `theirs` belongs to the reader client: its quiet completes its atomics. */
+    expect("nam_flush (reader's quiet) delivers the fetched words", nam_flush(reader), NAM_OK);
+    sum = 0;
+    for (int i = 0; i < 16; i++) {
+        sum += olds[i];
+    }
+    expect_u64("  the 16 fetched words sum to 100 + ... + 115", sum, 1720);
+    expect_u64("  the fetched 32-bit word", small, 0);
+    expect("nam_atomic FETCH uint64 at 32", nam_atomic(mine, 32, NAM_AMO_UINT64, NAM_AMO_FETCH, 0, 0, &sum), NAM_OK);
+    expect_u64("  the word after 16 adds", sum, 116);
+
+    /* A context: its own stream of operations (shmem_ctx_t), completed by its own quiet. */
+    nam_ctx_t *ctx = NULL;
+    static const char streamed[] = "through a context";
+    char streamed_back[sizeof streamed] = {0};
+    uint64_t ctx_old = 0;
+    require("nam_ctx_create (writer)", nam_ctx_create(writer, &ctx));
+    expect("nam_ctx_put_nbi", nam_ctx_put_nbi(ctx, mine, at + 256, streamed, sizeof streamed), NAM_OK);
+    expect("nam_ctx_fence", nam_ctx_fence(ctx), NAM_OK);
+    expect("nam_ctx_atomic FETCH_ADD uint64 at 48",
+           nam_ctx_atomic(ctx, mine, 48, NAM_AMO_UINT64, NAM_AMO_FETCH_ADD, 2, 0, &ctx_old), NAM_OK);
+    expect("nam_ctx_quiet", nam_ctx_quiet(ctx), NAM_OK);
+    expect("nam_ctx_get", nam_ctx_get(ctx, mine, at + 256, streamed_back, sizeof streamed_back), NAM_OK);
+    expect_true("  the context's put arrived", memcmp(streamed_back, streamed, sizeof streamed) == 0);
+    expect("nam_ctx_put with the reader's allocation", nam_ctx_put(ctx, theirs, at, "x", 1), NAM_ERR_INVALID_ARGUMENT);
+    expect("nam_ctx_destroy", nam_ctx_destroy(ctx), NAM_OK);
+
+    nam_reduce_t *group = NULL;
+    char text[13] = "from rank 0!";
+    require("nam_reduce_create (a group of one rank)", nam_reduce_create(writer, "hello-group", 1, 0, 0, &group));
+    expect("nam_barrier", nam_barrier(group), NAM_OK);
+    expect("nam_broadcast 13 bytes from rank 0", nam_broadcast(group, 0, text, sizeof text), NAM_OK);
+    expect_true("  the root keeps its bytes", strcmp(text, "from rank 0!") == 0);
+    expect("nam_broadcast from rank 1 of 1", nam_broadcast(group, 1, text, sizeof text), NAM_ERR_INVALID_ARGUMENT);
+    expect("nam_reduce_destroy", nam_reduce_destroy(group), NAM_OK);
+}
+
 static void signals(nam_alloc_t *mine, nam_alloc_t *theirs) {
     static const char message[] = "data before its signal";
     char back[sizeof message] = {0};
@@ -216,6 +289,7 @@ int main(void) {
     atomics(mine, theirs);
     typed_atomics(mine, theirs);
     without_handles(writer, reader, mine, theirs);
+    shmem_calls(writer, reader, mine, theirs);
     signals(mine, theirs);
     non_blocking(writer, mine, theirs);
     bad_input(writer, mine);

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _nam
-from ._nam import Allocation, Client, Mapped, NamError, Request, __version__
+from ._nam import Allocation, Client, Fetch, Group, Mapped, NamError, Request, __version__
 
 # One exception class per nam.h status code (OutOfBoundsError, FreedError, ...) and the
 # codes themselves (ERR_OUT_OF_BOUNDS == -2, ...), made by the extension when it loads.
@@ -46,4 +46,15 @@ def mapped_array(
     return _np.ndarray(shape, dtype=dtype, buffer=view)
 
 
-__all__ = ["Allocation", "Client", "Mapped", "NamError", "Request", "farmem", "mapped_array", "__version__"]
+__all__ = [
+    "Allocation",
+    "Client",
+    "Fetch",
+    "Group",
+    "Mapped",
+    "NamError",
+    "Request",
+    "farmem",
+    "mapped_array",
+    "__version__",
+]

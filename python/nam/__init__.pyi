@@ -55,6 +55,33 @@ class Mapped(Buffer):
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 Compare = Literal["==", "!=", ">=", ">", "<=", "<", "eq", "ne", "ge", "gt", "le", "lt"]
+WordType = Literal["u32", "i32", "u64", "i64", "uint32", "int32", "uint64", "int64"]
+FetchOp = Literal["fetch_add", "fetch_inc", "fetch", "swap", "compare_swap", "fetch_and", "fetch_or", "fetch_xor"]
+AtomicOp = FetchOp | Literal["add", "inc", "set", "and", "or", "xor"]
+
+class Fetch:
+    """The previous value of a non-blocking fetching atomic (``Client.atomic_nbi``)."""
+
+    @property
+    def done(self) -> bool: """Whether the client's quiet has completed the atomic."""
+    @property
+    def value(self) -> int:
+        """The word's previous value; raises ``InvalidArgumentError`` before the quiet."""
+
+class Group:
+    """A named group of ranks at a memory server: barrier and broadcast among its ranks."""
+
+    def __init__(
+        self, client: Client, name: str, ranks: int, rank: int, *, chunk_bytes: int = ..., server: int = 0
+    ) -> None: ...
+    def barrier(self) -> None:
+        """Waits until every rank has called it; raises ``WaitTimeoutError`` at the deadline."""
+    def broadcast(self, buffer: Buffer, root: int) -> None:
+        """Replaces ``buffer``'s bytes on every rank with rank ``root``'s."""
+    def close(self) -> None:
+        """Leaves the group."""
+    @property
+    def ranks(self) -> int: """Ranks in the group."""
 
 class Client:
     """A connection to nam memory servers: ``NAM_SERVERS`` when ``servers`` is None, else a
@@ -126,6 +153,49 @@ class Client:
         self, allocation: Allocation, offset: int, value: int, compare: Compare = "==", timeout: float = 10.0
     ) -> int:
         """Waits until the word compares true against ``value``; raises ``WaitTimeoutError``."""
+    def quiet(self) -> None:
+        """``shmem_quiet``: remote completion of every operation, the handle-less ones too;
+        their buffers are released and ``Fetch.value`` readable when it returns."""
+    def put_nbi(self, allocation: Allocation, data: Buffer, offset: int = 0) -> None:
+        """Starts a put without a handle; ``quiet()`` completes it (keep ``data`` unchanged)."""
+    def get_nbi(self, allocation: Allocation, out: Buffer, offset: int = 0) -> None:
+        """Starts a get into ``out`` without a handle; read ``out`` after ``quiet()``."""
+    def atomic(
+        self,
+        allocation: Allocation,
+        offset: int,
+        op: AtomicOp,
+        value: int = 0,
+        compare: int = 0,
+        type: WordType = "u64",
+    ) -> int:
+        """One atomic on a 32/64-bit, signed/unsigned word; returns the previous value."""
+    def atomic_nbi(
+        self,
+        allocation: Allocation,
+        offset: int,
+        op: FetchOp,
+        value: int = 0,
+        compare: int = 0,
+        type: WordType = "u64",
+    ) -> Fetch:
+        """A non-blocking fetching atomic; its ``Fetch.value`` is set by the next ``quiet()``."""
+    def test(
+        self, allocation: Allocation, offset: int, value: int, compare: Compare = "==", type: WordType = "u64"
+    ) -> bool:
+        """Whether the word compares true against ``value`` now (``shmem_test``); never sleeps."""
+    def wait_until_all(
+        self, words: list[tuple[Allocation, int]], value: int, compare: Compare = "==", timeout: float = 10.0
+    ) -> None:
+        """Waits until every word compares true; raises ``WaitTimeoutError``."""
+    def wait_until_any(
+        self, words: list[tuple[Allocation, int]], value: int, compare: Compare = "==", timeout: float = 10.0
+    ) -> int:
+        """Waits until one word compares true; its index."""
+    def wait_until_some(
+        self, words: list[tuple[Allocation, int]], value: int, compare: Compare = "==", timeout: float = 10.0
+    ) -> list[int]:
+        """Waits until at least one word compares true; the indices of all that do."""
     def global_address(self, allocation: Allocation, offset: int = 0) -> int:
         """The 128-bit global address of ``offset`` in ``allocation``."""
     def resolve(self, address: int) -> tuple[Allocation, int]:

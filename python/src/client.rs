@@ -153,6 +153,8 @@ impl PyMapped {
 pub struct PyClient {
     /// The connected client, shared with far-memory objects and requests.
     pub inner: Arc<Client>,
+    /// What operations without handles keep until the next quiet.
+    pub held: std::sync::Mutex<crate::shmem::Held>,
 }
 
 fn seconds(value: f64, what: &str) -> PyResult<Duration> {
@@ -224,6 +226,11 @@ fn signal_op_of(text: &str) -> PyResult<SignalOp> {
 }
 
 impl PyClient {
+    /// What operations without handles hold (a panic elsewhere leaves it usable).
+    pub fn held(&self) -> std::sync::MutexGuard<'_, crate::shmem::Held> {
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Runs `f` on the client with the GIL released.
     fn blocking<T: Send>(
         &self,
@@ -266,7 +273,7 @@ impl PyClient {
     ) -> PyResult<PyClient> {
         let config = config_of(servers, tenant, token, timeout, connect_timeout, transports)?;
         let client = py.allow_threads(|| Client::connect(config)).or_raise()?;
-        Ok(PyClient { inner: Arc::new(client) })
+        Ok(PyClient { inner: Arc::new(client), held: Default::default() })
     }
 
     /// The servers, as 'host:port' strings, in the order allocations index them.
@@ -368,9 +375,155 @@ impl PyClient {
         self.request(out, |c, bytes| c.get_nb(&allocation.inner, offset, bytes))
     }
 
-    /// Remote completion of every operation issued so far, on every server.
+    /// Remote completion of every operation issued so far, on every server (the same as
+    /// `quiet()`).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.blocking(py, |c| c.flush())
+        crate::shmem::quiet(py, self)
+    }
+
+    /// OpenSHMEM's `shmem_quiet`: remote completion of every operation of this client, the
+    /// handle-less ones (`put_nbi`, `get_nbi`, `atomic_nbi`) included; their buffers are
+    /// released and their `Fetch` values readable when it returns.
+    fn quiet(&self, py: Python<'_>) -> PyResult<()> {
+        crate::shmem::quiet(py, self)
+    }
+
+    /// Starts a put of `data` without a handle (`shmem_putmem_nbi`): the client keeps `data`
+    /// until the next `quiet()`, which completes it at the server; do not change it until then.
+    #[pyo3(signature = (allocation, data, offset=0))]
+    fn put_nbi(&self, allocation: &PyAllocation, data: &Bound<'_, PyAny>, offset: u64) -> PyResult<()> {
+        let data = Borrowed::new(data, false)?;
+        let mut held = self.held();
+        // SAFETY: `held` keeps the buffer, unchanged by contract, until the next quiet.
+        unsafe { self.inner.put_nbi(&allocation.inner, offset, data.as_slice()) }.or_raise()?;
+        held.keep(data);
+        Ok(())
+    }
+
+    /// Starts a get into `out` without a handle (`shmem_getmem_nbi`): `out` holds the data
+    /// once the next `quiet()` returns; do not read it before.
+    #[pyo3(signature = (allocation, out, offset=0))]
+    fn get_nbi(&self, allocation: &PyAllocation, out: &Bound<'_, PyAny>, offset: u64) -> PyResult<()> {
+        let mut out = Borrowed::new(out, true)?;
+        let mut held = self.held();
+        // SAFETY: `held` keeps the buffer until the next quiet.
+        unsafe { self.inner.get_nbi(&allocation.inner, offset, out.as_mut_slice()) }.or_raise()?;
+        held.keep(out);
+        Ok(())
+    }
+
+    /// One atomic on the word of `type` ('u32', 'i32', 'u64', 'i64') at `offset` (aligned
+    /// to its width): `op` is 'fetch_add'/'add', 'fetch_inc'/'inc', 'fetch', 'set'/'swap',
+    /// 'compare_swap', 'fetch_and'/'and', 'fetch_or'/'or', 'fetch_xor'/'xor' (OpenSHMEM's
+    /// `shmem_atomic_*`). Returns the previous value (for every op). Blocking: done at the
+    /// server when it returns.
+    #[pyo3(signature = (allocation, offset, op, value=0, compare=0, r#type="u64"))]
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &self,
+        py: Python<'_>,
+        allocation: &PyAllocation,
+        offset: u64,
+        op: &str,
+        value: i128,
+        compare: i128,
+        r#type: &str,
+    ) -> PyResult<i128> {
+        let ty = crate::shmem::WordType::of(r#type)?;
+        let operands = (ty.bits(value, "value")?, ty.bits(compare, "compare")?);
+        let (c, a) = (&*self.inner, &allocation.inner);
+        let old = py.allow_threads(|| crate::shmem::atomic(c, a, offset, op, ty, operands))?;
+        Ok(ty.value(old))
+    }
+
+    /// A non-blocking fetching atomic (`shmem_atomic_fetch_*_nbi`): `op` as `atomic`, the
+    /// fetching ones only ('fetch_add', 'fetch_inc', 'fetch', 'swap', 'compare_swap',
+    /// 'fetch_and', 'fetch_or', 'fetch_xor'). Returns a `Fetch` whose `value` is the word's
+    /// previous value once the next `quiet()` returns.
+    #[pyo3(signature = (allocation, offset, op, value=0, compare=0, r#type="u64"))]
+    fn atomic_nbi(
+        &self,
+        allocation: &PyAllocation,
+        offset: u64,
+        op: &str,
+        value: i128,
+        compare: i128,
+        r#type: &str,
+    ) -> PyResult<crate::shmem::PyFetch> {
+        let ty = crate::shmem::WordType::of(r#type)?;
+        let operands = (ty.bits(value, "value")?, ty.bits(compare, "compare")?);
+        crate::shmem::atomic_nbi(self, &allocation.inner, offset, op, ty, operands)
+    }
+
+    /// Whether the word of `type` at `offset` compares true against `value` now
+    /// (`shmem_test`); never sleeps.
+    #[pyo3(signature = (allocation, offset, value, compare="==", r#type="u64"))]
+    fn test(
+        &self,
+        py: Python<'_>,
+        allocation: &PyAllocation,
+        offset: u64,
+        value: i128,
+        compare: &str,
+        r#type: &str,
+    ) -> PyResult<bool> {
+        use crate::shmem::WordType;
+        let (compare, ty) = (compare_of(compare)?, WordType::of(r#type)?);
+        let bits = ty.bits(value, "value")?;
+        let a = &allocation.inner;
+        self.blocking(py, |c| match ty {
+            WordType::U32 => c.test_as::<u32>(a, offset, compare, bits as u32),
+            WordType::I32 => c.test_as::<i32>(a, offset, compare, bits as u32 as i32),
+            WordType::U64 => c.test_as::<u64>(a, offset, compare, bits),
+            WordType::I64 => c.test_as::<i64>(a, offset, compare, bits as i64),
+        })
+    }
+
+    /// Waits until every 64-bit word of `words` (a list of (allocation, offset)) compares
+    /// true against `value` (`shmem_wait_until_all`), at most `timeout` seconds.
+    #[pyo3(signature = (words, value, compare="==", timeout=10.0))]
+    fn wait_until_all(
+        &self,
+        py: Python<'_>,
+        words: Vec<(PyRef<'_, PyAllocation>, u64)>,
+        value: u64,
+        compare: &str,
+        timeout: f64,
+    ) -> PyResult<()> {
+        let (compare, timeout) = (compare_of(compare)?, seconds(timeout, "timeout")?);
+        let words = crate::shmem::words(&words);
+        self.blocking(py, |c| c.wait_until_all(&words, compare, value, timeout))
+    }
+
+    /// Waits until one word of `words` compares true (`shmem_wait_until_any`); its index.
+    #[pyo3(signature = (words, value, compare="==", timeout=10.0))]
+    fn wait_until_any(
+        &self,
+        py: Python<'_>,
+        words: Vec<(PyRef<'_, PyAllocation>, u64)>,
+        value: u64,
+        compare: &str,
+        timeout: f64,
+    ) -> PyResult<usize> {
+        let (compare, timeout) = (compare_of(compare)?, seconds(timeout, "timeout")?);
+        let words = crate::shmem::words(&words);
+        self.blocking(py, |c| c.wait_until_any(&words, compare, value, timeout))
+    }
+
+    /// Waits until at least one word compares true (`shmem_wait_until_some`); the indices
+    /// of every word that does.
+    #[pyo3(signature = (words, value, compare="==", timeout=10.0))]
+    fn wait_until_some(
+        &self,
+        py: Python<'_>,
+        words: Vec<(PyRef<'_, PyAllocation>, u64)>,
+        value: u64,
+        compare: &str,
+        timeout: f64,
+    ) -> PyResult<Vec<usize>> {
+        let (compare, timeout) = (compare_of(compare)?, seconds(timeout, "timeout")?);
+        let words = crate::shmem::words(&words);
+        self.blocking(py, |c| c.wait_until_some(&words, compare, value, timeout))
     }
 
     /// Orders: operations after the fence reach a server after those before it.

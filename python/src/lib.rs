@@ -1,5 +1,5 @@
 //! The native part of the Python package `nam` (module `nam._nam`), built by maturin from
-//! `python/`: the client (`client`), far memory (`farmem`), checkpointing (`ckpt`), the exceptions (`errors`) and
+//! `python/`: the client (`client`), far memory (`farmem`), checkpointing (`ckpt`), OpenSHMEM's calls (`shmem`), the exceptions (`errors`) and
 //! the buffer protocol both ways (`buffer`). The Python files in `python/nam` re-export it
 //! and add what is simpler in Python (numpy arrays over the buffers exported here).
 
@@ -8,6 +8,7 @@ mod ckpt;
 mod client;
 mod errors;
 mod farmem;
+mod shmem;
 
 use pyo3::prelude::*;
 
@@ -19,6 +20,8 @@ fn _nam(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::PyAllocation>()?;
     module.add_class::<client::PyRequest>()?;
     module.add_class::<client::PyMapped>()?;
+    module.add_class::<shmem::PyFetch>()?;
+    module.add_class::<shmem::PyGroup>()?;
     module.add_class::<farmem::PyCache>()?;
     module.add_class::<farmem::PyRegion>()?;
     module.add_class::<ckpt::PyCheckpointer>()?;

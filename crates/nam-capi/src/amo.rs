@@ -5,7 +5,7 @@ use crate::alloc::nam_alloc_t;
 use crate::atomic::NamCmpArg;
 use crate::ffi::{deref, guard, write_optional, Failure};
 use crate::status::nam_status_t::{self, NAM_OK};
-use nam_client::{AtomicWord, Client};
+use nam_client::{Allocation, AtomicWord, Client};
 
 /// The operation of `nam_atomic`, with the OpenSHMEM call it corresponds to. Every one is
 /// blocking: it returns when done at the server's memory (as OpenSHMEM's atomics return
@@ -64,9 +64,61 @@ pub type NamAmoOpArg = i32;
 /// Type of a `nam_amo_type_t` argument, as `NamAmoOpArg`.
 pub type NamAmoTypeArg = i32;
 
-/// Runs `op` on a `T` word; the old word as 64 bits (sign-extended for signed types).
+/// The atomics of a stream of operations: a client's or a context's (`nam_ctx_atomic`).
+pub(crate) trait Atomics {
+    fn fetch_add<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T>;
+    fn fetch_inc<T: AtomicWord>(&self, a: &Allocation, offset: u64) -> nam_client::Result<T>;
+    fn fetch<T: AtomicWord>(&self, a: &Allocation, offset: u64) -> nam_client::Result<T>;
+    fn swap<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T>;
+    fn compare_swap<T: AtomicWord>(&self, a: &Allocation, offset: u64, compare: T, value: T) -> nam_client::Result<T>;
+    fn fetch_and<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T>;
+    fn fetch_or<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T>;
+    fn fetch_xor<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T>;
+}
+
+macro_rules! atomics {
+    ($t:ty) => {
+        impl Atomics for $t {
+            fn fetch_add<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T> {
+                self.atomic_fetch_add(a, offset, value)
+            }
+            fn fetch_inc<T: AtomicWord>(&self, a: &Allocation, offset: u64) -> nam_client::Result<T> {
+                self.atomic_fetch_inc(a, offset)
+            }
+            fn fetch<T: AtomicWord>(&self, a: &Allocation, offset: u64) -> nam_client::Result<T> {
+                self.atomic_fetch(a, offset)
+            }
+            fn swap<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T> {
+                self.atomic_swap(a, offset, value)
+            }
+            fn compare_swap<T: AtomicWord>(
+                &self,
+                a: &Allocation,
+                offset: u64,
+                compare: T,
+                value: T,
+            ) -> nam_client::Result<T> {
+                self.atomic_compare_swap(a, offset, compare, value)
+            }
+            fn fetch_and<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T> {
+                self.atomic_fetch_and(a, offset, value)
+            }
+            fn fetch_or<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T> {
+                self.atomic_fetch_or(a, offset, value)
+            }
+            fn fetch_xor<T: AtomicWord>(&self, a: &Allocation, offset: u64, value: T) -> nam_client::Result<T> {
+                self.atomic_fetch_xor(a, offset, value)
+            }
+        }
+    };
+}
+atomics!(Client);
+atomics!(nam_client::Context<'_>);
+
+/// Runs `op` on a `T` word through `client` (a client or a context); the old word as 64 bits
+/// (sign-extended for signed types).
 fn run<T: AtomicWord + Into<i128>>(
-    client: &Client,
+    client: &impl Atomics,
     a: &nam_client::Allocation,
     offset: u64,
     op: NamAmoOpArg,
@@ -75,17 +127,35 @@ fn run<T: AtomicWord + Into<i128>>(
     use nam_amo_op_t::*;
     let (v, c) = (T::from_bits(value), T::from_bits(compare));
     let old = match op {
-        x if x == NAM_AMO_FETCH_ADD as i32 || x == NAM_AMO_ADD as i32 => client.atomic_fetch_add(a, offset, v)?,
-        x if x == NAM_AMO_FETCH_INC as i32 || x == NAM_AMO_INC as i32 => client.atomic_fetch_inc::<T>(a, offset)?,
-        x if x == NAM_AMO_FETCH as i32 => client.atomic_fetch::<T>(a, offset)?,
-        x if x == NAM_AMO_SET as i32 || x == NAM_AMO_SWAP as i32 => client.atomic_swap(a, offset, v)?,
-        x if x == NAM_AMO_CSWAP as i32 => client.atomic_compare_swap(a, offset, c, v)?,
-        x if x == NAM_AMO_FETCH_AND as i32 || x == NAM_AMO_AND as i32 => client.atomic_fetch_and(a, offset, v)?,
-        x if x == NAM_AMO_FETCH_OR as i32 || x == NAM_AMO_OR as i32 => client.atomic_fetch_or(a, offset, v)?,
-        x if x == NAM_AMO_FETCH_XOR as i32 || x == NAM_AMO_XOR as i32 => client.atomic_fetch_xor(a, offset, v)?,
+        x if x == NAM_AMO_FETCH_ADD as i32 || x == NAM_AMO_ADD as i32 => client.fetch_add(a, offset, v)?,
+        x if x == NAM_AMO_FETCH_INC as i32 || x == NAM_AMO_INC as i32 => client.fetch_inc::<T>(a, offset)?,
+        x if x == NAM_AMO_FETCH as i32 => client.fetch::<T>(a, offset)?,
+        x if x == NAM_AMO_SET as i32 || x == NAM_AMO_SWAP as i32 => client.swap(a, offset, v)?,
+        x if x == NAM_AMO_CSWAP as i32 => client.compare_swap(a, offset, c, v)?,
+        x if x == NAM_AMO_FETCH_AND as i32 || x == NAM_AMO_AND as i32 => client.fetch_and(a, offset, v)?,
+        x if x == NAM_AMO_FETCH_OR as i32 || x == NAM_AMO_OR as i32 => client.fetch_or(a, offset, v)?,
+        x if x == NAM_AMO_FETCH_XOR as i32 || x == NAM_AMO_XOR as i32 => client.fetch_xor(a, offset, v)?,
         x => return Err(Failure::Invalid(format!("atomic op {x} is not a nam_amo_op_t"))),
     };
     Ok(old.into() as i64 as u64)
+}
+
+/// Runs `op` on the word of type `ty` through `client` (a client or a context).
+pub(crate) fn run_typed(
+    client: &impl Atomics,
+    a: &Allocation,
+    offset: u64,
+    (ty, op): (NamAmoTypeArg, NamAmoOpArg),
+    operands: (u64, u64),
+) -> Result<u64, Failure> {
+    use nam_amo_type_t::*;
+    match ty {
+        x if x == NAM_AMO_UINT32 as i32 => run::<u32>(client, a, offset, op, operands),
+        x if x == NAM_AMO_INT32 as i32 => run::<i32>(client, a, offset, op, operands),
+        x if x == NAM_AMO_UINT64 as i32 => run::<u64>(client, a, offset, op, operands),
+        x if x == NAM_AMO_INT64 as i32 => run::<i64>(client, a, offset, op, operands),
+        x => Err(Failure::Invalid(format!("word type {x} is not a nam_amo_type_t"))),
+    }
 }
 
 /// One atomic operation `op` on the word of type `type` at `offset` of the allocation
@@ -113,15 +183,7 @@ pub unsafe extern "C" fn nam_atomic(
     guard("nam_atomic", || {
         let alloc = deref(alloc, "alloc")?;
         let (client, a, operands) = (&alloc.nam().client, &alloc.allocation, (value, compare));
-        use nam_amo_type_t::*;
-        let old = match r#type {
-            x if x == NAM_AMO_UINT32 as i32 => run::<u32>(client, a, offset, op, operands)?,
-            x if x == NAM_AMO_INT32 as i32 => run::<i32>(client, a, offset, op, operands)?,
-            x if x == NAM_AMO_UINT64 as i32 => run::<u64>(client, a, offset, op, operands)?,
-            x if x == NAM_AMO_INT64 as i32 => run::<i64>(client, a, offset, op, operands)?,
-            x => return Err(Failure::Invalid(format!("word type {x} is not a nam_amo_type_t"))),
-        };
-        write_optional(old_out, old);
+        write_optional(old_out, run_typed(client, a, offset, (r#type, op), operands)?);
         Ok(NAM_OK)
     })
 }

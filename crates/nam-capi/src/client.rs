@@ -159,7 +159,9 @@ pub unsafe extern "C" fn nam_finalize(nam: *mut nam_t) -> nam_status_t {
 /// Remote completion: returns when every put, atomic and signal this client issued before
 /// the call (to any server) is complete at its server, visible to every other client:
 /// OpenSHMEM's `shmem_quiet`. A message-path put (TCP) that the server refused after
-/// `nam_put` returned is reported here.
+/// `nam_put` returned is reported here. It also completes the calls without a handle:
+/// `nam_put_nbi` and `nam_iput` sources may be reused, `nam_get_nbi` buffers hold their data,
+/// and every `nam_atomic_nbi` has written its fetched word (or its refusal is reported).
 /// Blocking, at most the client's timeout per server. Does not complete outstanding
 /// `nam_request_t`s for the caller: their buffers are released only by `nam_test`/`nam_wait`.
 ///

@@ -45,6 +45,16 @@ pub struct nam_reduce_t {
     group: ReduceGroup,
 }
 
+impl nam_reduce_t {
+    /// The group and its client.
+    ///
+    /// # Safety
+    /// The client outlives the reduce object (documented at `nam_reduce_destroy`).
+    pub(crate) unsafe fn parts(&mut self) -> (&mut ReduceGroup, &nam_client::Client) {
+        (&mut self.group, &(*self.nam).client)
+    }
+}
+
 /// Joins allreduce group `name` of `ranks` ranks as `rank` on the first configured server,
 /// with `chunk_bytes` of server memory per rank and round (0: 1 MiB; longer vectors go in
 /// several rounds). Blocking, at most the client's timeout.

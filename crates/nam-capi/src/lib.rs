@@ -58,6 +58,8 @@ mod ckpt_group;
 mod global;
 
 mod collective;
+mod ctx;
+mod shmem;
 
 mod mailbox;
 
@@ -90,6 +92,10 @@ pub use ckpt_group::{
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
 pub use collective::{nam_allreduce, nam_dtype_t, nam_op_t, nam_reduce_create, nam_reduce_destroy, nam_reduce_t};
+pub use ctx::{
+    nam_ctx_atomic, nam_ctx_create, nam_ctx_destroy, nam_ctx_fence, nam_ctx_get, nam_ctx_get_nbi, nam_ctx_put,
+    nam_ctx_put_nbi, nam_ctx_quiet, nam_ctx_t,
+};
 pub use farmem::{
     nam_farmem_create, nam_farmem_destroy, nam_farmem_flush, nam_farmem_params_t, nam_farmem_read, nam_farmem_t,
     nam_farmem_write, nam_region_create, nam_region_destroy, nam_region_flush, nam_region_t,
@@ -101,6 +107,7 @@ pub use mailbox::{
 };
 pub use nbi::{nam_get_nbi, nam_put_nbi};
 pub use rma::{nam_get, nam_get_sync, nam_put, nam_put_sync, nam_request_t, nam_test, nam_wait};
+pub use shmem::{nam_atomic_nbi, nam_barrier, nam_broadcast, nam_g, nam_iget, nam_iput, nam_p};
 pub use status::{
     nam_last_error_message, nam_status_string, nam_status_t, status_of_error, status_of_far_error, status_of_refusal,
 };

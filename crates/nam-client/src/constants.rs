@@ -143,6 +143,11 @@ const fn reached_by_steps(min: u64, max: u64, factor: u64) -> bool {
     size == max
 }
 
+/// A strided get reads the whole span from its first to its last element in one get when
+/// the span is at most this many times the elements' bytes (the gaps cost only bandwidth,
+/// a get per element costs a round trip each on the message path), else one get per element.
+pub const STRIDED_SPAN_FACTOR: u64 = 4;
+
 const _: () = {
     assert!(DEFAULT_CONNECT_TIMEOUT.as_nanos() <= DEFAULT_TIMEOUT.as_nanos());
     assert!(GOODBYE_TIMEOUT.as_nanos() <= DEFAULT_TIMEOUT.as_nanos());
@@ -153,6 +158,7 @@ const _: () = {
     assert!(PATIENT_SPIN.as_nanos() <= PATIENT_SLEEP_MAX.as_nanos());
     assert!(POLL_BACKOFF_STEP.as_nanos() <= PATIENT_SLEEP_MAX.as_nanos());
     assert!(MESSAGE_WINDOW >= 1);
+    assert!(STRIDED_SPAN_FACTOR >= 1);
     // A 64-bit word travels in one chunk: a word load on the message path is one message,
     // which the server executes whole (the mailbox's consistent slot reads rely on it).
     assert!(DATA_CHUNK_MAX >= 8);

@@ -17,6 +17,12 @@
 //!   [`Client::wait_until`], [`Client::test`], [`Client::wait_until_all`], `_any`, `_some`,
 //!   which spin briefly, then sleep on a wake-up the signalling side triggers.
 //!
+//! - OpenSHMEM's other calls: [`Client::put_value`]/[`Client::get_value`] (`shmem_p`/`_g`),
+//!   [`Client::iput`]/[`Client::iget`] (strided), the non-blocking fetching atomics
+//!   ([`Client::atomic_fetch_add_nbi`] and the rest, completed by [`Client::quiet`]),
+//!   contexts ([`Client::context`], [`Context`]: independent streams with their own fence and
+//!   quiet), and a named group's [`ReduceGroup::barrier`] and [`ReduceGroup::broadcast`].
+//!
 //! - Checkpoint groups ([`ckpt`]): [`Client::ckpt_join`] gives a [`CkptMember`] whose
 //!   buffer the server pulls and XORs into parity (NAM-XOR), and restores after a loss.
 //! - Global address space: [`Client::global_address`], [`Client::resolve`] and the
@@ -51,6 +57,7 @@ pub mod ckpt;
 mod client;
 pub mod config;
 pub mod constants;
+mod context;
 mod deadline;
 mod error;
 mod futex;
@@ -63,6 +70,7 @@ pub mod path;
 mod pending;
 mod reduce;
 mod session;
+mod shmem;
 mod signal;
 mod wait;
 mod wake;
@@ -72,6 +80,7 @@ pub use amo::AtomicWord;
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
 pub use client::{server_status, server_status_as, Client, StatusCredentials};
 pub use config::ClientConfig;
+pub use context::Context;
 pub use error::{Error, Result};
 pub use link::DataPath;
 pub use mailbox::{Mailbox, MailboxSender, Message};
@@ -81,4 +90,5 @@ pub use nam_proto::{GlobalAddress, Status, StatusReply, TrafficReport};
 pub use op::Op;
 pub use path::{Path, ServerPaths, TransferPath};
 pub use reduce::{ReduceGroup, REDUCE_CHUNK_DEFAULT};
+pub use shmem::Element;
 pub use signal::{Compare, Signal, SignalOp};

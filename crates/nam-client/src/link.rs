@@ -43,6 +43,8 @@ pub(crate) struct Link {
     /// The packed bytes and unpacked keys of the server's arena segments this client was
     /// granted memory in (its tenant's only), each unpacked once.
     rkeys: Vec<(Vec<u8>, RemoteKey)>,
+    /// The server worker's address the data endpoint was opened to (for contexts' own).
+    worker_address: Vec<u8>,
     pub(crate) server_name: String,
     /// The server has answered once: a peer failure after that is a transport error of the
     /// operation at hand, not a failure to connect.
@@ -58,6 +60,7 @@ impl Link {
             data: None,
             path: DataPath::Messages,
             rkeys: Vec::new(),
+            worker_address: Vec::new(),
             server_name: String::new(),
             established: std::sync::atomic::AtomicBool::new(false),
         })
@@ -73,6 +76,52 @@ impl Link {
         let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, detect_failure)
             .map_err(|source| Error::Connect { addr: self.addr, source })?;
         self.data = Some(data);
+        self.worker_address = worker_address.to_vec();
+        Ok(())
+    }
+
+    /// A link for a context ([`crate::Context`]): the same control endpoint (its failure
+    /// flag), a data endpoint of its own on `worker`, and this link's remote keys unpacked
+    /// on it under the same indices.
+    pub(crate) fn for_context(&self, worker: &Worker) -> Result<Link> {
+        let mut link = Link {
+            addr: self.addr,
+            control: self.control.clone(),
+            data: None,
+            path: self.path,
+            rkeys: Vec::new(),
+            worker_address: Vec::new(),
+            server_name: self.server_name.clone(),
+            established: std::sync::atomic::AtomicBool::new(true),
+        };
+        if self.data.is_some() {
+            let detect_failure = self.path != DataPath::SharedMemory;
+            let data = Endpoint::connect_to_worker(worker, &self.worker_address, detect_failure)
+                .map_err(|source| Error::Connect { addr: self.addr, source })?;
+            link.data = Some(data);
+            link.worker_address = self.worker_address.clone();
+            link.adopt_rkeys(self)?;
+        }
+        Ok(link)
+    }
+
+    /// Whether remote key `index` is unpacked here.
+    #[inline]
+    pub(crate) fn has_rkey(&self, index: usize) -> bool {
+        index < self.rkeys.len() || self.uses_messages()
+    }
+
+    /// Unpacks, under the same indices, the keys `parent` learnt since this context link
+    /// was made (allocations granted later).
+    pub(crate) fn adopt_rkeys(&mut self, parent: &Link) -> Result<()> {
+        for (packed, _) in &parent.rkeys[self.rkeys.len().min(parent.rkeys.len())..] {
+            let key = self.data("unpack remote key")?.unpack_rkey(packed).map_err(|source| Error::Transport {
+                addr: self.addr,
+                what: "unpack remote key",
+                source,
+            })?;
+            self.rkeys.push((packed.clone(), key));
+        }
         Ok(())
     }
 

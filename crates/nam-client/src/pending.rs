@@ -15,27 +15,80 @@ use crate::session::Inner;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// The unanswered requests of every server, oldest first, and the first refusal among the
-/// answers collected since the last flush.
+/// Where the old word of a non-blocking fetching atomic goes ([`crate::Client::atomic_fetch_add_nbi`]
+/// and the rest): the caller's location, written when the reply comes (message path) or
+/// by UCX (RMA path), at the latest by the next flush.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FetchSink {
+    ptr: *mut u8,
+    width_bytes: u8,
+}
+
+// SAFETY: the caller of the `_nbi` call promised the location stays valid, and unread, until
+// the next flush; the client lock orders the write before that flush returns, whichever
+// thread collects the reply.
+unsafe impl Send for FetchSink {}
+
+impl FetchSink {
+    /// A sink for a `width_bytes`-wide word (4 or 8) at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for writes of `width_bytes`, aligned to them, until the next flush.
+    pub(crate) unsafe fn new(ptr: *mut u8, width_bytes: u64) -> FetchSink {
+        FetchSink { ptr, width_bytes: width_bytes as u8 }
+    }
+
+    /// The location, for UCX to write a 64-bit reply into.
+    pub(crate) fn ptr(self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Stores the old word (its low bits for a 32-bit word).
+    pub(crate) fn deliver(self, bits: u64) {
+        // SAFETY: promised by the caller of `new`.
+        unsafe {
+            if self.width_bytes == 4 {
+                (self.ptr as *mut u32).write(bits as u32)
+            } else {
+                (self.ptr as *mut u64).write(bits)
+            }
+        }
+    }
+}
+
+/// The unanswered requests of every server, oldest first (with where a fetching atomic's
+/// answer goes), and the first refusal among the answers collected since the last flush.
 #[derive(Default)]
 pub(crate) struct Unacked {
-    ids: Vec<VecDeque<u64>>,
+    ids: Vec<VecDeque<(u64, Option<FetchSink>)>>,
     refused: Option<Error>,
     /// Per server: an RMA put was posted since its last flush.
     rma_unflushed: Vec<bool>,
     /// RMA puts and gets posted without a handle ([`crate::Client::put_nbi`]), by server,
     /// waited for by the next flush.
     nbi: Vec<(usize, nam_ucx::Request)>,
+    /// Operands of RMA atomics posted without a handle, by server: UCX may read them until
+    /// the operation completes, so they live until the next flush of the server.
+    nbi_operands: Vec<(usize, Box<u64>)>,
 }
 
 impl Inner {
     /// Notes that request `id` to `server` was sent and its reply is to be collected later;
     /// collects the oldest first when too many are outstanding.
     pub(crate) fn expect_reply(&mut self, server: usize, id: u64, timeout: Duration) -> Result<()> {
+        self.expect_answer(server, (id, None), timeout)
+    }
+
+    /// [`Inner::expect_reply`] for a fetching atomic whose old word goes to `sink`.
+    pub(crate) fn expect_fetch(&mut self, server: usize, id: u64, sink: FetchSink, timeout: Duration) -> Result<()> {
+        self.expect_answer(server, (id, Some(sink)), timeout)
+    }
+
+    fn expect_answer(&mut self, server: usize, pending: (u64, Option<FetchSink>), timeout: Duration) -> Result<()> {
         if self.unacked.ids.len() <= server {
             self.unacked.ids.resize_with(server + 1, VecDeque::new);
         }
-        self.unacked.ids[server].push_back(id);
+        self.unacked.ids[server].push_back(pending);
         if self.unacked.ids[server].len() > MESSAGE_PUTS_IN_FLIGHT_MAX {
             self.collect_oldest(server, timeout)?;
         }
@@ -44,8 +97,19 @@ impl Inner {
 
     /// Waits for the reply to `server`'s oldest outstanding request.
     fn collect_oldest(&mut self, server: usize, timeout: Duration) -> Result<()> {
-        let Some(id) = self.unacked.ids[server].pop_front() else { return Ok(()) };
+        let Some((id, sink)) = self.unacked.ids[server].pop_front() else { return Ok(()) };
         match self.links[server].receive(&self.replies, id, "put", timeout) {
+            Ok(nam_proto::Reply::Value(old)) => {
+                if let Some(sink) = sink {
+                    sink.deliver(old);
+                }
+                Ok(())
+            }
+            Ok(reply) if sink.is_some() => {
+                let e = crate::session::unexpected(self.links[server].addr, "atomic_nbi", reply);
+                self.unacked.refused.get_or_insert(e);
+                Ok(())
+            }
             Ok(_) => Ok(()),
             Err(e @ Error::Refused { .. }) => {
                 self.unacked.refused.get_or_insert(e);
@@ -96,6 +160,14 @@ impl Inner {
         self.unacked.nbi.push((server, request));
     }
 
+    /// [`Inner::keep_nbi`] for an atomic whose `operand` UCX may read until it completes.
+    pub(crate) fn keep_nbi_atomic(&mut self, server: usize, request: Option<nam_ucx::Request>, operand: Box<u64>) {
+        if let Some(request) = request {
+            self.unacked.nbi.push((server, request));
+            self.unacked.nbi_operands.push((server, operand));
+        }
+    }
+
     /// Waits for every handle-less RMA operation to `server`; the first error after all.
     /// All of them within `timeout`.
     pub(crate) fn finish_nbi(&mut self, server: usize, timeout: Duration) -> Result<()> {
@@ -107,6 +179,11 @@ impl Inner {
             let left = crate::deadline::time_left(timeout);
             let result = self.links[server].wait(nam_ucx::Posted::InFlight(request), left, "put_nbi");
             first = first.and(result);
+        }
+        // Every atomic of the server is complete: UCX reads none of their operands any more.
+        // After a failure one may still be in flight: its operand stays until a clean flush.
+        if first.is_ok() {
+            self.unacked.nbi_operands.retain(|(s, _)| *s != server);
         }
         first
     }

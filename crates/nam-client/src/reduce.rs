@@ -21,13 +21,17 @@ use crate::path::{direct, Path};
 use nam_proto::gas::GasRequest;
 use nam_proto::reduce::{
     combine, judge, DataType, Descriptor, GroupLayout, ReduceOp, Verdict, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT,
-    GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
+    GROUP_BROKEN_AT, GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
 };
 use nam_proto::{Request, Status};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
 pub use crate::constants::REDUCE_CHUNK_DEFAULT;
+
+/// The words before a broadcast's bytes: the sums of the ranks' lengths modulo 8, of their
+/// roots, and of the squares of both (see [`ReduceGroup::broadcast`]).
+const BROADCAST_HEADER_BYTES: usize = 32;
 
 /// One rank's membership in a server-side allreduce group (an MPI communicator's worth of
 /// ranks that all attach with the same name).
@@ -181,12 +185,22 @@ impl ReduceGroup {
     /// Polls the result word until the server published this round (or an abort).
     fn await_result(&self, client: &Client) -> Result<()> {
         let deadline = Instant::now() + client.config().timeout;
-        let mut word = [0u8; 8];
+        let mut words = [0u8; (GROUP_BROKEN_AT + 8) as usize];
         let mut polls = 0u32;
         loop {
-            // An aligned 8-byte get: one load on the direct path, an atomic read elsewhere.
-            client.get(&self.allocation, GROUP_RESULT_AT, &mut word)?;
-            let value = u64::from_le_bytes(word);
+            // The result word and the broken word in one get: one message on the message
+            // path, loads on the direct path.
+            client.get(&self.allocation, GROUP_RESULT_AT, &mut words)?;
+            let word = |at: u64| u64::from_le_bytes(words[at as usize..at as usize + 8].try_into().expect("8 bytes"));
+            let (value, broken) = (word(GROUP_RESULT_AT), word(GROUP_BROKEN_AT));
+            if value >> 8 < self.round && broken != 0 && broken <= self.round {
+                return Err(Error::Refused {
+                    addr: client.config().servers[self.allocation.server],
+                    what: "allreduce",
+                    status: Status::ReduceAborted,
+                    message: format!("a rank left the group before round {}", self.round),
+                });
+            }
             if value >> 8 >= self.round {
                 let code = (value & 0xff) as u16;
                 return match Status::from_code(code) {
@@ -208,6 +222,63 @@ impl ReduceGroup {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Waits until every rank of the group has called it (OpenSHMEM's `shmem_barrier_all`
+    /// over the group's ranks; an MPI barrier): one empty round of the group at the server.
+    /// Returns [`Error::WaitTimeout`] at the client's deadline if a rank does not come, and
+    /// [`nam_proto::Status::ReduceAborted`] if one left or died. It orders nothing by itself:
+    /// call [`Client::quiet`] first to have this rank's puts complete at the server before
+    /// the others pass (as `shmem_barrier_all` does).
+    pub fn barrier(&mut self, client: &Client) -> Result<()> {
+        self.allreduce(client, ReduceOp::Sum, DataType::I64, &[], &mut [])
+    }
+
+    /// Broadcasts `buffer` of rank `root` to every rank's `buffer` (OpenSHMEM's
+    /// `shmem_broadcast` over the group's ranks, root included): every rank passes a buffer
+    /// of the same length and names the same root. At the server, as an allreduce: the root
+    /// deposits its bytes and every other rank zeros, summed as 64-bit integers (exact), so
+    /// each round costs the same as an allreduce of that length. Returns when `buffer` holds
+    /// the root's bytes. Errors: [`Error::InvalidArgument`] for a root outside the group
+    /// (before anything is sent); [`nam_proto::Status::ReduceMismatch`] on every rank when
+    /// the ranks' lengths or roots disagree (then no `buffer` is written); as [`ReduceGroup::barrier`]
+    /// for a missing rank.
+    pub fn broadcast(&mut self, client: &Client, root: u32, buffer: &mut [u8]) -> Result<()> {
+        if root >= self.layout.ranks {
+            return Err(Error::InvalidArgument("broadcast root is not a rank of the group"));
+        }
+        // Header words, then the bytes padded to whole 64-bit words. The header sums each
+        // rank's length modulo 8 and the root it named, each with its square: values `x_i`
+        // are all equal exactly when ranks * sum(x^2) == sum(x)^2 (Cauchy-Schwarz); the
+        // padded lengths the allreduce itself compares.
+        let len = buffer.len();
+        let padded = len.div_ceil(8) * 8;
+        let tail = (len % 8) as u64;
+        let mut send = vec![0u8; BROADCAST_HEADER_BYTES + padded];
+        let root64 = u64::from(root);
+        for (i, x) in [tail, tail * tail, root64, root64 * root64].into_iter().enumerate() {
+            send[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        if self.rank == root {
+            send[BROADCAST_HEADER_BYTES..BROADCAST_HEADER_BYTES + len].copy_from_slice(buffer);
+        }
+        let mut recv = vec![0u8; send.len()];
+        self.allreduce(client, ReduceOp::Sum, DataType::I64, &send, &mut recv)?;
+        // Peers' sums: compared in 128 bits, where no product of two words overflows.
+        let word = |at: usize| u128::from(u64::from_le_bytes(recv[at..at + 8].try_into().expect("8 bytes")));
+        let ranks = u128::from(self.layout.ranks);
+        let agree =
+            |at: usize, mine: u64| ranks * word(at + 8) == word(at) * word(at) && word(at) == ranks * u128::from(mine);
+        if !agree(0, tail) || !agree(16, root64) {
+            return Err(Error::Refused {
+                addr: client.config().servers[self.allocation.server],
+                what: "broadcast",
+                status: Status::ReduceMismatch,
+                message: "the ranks of the broadcast passed different lengths or roots".into(),
+            });
+        }
+        buffer.copy_from_slice(&recv[BROADCAST_HEADER_BYTES..BROADCAST_HEADER_BYTES + len]);
+        Ok(())
     }
 
     /// Leaves the group (the other ranks' rounds fail from now on).

@@ -116,7 +116,9 @@ mod tests {
 ///                           it with a ReduceKick message
 ///   24..32   claimed   u64: the last round someone took on to reduce (compare-and-swap from
 ///                           round - 1 to round, by the server or by the round's last rank)
-///   32..64   reserved
+///   32..40   broken   u64: 0, or the first round that fails because a member left between
+///                           rounds (the rounds before it finished and keep their results)
+///   40..64   reserved
 ///   64..     descriptors, 32 bytes per rank: round u64, count u64, total u64,
 ///            op u8, dtype u8, 6 bytes zero
 ///   then (64-byte aligned) one deposit area of chunk_bytes per rank, then the result area
@@ -137,6 +139,10 @@ pub const GROUP_ARRIVED_AT: u64 = 8;
 pub const GROUP_ASLEEP_AT: u64 = 16;
 /// Offset of the claim word: whoever moves it from `round - 1` to `round` reduces `round`.
 pub const GROUP_CLAIMED_AT: u64 = 24;
+/// Offset of the broken word: a member that leaves while no round is in progress does not
+/// overwrite the last round's result (slower ranks may still be reading it) but names the
+/// first round that fails here.
+pub const GROUP_BROKEN_AT: u64 = 32;
 /// Offset of the first rank descriptor.
 pub const GROUP_DESCRIPTORS_AT: u64 = 64;
 /// Bytes of one rank descriptor.

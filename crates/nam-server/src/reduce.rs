@@ -84,15 +84,15 @@ impl Reducer {
     }
 
     /// `client` left or died: the groups it belongs to break. Returns their pool offsets,
-    /// where the server publishes the abort.
-    pub(crate) fn member_gone(&mut self, client: u64) -> Vec<u64> {
+    /// where the server publishes the abort, and their rank counts.
+    pub(crate) fn member_gone(&mut self, client: u64) -> Vec<(u64, u64)> {
         let mut broken = Vec::new();
         for group in self.groups.values_mut() {
             let Some(rank) = group.members.iter().position(|m| *m == Some(client)) else { continue };
             group.members[rank] = None;
             group.broken = true;
             log::info!("rank {rank} of allreduce group {:?} left or died: its rounds fail", group.name);
-            broken.push(group.pool_offset);
+            broken.push((group.pool_offset, u64::from(group.layout.ranks)));
         }
         broken
     }
@@ -181,7 +181,7 @@ mod tests {
         r.insert("t", "b", 8, 4096, GroupLayout { ranks: 2, chunk_bytes: 64 });
         r.group_mut(7).unwrap().members = vec![Some(10), Some(11)];
         r.group_mut(8).unwrap().members = vec![Some(12), Some(13)];
-        assert_eq!(r.member_gone(11), vec![0]);
+        assert_eq!(r.member_gone(11), vec![(0, 2)]);
         assert!(r.group_mut(7).unwrap().broken && !r.group_mut(8).unwrap().broken);
         assert_eq!(aborted_word() & 0xff, Status::ReduceAborted.code() as u64);
     }

@@ -40,6 +40,25 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
     Ok(old)
 }
 
+/// Sends an atomic the server executes and returns at once; its old word goes to `sink`
+/// when the reply is collected (at the latest by the next flush, [`crate::pending`]).
+pub(crate) fn atomic_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    atomic: Atomic,
+    sink: crate::pending::FetchSink,
+) -> Result<()> {
+    let Atomic { op, value, compare } = atomic;
+    let request = Request::Atomic { handle: a.handle(), offset, op, value, compare };
+    let mut inner = session.lock();
+    let id = inner.request_id();
+    inner.links[a.server()].send(id, &request, "atomic_nbi", session.time_left())?;
+    inner.expect_fetch(a.server(), id, sink, session.time_left())?;
+    inner.traffic.atomics += 1;
+    Ok(())
+}
+
 /// Puts `data`, then updates the signal word: the server executes messages in order, so
 /// the data is stored before the signal.
 pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {

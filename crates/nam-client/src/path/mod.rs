@@ -178,6 +178,27 @@ impl Path {
         }
     }
 
+    /// A fetching atomic without a handle: its old word goes to `sink` by the next flush of
+    /// the server. Posted and left in flight on RMA (64-bit kinds) and on the message path;
+    /// done at once on the direct path and for RMA's 32-bit kinds (a compare-and-swap loop).
+    ///
+    /// # Safety
+    /// `sink` must stay valid, and unread, until the next flush of the server.
+    pub(crate) unsafe fn atomic_nbi(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        atomic: Atomic,
+        sink: crate::pending::FetchSink,
+    ) -> Result<()> {
+        match self {
+            Path::Rma if atomic.op.width_bytes() == 8 => rma::atomic_nbi(s, a, offset, atomic, sink),
+            Path::Messages => messages::atomic_nbi(s, a, offset, atomic, sink),
+            path => path.atomic(s, a, offset, atomic).map(|old| sink.deliver(old)),
+        }
+    }
+
     /// Reads the 64-bit word at `offset` (aligned, checked by the caller) without a
     /// read-modify-write, so that polling it does not take its cache line from the writer:
     /// an acquire load on the direct path, an 8-byte get elsewhere. Counted as a get.

@@ -119,17 +119,52 @@ pub(crate) fn atomic(session: &Session, a: &Allocation, offset: u64, atomic: Ato
     if op.width_bytes() == 4 {
         return atomic32(session, a, offset, atomic);
     }
-    let (op, operand, mut reply) = match op.operation() {
+    let (op, operand, mut reply) = ucx_form(op, value, compare);
+    atomic64(session, a, offset, (op, operand, &mut reply))?;
+    Ok(reply)
+}
+
+/// A 64-bit kind in UCX's convention: its operation, operand and the reply buffer's value
+/// on input.
+fn ucx_form(op: AtomicKind, value: u64, compare: u64) -> (AtomicOp, u64, u64) {
+    match op.operation() {
         AtomicKind::FetchAdd => (AtomicOp::Add, value, 0),
         AtomicKind::Swap => (AtomicOp::Swap, value, 0),
-        // UCX takes the value to compare in the reply buffer.
+        // UCX takes the new value in the reply buffer and the one to compare as operand.
         AtomicKind::CompareSwap => (AtomicOp::CompareSwap, compare, value),
         AtomicKind::FetchAnd => (AtomicOp::And, value, 0),
         AtomicKind::FetchOr => (AtomicOp::Or, value, 0),
         _ => (AtomicOp::Xor, value, 0),
+    }
+}
+
+/// Posts a 64-bit fetching atomic whose old word UCX writes to `sink` and keeps its
+/// request for the next flush of the server (OpenSHMEM's `shmem_atomic_fetch_*_nbi`).
+///
+/// # Safety
+/// `sink` must stay valid for an aligned 8-byte write, and unread, until the next flush.
+pub(crate) unsafe fn atomic_nbi(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    atomic: Atomic,
+    sink: crate::pending::FetchSink,
+) -> Result<()> {
+    let (op, operand, reply_in) = ucx_form(atomic.op, atomic.value, atomic.compare);
+    let reply = sink.ptr() as *mut u64;
+    reply.write(reply_in);
+    let operand = Box::new(operand);
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    let posted = link.data("atomic")?.atomic_nbx(op, &*operand, reply, a.remote_addr + offset, link.rkey(a.key));
+    let addr = link.addr;
+    let request = match posted.map_err(|source| Error::Transport { addr, what: "atomic_nbi", source })? {
+        Posted::InFlight(request) => Some(request),
+        Posted::Done => None,
     };
-    atomic64(session, a, offset, (op, operand, &mut reply))?;
-    Ok(reply)
+    inner.keep_nbi_atomic(a.server, request, operand);
+    inner.traffic.atomics += 1;
+    Ok(())
 }
 
 /// One UCX 64-bit atomic, waited for; `reply` receives the old word.

@@ -8,7 +8,8 @@ use crate::manager::{Grant, Manager, Refusal};
 use crate::pool::Pool;
 use nam_proto::gas::{GasRequest, REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 use nam_proto::reduce::{
-    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_CLAIMED_AT, GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
+    Descriptor, GroupLayout, GROUP_ARRIVED_AT, GROUP_ASLEEP_AT, GROUP_BROKEN_AT, GROUP_CLAIMED_AT,
+    GROUP_DESCRIPTOR_LEN, GROUP_RESULT_AT,
 };
 use nam_proto::{Alloc, Reply, Request, Status};
 use std::sync::atomic::Ordering;
@@ -75,9 +76,18 @@ impl Engine for ReduceEngine {
         self.set_asleep(ctx, 0);
     }
 
-    /// A client left or died: its groups' rounds fail now and from now on.
+    /// A client left or died: its groups' rounds fail now and from now on. Between rounds
+    /// (every arrival so far belongs to a claimed round, whose result is or will be
+    /// published) the last result stays for the ranks still reading it, and the broken word
+    /// fails the next round instead.
     fn client_gone(&mut self, ctx: &mut EngineCtx<'_>, client: u64) {
-        for offset in self.reducer.member_gone(client) {
+        for (offset, ranks) in self.reducer.member_gone(client) {
+            let claimed = ctx.pool.word(offset + GROUP_CLAIMED_AT).load(Ordering::SeqCst);
+            let arrived = ctx.pool.word(offset + GROUP_ARRIVED_AT).load(Ordering::SeqCst);
+            if claimed.checked_mul(ranks) == Some(arrived) {
+                ctx.pool.word(offset + GROUP_BROKEN_AT).store(claimed + 1, Ordering::SeqCst);
+                continue;
+            }
             let word = ctx.pool.word(offset + GROUP_RESULT_AT);
             // A round that already failed (ranks that disagreed) keeps its cause for the
             // ranks still reading it; every later round reads as aborted either way.
