@@ -223,6 +223,12 @@ pub struct Config {
     pub incremental: crate::incremental::IncrementalConfig,
     /// Snapshots.
     pub snapshot: SnapshotConfig,
+    /// The run loop: when to checkpoint and when to stop (`need_checkpoint`, `should_exit`).
+    pub runloop: crate::runloop::RunloopConfig,
+    /// The control directory and the version a restart uses.
+    pub datasets: crate::datasets::DatasetsConfig,
+    /// Named redundancy descriptors besides `[redundancy]` (`[descriptors.<name>]`).
+    pub descriptors: std::collections::BTreeMap<String, crate::descriptors::DescriptorConfig>,
 }
 
 impl Default for Config {
@@ -236,6 +242,9 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             incremental: Default::default(),
             snapshot: SnapshotConfig::default(),
+            runloop: Default::default(),
+            datasets: Default::default(),
+            descriptors: Default::default(),
         }
     }
 }
@@ -293,6 +302,9 @@ impl Config {
         }
         crate::policy::PolicyKind::parse(&self.policy.kind)?;
         Scheme::parse(&self.redundancy.scheme)?;
+        self.runloop.validate()?;
+        self.datasets.current_version()?;
+        crate::descriptors::validate(self)?;
         self.incremental.validate()
     }
 
@@ -318,6 +330,11 @@ fn check_keys(table: &toml::Table, defaults: &toml::Table, prefix: &str) -> Resu
         let full = format!("{prefix}{key}");
         let optional = matches!(full.as_str(), "flush.dir" | "ssd.wear_file");
         match (defaults.get(key), value) {
+            // Descriptors are named by the user: each table's keys are checked instead.
+            (_, toml::Value::Table(t)) if full == "descriptors" => crate::descriptors::check_keys(t)?,
+            (_, _) if full == "descriptors" => {
+                return Err(CkptError::Config("descriptors must be tables ([descriptors.<name>])".into()))
+            }
             (None, _) if !optional => return Err(CkptError::UnknownKey(full)),
             (Some(toml::Value::Table(d)), toml::Value::Table(t)) => check_keys(t, d, &format!("{full}."))?,
             _ => {}

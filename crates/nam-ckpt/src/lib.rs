@@ -76,6 +76,8 @@ pub mod comm;
 pub mod config;
 pub mod constants;
 pub mod cpu;
+pub mod datasets;
+pub mod descriptors;
 mod error;
 pub mod fault;
 pub mod flush;
@@ -95,6 +97,7 @@ pub mod redfile;
 pub mod redundancy;
 mod reserve;
 mod restart;
+pub mod runloop;
 mod stream_copy;
 pub mod wear;
 
@@ -104,8 +107,10 @@ pub use fault::FAULT_ENV;
 pub use incremental::IncrementalConfig;
 pub use latest::Latest;
 pub use level::LevelKind;
+pub use nam_ckpt_control::{ControlError, Dataset};
 pub use policy::{Decision, Placement, PolicyKind};
 pub use restart::RestartOutcome;
+pub use runloop::ExitReason;
 
 pub use comm::Comm;
 pub use error::{CkptError, Result};
