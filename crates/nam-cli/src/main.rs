@@ -21,7 +21,8 @@ enum Command {
     /// to the server's admin token, a tenant's own figures with NAM_TENANT and NAM_TOKEN, and
     /// only liveness without credentials.
     Status(status::StatusArgs),
-    /// Manage the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`).
+    /// Checkpoint datasets and halt requests (`nam ckpt list|current|forget|delete|halt DIR ...`),
+    /// and the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`).
     Ckpt(ckpt::CkptArgs),
     /// Start a local server and show allocation, put/get, atomics, signals and a short measurement.
     Demo(demo::DemoArgs),
