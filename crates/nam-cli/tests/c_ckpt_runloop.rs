@@ -1,7 +1,8 @@
 //! The checkpoint library's job control from C under `mpirun` (4 ranks on 4 emulated nodes),
 //! with the `nam ckpt` commands driving it from outside (issue 32, items 2-4):
 //! - the run loop of docs/checkpoint.md (`examples/mpi/ckpt_runloop.c`, there verbatim):
-//!   `nam_ckpt_need_checkpoint` by `runloop.interval`, `nam_ckpt_should_exit` stopped by
+//!   `nam_ckpt_need_checkpoint` by `runloop.interval` and by `runloop.overhead`,
+//!   `nam_ckpt_should_exit` stopped by
 //!   `nam ckpt halt` (and going on after `--clear`), by `runloop.end_time` and by
 //!   `SLURM_JOB_END_TIME`; the restarted run ends with the same bytes as an uninterrupted one;
 //! - datasets (`tests/ckpt_datasets.c`): `nam ckpt list` with level, descriptor, scheme and
@@ -118,6 +119,16 @@ fn the_run_loop_of_the_checkpoint_page_checkpoints_by_interval_and_stops_on_halt
     let taken = out.lines().filter(|l| l.starts_with("checkpoint step=")).count();
     assert!((1..75).contains(&taken), "{taken} checkpoints in 150 steps of 10 ms at a 0.5 s interval:\n{out}");
     let sum = field(&out, "final ", "sum").unwrap();
+
+    // The overhead rule instead: the first step checkpoints (the cost is not yet measured),
+    // later ones only once 99 times the measured cost has passed (1 %).
+    let (cost, _) = config("overhead");
+    let env = [("NAM_CKPT_RUNLOOP_INTERVAL", "0".to_string()), ("NAM_CKPT_RUNLOOP_OVERHEAD", "0.01".to_string())];
+    let (ok, out) = run(&program, &cost, &env, &args);
+    assert!(ok && out.contains("checkpoint step=1 level=") && out.contains("final step=150 sum="), "{out}");
+    let taken = out.lines().filter(|l| l.starts_with("checkpoint step=")).count();
+    assert!(taken < 75, "{taken} checkpoints in 150 steps at a 1 % overhead:\n{out}");
+    assert_eq!(field(&out, "final ", "sum").as_deref(), Some(sum.as_str()), "checkpoints do not change the result");
 
     // `nam ckpt halt` before the job: it stops once `--after` has passed, with a checkpoint.
     let (halted, hdir) = config("halted");
