@@ -255,7 +255,7 @@ impl Checkpointer {
         };
         if let Ok(outcome) = &outcome {
             self.last_checkpoint = Instant::now();
-            self.run.record(outcome.seconds);
+            self.run.record(outcome.seconds, outcome.level.is_some());
             self.write_records(&name, outcome, &chosen.name, chosen.scheme.name(), output);
         }
         outcome

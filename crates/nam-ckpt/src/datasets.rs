@@ -139,6 +139,8 @@ impl Checkpointer {
     /// files of it at every level (commit marker first), and the index forgets it.
     pub fn delete(&mut self, name: Option<&str>, version: u64) -> Result<()> {
         let real = name.unwrap_or(&self.job.config.name).to_string();
+        // The name becomes a path: it must not reach outside the level directories.
+        nam_ckpt_control::check_name(&real)?;
         let rank = self.job.comm.rank();
         let mut local = Ok(());
         for level in self.dataset_levels() {

@@ -108,17 +108,23 @@ impl std::fmt::Display for ExitReason {
 /// What the run loop remembers between calls: this job's checkpoints and their cost.
 #[derive(Debug, Default)]
 pub(crate) struct RunState {
-    /// Checkpoints taken by this job (the descriptor rule counts them from 1).
+    /// Checkpoint calls of this job that succeeded (the descriptor rule counts them from 1).
     pub(crate) taken: u64,
-    /// Sum of their wall seconds (slowest rank), for the overhead rule.
+    /// Of those, the ones that wrote data (the placement policy may skip one).
+    pub(crate) written: u64,
+    /// Wall seconds of the written ones (slowest rank), for the overhead rule.
     pub(crate) seconds: f64,
 }
 
 impl RunState {
-    /// Records a checkpoint that took `seconds` (the slowest rank's, so alike everywhere).
-    pub(crate) fn record(&mut self, seconds: f64) {
+    /// Records a checkpoint call that took `seconds` (the slowest rank's, so alike
+    /// everywhere); `written`: it stored data (a skipped one says nothing of the cost).
+    pub(crate) fn record(&mut self, seconds: f64, written: bool) {
         self.taken += 1;
-        self.seconds += seconds;
+        if written {
+            self.written += 1;
+            self.seconds += seconds;
+        }
     }
 }
 
@@ -135,10 +141,10 @@ pub(crate) fn need(config: &RunloopConfig, state: &RunState, elapsed: f64) -> bo
     }
     let by_interval = interval && elapsed >= config.interval;
     let by_overhead = overhead && {
-        if state.taken == 0 {
+        if state.written == 0 {
             true
         } else {
-            let cost = state.seconds / state.taken as f64;
+            let cost = state.seconds / state.written as f64;
             elapsed >= cost * (1.0 - config.overhead) / config.overhead
         }
     };
@@ -244,7 +250,7 @@ mod tests {
         let five = RunloopConfig { overhead: 0.05, ..Default::default() };
         assert!(need(&five, &RunState::default(), 0.0), "the first checkpoint measures the cost");
         // 2 s per checkpoint at 5 %: one every 38 s of work.
-        let state = RunState { taken: 2, seconds: 4.0 };
+        let state = RunState { taken: 3, written: 2, seconds: 4.0 };
         assert!(!need(&five, &state, 37.9) && need(&five, &state, 38.0));
         let both = RunloopConfig { interval: 20.0, overhead: 0.05, ..Default::default() };
         assert!(need(&both, &state, 20.0), "either rule fires");
