@@ -53,6 +53,7 @@ module nam_ckpt
   public :: nam_ckpt_init, nam_ckpt_finalize, nam_ckpt_protect, nam_ckpt_unprotect
   public :: nam_ckpt_checkpoint, nam_ckpt_checkpoint_level, nam_ckpt_snapshot
   public :: nam_ckpt_latest, nam_ckpt_restart
+  public :: nam_ckpt_need_checkpoint, nam_ckpt_should_exit, nam_ckpt_checkpoint_descriptor
 
   interface
     function c_nam_init(config, out) bind(C, name="nam_init") result(s)
@@ -168,6 +169,31 @@ module nam_ckpt
       type(c_ptr), value :: name
       integer(c_int64_t), value :: version
       integer(c_int), intent(out) :: taken_out
+      integer(c_int), intent(out) :: level_out
+      integer(c_int) :: s
+    end function
+    function c_nam_ckpt_need_checkpoint(ckpt, flag_out) bind(C, name="nam_ckpt_need_checkpoint") result(s)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: ckpt
+      integer(c_int), intent(out) :: flag_out
+      integer(c_int) :: s
+    end function
+    function c_nam_ckpt_should_exit(ckpt, flag_out, reason_out, reason_len) &
+        bind(C, name="nam_ckpt_should_exit") result(s)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: ckpt
+      integer(c_int), intent(out) :: flag_out
+      type(c_ptr), value :: reason_out
+      integer(c_size_t), value :: reason_len
+      integer(c_int) :: s
+    end function
+    function c_nam_ckpt_checkpoint_descriptor(ckpt, name, version, descriptor, level_out) &
+        bind(C, name="nam_ckpt_checkpoint_descriptor") result(s)
+      import :: c_ptr, c_int, c_int64_t
+      type(c_ptr), value :: ckpt
+      type(c_ptr), value :: name
+      integer(c_int64_t), value :: version
+      type(c_ptr), value :: descriptor
       integer(c_int), intent(out) :: level_out
       integer(c_int) :: s
     end function
@@ -427,6 +453,52 @@ contains
     ierr = c_nam_ckpt_restart(ckpt%ptr, name_ptr(name, buf), version, c_null_ptr, 0_c_size_t, got)
     if (present(restored)) restored = got
   end subroutine nam_ckpt_restart
+
+  !> Collective, to call every iteration (SCR_Need_checkpoint): `need` is true when it is time
+  !> to checkpoint (runloop.interval or runloop.overhead; always when neither is set).
+  subroutine nam_ckpt_need_checkpoint(ckpt, need, ierr)
+    type(nam_ckpt_t), intent(in) :: ckpt
+    logical, intent(out) :: need
+    integer(c_int), intent(out) :: ierr
+    integer(c_int) :: got
+    ierr = c_nam_ckpt_need_checkpoint(ckpt%ptr, got)
+    need = got /= 0
+  end subroutine nam_ckpt_need_checkpoint
+
+  !> Collective, to call every iteration (SCR_Should_exit): `stop` is true when the job should
+  !> stop now (a halt file from `nam ckpt halt DIR`, or the allocation's end); `reason`
+  !> (optional) gets why, cut to its length.
+  subroutine nam_ckpt_should_exit(ckpt, stop, ierr, reason)
+    type(nam_ckpt_t), intent(in) :: ckpt
+    logical, intent(out) :: stop
+    integer(c_int), intent(out) :: ierr
+    character(len=*), intent(out), optional :: reason
+    character(kind=c_char, len=512), target :: buf
+    integer(c_int) :: got
+    integer :: n
+    buf = c_null_char
+    ierr = c_nam_ckpt_should_exit(ckpt%ptr, got, c_loc(buf), int(len(buf), c_size_t))
+    stop = got /= 0
+    if (present(reason)) then
+      n = index(buf, c_null_char) - 1
+      if (n < 0) n = len(buf)
+      reason = buf(1:n)
+    end if
+  end subroutine nam_ckpt_should_exit
+
+  !> Collective: a checkpoint protected by the redundancy descriptor `descriptor` (a
+  !> [descriptors.<name>] table, or "default"); `level_out` (optional) where it went.
+  subroutine nam_ckpt_checkpoint_descriptor(ckpt, name, version, descriptor, ierr, level_out)
+    type(nam_ckpt_t), intent(in) :: ckpt
+    character(len=*), intent(in) :: name, descriptor
+    integer(c_int64_t), intent(in) :: version
+    integer(c_int), intent(out) :: ierr
+    integer(c_int), intent(out), optional :: level_out
+    character(kind=c_char, len=:), allocatable, target :: buf, dbuf
+    integer(c_int) :: got
+    ierr = c_nam_ckpt_checkpoint_descriptor(ckpt%ptr, name_ptr(name, buf), version, name_ptr(descriptor, dbuf), got)
+    if (present(level_out)) level_out = got
+  end subroutine nam_ckpt_checkpoint_descriptor
 
   !> Collective: waits for outstanding flushes and frees the library's handle.
   subroutine nam_ckpt_finalize(ckpt, ierr)

@@ -1971,6 +1971,97 @@ nam_status_t nam_ckpt_config_dump(nam_ckpt_t *ckpt,
 nam_status_t nam_ckpt_finalize(nam_ckpt_t *ckpt);
 
 /**
+ * Collective, to call every iteration: `*flag_out` = 1 when it is time to checkpoint
+ * (`runloop.interval` seconds since the last checkpoint, or the `runloop.overhead` fraction
+ * measured against this job's checkpoints; 1 on every call when neither is configured),
+ * else 0. Every rank gets the same answer (the slowest rank's clock decides).
+ *
+ * # Safety
+ * `ckpt` is a live handle; `flag_out` is valid for a write.
+ */
+nam_status_t nam_ckpt_need_checkpoint(nam_ckpt_t *ckpt,
+                                      int *flag_out);
+
+/**
+ * Collective, to call every iteration: `*flag_out` = 1 when the job should stop now (a halt
+ * file in the control directory, written by `nam ckpt halt DIR`; or the allocation ends
+ * within `runloop.exit_before` seconds, its end from `runloop.end_time` or
+ * `SLURM_JOB_END_TIME`), else 0; the same on every rank. When `reason_out` is not NULL it
+ * receives why (NUL-terminated, cut to `reason_len` bytes; empty when 0). A malformed halt
+ * file gives `NAM_ERR_CKPT_CORRUPTED`, a malformed `SLURM_JOB_END_TIME` `NAM_ERR_CONFIG`.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `flag_out` is valid for a write; `reason_out` is NULL or valid
+ * for `reason_len` bytes.
+ */
+nam_status_t nam_ckpt_should_exit(nam_ckpt_t *ckpt,
+                                  int *flag_out,
+                                  char *reason_out,
+                                  size_t reason_len);
+
+/**
+ * Collective: `nam_ckpt_checkpoint` protected by the redundancy descriptor named
+ * `descriptor` (a `[descriptors.<name>]` table of the configuration, or `"default"` for
+ * `[redundancy]`) instead of the one its `every` rule picks, at the descriptor's level.
+ * `NAM_ERR_CONFIG` naming the descriptor when none has that name.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `descriptor` is a
+ * NUL-terminated string; `level_out` is NULL or valid for a write.
+ */
+nam_status_t nam_ckpt_checkpoint_descriptor(nam_ckpt_t *ckpt,
+                                            const char *name,
+                                            uint64_t version,
+                                            const char *descriptor,
+                                            int *level_out);
+
+/**
+ * Collective: stores the protected regions as output dataset `version` of `name` (NULL: the
+ * configured name): written and flushed to `flush.dir` before the call returns, and marked
+ * in the dataset index so that no restart uses it. `NAM_ERR_CONFIG` without `flush.dir`.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string.
+ */
+nam_status_t nam_ckpt_output(nam_ckpt_t *ckpt,
+                             const char *name,
+                             uint64_t version);
+
+/**
+ * Collective: makes `version` of `name` the one `nam_ckpt_restart(..., NAM_CKPT_VERSION_LATEST,
+ * ...)` and `nam_ckpt_latest` use, in this job and later ones (SCR's `SCR_CURRENT`, kept in
+ * the dataset index); `NAM_CKPT_VERSION_LATEST` goes back to the newest restorable version.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string.
+ */
+nam_status_t nam_ckpt_set_current(nam_ckpt_t *ckpt,
+                                  const char *name,
+                                  uint64_t version);
+
+/**
+ * Collective: forgets `version` of `name` (SCR's `SCR_Drop`): its files stay, but no
+ * restart or `nam_ckpt_latest` offers it again.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string.
+ */
+nam_status_t nam_ckpt_forget(nam_ckpt_t *ckpt,
+                             const char *name,
+                             uint64_t version);
+
+/**
+ * Collective: deletes `version` of `name` (SCR's `SCR_Delete`): every rank removes its files
+ * of it at every level, and the dataset index forgets it.
+ *
+ * # Safety
+ * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string.
+ */
+nam_status_t nam_ckpt_delete(nam_ckpt_t *ckpt,
+                             const char *name,
+                             uint64_t version);
+
+/**
  * Creates far memory of `params->far_bytes` striped over the servers, cached in
  * `params->local_bytes` of local memory. Blocking (connects). Errors:
  * `NAM_ERR_BUDGET_TOO_SMALL` (local memory below one set of lines), `NAM_ERR_CONFIG`

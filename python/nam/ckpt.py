@@ -87,6 +87,43 @@ class Checkpointer:
         ids = None if regions is None else [region_id(n) for n in regions]
         return self._inner.restart(name, version, ids)
 
+    def need_checkpoint(self) -> bool:
+        """Collective, to call every iteration (SCR's ``SCR_Need_checkpoint``): whether to
+        checkpoint now, by ``runloop.interval`` seconds since the last checkpoint or the
+        ``runloop.overhead`` fraction of run time measured against this job's checkpoints
+        (always True when neither is configured). The same on every rank."""
+        return self._inner.need_checkpoint()
+
+    def should_exit(self) -> str | None:
+        """Collective, to call every iteration (SCR's ``SCR_Should_exit``): why the job should
+        stop now (a halt file from ``nam ckpt halt DIR``, or the allocation ending within
+        ``runloop.exit_before`` seconds), or None. The same on every rank."""
+        return self._inner.should_exit()
+
+    def checkpoint_with(self, version: int, descriptor: str, name: str | None = None) -> str | None:
+        """Collective: ``checkpoint`` protected by the redundancy descriptor ``descriptor``
+        (``[descriptors.<name>]``, or 'default') at its level. An unknown descriptor raises
+        ``ConfigError``."""
+        return self._inner.checkpoint_with(version, descriptor, name)
+
+    def checkpoint_output(self, version: int, name: str | None = None) -> None:
+        """Collective: stores an output dataset, flushed to ``flush.dir`` before the call
+        returns and never restarted from."""
+        self._inner.checkpoint_output(version, name)
+
+    def set_current(self, version: int | None, name: str | None = None) -> None:
+        """Collective: the version a restart without one uses, in this job and later ones
+        (None: the newest restorable)."""
+        self._inner.set_current(version, name)
+
+    def forget(self, version: int, name: str | None = None) -> None:
+        """Collective: never offer ``version`` for restart again (its files stay)."""
+        self._inner.forget(version, name)
+
+    def delete(self, version: int, name: str | None = None) -> None:
+        """Collective: deletes every rank's files of ``version`` at every level, and forgets it."""
+        self._inner.delete(version, name)
+
     def finalize(self) -> None:
         """Collective: waits for background flushes and releases the library's resources."""
         self._inner.finalize()

@@ -35,6 +35,22 @@ impl PyCheckpointer {
     fn live(&mut self) -> PyResult<&mut Checkpointer> {
         self.inner.as_mut().ok_or_else(|| invalid("the checkpointer was finalized".into()))
     }
+
+    /// Runs the collective `f` on the checkpointer without the GIL (other Python threads go
+    /// on while the ranks wait for each other).
+    fn collective<T>(
+        &mut self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Checkpointer) -> nam_ckpt::Result<T>,
+    ) -> PyResult<T> {
+        let call = AssertSend((self.live()?, f));
+        let out = py.allow_threads(move || {
+            let call = call;
+            let (ckpt, f) = call.0;
+            AssertSend(f(ckpt))
+        });
+        out.0.map_err(ckpt_error)
+    }
 }
 
 #[pymethods]
@@ -148,6 +164,56 @@ impl PyCheckpointer {
         });
         let outcome = outcome.0.map_err(ckpt_error)?;
         Ok((outcome.version, outcome.level.name(), outcome.rebuilt_ranks))
+    }
+
+    /// Collective, every iteration (SCR's `SCR_Need_checkpoint`): whether to checkpoint now
+    /// (`runloop.interval` or `runloop.overhead`; always true when neither is configured).
+    fn need_checkpoint(&mut self, py: Python<'_>) -> PyResult<bool> {
+        self.collective(py, |c| c.need_checkpoint())
+    }
+
+    /// Collective, every iteration (SCR's `SCR_Should_exit`): why the job should stop now (a
+    /// halt file from `nam ckpt halt`, or the allocation's end), or None.
+    fn should_exit(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.collective(py, |c| c.should_exit())?.map(|r| r.to_string()))
+    }
+
+    /// Collective: `checkpoint` protected by the redundancy descriptor `descriptor`; returns
+    /// the level written.
+    #[pyo3(signature = (version, descriptor, name=None))]
+    fn checkpoint_with(
+        &mut self,
+        py: Python<'_>,
+        version: u64,
+        descriptor: String,
+        name: Option<String>,
+    ) -> PyResult<Option<&'static str>> {
+        let out = self.collective(py, |c| c.checkpoint_with(name.as_deref(), version, &descriptor))?;
+        Ok(out.level.map(|l| l.name()))
+    }
+
+    /// Collective: stores output dataset `version` (flushed to `flush.dir`, never restarted from).
+    #[pyo3(signature = (version, name=None))]
+    fn checkpoint_output(&mut self, py: Python<'_>, version: u64, name: Option<String>) -> PyResult<()> {
+        self.collective(py, |c| c.checkpoint_output(name.as_deref(), version).map(|_| ()))
+    }
+
+    /// Collective: the version a restart without one uses (None: the newest restorable).
+    #[pyo3(signature = (version, name=None))]
+    fn set_current(&mut self, py: Python<'_>, version: Option<u64>, name: Option<String>) -> PyResult<()> {
+        self.collective(py, |c| c.set_current(name.as_deref(), version))
+    }
+
+    /// Collective: never offer `version` for restart again (its files stay).
+    #[pyo3(signature = (version, name=None))]
+    fn forget(&mut self, py: Python<'_>, version: u64, name: Option<String>) -> PyResult<()> {
+        self.collective(py, |c| c.forget(name.as_deref(), version))
+    }
+
+    /// Collective: delete every rank's files of `version` at every level, and forget it.
+    #[pyo3(signature = (version, name=None))]
+    fn delete(&mut self, py: Python<'_>, version: u64, name: Option<String>) -> PyResult<()> {
+        self.collective(py, |c| c.delete(name.as_deref(), version))
     }
 
     /// Collective: waits for background flushes and releases the checkpointer.

@@ -8,14 +8,14 @@
 
 use crate::ffi::{deref_mut, guard, optional_str, required_str, write_optional, Failure};
 use crate::status::nam_status_t::{self, *};
-use nam_ckpt::{Checkpointer, CkptError, Comm, Config, LevelKind};
+use nam_ckpt::{Checkpointer, CkptError, Comm, Config, ControlError, LevelKind};
 use std::ffi::{c_char, c_int, c_void};
 
 /// The checkpoint library of one MPI job (opaque). Created by `nam_ckpt_init_fcomm` (or
 /// `nam_ckpt_init`), destroyed by `nam_ckpt_finalize`. Not thread-safe: one thread per rank
 /// calls it, as MPI's collectives require.
 pub struct nam_ckpt_t {
-    inner: Checkpointer,
+    pub(crate) inner: Checkpointer,
 }
 
 /// Pass as `version` to `nam_ckpt_restart` to restart the newest restorable version.
@@ -62,6 +62,15 @@ pub fn status_of_ckpt_error(error: &CkptError) -> nam_status_t {
         CkptError::State(_) => NAM_ERR_CKPT_STATE,
         CkptError::Peer { .. } => NAM_ERR_CKPT_RANK_FAILED,
         CkptError::Incremental(_) => NAM_ERR_CKPT_IO,
+        CkptError::UnknownDescriptor { .. } => NAM_ERR_CONFIG,
+        CkptError::Control(e) => match e {
+            ControlError::Index { .. } | ControlError::Halt { .. } | ControlError::Record { .. } => {
+                NAM_ERR_CKPT_CORRUPTED
+            }
+            ControlError::NoDataset { .. } => NAM_ERR_CKPT_NO_CHECKPOINT,
+            ControlError::BadName(_) => NAM_ERR_INVALID_ARGUMENT,
+            ControlError::Io { .. } => NAM_ERR_CKPT_IO,
+        },
     }
 }
 

@@ -13,7 +13,11 @@
 //! - Checkpoint/restart for MPI applications (`nam_ckpt_t`, nam-ckpt): `nam_ckpt_init`
 //!   with an `MPI_Comm` and a config file, `nam_ckpt_protect`, `nam_ckpt_checkpoint` (at the
 //!   policy's level, or `nam_ckpt_checkpoint_level` at one chosen per call),
-//!   `nam_ckpt_snapshot` (once an interval has passed), `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`.
+//!   `nam_ckpt_snapshot` (once an interval has passed), `nam_ckpt_latest`, `nam_ckpt_restart`, `nam_ckpt_route_file`, `nam_ckpt_finalize`;
+//!   the run loop (`nam_ckpt_need_checkpoint`, `nam_ckpt_should_exit`), a redundancy
+//!   descriptor per call (`nam_ckpt_checkpoint_descriptor`), output datasets
+//!   (`nam_ckpt_output`) and dataset choices (`nam_ckpt_set_current`, `nam_ckpt_forget`,
+//!   `nam_ckpt_delete`).
 //! - Checkpoint groups (`nam_ckpt_group_*`): a memory server pulls each rank's checkpoint
 //!   buffer and keeps XOR parity (NAM-XOR); ready, wait, restore.
 //! - Global addresses (`nam_gaddr_t`, `nam_gaddr_of`, `nam_gaddr_put`, `nam_gaddr_get`,
@@ -66,6 +70,7 @@ mod mailbox;
 mod status;
 
 mod ckpt;
+mod ckpt_runloop;
 mod farmem;
 
 mod ffi;
@@ -89,6 +94,10 @@ pub use ckpt_group::{
     nam_ckpt_group_buffer, nam_ckpt_group_fetch_restored, nam_ckpt_group_join, nam_ckpt_group_leave,
     nam_ckpt_group_params_t, nam_ckpt_group_ready, nam_ckpt_group_recorded_len, nam_ckpt_group_restore,
     nam_ckpt_group_t, nam_ckpt_group_test, nam_ckpt_group_wait, nam_ckpt_group_wait_restore,
+};
+pub use ckpt_runloop::{
+    nam_ckpt_checkpoint_descriptor, nam_ckpt_delete, nam_ckpt_forget, nam_ckpt_need_checkpoint, nam_ckpt_output,
+    nam_ckpt_set_current, nam_ckpt_should_exit,
 };
 pub use client::{nam_config_t, nam_fence, nam_finalize, nam_flush, nam_init, nam_t};
 pub use collective::{nam_allreduce, nam_dtype_t, nam_op_t, nam_reduce_create, nam_reduce_destroy, nam_reduce_t};

@@ -87,6 +87,11 @@ pub struct Checkpointer {
     /// When this rank's last checkpoint finished (or init): [`Checkpointer::snapshot`]
     /// measures its interval from here.
     pub(crate) last_checkpoint: Instant,
+    /// This job's checkpoints and their cost ([`Checkpointer::need_checkpoint`], the
+    /// descriptor rule).
+    pub(crate) run: crate::runloop::RunState,
+    /// The redundancy descriptors ([`crate::descriptors`]).
+    pub(crate) plan: crate::descriptors::Plan,
 }
 
 impl Checkpointer {
@@ -105,13 +110,14 @@ impl Checkpointer {
             config.incremental.level_kinds()?.contains(&LevelKind::Nam)
         } else {
             Scheme::parse(&config.redundancy.scheme)? == Scheme::NamXor
+                || config.descriptors.values().any(|d| d.scheme == Scheme::NamXor.name())
         };
         let client = if wants_servers {
             Some(comm.agree(ServerClient::from_env(), "reading the memory-server client settings")?)
         } else {
             None
         };
-        let strategy = match Incremental::new(&config.incremental, client.clone())? {
+        let mut strategy = match Incremental::new(&config.incremental, client.clone())? {
             Some(incr) => Strategy::Incremental(incr),
             None => {
                 // Ranks that run on other nodes than they did get their files first.
@@ -119,8 +125,14 @@ impl Checkpointer {
                 Strategy::Full(Full::new(&comm, &config, client.as_ref())?)
             }
         };
+        let full = match &mut strategy {
+            Strategy::Full(full) => Some(full),
+            Strategy::Incremental(_) => None,
+        };
+        let plan = crate::descriptors::install(&comm, &config, client.as_ref(), full)?;
         let job = Job { comm, config, regions: BTreeMap::new(), files: BTreeMap::new() };
-        Ok(Checkpointer { job, strategy, last_checkpoint: Instant::now() })
+        let run = Default::default();
+        Ok(Checkpointer { job, strategy, last_checkpoint: Instant::now(), run, plan })
     }
 
     fn check_dirs(config: &Config) -> Result<()> {
@@ -223,7 +235,23 @@ impl Checkpointer {
         version: u64,
         level: Option<LevelKind>,
     ) -> Result<CheckpointOutcome> {
+        self.checkpoint_full(name, version, level, None, false)
+    }
+
+    /// Every checkpoint: with the redundancy descriptor the call names or the rule picks
+    /// (its level unless the call names one), recorded for the run loop and the dataset
+    /// listing (`output`: an output dataset).
+    pub(crate) fn checkpoint_full(
+        &mut self,
+        name: Option<&str>,
+        version: u64,
+        level: Option<LevelKind>,
+        descriptor: Option<&str>,
+        output: bool,
+    ) -> Result<CheckpointOutcome> {
         let name = name.unwrap_or(&self.job.config.name).to_string();
+        let chosen = self.choose_descriptor(descriptor)?;
+        let level = level.or(chosen.level);
         let outcome = match (&mut self.strategy, level) {
             (Strategy::Full(full), level) => full.checkpoint(&self.job, &name, version, level),
             (Strategy::Incremental(incr), None) => incr.checkpoint(&mut self.job, &name, version),
@@ -232,8 +260,10 @@ impl Checkpointer {
                 level.name()
             ))),
         };
-        if outcome.is_ok() {
+        if let Ok(outcome) = &outcome {
             self.last_checkpoint = Instant::now();
+            self.run.record(outcome.seconds, outcome.level.is_some());
+            self.write_records(&name, outcome, &chosen.name, chosen.scheme.name(), output);
         }
         outcome
     }
@@ -252,6 +282,7 @@ impl Checkpointer {
     /// Restart still verifies every byte and falls back when it must.
     pub fn latest_restorable(&self, name: Option<&str>) -> Result<Latest> {
         let name = name.unwrap_or(&self.job.config.name).to_string();
+        self.prepare_restart(&name, None)?;
         match &self.strategy {
             Strategy::Full(full) => full.latest_restorable(&self.job, &name),
             Strategy::Incremental(incr) => match incr.latest(&self.job, &name) {
@@ -280,6 +311,7 @@ impl Checkpointer {
                 return Err(CkptError::UnknownRegion(id));
             }
         }
+        let version = self.prepare_restart(&name, version)?;
         match &mut self.strategy {
             Strategy::Full(full) => crate::relocate::restart(full, &mut self.job, &name, version, ids),
             Strategy::Incremental(incr) => incr.restart(&self.job, &name, version, ids),

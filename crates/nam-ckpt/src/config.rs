@@ -225,6 +225,12 @@ pub struct Config {
     pub snapshot: SnapshotConfig,
     /// Failure groups beyond the node ([`crate::failure_groups`]).
     pub failure_groups: crate::failure_groups::FailureGroupsConfig,
+    /// The run loop: when to checkpoint and when to stop (`need_checkpoint`, `should_exit`).
+    pub runloop: crate::runloop::RunloopConfig,
+    /// The control directory and the version a restart uses.
+    pub datasets: crate::datasets::DatasetsConfig,
+    /// Named redundancy descriptors besides `[redundancy]` (`[descriptors.<name>]`).
+    pub descriptors: std::collections::BTreeMap<String, crate::descriptors::DescriptorConfig>,
 }
 
 impl Default for Config {
@@ -239,6 +245,9 @@ impl Default for Config {
             incremental: Default::default(),
             snapshot: SnapshotConfig::default(),
             failure_groups: Default::default(),
+            runloop: Default::default(),
+            datasets: Default::default(),
+            descriptors: Default::default(),
         }
     }
 }
@@ -297,6 +306,9 @@ impl Config {
         crate::policy::PolicyKind::parse(&self.policy.kind)?;
         Scheme::parse(&self.redundancy.scheme)?;
         self.failure_groups.parse()?;
+        self.runloop.validate()?;
+        self.datasets.current_version()?;
+        crate::descriptors::validate(self)?;
         self.incremental.validate()
     }
 
@@ -322,6 +334,11 @@ fn check_keys(table: &toml::Table, defaults: &toml::Table, prefix: &str) -> Resu
         let full = format!("{prefix}{key}");
         let optional = matches!(full.as_str(), "flush.dir" | "ssd.wear_file");
         match (defaults.get(key), value) {
+            // Descriptors are named by the user: each table's keys are checked instead.
+            (_, toml::Value::Table(t)) if full == "descriptors" => crate::descriptors::check_keys(t)?,
+            (_, _) if full == "descriptors" => {
+                return Err(CkptError::Config("descriptors must be tables ([descriptors.<name>])".into()))
+            }
             (None, _) if !optional => return Err(CkptError::UnknownKey(full)),
             (Some(toml::Value::Table(d)), toml::Value::Table(t)) => check_keys(t, d, &format!("{full}."))?,
             _ => {}

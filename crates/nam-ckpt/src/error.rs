@@ -114,6 +114,18 @@ pub enum CkptError {
     /// that a scheme cannot keep apart in its sets; the message names the groups.
     #[error("failure groups: {0}")]
     FailureGroup(String),
+    /// A checkpoint asked for a redundancy descriptor the configuration does not define.
+    #[error("unknown redundancy descriptor `{name}` (configured: {known})")]
+    UnknownDescriptor {
+        /// The name asked for.
+        name: String,
+        /// The configured names, comma-separated (`default` is the `[redundancy]` section).
+        known: String,
+    },
+    /// A job-control file (dataset index, halt file, dataset record) is malformed, or a
+    /// dataset named by the caller is not there ([`nam_ckpt_control::ControlError`]).
+    #[error("{0}")]
+    Control(#[from] nam_ckpt_control::ControlError),
     /// The library was used in the wrong order (e.g. after finalize).
     #[error("invalid use: {0}")]
     State(String),

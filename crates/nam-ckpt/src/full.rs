@@ -27,6 +27,8 @@ pub(crate) struct Full {
     pub(crate) flusher: Option<Flusher>,
     /// Checkpoints taken (the flush takes every `flush.every`-th).
     pub(crate) count: u64,
+    /// The versions `latest` and `restart` may use (the dataset index, set before each).
+    pub(crate) choice: std::cell::RefCell<crate::datasets::Choice>,
 }
 
 impl Full {
@@ -54,7 +56,7 @@ impl Full {
         // checkpoint asked for at the PFS level ([`crate::Checkpointer::checkpoint_level`])
         // flushes on its own.
         let flusher = pfs.clone().map(Flusher::start);
-        Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0 })
+        Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0, choice: Default::default() })
     }
 
     /// Collective: writes version `version` of checkpoint `name`, at the level the policy

@@ -80,6 +80,8 @@ pub mod comm;
 pub mod config;
 pub mod constants;
 pub mod cpu;
+pub mod datasets;
+pub mod descriptors;
 mod error;
 pub mod failure_groups;
 pub mod fault;
@@ -102,6 +104,7 @@ pub mod relocate;
 mod reserve;
 mod restart;
 pub mod scavenge;
+pub mod runloop;
 mod stream_copy;
 pub mod wear;
 
@@ -111,8 +114,10 @@ pub use fault::FAULT_ENV;
 pub use incremental::IncrementalConfig;
 pub use latest::Latest;
 pub use level::LevelKind;
+pub use nam_ckpt_control::{ControlError, Dataset};
 pub use policy::{Decision, Placement, PolicyKind};
 pub use restart::RestartOutcome;
+pub use runloop::ExitReason;
 
 pub use comm::Comm;
 pub use error::{CkptError, Result};

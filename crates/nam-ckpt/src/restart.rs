@@ -45,8 +45,14 @@ impl Full {
             let theirs: Vec<(u64, u64)> = serde_json::from_slice(&bytes).expect("our own encoding");
             all.extend(theirs);
         }
-        let mut list: Vec<(u64, LevelKind)> =
-            all.into_iter().filter_map(|(v, k)| LevelKind::from_code(k).map(|k| (v, k))).collect();
+        // Forgotten versions, output datasets and all but a chosen current version are not
+        // candidates (crate::datasets).
+        let choice = self.choice.borrow();
+        let mut list: Vec<(u64, LevelKind)> = all
+            .into_iter()
+            .filter(|&(v, _)| choice.allows(v))
+            .filter_map(|(v, k)| LevelKind::from_code(k).map(|k| (v, k)))
+            .collect();
         list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         list
     }

@@ -1,6 +1,7 @@
 //! `nam ckpt drop GROUP --server HOST:PORT`: removes a checkpoint group a finished job left
 //! on a memory server. `nam ckpt scavenge`: copies a node's checkpoints to the file-system
-//! level after a job ([`nam_ckpt::scavenge`]).
+//! level after a job ([`nam_ckpt::scavenge`]). (The datasets and halt request of the
+//! checkpoint library, `nam ckpt list|current|forget|delete|halt`, are in `ckpt_datasets`.)
 //!
 //! NAM-XOR's groups (Schmidt 2017 §4.5) outlive the job that made them on purpose: a job
 //! that fails restarts and has the server rebuild its lost rank from the group's parity.
@@ -23,6 +24,16 @@ pub struct CkptArgs {
 enum CkptCommand {
     /// Remove a checkpoint group (its parity and control block) from a server.
     Drop(DropArgs),
+    /// List the datasets (checkpoints and outputs) under a level directory.
+    List(crate::ckpt_datasets::ListArgs),
+    /// Choose the version the next restart of a checkpoint name uses.
+    Current(crate::ckpt_datasets::CurrentArgs),
+    /// Forget a dataset: never offer it for restart again (its files stay).
+    Forget(crate::ckpt_datasets::DatasetArgs),
+    /// Delete what a directory holds of a dataset, and forget it.
+    Delete(crate::ckpt_datasets::DatasetArgs),
+    /// Ask a job to stop at its next should-exit check (or withdraw the request).
+    Halt(crate::ckpt_datasets::HaltArgs),
     /// Copy this node's checkpoints of a dataset to the file-system level (flush.dir) and
     /// record them, after a job: run one per node (`mpirun -np NODES --map-by node`, `srun`,
     /// `pdsh`).
@@ -57,10 +68,16 @@ struct DropArgs {
     server: String,
 }
 
-/// Runs `nam ckpt`.
+/// Runs `nam ckpt`. For datasets in node-local directories, `delete` must be run on each
+/// node (e.g. under `mpirun` or `pdsh`), like SCR's scavenge.
 pub fn run(args: CkptArgs) -> Result<()> {
     match args.command {
         CkptCommand::Drop(args) => drop_group(&args),
+        CkptCommand::List(args) => crate::ckpt_datasets::run_list(&args),
+        CkptCommand::Current(args) => crate::ckpt_datasets::run_current(&args),
+        CkptCommand::Forget(args) => crate::ckpt_datasets::run_forget(&args),
+        CkptCommand::Delete(args) => crate::ckpt_datasets::run_delete(&args),
+        CkptCommand::Halt(args) => crate::ckpt_datasets::run_halt(&args),
         CkptCommand::Scavenge(args) => scavenge(&args),
     }
 }

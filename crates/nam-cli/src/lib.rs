@@ -5,6 +5,7 @@
 
 pub mod child;
 pub mod ckpt;
+pub mod ckpt_datasets;
 pub mod demo;
 pub mod ecc_sim;
 pub mod local;

@@ -21,8 +21,9 @@ enum Command {
     /// to the server's admin token, a tenant's own figures with NAM_TENANT and NAM_TOKEN, and
     /// only liveness without credentials.
     Status(status::StatusArgs),
-    /// Manage the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`),
-    /// and copy a node's checkpoints to the file-system level after a job (`nam ckpt scavenge`).
+    /// Checkpoint datasets and halt requests (`nam ckpt list|current|forget|delete|halt DIR ...`),
+    /// the checkpoint groups jobs leave on a server (`nam ckpt drop GROUP --server ...`), and
+    /// the copy of a node's checkpoints to the file-system level after a job (`nam ckpt scavenge`).
     Ckpt(ckpt::CkptArgs),
     /// Start a local server and show allocation, put/get, atomics, signals and a short measurement.
     Demo(demo::DemoArgs),
