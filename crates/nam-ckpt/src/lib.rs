@@ -103,8 +103,8 @@ pub mod redundancy;
 pub mod relocate;
 mod reserve;
 mod restart;
-pub mod scavenge;
 pub mod runloop;
+pub mod scavenge;
 mod stream_copy;
 pub mod wear;
 
