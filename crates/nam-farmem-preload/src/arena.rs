@@ -184,9 +184,24 @@ fn announce(region: &PagedRegion) {
     );
 }
 
+/// The far address space when `NAM_FARMEM_BYTES` is unset: twice the machine's memory
+/// (whole GiB), [`FAR_BYTES_DEFAULT`] at least. Each half of the region (blocks, mappings)
+/// then takes any request a program could make of local memory: programs size buffers by
+/// the machine's memory (GNU sort asked for 2.6 GB at once on a 23 GB machine, more than
+/// the 2 GiB half of a 4 GiB region, and its whole buffer stayed local). Address space
+/// costs nothing until pages are written: the mapping reserves no memory, the servers
+/// allocate chunks on first write, and the pager's per-page tables start as zeros the
+/// allocator does not write.
+pub fn far_bytes_default() -> u64 {
+    // SAFETY: sysconf takes a name and returns a value or -1.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    memory.saturating_mul(2).next_multiple_of(1 << 30).clamp(FAR_BYTES_DEFAULT, nam_farmem::constants::FAR_BYTES_MAX)
+}
+
 fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let client = nam_client::Client::from_env()?;
-    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(FAR_BYTES_DEFAULT);
+    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or_else(far_bytes_default);
     let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(LOCAL_BYTES_DEFAULT);
     let mut config = PagerConfig::new(bytes, local);
     if std::env::var("NAM_FARMEM_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "1" | "on")) {
