@@ -217,6 +217,13 @@ struct Pages {
     /// region costs no local memory for it until its pages are used).
     resident: Vec<u32>,
     position: Vec<u32>,
+    /// Pages whose copy on the servers is dead until they are written back: given up to
+    /// read as zeros (`madvise(MADV_DONTNEED)`) or freed by the program
+    /// ([`PagedRegion::discard_range`]). A missing stale page is installed from zeros
+    /// without a fetch (`handler.rs`), clean for a read (then dropped at eviction without a
+    /// write-back, and installed from zeros again): its old contents would be read over the
+    /// network only to be overwritten.
+    stale: Vec<bool>,
     /// Whether each page came in with a stream when it was last installed: prefetched, or
     /// a demand miss that a stream matched or that followed one of the last few misses
     /// (eviction runs only continue over such pages).
@@ -371,6 +378,7 @@ impl PagedRegion {
             state: vec![MISSING; pages as usize],
             resident: Vec::new(),
             position: vec![0; pages as usize],
+            stale: vec![false; pages as usize],
             streamed: vec![false; pages as usize],
             installs: vec![0; pages as usize],
             recent_misses: [u32::MAX; RECENT_MISSES],
@@ -569,6 +577,21 @@ impl PagedRegion {
         serving(|| {
             self.shared.zero_pages(&mut self.shared.state.lock(), offset / page_bytes, (offset + len) / page_bytes)
         })
+    }
+
+    /// Tells the pager that the contents of `offset..offset + len` are dead (the program
+    /// freed the memory): the missing pages wholly inside are never fetched again, but
+    /// installed from zeros when next touched, as a fresh page would be (a new allocation's
+    /// contents are unspecified). Resident pages are left as they are. Errors:
+    /// [`Error::OutOfRange`].
+    pub fn discard_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset.div_ceil(page_bytes), (offset + len) / page_bytes);
+        if first < end {
+            self.shared.discard_pages(&mut self.shared.state.lock(), first, end);
+        }
+        Ok(())
     }
 
     fn check_range(&self, offset: u64, len: u64) -> Result<()> {

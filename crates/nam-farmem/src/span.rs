@@ -149,32 +149,6 @@ impl SpanService {
         Ok(())
     }
 
-    /// Makes the whole spans `[addr, addr + len)` read as zeros on the servers: zeros are
-    /// put where a chunk was written before, and chunks never written (zeros already) are
-    /// left unallocated. For a range the program gave up (`madvise(MADV_DONTNEED)`), whose
-    /// missing pages need not be fetched only to be overwritten.
-    pub fn write_zeros(&self, addr: u64, len: u64) -> Result<()> {
-        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-        self.check_span(addr, len)?;
-        let table = self.table.lock();
-        for piece in pieces(&table, addr, len as usize) {
-            let Some(alloc) = table.chunk(piece.extent, piece.server) else { continue };
-            self.unfenced.store(true, Ordering::Release);
-            if !self.client.takes_direct_path(alloc, piece.len) {
-                self.unflushed_rma.store(true, Ordering::Release);
-            }
-            let mut done = 0;
-            while done < piece.len {
-                let n = (piece.len - done).min(ZEROS.len());
-                self.client
-                    .put_streaming(alloc, piece.offset + done as u64, &ZEROS[..n])
-                    .map_err(|e| self.server_error(piece.server, "span write", e))?;
-                done += n;
-            }
-        }
-        Ok(())
-    }
-
     /// Remote completion of every span write so far.
     pub fn flush(&self) -> Result<()> {
         for server in 0..self.client.server_count() {

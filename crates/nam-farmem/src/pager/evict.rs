@@ -489,6 +489,7 @@ impl Shared {
             }
             for r in p..q {
                 pages.state[r as usize] = CLEAN;
+                pages.stale[r as usize] = false; // the servers hold its contents now
             }
             pages.stats.writebacks += q - p;
             p = q;

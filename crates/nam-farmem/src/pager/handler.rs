@@ -312,6 +312,25 @@ impl Shared {
     pub(super) fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
         let bytes = count * self.page_bytes as usize;
         self.make_room(pages, count)?;
+        let end = first + count as u64;
+        if (first..end).any(|p| pages.stale[p as usize]) {
+            // Stale pages come from zeros, the others from the servers, each stretch at once.
+            let mut p = first;
+            while p < end {
+                let stale = pages.stale[p as usize];
+                let mut q = p + 1;
+                while q < end && pages.stale[q as usize] == stale {
+                    q += 1;
+                }
+                if stale {
+                    self.install_zeros(pages, p, (q - p) as usize, dirty)?;
+                } else {
+                    self.fetch_install(pages, p, (q - p) as usize, dirty)?;
+                }
+                p = q;
+            }
+            return Ok(());
+        }
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
         if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
             self.kick_reclaim(pages);
@@ -320,6 +339,20 @@ impl Shared {
         let mut bounce = std::mem::take(&mut pages.bounce);
         let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
         pages.bounce = bounce;
+        self.kick_reclaim(pages);
+        result
+    }
+
+    /// Installs the missing, stale pages `first..first + count` from zeros (no fetch),
+    /// read-only unless `dirty`. They stay stale until written back: a clean one is dropped
+    /// at eviction and comes from zeros again.
+    fn install_zeros(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
+        let mut bounce = std::mem::take(&mut pages.bounce);
+        let zeros = &mut bounce[..count * self.page_bytes as usize];
+        zeros.fill(0);
+        let result = self.install(pages, first, count, dirty, zeros.as_ptr());
+        pages.bounce = bounce;
+        pages.stats.zero_fills += count as u64;
         self.kick_reclaim(pages);
         result
     }

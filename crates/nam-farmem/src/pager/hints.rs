@@ -146,10 +146,23 @@ impl Shared {
         Ok(pages.stats.writebacks - before)
     }
 
+    /// Marks the missing pages of `first..end` stale (see `Pages::stale`): installed from
+    /// zeros when next touched, never fetched. (Resident ones are left: a clean one's
+    /// servers' copy is as good as zeros to a program that freed it, a dirty one is written
+    /// back at eviction anyway.)
+    pub(super) fn discard_pages(&self, pages: &mut Pages, first: u64, end: u64) {
+        for p in first..end {
+            if pages.state[p as usize] == MISSING {
+                pages.stale[p as usize] = true;
+            }
+        }
+    }
+
     /// Makes the pages `first..end` read as zeros, as `madvise(MADV_DONTNEED)` does to
-    /// anonymous memory, without fetching any: resident pages are zeroed in place and stay
-    /// resident (dirty: the servers still hold their old contents), missing ones are zeroed
-    /// on the servers. Returns how many pages were resident.
+    /// anonymous memory, without fetching any and without a request to the servers:
+    /// resident pages are zeroed in place and stay resident (dirty: the servers still hold
+    /// their old contents), missing ones are marked stale (installed from zeros when next
+    /// touched). Returns how many pages were resident.
     pub(super) fn zero_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
         let mut resident_total = 0;
         let mut page = first;
@@ -175,7 +188,7 @@ impl Shared {
                 unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
                 resident_total += run_end - page;
             } else {
-                self.span.write_zeros(page * self.page_bytes, len)?;
+                self.discard_pages(pages, page, run_end);
             }
             page = run_end;
         }
