@@ -138,7 +138,8 @@ pub(crate) fn watch(
     // The server answers by `until` (rounded up to its millisecond) plus a trip.
     let give_up = until + WATCH_REPLY_GRACE;
     // A reply within `wait_spin` is taken without arming the worker's event fd and
-    // sleeping on it, whose wake-up costs tens of microseconds.
+    // sleeping on it, whose wake-up costs tens of microseconds. The polls yield the core
+    // between them.
     let spin_until = std::time::Instant::now() + session.wait_spin;
     let mut can_sleep = true;
     loop {
@@ -155,7 +156,9 @@ pub(crate) fn watch(
             return Ok(None);
         }
         if now < spin_until.min(give_up) {
-            std::hint::spin_loop();
+            // Yield, not spin: the server (or the peer that will signal) may need this core
+            // (as `Link::receive_until` does).
+            std::thread::yield_now();
             continue;
         }
         // Sleep on the worker's event fd: the reply wakes it. Without one, short naps.
