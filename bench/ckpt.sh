@@ -72,7 +72,7 @@ tcp_rows() {
     done
     for node in n1 n2; do
         for _ in $(seq 100); do
-            grep -q 7000 "$out/ckpt-tcp-$node.log" && break
+            grep -qs 7000 "$out/ckpt-tcp-$node.log" && break
             sleep 0.2
         done
     done
