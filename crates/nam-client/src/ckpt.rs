@@ -19,8 +19,7 @@
 use crate::allocation::Allocation;
 use crate::client::Client;
 use crate::constants::{
-    CKPT_FUTEX_SAFETY, CKPT_GROUP_POLL_MAX, CKPT_PULL_POLL_MAX, CKPT_QUERY_INTERVAL, CKPT_RESTORE_PROGRESS_SLICE,
-    CKPT_SPIN_POLLS, POLL_BACKOFF_STEP,
+    CKPT_FUTEX_SAFETY, CKPT_GROUP_POLL_MAX, CKPT_PULL_POLL_MAX, CKPT_QUERY_INTERVAL, CKPT_SPIN_POLLS, POLL_BACKOFF_STEP,
 };
 use crate::error::{Error, Result};
 use nam_proto::ckpt::*;
@@ -644,26 +643,7 @@ impl<'c> CkptMember<'c> {
             if Instant::now() >= deadline {
                 return Err(self.local_error(Status::CkptTimeout, format!("restore not finished within {timeout:?}")));
             }
-            if self.control.local_word(8 * CKPT_WORD_RESTORE).is_some() {
-                self.sleep_on(CKPT_WORD_RESTORE, word.0, &mut polls, self.pull_poll_max());
-            } else {
-                self.progress_for(CKPT_RESTORE_PROGRESS_SLICE);
-            }
-        }
-    }
-
-    /// Progresses this process's worker for `slice`, yielding the core between calls. Over
-    /// TCP, UCX sends a survivor's answer to the server's GET, fragment by fragment, from
-    /// this process's progress calls, and a progress call that sends one returns no event:
-    /// a rank sleeping until the next message (or a backoff) sent one fragment per wake-up
-    /// and held a restore to tens of MB/s. A rank waiting for a restore has nothing else to
-    /// do, and yielding leaves the core to the server and the other ranks.
-    fn progress_for(&self, slice: Duration) {
-        let until = Instant::now() + slice;
-        let inner = self.client.lock();
-        while Instant::now() < until {
-            inner.worker.progress();
-            std::thread::yield_now();
+            self.sleep_on(CKPT_WORD_RESTORE, word.0, &mut polls, self.pull_poll_max());
         }
     }
 

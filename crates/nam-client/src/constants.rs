@@ -130,10 +130,6 @@ pub const CKPT_PULL_POLL_MAX: Duration = Duration::from_micros(200);
 pub const CKPT_GROUP_POLL_MAX: Duration = Duration::from_millis(2);
 /// Polls of a checkpoint wait before it starts sleeping between polls.
 pub const CKPT_SPIN_POLLS: u32 = 16;
-/// How long a rank waiting for a restore over the network progresses between two reads of
-/// the restore word (a message round trip each): it progresses the whole time, because over
-/// TCP its progress calls send its answers to the server's GETs (`CkptMember::wait_restore`).
-pub const CKPT_RESTORE_PROGRESS_SLICE: Duration = Duration::from_millis(1);
 
 // ---- How the constants bound each other ---------------------------------------------------
 
