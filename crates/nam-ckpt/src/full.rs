@@ -128,8 +128,10 @@ impl Full {
         // this collective call while the others go on into the next collective.
         let retained = level.retain(&name, job.comm.rank(), &pinned);
         job.comm.agree(retained, "removing old versions")?;
-        // The layout goes beside the files, for a restart on other nodes (crate::relocate).
-        let recorded = crate::relocate::record(&job.comm, &level.version_dir(&name, version));
+        // The layout goes beside the files, for a restart on other nodes and for a rank
+        // rebuilt by L2 to know its regions (crate::relocate).
+        let regions: Vec<(i32, u64)> = job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
+        let recorded = crate::relocate::record_job(&job.comm, &level.version_dir(&name, version), &regions);
         job.comm.agree(recorded, "recording the job layout")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(job, &level, &name, version, &parts, &file_data, &clock)?;
