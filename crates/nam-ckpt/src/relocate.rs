@@ -59,6 +59,31 @@ pub fn localize(config: &mut Config, node: &str) {
     config.ssd.dir = node_dir(&config.ssd.dir, node);
 }
 
+/// Refuses `{node}` ([`NODE_PLACEHOLDER`]) in `ram.dir` or `ssd.dir` together with
+/// `incremental.mode`: restart on other nodes moves and rebuilds full checkpoint files only.
+/// An incremental chain stays in the node-local directory it was written to and has no L2
+/// redundancy, so a rank restarted on another node would not find it there (its off-node
+/// copy is the `nam` level of `incremental.levels`, which needs no node directory).
+pub(crate) fn validate(config: &Config) -> Result<()> {
+    if config.incremental.mode()?.is_none() {
+        return Ok(());
+    }
+    let named = [("ram.dir", &config.ram.dir), ("ssd.dir", &config.ssd.dir)]
+        .into_iter()
+        .filter(|(_, d)| d.to_str().is_some_and(|s| s.contains(NODE_PLACEHOLDER)))
+        .map(|(k, _)| k)
+        .collect::<Vec<_>>();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(CkptError::Config(format!(
+        "{} name the node ({NODE_PLACEHOLDER}) for restart on other nodes, which covers full checkpoints only: \
+         incremental.mode keeps its chain where it was written (use fixed directories, and the nam level for an \
+         off-node copy)",
+        named.join(" and ")
+    )))
+}
+
 /// The job layout a checkpoint was written with: the node and failure group of every rank.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
@@ -476,6 +501,19 @@ mod tests {
         ] {
             assert!(!bad.valid(2, 4), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn incremental_mode_refuses_node_named_directories_and_descriptors() {
+        let text = "[ram]\ndir = \"/d/{node}/ram\"\n[incremental]\nmode = \"incremental\"\n";
+        let e = Config::parse(text, &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::Config(m) if m.contains("ram.dir name the node")), "{e}");
+        assert!(e.to_string().contains("covers full checkpoints only"), "{e}");
+        assert!(Config::parse("[ram]\ndir = \"/d/{node}/ram\"\n", &[]).is_ok());
+        assert!(Config::parse("[ram]\ndir = \"/d/ram\"\n[incremental]\nmode = \"incremental\"\n", &[]).is_ok());
+        let text = "[descriptors.x]\nscheme = \"xor\"\n[incremental]\nmode = \"incremental\"\n";
+        let e = Config::parse(text, &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::Config(m) if m.contains("descriptors protect full checkpoints")), "{e}");
     }
 
     #[test]
