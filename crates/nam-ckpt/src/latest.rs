@@ -38,6 +38,7 @@ impl Full {
     /// Err([`CkptError::Unrecoverable`]) naming what is missing of each when none can be
     /// restored.
     pub(crate) fn latest_restorable(&self, job: &Job, name: &str) -> Result<Latest> {
+        self.settle();
         let mut skipped = Vec::new();
         for (version, kind) in self.candidates(job, name) {
             match self.restorable(job, name, version, kind) {

@@ -74,6 +74,7 @@ impl Full {
         version: Option<u64>,
         ids: Option<&[i32]>,
     ) -> Result<RestartOutcome> {
+        self.settle();
         let mut fell_back = Vec::new();
         for (v, kind) in candidates.into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
             match self.try_candidate(job, name, v, kind, ids) {
@@ -95,7 +96,7 @@ impl Full {
                     agreed(job.comm.raw(), checked, sums[0] == 0, "copying restored data into regions")?;
                     if let Local::Rebuilt { footer, data, level } = local {
                         Self::restore_into(job, &footer, &data, ids);
-                        self.store_rebuilt(job, &level, footer, &data);
+                        self.store_rebuilt(job, &level, footer, data);
                     }
                     let repaired_chunks = sums[1] as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
@@ -348,25 +349,35 @@ impl Full {
     }
 
     /// Not collective: stores data rebuilt by L2 as this rank's file again, with its commit
-    /// marker, after the restart's agreement (the survivors do not wait for it). The data is
-    /// already in the regions: a failed store is logged, not returned, and leaves no marker,
-    /// so the version counts as lost on this rank again and [`crate::Checkpointer::latest`]
-    /// judges it by its redundancy as before.
-    fn store_rebuilt(&self, job: &Job, level: &Level, footer: Footer, data: &[u8]) {
+    /// marker, in a thread of its own once the data is in the regions: the restart returns
+    /// without waiting for it, and the next checkpoint, restart, `latest`, dataset deletion,
+    /// `wait_flush` or finalize joins it first ([`Full::settle`]). A failed store is logged,
+    /// not returned, and leaves no marker, so the version counts as lost on this rank again
+    /// and [`crate::Checkpointer::latest`] judges it by its redundancy as before.
+    fn store_rebuilt(&self, job: &Job, level: &Level, footer: Footer, data: Vec<u8>) {
         let (rank, name, version) = (job.comm.rank(), footer.name.clone(), footer.version);
         // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
         // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
-        // rebuilt the same way; waiting for the disk here would hold up the restart.
+        // rebuilt the same way.
         let opts = WriteOptions { fsync: false, ..self.write_options(job, level.kind) };
-        let stored = std::fs::create_dir_all(level.version_dir(&name, version))
-            .map_err(|e| CkptError::io("create", level.dir.clone(), e))
-            .and_then(|_| format::write(&level.file(&name, version, rank), &[data], footer, &opts))
-            .and_then(|_| {
-                let marker = level.marker(&name, version, rank);
-                std::fs::write(&marker, b"").map_err(|e| CkptError::io("commit", marker, e))
-            });
-        if let Err(e) = stored {
-            log::warn!("rank {rank}: restored {name} v{version}, but storing its rebuilt file again failed: {e}");
+        let (dir, file, marker) =
+            (level.version_dir(&name, version), level.file(&name, version, rank), level.marker(&name, version, rank));
+        let store = move || {
+            let stored = std::fs::create_dir_all(&dir)
+                .map_err(|e| CkptError::io("create", &dir, e))
+                .and_then(|_| format::write(&file, &[&data], footer, &opts))
+                .and_then(|_| std::fs::write(&marker, b"").map_err(|e| CkptError::io("commit", &marker, e)));
+            if let Err(e) = stored {
+                log::warn!("rank {rank}: restored {name} v{version}, but storing its rebuilt file again failed: {e}");
+            }
+        };
+        let spawned = std::thread::Builder::new().name("nam-ckpt-store".into()).spawn(store);
+        match spawned {
+            Ok(handle) => *self.pending_store.borrow_mut() = Some(handle),
+            Err(e) => log::warn!(
+                "rank {rank}: restored {} v{version}, but no thread to store it again: {e}",
+                level.kind.name()
+            ),
         }
     }
 
