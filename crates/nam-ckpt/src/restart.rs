@@ -86,13 +86,7 @@ impl Full {
                         Local::Rebuilt { footer, .. } => Self::check_regions(job, footer, ids),
                     };
                     let mine = [u64::from(checked.is_err()), local.repaired_chunks() as u64];
-                    let mut sums = [0u64; 2];
-                    mpi::traits::CommunicatorCollectives::all_reduce_into(
-                        job.comm.raw(),
-                        &mine[..],
-                        &mut sums[..],
-                        mpi::collective::SystemOperation::sum(),
-                    );
+                    let sums = all_reduce_pair(job, mine, mpi::collective::SystemOperation::sum());
                     agreed(job.comm.raw(), checked, sums[0] == 0, "copying restored data into regions")?;
                     if let Local::Rebuilt { footer, data, level } = local {
                         Self::restore_into(job, &footer, &data, ids);
@@ -137,14 +131,7 @@ impl Full {
         // One allreduce: the rank count the files were written by, and whether every rank
         // read its own.
         let written = local.as_ref().map(|l| l.footer().ranks as u64).unwrap_or(0);
-        let mine = [written, u64::from(local.is_err())];
-        let mut max = [0u64; 2];
-        mpi::traits::CommunicatorCollectives::all_reduce_into(
-            job.comm.raw(),
-            &mine[..],
-            &mut max[..],
-            mpi::collective::SystemOperation::max(),
-        );
+        let max = all_reduce_pair(job, [written, u64::from(local.is_err())], mpi::collective::SystemOperation::max());
         let (max_written, all_read) = (max[0], max[1] == 0);
         if max_written != 0 && max_written != ranks as u64 {
             return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
@@ -397,6 +384,14 @@ impl Full {
         }
         CkptError::Unrecoverable(format!("{} ({error})", causes.join("; ")))
     }
+}
+
+/// Collective: two words reduced with `op` in one allreduce (a restart's agreements ride
+/// in pairs, so each costs one collective).
+fn all_reduce_pair(job: &Job, mine: [u64; 2], op: mpi::collective::SystemOperation) -> [u64; 2] {
+    let mut out = [0u64; 2];
+    mpi::traits::CommunicatorCollectives::all_reduce_into(job.comm.raw(), &mine[..], &mut out[..], op);
+    out
 }
 
 /// A candidate's data on this rank once it is read.
