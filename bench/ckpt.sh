@@ -18,7 +18,20 @@ tmpfs=${NAM_BENCH_TMPFS_DIR:-/dev/shm/nam-ckpt-bench}
 ranks=${NAM_BENCH_RANKS:-8}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl self,vader,tcp -np "$ranks" -x "NAM_EMULATE_NODES=$ranks")
-trap 'rm -rf "$disk" "$tmpfs"' EXIT
+# Which parts run: all (the page), or tcp (only the restore-over-TCP rows, written to
+# bench/out/ckpt-tcp.md and printed, not the page: to check them without the long runs).
+parts=${NAM_BENCH_CKPT_PARTS:-all}
+# Checkpoint bytes per rank of the restore-over-TCP rows (issue 26's case: 16 MiB).
+tcp_size=${NAM_BENCH_TCP_SIZE:-16MiB}
+cluster=${NAM_CLUSTER:-nbckpt}
+cluster_up=
+cleanup() {
+    rm -rf "$disk" "$tmpfs"
+    if [[ -n $cluster_up ]]; then
+        NAM_CLUSTER=$cluster scripts/cluster.sh down || true
+    fi
+}
+trap cleanup EXIT
 
 run() { # name, then `nam-bench ckpt` arguments
     local name=$1
@@ -27,6 +40,97 @@ run() { # name, then `nam-bench ckpt` arguments
     "${mpi[@]}" "$nam" ckpt --restores 3 --markdown "$out/ckpt-$name.md" --json-file "$out/ckpt-$name.json" "$@"
     echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-$name.load"
 }
+
+# Issue 26: NAM-XOR's restore of one lost rank beside its checkpoint over TCP, both measured
+# in one run (4 ranks, sets of 2 as in the issue's cluster: each restore rebuilds the lost
+# rank from the parity and one survivor). First on this host over loopback TCP, then across
+# the 4 hosts that scripts/cluster.sh emulates with network namespaces (servers on n1 and n2,
+# ranks on n3 and n4, over their veth links; needs root).
+tcp_args=(ckpt --scheme nam-xor --size-per-rank "$tcp_size" --set-size 2 --checkpoints 5 --restores 3
+    --compute-ms 10 --no-fsync --json)
+tcp_rows() {
+    local json=$out/ckpt-tcp-loopback.json
+    echo "loopback: load average before $(cut -d' ' -f1-3 /proc/loadavg)" > "$out/ckpt-tcp.load"
+    mpirun --oversubscribe --mca btl self,vader,tcp -np 4 -x NAM_EMULATE_NODES=4 -x UCX_TLS=tcp \
+        -x NAM_TRANSPORTS=tcp "$nam" "${tcp_args[@]}" --dir "$tmpfs/tcp" \
+        | grep '^{' > "$json"
+    echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-tcp.load"
+    rm -f "$out/ckpt-tcp-cluster.json" "$out/ckpt-tcp-cluster.skipped"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "network namespaces need root; run bench/ckpt.sh as root for this row" \
+            > "$out/ckpt-tcp-cluster.skipped"
+        return
+    fi
+    export NAM_CLUSTER=$cluster
+    cluster_up=1
+    scripts/cluster.sh up
+    local node serve_pids=()
+    for node in n1 n2; do
+        scripts/cluster.sh exec "$node" env UCX_TLS=tcp UCX_NET_DEVICES=veth0 "$nam" serve \
+            --listen "$(scripts/cluster.sh addr "$node"):7000" --capacity 512MiB > "$out/ckpt-tcp-$node.log" 2>&1 &
+        serve_pids+=($!)
+    done
+    for node in n1 n2; do
+        for _ in $(seq 100); do
+            grep -qs 7000 "$out/ckpt-tcp-$node.log" && break
+            sleep 0.2
+        done
+    done
+    local session
+    session=$(mktemp -d -t nam-bench-cluster.XXXXXX)
+    echo "emulated hosts: load average before $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-tcp.load"
+    scripts/cluster.sh exec head mpirun --mca plm_rsh_agent "$PWD/scripts/cluster-rsh.sh" \
+        --mca plm_rsh_no_tree_spawn 1 --mca orte_tmpdir_base "$session" \
+        --mca pml ob1 --mca btl self,vader,tcp \
+        --mca btl_tcp_if_include 10.213.0.0/24 --mca oob_tcp_if_include 10.213.0.0/24 \
+        -x UCX_NET_DEVICES=veth0 -x UCX_TLS=tcp -x NAM_TRANSPORTS=tcp \
+        --host 10.213.0.3:2,10.213.0.4:2 -np 4 "$nam" "${tcp_args[@]}" \
+        --servers 10.213.0.1:7000,10.213.0.2:7000 --dir "/tmp/nam-bench-cluster-$cluster" \
+        | grep '^{' > "$out/ckpt-tcp-cluster.json"
+    echo "after $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/ckpt-tcp.load"
+    kill "${serve_pids[@]}" 2>/dev/null || true
+    scripts/cluster.sh down
+    cluster_up=
+    rm -rf "$session" "/tmp/nam-bench-cluster-$cluster"
+}
+
+# The section of the page: checkpoint and restore bandwidth side by side, from the JSON rows.
+tcp_section() {
+    echo "### Restore beside checkpoint over TCP (issue 26)"
+    echo
+    echo "NAM-XOR with 4 ranks in sets of 2, $tcp_size per rank, over UCX's TCP transport, the"
+    echo "memory server rebuilding the lost rank (rank 1) from the parity and the surviving rank and"
+    echo "PUTting the verified bytes into its registered buffer. Checkpoint GB/s is all ranks' bytes"
+    echo "over the checkpoint's time (median of 5); restore GB/s is the lost rank's bytes over its"
+    echo "restore, from its request to the server to its verified bytes (median of 3); both come from"
+    echo "the same run. One host: the ranks and the server on this machine, talking over loopback"
+    echo "(\`UCX_TLS=tcp\`, 4 emulated nodes). Emulated hosts: \`scripts/cluster.sh\`'s network"
+    echo "namespaces, servers on n1 and n2 (one set each), ranks on n3 and n4, over veth links."
+    echo
+    echo "| hosts | checkpoint GB/s | restore GB/s | restore / checkpoint | bytes match |"
+    echo "| --- | ---: | ---: | ---: | --- |"
+    local label file
+    for label in "one host (loopback TCP):$out/ckpt-tcp-loopback.json" \
+        "4 emulated hosts (veth, TCP):$out/ckpt-tcp-cluster.json"; do
+        file=${label#*:}
+        if [[ -s $file ]]; then
+            python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(f\"| {sys.argv[2]} | {r['aggregate_gbps']:.2f} | {r['restore_gbps']:.2f} | {r['restore_gbps']/r['aggregate_gbps']:.2f}x | {str(r['bytes_match']).lower()} |\")" "$file" "${label%%:*}"
+        fi
+    done
+    if [[ -s $out/ckpt-tcp-cluster.skipped ]]; then
+        echo
+        echo "The emulated-hosts row was not run: $(cat "$out/ckpt-tcp-cluster.skipped")."
+    fi
+    echo
+    echo "($(tr '\n' ' ' < "$out/ckpt-tcp.load"))"
+}
+
+if [[ $parts == tcp ]]; then
+    tcp_rows
+    tcp_section > "$out/ckpt-tcp.md"
+    cat "$out/ckpt-tcp.md"
+    exit 0
+fi
 
 # Medians over 5 checkpoints (3 at 256 MiB on tmpfs, whose partner and XOR checkpoints take
 # seconds each) and 3 restarts, so that one sample disturbed by the shared cores does not
@@ -39,6 +143,7 @@ run tmpfs-256MiB --size-per-rank 256MiB --dir "$tmpfs" --no-fsync --checkpoints 
 # the library's buffer: over shared memory the server cannot map them and reads them with
 # CMA, or where ptrace (and so CMA) is not permitted, with GETs UCX emulates by messages.
 run tmpfs-64MiB-in-place --size-per-rank 64MiB --dir "$tmpfs" --no-fsync --checkpoints 5 --nam-buffer in-place
+tcp_rows
 : > "$out/ckpt-segments.md"
 for segment in 496 4KiB 64KiB 256KiB 1MiB; do
     "${mpi[@]}" "$nam" ckpt --scheme nam-xor --checkpoints 2 --size-per-rank 64MiB --dir "$tmpfs" \
@@ -97,5 +202,7 @@ done
     while read -r segment json; do
         echo "$json" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"| $segment | {r['checkpoint_s']:.3f} | {r['redundancy_s']:.3f} | {r['server_xor_ratio'] or 0:.2f} | {r['server_xor_wall_ratio'] or 0:.2f} |\")"
     done < <(grep nam-xor "$out/ckpt-segments.md")
+    echo
+    tcp_section
 } > docs/benchmarks-ckpt.md
 echo "wrote docs/benchmarks-ckpt.md"

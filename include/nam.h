@@ -1115,6 +1115,57 @@ void *nam_ptr(nam_alloc_t *alloc,
               uint64_t offset);
 
 /**
+ * A non-blocking atomic with a request (OpenSHMEM's `shmem_atomic_*_nbi`, completable one
+ * at a time): any `nam_amo_op_t` on any `nam_amo_type_t`, operands as `nam_atomic`.
+ *
+ * - `NAM_OK` with `*request = NULL`: it completed before the call returned (the direct
+ *   path, same-host shared memory; 32-bit words over UCX RMA); `*old_out` (if not NULL)
+ *   holds the previous value, as `nam_atomic` writes it.
+ * - `NAM_IN_PROGRESS` with `*request` set: in flight. **`old_out` must stay writable, and
+ *   must not be read, until `nam_test` returns `NAM_OK` for the request or `nam_wait`
+ *   returns**; then the atomic is done at the server's memory (remote completion, as a
+ *   blocking OpenSHMEM atomic on return) and `*old_out` holds the previous value. Release
+ *   the request with `nam_wait` exactly once. `nam_flush` also completes it (`shmem_quiet`);
+ *   its request then reports the outcome at once, including a refusal by the server,
+ *   which `nam_flush` does not report for it.
+ * - an error with `*request = NULL` (`NAM_ERR_INVALID_ARGUMENT`, `NAM_ERR_MISALIGNED`,
+ *   `NAM_ERR_OUT_OF_BOUNDS`, `NAM_ERR_FREED`, `NAM_ERR_TRANSPORT`): nothing is in flight.
+ *
+ * # Safety
+ * `alloc` is NULL or a live allocation object; `old_out` is NULL or writable until the
+ * request completes; `request` is NULL or writable.
+ */
+nam_status_t nam_atomic_nb(nam_alloc_t *alloc,
+                           uint64_t offset,
+                           nam_amo_type_t type,
+                           nam_amo_op_t op,
+                           uint64_t value,
+                           uint64_t compare,
+                           uint64_t *old_out,
+                           nam_request_t **request);
+
+/**
+ * `nam_atomic_nb` on the context (`shmem_ctx_atomic_*_nbi`, completable one at a time):
+ * `nam_ctx_quiet` of this context completes it too (not `nam_flush`, nor another context's
+ * quiet). **Release every request of a context with `nam_wait` before `nam_ctx_destroy`.**
+ * Errors as `nam_atomic_nb`, and `NAM_ERR_INVALID_ARGUMENT` when the allocation is another
+ * client's.
+ *
+ * # Safety
+ * `ctx` and `alloc` are NULL or live, and `ctx` outlives the request; `old_out` and
+ * `request` as `nam_atomic_nb`.
+ */
+nam_status_t nam_ctx_atomic_nb(nam_ctx_t *ctx,
+                               nam_alloc_t *alloc,
+                               uint64_t offset,
+                               nam_amo_type_t type,
+                               nam_amo_op_t op,
+                               uint64_t value,
+                               uint64_t compare,
+                               uint64_t *old_out,
+                               nam_request_t **request);
+
+/**
  * Atomically adds `value` to the 64-bit word at `offset` (8-byte aligned) of the
  * allocation and stores the word's previous value in `*old_out` (if not NULL)
  * (`shmem_atomic_fetch_add` on a `uint64_t`; `nam_atomic` has every type and operation). Blocking:
@@ -1475,8 +1526,10 @@ nam_status_t nam_reduce_destroy(nam_reduce_t *reduce);
  * Creates a context of `nam` (`shmem_ctx_create`): on servers reached through UCX RMA it
  * has its own UCX worker and data endpoints, so its operations are ordered and completed
  * apart from the client's and other contexts'; on the direct path (same-host shared memory)
- * operations take no lock at all; on the message path (TCP) they go through the client's
- * stream, and `nam_ctx_quiet` then completes the client's message-path operations too.
+ * operations take no lock at all; on the message path (TCP) they share the client's
+ * connection but form a stream of their own: `nam_ctx_quiet` waits for this context's
+ * operations only, never for the client's or another context's (OpenSHMEM's
+ * `shmem_ctx_quiet`).
  *
  * # Safety
  * `nam` is NULL or a live client that outlives the context; `out` is NULL or writable.
@@ -1576,8 +1629,10 @@ nam_status_t nam_ctx_fence(nam_ctx_t *ctx);
 
 /**
  * Remote completion of every operation issued on the context (`shmem_ctx_quiet`): its puts
- * are visible at the server, its `_nbi` buffers reusable or filled. Blocking, at most the
- * client's timeout per server.
+ * are visible at the server, its `_nbi` buffers reusable or filled, its `nam_ctx_atomic_nb`
+ * requests complete (they then report at once). It waits for this context's operations
+ * only: not for the client's nor another context's, even on the message path (TCP), where
+ * they share a connection. Blocking, at most the client's timeout per server.
  *
  * # Safety
  * `ctx` is NULL or live.
@@ -1922,7 +1977,15 @@ nam_status_t nam_ckpt_latest(nam_ckpt_t *ckpt,
  * restorable one) into the protected regions — all of them when `ids` is NULL, else the
  * `nids` listed — and into routed files. Corrupt or missing data is rebuilt (chunk parity,
  * L2 redundancy) or the restart falls back to the next level and older versions; wrong
- * data is never copied. `*version_out` (may be NULL) is the version restored.
+ * data is never reported as restored. `*version_out` (may be NULL) is the version restored.
+ *
+ * What the regions hold is told by this call's status alone, which is `NAM_OK` on every
+ * rank or on none: after `NAM_OK` every selected region holds the restored version's bytes
+ * on every rank. After any other status the contents of the selected regions are
+ * unspecified (each rank reads its file straight into them, so a candidate refused after
+ * its bytes arrived, or a layout mismatch, leaves whatever was read there) and the routed
+ * files are unchanged; `nam_last_error_message()` says why. Do not compute on them: set
+ * them up afresh, or call `nam_ckpt_restart` again (for example with another version).
  *
  * # Safety
  * `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `ids` is NULL or

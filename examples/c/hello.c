@@ -167,6 +167,25 @@ static void shmem_calls(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam_all
     expect("nam_atomic FETCH uint64 at 32", nam_atomic(mine, 32, NAM_AMO_UINT64, NAM_AMO_FETCH, 0, 0, &sum), NAM_OK);
     expect_u64("  the word after 16 adds", sum, 116);
 
+    /* Atomics with a request: each completed on its own (nam_wait), or by the quiet. */
+    nam_request_t *amo = NULL, *later = NULL;
+    uint64_t amo_old = 0, later_old = 0;
+    nam_status_t posted = nam_atomic_nb(theirs, 32, NAM_AMO_UINT64, NAM_AMO_FETCH_ADD, 4, 0, &amo_old, &amo);
+    expect_true("nam_atomic_nb FETCH_ADD uint64 (done or in flight)",
+                (posted == NAM_OK && amo == NULL) || (posted == NAM_IN_PROGRESS && amo != NULL));
+    expect("nam_wait (the atomic's request)", nam_wait(amo), NAM_OK);
+    expect_u64("  its fetched word", amo_old, 116);
+    posted = nam_atomic_nb(theirs, 32, NAM_AMO_UINT64, NAM_AMO_SWAP, 7, 0, &later_old, &later);
+    expect_true("nam_atomic_nb SWAP uint64", posted == NAM_OK || posted == NAM_IN_PROGRESS);
+    expect("nam_flush completes it too", nam_flush(reader), NAM_OK);
+    expect("nam_test then reports it done", nam_test(later), NAM_OK);
+    expect("nam_wait releases it", nam_wait(later), NAM_OK);
+    expect_u64("  the swapped-out word", later_old, 120);
+    expect("nam_atomic_nb with an unknown op",
+           nam_atomic_nb(theirs, 32, NAM_AMO_UINT64, 99, 0, 0, &later_old, &later), NAM_ERR_INVALID_ARGUMENT);
+    expect("nam_atomic_nb misaligned",
+           nam_atomic_nb(theirs, 36, NAM_AMO_UINT64, NAM_AMO_FETCH, 0, 0, &later_old, &later), NAM_ERR_MISALIGNED);
+
     /* A context: its own stream of operations (shmem_ctx_t), completed by its own quiet. */
     nam_ctx_t *ctx = NULL;
     static const char streamed[] = "through a context";
@@ -177,7 +196,14 @@ static void shmem_calls(nam_t *writer, nam_t *reader, nam_alloc_t *mine, nam_all
     expect("nam_ctx_fence", nam_ctx_fence(ctx), NAM_OK);
     expect("nam_ctx_atomic FETCH_ADD uint64 at 48",
            nam_ctx_atomic(ctx, mine, 48, NAM_AMO_UINT64, NAM_AMO_FETCH_ADD, 2, 0, &ctx_old), NAM_OK);
+    nam_request_t *ctx_amo = NULL;
+    uint64_t ctx_amo_old = 0;
+    posted = nam_ctx_atomic_nb(ctx, mine, 48, NAM_AMO_UINT64, NAM_AMO_FETCH_ADD, 3, 0, &ctx_amo_old, &ctx_amo);
+    expect_true("nam_ctx_atomic_nb FETCH_ADD uint64 at 48", posted == NAM_OK || posted == NAM_IN_PROGRESS);
     expect("nam_ctx_quiet", nam_ctx_quiet(ctx), NAM_OK);
+    expect("nam_test (the context's atomic, after its quiet)", nam_test(ctx_amo), NAM_OK);
+    expect("nam_wait (the context's atomic)", nam_wait(ctx_amo), NAM_OK);
+    expect_u64("  its fetched word", ctx_amo_old, ctx_old + 2);
     expect("nam_ctx_get", nam_ctx_get(ctx, mine, at + 256, streamed_back, sizeof streamed_back), NAM_OK);
     expect_true("  the context's put arrived", memcmp(streamed_back, streamed, sizeof streamed) == 0);
     expect("nam_ctx_put with the reader's allocation", nam_ctx_put(ctx, theirs, at, "x", 1), NAM_ERR_INVALID_ARGUMENT);

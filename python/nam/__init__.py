@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _nam
-from ._nam import Allocation, Client, Fetch, Group, Mapped, NamError, Request, __version__
+from ._nam import Allocation, Client, Context, Fetch, Group, Mapped, NamError, Request, __version__
 
 # One exception class per nam.h status code (OutOfBoundsError, FreedError, ...) and the
 # codes themselves (ERR_OUT_OF_BOUNDS == -2, ...), made by the extension when it loads.
@@ -49,6 +49,7 @@ def mapped_array(
 __all__ = [
     "Allocation",
     "Client",
+    "Context",
     "Fetch",
     "Group",
     "Mapped",

@@ -83,6 +83,35 @@ class Group:
     @property
     def ranks(self) -> int: """Ranks in the group."""
 
+class Context:
+    """An independent stream of operations over a client (``Client.context()``,
+    ``shmem_ctx_t``): its ``quiet()`` waits for its own operations only."""
+
+    def put(self, allocation: Allocation, data: Buffer, offset: int = 0) -> None:
+        """Puts ``data``; returns when it may be reused, ``quiet()`` completes it remotely."""
+    def get(self, allocation: Allocation, out: Buffer, offset: int = 0) -> None:
+        """Fills ``out`` with the bytes at ``offset``."""
+    def get_bytes(self, allocation: Allocation, size: int, offset: int = 0) -> bytes:
+        """The ``size`` bytes at ``offset`` as ``bytes``."""
+    def put_nbi(self, allocation: Allocation, data: Buffer, offset: int = 0) -> None:
+        """Starts a put without a handle; this context's ``quiet()`` completes it."""
+    def get_nbi(self, allocation: Allocation, out: Buffer, offset: int = 0) -> None:
+        """Starts a get without a handle; ``out`` holds the data after ``quiet()``."""
+    def atomic(
+        self, allocation: Allocation, offset: int, op: AtomicOp, value: int = 0, compare: int = 0, type: WordType = "u64"
+    ) -> int:
+        """One atomic on this context, done at the server on return; the previous value."""
+    def fence(self) -> None:
+        """Orders this context's operations."""
+    def quiet(self) -> None:
+        """Remote completion of this context's operations (not the client's nor others')."""
+    def destroy(self) -> None:
+        """Completes the context's operations and releases it."""
+    @property
+    def destroyed(self) -> bool: """Whether ``destroy()`` was called."""
+    def __enter__(self) -> Context: ...
+    def __exit__(self, *args: object) -> bool: ...
+
 class Client:
     """A connection to nam memory servers: ``NAM_SERVERS`` when ``servers`` is None, else a
     ``'host:port[,host:port...]'`` string or a list of ``'host:port'`` strings."""
@@ -153,6 +182,8 @@ class Client:
         self, allocation: Allocation, offset: int, value: int, compare: Compare = "==", timeout: float = 10.0
     ) -> int:
         """Waits until the word compares true against ``value``; raises ``WaitTimeoutError``."""
+    def context(self) -> Context:
+        """A new context (``shmem_ctx_create``); destroy it with ``destroy()`` or ``with``."""
     def quiet(self) -> None:
         """``shmem_quiet``: remote completion of every operation, the handle-less ones too;
         their buffers are released and ``Fetch.value`` readable when it returns."""

@@ -375,6 +375,13 @@ impl PyClient {
         self.request(out, |c, bytes| c.get_nb(&allocation.inner, offset, bytes))
     }
 
+    /// A new context (`shmem_ctx_create`): an independent stream of operations whose
+    /// `quiet()` waits for its own operations only. Destroy it with `destroy()` or a `with`
+    /// block.
+    fn context(&self) -> PyResult<crate::context::PyContext> {
+        crate::context::PyContext::new(self)
+    }
+
     /// Remote completion of every operation issued so far, on every server (the same as
     /// `quiet()`).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {

@@ -1,11 +1,12 @@
 //! The native part of the Python package `nam` (module `nam._nam`), built by maturin from
-//! `python/`: the client (`client`), far memory (`farmem`), checkpointing (`ckpt`), OpenSHMEM's calls (`shmem`), the exceptions (`errors`) and
+//! `python/`: the client (`client`), contexts (`context`), far memory (`farmem`), checkpointing (`ckpt`), OpenSHMEM's calls (`shmem`), the exceptions (`errors`) and
 //! the buffer protocol both ways (`buffer`). The Python files in `python/nam` re-export it
 //! and add what is simpler in Python (numpy arrays over the buffers exported here).
 
 mod buffer;
 mod ckpt;
 mod client;
+mod context;
 mod errors;
 mod farmem;
 mod shmem;
@@ -20,6 +21,7 @@ fn _nam(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::PyAllocation>()?;
     module.add_class::<client::PyRequest>()?;
     module.add_class::<client::PyMapped>()?;
+    module.add_class::<context::PyContext>()?;
     module.add_class::<shmem::PyFetch>()?;
     module.add_class::<shmem::PyGroup>()?;
     module.add_class::<farmem::PyCache>()?;

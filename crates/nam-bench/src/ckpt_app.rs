@@ -29,6 +29,10 @@ pub struct AppArgs {
     /// Restart exactly this version.
     #[arg(long)]
     restart_version: Option<u64>,
+    /// Before restarting, rank 0 prints `latest version=V level=L skipped=N` (or `latest
+    /// error: ...`) from `Checkpointer::latest_restorable`.
+    #[arg(long)]
+    print_latest: bool,
     /// Restart only the state region (id 1), not the step counter (id 2).
     #[arg(long)]
     restart_state_only: bool,
@@ -111,6 +115,20 @@ fn app(args: AppArgs, universe: &mpi::environment::Universe) -> Result<()> {
     }
     if args.region_errors {
         return region_errors(&mut ckpt, state);
+    }
+    if args.print_latest {
+        let latest = ckpt.latest_restorable(None);
+        if rank == 0 {
+            match latest {
+                Ok(l) => println!(
+                    "latest version={} level={} skipped={}",
+                    l.version,
+                    l.level.map_or("none", |k| k.name()),
+                    l.skipped.len()
+                ),
+                Err(e) => println!("latest error: {e}"),
+            }
+        }
     }
     if args.restart || args.restart_version.is_some() {
         let version = restart(&mut ckpt, &args)?;

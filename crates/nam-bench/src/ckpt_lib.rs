@@ -20,6 +20,9 @@ use std::time::Instant;
 const NAME: &str = "bench";
 const VERSION: u64 = 1;
 
+/// Longest wait for the library's background work (the rebuilt file's store) between rounds.
+const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// One scheme's library restart, as `--json` prints it (`"row": "library"`).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LibraryResult {
@@ -109,6 +112,9 @@ pub(crate) fn measure(comm: &Comm, setup: &Setup, scheme: Scheme, expected: &[u8
         ok &= array == expected;
     }
     for _ in 0..setup.rounds.max(1) {
+        // The lost rank stores its rebuilt file again in the background after its restart
+        // returned; that store ends before the next loss is injected (untimed).
+        comm.agree(ckpt.wait_flush(STORE_WAIT), "waiting for the rebuilt file's store")?;
         let erased = match comm.rank() == setup.lose {
             true => remove_rank_files(&level.version_dir(NAME, VERSION), comm.rank()).map(|()| array.fill(0xA5)),
             false => Ok(()),

@@ -264,11 +264,13 @@ fn ranks_restarted_on_other_or_spare_nodes_get_their_files_and_the_gone_node_is_
         let group = [("NAM_CKPT_GROUP", &*format!("elsewhere-{i}-{}", std::process::id()))];
         let (ok, out) = app(&cfg, "4", &group, &dir.join("clean"), &[]);
         assert!(ok, "{scheme}:\n{out}");
-        let (ok, out) = app(&cfg, nodes, &group, &dir.join("restored"), &["--restart"]);
+        let (ok, out) = app(&cfg, nodes, &group, &dir.join("restored"), &["--print-latest", "--restart"]);
         assert!(
             ok && out.contains(&format!("restart version=10 level=ram rebuilt={rebuilt}")),
             "{scheme} {nodes}:\n{out}"
         );
+        // `latest` judged the rebuild with the sets of the layout version 10 was written with.
+        assert!(out.contains("latest version=10 level=ram skipped=0"), "{scheme} {nodes}:\n{out}");
         same_state(&dir.join("clean"), &dir.join("restored"));
         // Each rank's file is now on the node it runs on, and only there.
         let names: Vec<&str> = nodes.split(',').collect();

@@ -119,6 +119,38 @@ fn lost_rank_is_rebuilt_by_l2_and_selected_regions_restore() {
     }
 }
 
+/// A job that protects other regions than a version was written with: the rank rebuilt by
+/// L2 (its file and footer gone) cuts its data by the region layout recorded with the
+/// version, so every rank refuses the restart with the same typed error naming the region
+/// and both sizes, and restores no wrong bytes; with the layout of the checkpoint the same
+/// version restores every byte.
+#[test]
+fn a_rebuilt_rank_uses_the_region_layout_recorded_with_its_version() {
+    let dir = temp_dir("layout-change");
+    let cfg = config(&dir, "xor", "always-ram", 0);
+    let (ok, clean) = app(&cfg, &["--size-per-rank", "64KiB"]);
+    assert!(ok, "{clean}");
+    for e in std::fs::read_dir(dir.join("ram/app/v10")).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_str().unwrap().starts_with("rank-1.") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    // Region 1 of rank r was 64 KiB + 8r bytes; now it is 32 KiB + 8r.
+    let (ok, out) = app(&cfg, &["--size-per-rank", "32KiB", "--print-latest", "--restart-version", "10"]);
+    assert!(!ok, "a restart into regions of other sizes succeeded:\n{out}");
+    assert!(out.contains("latest version=10 level=ram skipped=0"), "{out}");
+    for rank in 0..RANKS {
+        let mismatch = format!("region 1: stored {} bytes, protected {} bytes", 65536 + 8 * rank, 32768 + 8 * rank);
+        assert!(out.contains(&mismatch), "rank {rank} does not name the layout mismatch:\n{out}");
+    }
+    assert!(!out.contains("restart version="), "{out}");
+    let (ok, out) = app(&cfg, &["--size-per-rank", "64KiB", "--restart-version", "10"]);
+    assert!(ok && out.contains("restart version=10 level=ram rebuilt=[1]"), "{out}");
+    assert_eq!(digest(&out), digest(&clean));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn reserved_ram_files_take_every_checkpoint_and_restart_matches() {
     use std::os::unix::fs::MetadataExt;

@@ -271,7 +271,15 @@ pub unsafe extern "C" fn nam_ckpt_latest(
 /// restorable one) into the protected regions — all of them when `ids` is NULL, else the
 /// `nids` listed — and into routed files. Corrupt or missing data is rebuilt (chunk parity,
 /// L2 redundancy) or the restart falls back to the next level and older versions; wrong
-/// data is never copied. `*version_out` (may be NULL) is the version restored.
+/// data is never reported as restored. `*version_out` (may be NULL) is the version restored.
+///
+/// What the regions hold is told by this call's status alone, which is `NAM_OK` on every
+/// rank or on none: after `NAM_OK` every selected region holds the restored version's bytes
+/// on every rank. After any other status the contents of the selected regions are
+/// unspecified (each rank reads its file straight into them, so a candidate refused after
+/// its bytes arrived, or a layout mismatch, leaves whatever was read there) and the routed
+/// files are unchanged; `nam_last_error_message()` says why. Do not compute on them: set
+/// them up afresh, or call `nam_ckpt_restart` again (for example with another version).
 ///
 /// # Safety
 /// `ckpt` is a live handle; `name` is NULL or a NUL-terminated string; `ids` is NULL or

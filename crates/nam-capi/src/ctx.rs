@@ -20,7 +20,7 @@ pub struct nam_ctx_t {
 
 impl nam_ctx_t {
     /// The context, checked to belong to the client of `alloc`.
-    fn for_alloc(&self, alloc: &nam_alloc_t) -> Result<&Context<'static>, Failure> {
+    pub(crate) fn for_alloc(&self, alloc: &nam_alloc_t) -> Result<&Context<'static>, Failure> {
         if !std::ptr::eq(alloc.nam(), self.nam) {
             return Err(Failure::Invalid("the allocation belongs to another client than the context".into()));
         }
@@ -31,8 +31,10 @@ impl nam_ctx_t {
 /// Creates a context of `nam` (`shmem_ctx_create`): on servers reached through UCX RMA it
 /// has its own UCX worker and data endpoints, so its operations are ordered and completed
 /// apart from the client's and other contexts'; on the direct path (same-host shared memory)
-/// operations take no lock at all; on the message path (TCP) they go through the client's
-/// stream, and `nam_ctx_quiet` then completes the client's message-path operations too.
+/// operations take no lock at all; on the message path (TCP) they share the client's
+/// connection but form a stream of their own: `nam_ctx_quiet` waits for this context's
+/// operations only, never for the client's or another context's (OpenSHMEM's
+/// `shmem_ctx_quiet`).
 ///
 /// # Safety
 /// `nam` is NULL or a live client that outlives the context; `out` is NULL or writable.
@@ -188,8 +190,10 @@ pub unsafe extern "C" fn nam_ctx_fence(ctx: *mut nam_ctx_t) -> nam_status_t {
 }
 
 /// Remote completion of every operation issued on the context (`shmem_ctx_quiet`): its puts
-/// are visible at the server, its `_nbi` buffers reusable or filled. Blocking, at most the
-/// client's timeout per server.
+/// are visible at the server, its `_nbi` buffers reusable or filled, its `nam_ctx_atomic_nb`
+/// requests complete (they then report at once). It waits for this context's operations
+/// only: not for the client's nor another context's, even on the message path (TCP), where
+/// they share a connection. Blocking, at most the client's timeout per server.
 ///
 /// # Safety
 /// `ctx` is NULL or live.

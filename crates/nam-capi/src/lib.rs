@@ -56,6 +56,7 @@ mod nbi;
 mod rma;
 
 mod amo;
+mod amo_nb;
 mod atomic;
 
 mod ckpt_group;
@@ -80,6 +81,7 @@ pub use alloc::{
     NAM_ALLOC_PERSISTENT, NAM_ALLOC_SHARED, NAM_SERVER_ANY,
 };
 pub use amo::{nam_amo_op_t, nam_amo_type_t, nam_atomic, nam_ptr, nam_test_word};
+pub use amo_nb::{nam_atomic_nb, nam_ctx_atomic_nb};
 pub use atomic::{
     nam_atomic_cswap, nam_atomic_fetch, nam_atomic_fetch_add, nam_atomic_swap, nam_cmp_t, nam_put_signal,
     nam_signal_op_t, nam_wait_until,

@@ -17,17 +17,38 @@ pub struct nam_request_t {
     /// (released by `nam_finalize` only after every request) and the caller's buffer (which
     /// the C contract keeps valid until completion).
     op: Option<Op<'static>>,
+    /// An atomic in flight (`nam_atomic_nb`), instead of `op`.
+    amo: Option<Box<dyn crate::amo_nb::PendingAmo>>,
     /// How it ended, once `nam_test` saw the end.
     outcome: Option<Result<(), Error>>,
 }
 
 impl nam_request_t {
+    /// A request for an atomic in flight.
+    pub(crate) fn for_atomic(nam: *const nam_t, amo: Box<dyn crate::amo_nb::PendingAmo>) -> nam_request_t {
+        nam_request_t { nam, op: None, amo: Some(amo), outcome: None }
+    }
+
     /// Waits for completion (at most the client's timeout) and releases the request.
     pub(crate) fn finish(mut self) -> Result<(), Error> {
+        if let (None, Some(amo)) = (&self.outcome, self.amo.take()) {
+            return amo.wait();
+        }
         match (self.outcome.take(), self.op.take()) {
             (Some(outcome), _) => outcome,
             (None, Some(op)) => op.wait(),
             (None, None) => Ok(()),
+        }
+    }
+
+    /// Progresses once: whether it completed (`Err`: it failed).
+    fn test(&mut self) -> Result<bool, Error> {
+        if let Some(amo) = self.amo.as_mut() {
+            return amo.test();
+        }
+        match self.op.as_mut() {
+            Some(op) => op.test(),
+            None => Ok(true),
         }
     }
 }
@@ -37,7 +58,7 @@ fn hand_out(nam: &nam_t, mut op: Op<'static>, request: &mut *mut nam_request_t) 
     if op.test()? {
         return Ok(NAM_OK);
     }
-    let boxed = Box::into_raw(Box::new(nam_request_t { nam, op: Some(op), outcome: None }));
+    let boxed = Box::into_raw(Box::new(nam_request_t { nam, op: Some(op), amo: None, outcome: None }));
     nam.track_request(boxed);
     *request = boxed;
     Ok(NAM_IN_PROGRESS)
@@ -172,13 +193,13 @@ pub unsafe extern "C" fn nam_test(request: *mut nam_request_t) -> nam_status_t {
     guard("nam_test", || {
         let Some(request) = request.as_mut() else { return Ok(NAM_OK) };
         if request.outcome.is_none() {
-            let Some(op) = request.op.as_mut() else { return Ok(NAM_OK) };
-            match op.test() {
+            match request.test() {
                 Ok(false) => return Ok(NAM_IN_PROGRESS),
                 Ok(true) => request.outcome = Some(Ok(())),
                 Err(error) => request.outcome = Some(Err(error)),
             }
             request.op = None;
+            request.amo = None;
         }
         match request.outcome.clone().expect("set above") {
             Ok(()) => Ok(NAM_OK),

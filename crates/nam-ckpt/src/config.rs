@@ -309,6 +309,7 @@ impl Config {
         self.runloop.validate()?;
         self.datasets.current_version()?;
         crate::descriptors::validate(self)?;
+        crate::relocate::validate(self)?;
         self.incremental.validate()
     }
 

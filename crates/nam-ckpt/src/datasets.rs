@@ -141,6 +141,10 @@ impl Checkpointer {
         let real = name.unwrap_or(&self.job.config.name).to_string();
         // The name becomes a path: it must not reach outside the level directories.
         nam_ckpt_control::check_name(&real)?;
+        if let Strategy::Full(full) = &self.strategy {
+            // A rebuilt file still being stored would come back after the removal.
+            full.settle();
+        }
         let rank = self.job.comm.rank();
         let mut local = Ok(());
         for level in self.dataset_levels() {

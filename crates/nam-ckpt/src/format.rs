@@ -140,16 +140,14 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// CRCs of the data chunks and the parity chunks of the stream.
-fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>, Vec<u32>)> {
+/// The parity chunks of the stream and their CRCs (none without chunk parity).
+fn parity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u8>, Vec<u32>)> {
+    let Some(par) = opts.parity else {
+        return Ok((Vec::new(), Vec::new()));
+    };
     let chunk = opts.chunk;
     let nchunks = stream.total.div_ceil(chunk);
     let mut scratch = Vec::with_capacity(chunk);
-    let crcs: Vec<u32> =
-        (0..nchunks).map(|c| nam_proto::checksum::crc32c(stream.range(c * chunk, chunk, &mut scratch))).collect();
-    let Some(par) = opts.parity else {
-        return Ok((crcs, Vec::new(), Vec::new()));
-    };
     let mut parity = Vec::with_capacity(nchunks.div_ceil(par.data) * par.parity * chunk);
     for stripe in 0..nchunks.div_ceil(par.data) {
         let chunks = stripe * par.data..((stripe + 1) * par.data).min(nchunks);
@@ -164,7 +162,7 @@ fn integrity(stream: &Stream, opts: &WriteOptions) -> Result<(Vec<u32>, Vec<u8>,
         }
     }
     let parity_crcs = parity.chunks(chunk).map(nam_proto::checksum::crc32c).collect();
-    Ok((crcs, parity, parity_crcs))
+    Ok((parity, parity_crcs))
 }
 
 /// Appends the Reed-Solomon parity of one stripe of (zero-padded) chunks to `out`.
@@ -240,28 +238,35 @@ pub(crate) fn footer_bytes(footer: &Footer) -> Vec<u8> {
     out
 }
 
+/// Writes the data in batches of whole chunks (about [`READ_BATCH`] bytes), each chunk's
+/// CRC32C computed right before its batch is written, on bytes the write then copies from
+/// the cache: one pass over the data instead of a checksum pass and a write pass.
 fn write_stream(path: &Path, parts: &[&[u8]], mut footer: Footer, opts: &WriteOptions) -> Result<Unsynced> {
     let stream = Stream { parts, total: parts.iter().map(|p| p.len()).sum() };
-    let (crcs, parity, parity_crcs) = integrity(&stream, opts)?;
-    footer.chunk = opts.chunk as u64;
+    let (parity, parity_crcs) = parity(&stream, opts)?;
+    let tmp = path.with_extension("tmp");
+    let io = |op, e| CkptError::io(op, &tmp, e);
+    let mut file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
+    let chunk = opts.chunk;
+    let batch = (READ_BATCH / chunk).max(1) * chunk;
+    let mut crcs = Vec::with_capacity(stream.total.div_ceil(chunk));
+    let mut scratch = Vec::new();
+    let mut start = 0;
+    while start < stream.total {
+        let bytes = stream.range(start, batch, &mut scratch);
+        crcs.extend(bytes.chunks(chunk).map(nam_proto::checksum::crc32c));
+        file.write_all(bytes).map_err(|e| io("write", e))?;
+        start += bytes.len();
+    }
+    footer.chunk = chunk as u64;
     footer.crcs = crcs;
     footer.parity = opts.parity;
     footer.parity_code = opts.parity.map(ParityCode::for_parity).unwrap_or_default();
     footer.parity_crcs = parity_crcs;
     let tail = footer_bytes(&footer);
-    let tmp = path.with_extension("tmp");
-    let io = |op, e| CkptError::io(op, &tmp, e);
-    let mut file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
-    let mut written = 0u64;
-    let mut put = |bytes: &[u8]| -> Result<()> {
-        written += bytes.len() as u64;
-        file.write_all(bytes).map_err(|e| io("write", e))
-    };
-    for p in parts {
-        put(p)?;
-    }
-    put(&parity)?;
-    put(&tail)?;
+    file.write_all(&parity).map_err(|e| io("write", e))?;
+    file.write_all(&tail).map_err(|e| io("write", e))?;
+    let written = (stream.total + parity.len() + tail.len()) as u64;
     Ok(Unsynced::new(file, &tmp, path, opts.fsync, written))
 }
 

@@ -29,6 +29,16 @@ pub(crate) struct Full {
     pub(crate) count: u64,
     /// The versions `latest` and `restart` may use (the dataset index, set before each).
     pub(crate) choice: std::cell::RefCell<crate::datasets::Choice>,
+    /// The store of a rank's file rebuilt by L2, running after its restart returned
+    /// ([`Full::store_rebuilt`]); joined by [`Full::settle`] before anything else touches the
+    /// level directories.
+    pub(crate) pending_store: std::cell::RefCell<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Full {
+    fn drop(&mut self) {
+        self.settle();
+    }
 }
 
 impl Full {
@@ -56,7 +66,8 @@ impl Full {
         // checkpoint asked for at the PFS level ([`crate::Checkpointer::checkpoint_level`])
         // flushes on its own.
         let flusher = pfs.clone().map(Flusher::start);
-        Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0, choice: Default::default() })
+        let pending_store = Default::default();
+        Ok(Full { scheme, clc, ram, ssd, pfs, flusher, count: 0, choice: Default::default(), pending_store })
     }
 
     /// Collective: writes version `version` of checkpoint `name`, at the level the policy
@@ -80,6 +91,7 @@ impl Full {
             }
             _ => {}
         }
+        self.settle();
         let clock = crate::cpu::Stopwatch::start();
         // The background flush yields memory bandwidth and cores to the checkpoint.
         let _flush_paused = self.flusher.as_ref().map(Flusher::pause);
@@ -128,8 +140,10 @@ impl Full {
         // this collective call while the others go on into the next collective.
         let retained = level.retain(&name, job.comm.rank(), &pinned);
         job.comm.agree(retained, "removing old versions")?;
-        // The layout goes beside the files, for a restart on other nodes (crate::relocate).
-        let recorded = crate::relocate::record(&job.comm, &level.version_dir(&name, version));
+        // The layout goes beside the files, for a restart on other nodes and for a rank
+        // rebuilt by L2 to know its regions (crate::relocate).
+        let regions: Vec<(i32, u64)> = job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
+        let recorded = crate::relocate::record_job(&job.comm, &level.version_dir(&name, version), &regions);
         job.comm.agree(recorded, "recording the job layout")?;
         let (file_bytes, write_seconds, protect, seconds) =
             self.store(job, &level, &name, version, &parts, &file_data, &clock)?;
@@ -305,11 +319,24 @@ impl Full {
         Ok(flushed)
     }
 
-    /// Waits (at most `deadline`) for queued flushes.
+    /// Waits (at most `deadline`) for queued flushes, after the store of a rebuilt file
+    /// ([`Full::settle`]).
     pub(crate) fn wait_flush(&self, deadline: std::time::Duration) -> Result<()> {
+        self.settle();
         match &self.flusher {
             Some(f) => f.wait(deadline),
             None => Ok(()),
+        }
+    }
+
+    /// Not collective: waits for the store of a file rebuilt by the last restart, if it
+    /// still runs ([`Full::store_rebuilt`]).
+    pub(crate) fn settle(&self) {
+        if let Some(store) = self.pending_store.borrow_mut().take() {
+            // The thread logs its own failure; a panic in it is a bug to surface here.
+            if let Err(panic) = store.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
     }
 

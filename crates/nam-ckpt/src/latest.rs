@@ -38,6 +38,7 @@ impl Full {
     /// Err([`CkptError::Unrecoverable`]) naming what is missing of each when none can be
     /// restored.
     pub(crate) fn latest_restorable(&self, job: &Job, name: &str) -> Result<Latest> {
+        self.settle();
         let mut skipped = Vec::new();
         for (version, kind) in self.candidates(job, name) {
             match self.restorable(job, name, version, kind) {
@@ -70,7 +71,12 @@ impl Full {
         let local = match (lost.is_empty(), kind) {
             (true, _) => Ok(()),
             (false, LevelKind::Pfs) => Err(format!("ranks {lost:?} have no copy at the PFS level")),
-            (false, _) => self.scheme.can_rebuild(&lost, &no_redundancy),
+            // Judged with the sets of the layout this version was written with: the job may
+            // run on other nodes now (every rank takes this branch, as `lost` is the job's).
+            (false, _) => match crate::relocate::scheme_for(job, self, name, version) {
+                Ok(recorded) => recorded.scheme.as_deref().unwrap_or(&*self.scheme).can_rebuild(&lost, &no_redundancy),
+                Err(e) => Err(format!("forming the sets of the layout version {version} was written with: {e}")),
+            },
         };
         // Each set judges its own ranks: the job's answer is every set's. (The causes are
         // gathered only when there are some: Open MPI refuses an all-gather of no bytes.)

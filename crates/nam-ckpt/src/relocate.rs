@@ -11,13 +11,16 @@
 //!   now (`<level>/<name>/v<V>/rank-<r>.*`: data, commit marker, redundancy, layout); each
 //!   rank asks for its files that its node does not have, the holders send them over MPI,
 //!   and once the whole job agrees every copy landed, the old copies are removed (a move).
-//! - Every checkpoint records the job's layout beside its files ([`record`],
-//!   `rank-<r>.layout`: the node and failure group of every rank). When a restart runs on
-//!   another layout, the L2 rebuild uses a scheme formed over the recorded one
-//!   ([`restart`]), so XOR, RS, partner and NAM-XOR find the sets that hold their
-//!   redundancy; ranks whose node is gone (nothing left to move) are rebuilt from it, and a
-//!   version no scheme can rebuild falls back to the file-system level as any restart does.
-//!   New checkpoints form their sets over the layout the job runs on now.
+//! - Every checkpoint records the job's layout beside its files ([`record_job`],
+//!   `rank-<r>.layout`: the node and failure group of every rank, and every rank's region
+//!   layout). When a restart, or [`crate::Checkpointer::latest`], judges a version that
+//!   needs a rebuild and the job runs on another layout than that version was written with,
+//!   the L2 scheme is formed over the version's own recorded layout ([`scheme_for`]), so
+//!   XOR, RS, partner and NAM-XOR find the sets that hold their redundancy; ranks whose node
+//!   is gone (nothing left to move) are rebuilt from it, and a version no scheme can rebuild
+//!   falls back to the file-system level as any restart does. A rebuilt rank's data is cut
+//!   into regions by the region layout recorded with the version, not by what the job
+//!   protects now. New checkpoints form their sets over the layout the job runs on now.
 
 use crate::checkpointer::Job;
 use crate::comm::Comm;
@@ -26,6 +29,7 @@ use crate::error::{CkptError, Result};
 use crate::full::Full;
 use crate::level::LevelKind;
 use crate::node::NodeMap;
+use crate::redundancy::Redundancy;
 use crate::restart::RestartOutcome;
 use mpi::traits::*;
 use serde::{Deserialize, Serialize};
@@ -55,6 +59,31 @@ pub fn localize(config: &mut Config, node: &str) {
     config.ssd.dir = node_dir(&config.ssd.dir, node);
 }
 
+/// Refuses `{node}` ([`NODE_PLACEHOLDER`]) in `ram.dir` or `ssd.dir` together with
+/// `incremental.mode`: restart on other nodes moves and rebuilds full checkpoint files only.
+/// An incremental chain stays in the node-local directory it was written to and has no L2
+/// redundancy, so a rank restarted on another node would not find it there (its off-node
+/// copy is the `nam` level of `incremental.levels`, which needs no node directory).
+pub(crate) fn validate(config: &Config) -> Result<()> {
+    if config.incremental.mode()?.is_none() {
+        return Ok(());
+    }
+    let named = [("ram.dir", &config.ram.dir), ("ssd.dir", &config.ssd.dir)]
+        .into_iter()
+        .filter(|(_, d)| d.to_str().is_some_and(|s| s.contains(NODE_PLACEHOLDER)))
+        .map(|(k, _)| k)
+        .collect::<Vec<_>>();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(CkptError::Config(format!(
+        "{} name the node ({NODE_PLACEHOLDER}) for restart on other nodes, which covers full checkpoints only: \
+         incremental.mode keeps its chain where it was written (use fixed directories, and the nam level for an \
+         off-node copy)",
+        named.join(" and ")
+    )))
+}
+
 /// The job layout a checkpoint was written with: the node and failure group of every rank.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
@@ -62,6 +91,11 @@ pub struct Layout {
     pub nodes: Vec<String>,
     /// Failure group of each rank (`None`: nodes were the failure domains).
     pub groups: Option<Vec<String>>,
+    /// `(region id, bytes)` of each rank's file, in file order (`None` in layouts recorded
+    /// before regions were, and in [`Layout::of`]): what a rank rebuilt by L2, whose own
+    /// file footer is gone, cuts its data by.
+    #[serde(default)]
+    pub regions: Option<Vec<Vec<(i32, u64)>>>,
 }
 
 impl Layout {
@@ -73,7 +107,7 @@ impl Layout {
             Ok(Some(_)) => Some((0..comm.size()).map(|r| comm.group_of(r)).collect()),
             _ => None,
         };
-        Layout { nodes, groups }
+        Layout { nodes, groups, regions: None }
     }
 
     /// Whether set formation over `self` and `other` gives the same sets and partners: the
@@ -93,9 +127,32 @@ fn layout_file(dir: &Path, rank: usize) -> PathBuf {
 /// Not collective: writes the job's layout beside this rank's files of one version (`dir`,
 /// created if needed), so a restart on another layout can re-form the sets.
 pub fn record(comm: &Comm, dir: &Path) -> Result<()> {
+    write_layout(comm, dir, &Layout::of(comm))
+}
+
+/// Collective: [`record`] with every rank's region layout (`regions`, this rank's
+/// `(id, bytes)` in file order) in the layout, gathered over the job: the checkpoint
+/// library's record, so a rank rebuilt by L2 after its node and footer are gone still knows
+/// how its data was cut into regions.
+pub fn record_job(comm: &Comm, dir: &Path, regions: &[(i32, u64)]) -> Result<()> {
+    // A count word first: Open MPI refuses an all-gather of no bytes at all.
+    let words = std::iter::once(regions.len() as u64).chain(regions.iter().flat_map(|&(id, len)| [id as u64, len]));
+    let mine: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
+    let all = comm.all_gather_bytes(&mine);
+    let regions = all
+        .iter()
+        .map(|b| {
+            let words: Vec<u64> = b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8"))).collect();
+            words[1..].chunks_exact(2).map(|p| (p[0] as i32, p[1])).collect()
+        })
+        .collect();
+    write_layout(comm, dir, &Layout { regions: Some(regions), ..Layout::of(comm) })
+}
+
+fn write_layout(comm: &Comm, dir: &Path, layout: &Layout) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| CkptError::io("create", dir, e))?;
     let path = layout_file(dir, comm.rank());
-    let json = serde_json::to_vec(&Layout::of(comm)).expect("layout serializes");
+    let json = serde_json::to_vec(layout).expect("layout serializes");
     std::fs::write(&path, json).map_err(|e| CkptError::io("write", &path, e))
 }
 
@@ -344,12 +401,46 @@ fn recorded(job: &Job, full: &Full, name: &str, version: Option<u64>) -> Option<
         .iter()
         .filter(|b| b.len() > 1)
         .find_map(|b| serde_json::from_slice::<Layout>(&b[1..]).ok())
-        .filter(|l| l.nodes.len() == job.comm.size() && l.groups.as_ref().is_none_or(|g| g.len() == l.nodes.len()))
+        .filter(|l| {
+            let n = l.nodes.len();
+            n == job.comm.size()
+                && l.groups.as_ref().is_none_or(|g| g.len() == n)
+                && l.regions.as_ref().is_none_or(|r| r.len() == n)
+        })
 }
 
-/// Collective: [`Full::restart`], with the L2 scheme formed over the layout the newest
-/// version was written with when the job runs on another one now (the current scheme is put
-/// back afterwards, for the checkpoints to come).
+/// What a rebuild of one version needs from the layout recorded with it ([`scheme_for`]).
+pub(crate) struct Recorded {
+    /// The L2 scheme formed over the recorded layout, when the job runs on another one now
+    /// (`None`: the job's current scheme forms the same sets).
+    pub(crate) scheme: Option<Box<dyn Redundancy>>,
+    /// This rank's `(region id, bytes)` in the version's files, when recorded.
+    pub(crate) regions: Option<Vec<(i32, u64)>>,
+}
+
+/// Collective: the layout recorded with `version` of `name` (from any rank that still has
+/// it), and the L2 scheme formed over it when its sets differ from those of the layout the
+/// job runs on now. Called only for a version that needs a rebuild, so a restart with
+/// nothing lost reads no layout file and forms no sets.
+pub(crate) fn scheme_for(job: &Job, full: &Full, name: &str, version: u64) -> Result<Recorded> {
+    let Some(then) = recorded(job, full, name, Some(version)) else {
+        return Ok(Recorded { scheme: None, regions: None });
+    };
+    let regions = then.regions.as_ref().map(|r| r[job.comm.rank()].clone());
+    if then.same_sets(&Layout::of(&job.comm)) {
+        return Ok(Recorded { scheme: None, regions });
+    }
+    let rank = job.comm.rank();
+    let group = then.groups.as_ref().map(|g| g[rank].as_str());
+    let old = Comm::with_layout(job.comm.raw(), &then.nodes[rank], group);
+    let scheme = crate::redundancy::build_with(&old, &job.config.redundancy_config(), None);
+    let scheme = job.comm.agree(scheme, "forming the L2 sets of the layout the checkpoint was written with")?;
+    Ok(Recorded { scheme: Some(scheme), regions })
+}
+
+/// Collective: [`Full::restart_from`] once every candidate's version directory exists on this
+/// rank's node. A rebuild uses the sets of the layout each version was written with
+/// ([`scheme_for`], asked by the restart only for a version that needs one).
 pub(crate) fn restart(
     full: &mut Full,
     job: &mut Job,
@@ -360,8 +451,9 @@ pub(crate) fn restart(
     // A rank on a spare node, or whose node's storage is gone, has no version directories
     // there: the rebuild writes its data and redundancy into them.
     // Those left empty (versions the restart did not need) go again afterwards.
+    let candidates = full.candidates(job, name);
     let mut created = Vec::new();
-    for (v, kind) in full.candidates(job, name) {
+    for &(v, kind) in &candidates {
         if let Some(level) = full.levels().into_iter().find(|l| l.kind == kind && kind != LevelKind::Pfs) {
             let dir = level.version_dir(name, v);
             if !dir.exists() {
@@ -370,33 +462,10 @@ pub(crate) fn restart(
             }
         }
     }
-    let outcome = restart_over_recorded(full, job, name, version, ids);
+    let outcome = full.restart_from(job, name, candidates, version, ids);
     for dir in created {
         let _ = std::fs::remove_dir(dir);
     }
-    outcome
-}
-
-/// [`restart`] once the version directories exist.
-fn restart_over_recorded(
-    full: &mut Full,
-    job: &mut Job,
-    name: &str,
-    version: Option<u64>,
-    ids: Option<&[i32]>,
-) -> Result<RestartOutcome> {
-    let rank = job.comm.rank();
-    let now = Layout::of(&job.comm);
-    let Some(then) = recorded(job, full, name, version).filter(|then| !then.same_sets(&now)) else {
-        return full.restart(job, name, version, ids);
-    };
-    let group = then.groups.as_ref().map(|g| g[rank].as_str());
-    let old = Comm::with_layout(job.comm.raw(), &then.nodes[rank], group);
-    let scheme = crate::redundancy::build_with(&old, &job.config.redundancy_config(), None);
-    let scheme = job.comm.agree(scheme, "forming the L2 sets of the layout the checkpoint was written with")?;
-    let current = std::mem::replace(&mut full.scheme, scheme);
-    let outcome = full.restart(job, name, version, ids);
-    full.scheme = current;
     outcome
 }
 
@@ -435,10 +504,24 @@ mod tests {
     }
 
     #[test]
+    fn incremental_mode_refuses_node_named_directories_and_descriptors() {
+        let text = "[ram]\ndir = \"/d/{node}/ram\"\n[incremental]\nmode = \"incremental\"\n";
+        let e = Config::parse(text, &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::Config(m) if m.contains("ram.dir name the node")), "{e}");
+        assert!(e.to_string().contains("covers full checkpoints only"), "{e}");
+        assert!(Config::parse("[ram]\ndir = \"/d/{node}/ram\"\n", &[]).is_ok());
+        assert!(Config::parse("[ram]\ndir = \"/d/ram\"\n[incremental]\nmode = \"incremental\"\n", &[]).is_ok());
+        let text = "[descriptors.x]\nscheme = \"xor\"\n[incremental]\nmode = \"incremental\"\n";
+        let e = Config::parse(text, &[]).unwrap_err();
+        assert!(matches!(&e, CkptError::Config(m) if m.contains("descriptors protect full checkpoints")), "{e}");
+    }
+
+    #[test]
     fn layouts_compare_by_shape_not_names() {
         let l = |n: &[&str], g: Option<&[&str]>| Layout {
             nodes: n.iter().map(|s| s.to_string()).collect(),
             groups: g.map(|g| g.iter().map(|s| s.to_string()).collect()),
+            regions: None,
         };
         assert!(l(&["a", "b", "a"], None).same_sets(&l(&["x", "y", "x"], None)));
         assert!(!l(&["a", "b", "a"], None).same_sets(&l(&["a", "a", "b"], None)));

@@ -3,10 +3,10 @@
 
 use crate::checkpointer::{Job, Region};
 use crate::error::{CkptError, Result};
-use crate::format::{self, Footer, Loaded, WriteOptions};
+use crate::format::{self, Footer, WriteOptions};
 use crate::full::Full;
 use crate::level::{Level, LevelKind};
-use crate::redundancy::{agree, Target};
+use crate::redundancy::{agreed, Target};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -57,27 +57,42 @@ impl Full {
         list
     }
 
-    /// Collective: restores the newest restorable version (or exactly `version`) into the
-    /// protected regions (all, or only `ids`, every one protected) and routed files
-    /// ([`crate::Checkpointer::restart`]).
-    pub(crate) fn restart(
+    /// Collective: restores the newest restorable version of `candidates` ([`Full::candidates`],
+    /// gathered once by the caller), or exactly `version`, into the protected regions (all,
+    /// or only `ids`, every one protected) and routed files ([`crate::Checkpointer::restart`]).
+    ///
+    /// What survivors wait for when a rank is rebuilt: the L2 rebuild itself (it needs their
+    /// data) and one allreduce after it, which agrees that the rebuilt rank's data fits the
+    /// region layout recorded with the version (a check of sizes). They do not wait for the
+    /// rebuilt rank to copy its data into its regions or to store its file again: it does
+    /// both after that allreduce, while the survivors already compute.
+    pub(crate) fn restart_from(
         &mut self,
         job: &mut Job,
         name: &str,
+        candidates: Vec<(u64, LevelKind)>,
         version: Option<u64>,
         ids: Option<&[i32]>,
     ) -> Result<RestartOutcome> {
+        self.settle();
         let mut fell_back = Vec::new();
-        for (v, kind) in self.candidates(job, name).into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
+        for (v, kind) in candidates.into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
             match self.try_candidate(job, name, v, kind, ids) {
                 Ok((local, rebuilt_ranks)) => {
-                    let repaired_chunks = local.repaired_chunks();
-                    let restored = match local {
-                        Local::InRegions { footer, rest, .. } => Self::finish_in_regions(job, &footer, &rest, ids),
-                        Local::Loaded(loaded) => Self::restore_into(job, &loaded, ids),
+                    // Whatever can fail is checked before the one allreduce that agrees on it
+                    // and sums the repaired chunks; the rebuilt rank's copy and file follow it.
+                    let checked = match &local {
+                        Local::InRegions { footer, rest, .. } => Self::finish_in_regions(job, footer, rest, ids),
+                        Local::Rebuilt { footer, .. } => Self::check_regions(job, footer, ids),
                     };
-                    agree(job.comm.raw(), restored, "copying restored data into regions")?;
-                    let repaired_chunks = job.comm.sum_u64(repaired_chunks as u64) as usize;
+                    let mine = [u64::from(checked.is_err()), local.repaired_chunks() as u64];
+                    let sums = all_reduce_pair(job, mine, mpi::collective::SystemOperation::sum());
+                    agreed(job.comm.raw(), checked, sums[0] == 0, "copying restored data into regions")?;
+                    if let Local::Rebuilt { footer, data, level } = local {
+                        Self::restore_into(job, &footer, &data, ids);
+                        self.store_rebuilt(job, &level, footer, data);
+                    }
+                    let repaired_chunks = sums[1] as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
                 }
                 Err(e @ CkptError::RankCount { .. }) => return Err(e),
@@ -96,7 +111,7 @@ impl Full {
     /// whole checkpoint, no second pass to check it, no copy into the regions afterwards. When
     /// every rank read its own, one allreduce says so and the scheme is not asked at all (a
     /// rebuild of nothing is a no-op for every scheme; NAM-XOR's would first copy the data
-    /// into its group buffer).
+    /// into its group buffer), nor is the layout recorded with the version read.
     fn try_candidate(
         &mut self,
         job: &Job,
@@ -113,12 +128,14 @@ impl Full {
             Err(CkptError::NoCheckpoint(format!(": rank {rank} has no commit marker")))
         };
         let ranks = job.comm.size();
+        // One allreduce: the rank count the files were written by, and whether every rank
+        // read its own.
         let written = local.as_ref().map(|l| l.footer().ranks as u64).unwrap_or(0);
-        let max_written = job.comm.max_u64(written);
+        let max = all_reduce_pair(job, [written, u64::from(local.is_err())], mpi::collective::SystemOperation::max());
+        let (max_written, all_read) = (max[0], max[1] == 0);
         if max_written != 0 && max_written != ranks as u64 {
             return Err(CkptError::RankCount { written: max_written as usize, now: ranks });
         }
-        let all_read = job.comm.all_agree(local.is_ok());
         if kind == LevelKind::Pfs {
             return match local {
                 Ok(l) if all_read => Ok((l, Vec::new())),
@@ -130,6 +147,9 @@ impl Full {
         if all_read {
             return Ok((local.expect("every rank read its file"), Vec::new()));
         }
+        // The sets and the region layout this version was written with (the job may run on
+        // other nodes now, or protect other regions).
+        let recorded = crate::relocate::scheme_for(job, self, name, version)?;
         let dir = level.version_dir(name, version);
         let target_name = format!("rank-{rank}");
         let target = Target { dir: &dir, name: &target_name, fsync: false };
@@ -148,7 +168,10 @@ impl Full {
         };
         // The scheme agrees within its sets only: every rank learns here whether every set
         // rebuilt, so all go on to the next candidate together, or to the restore together.
-        let rebuilt = self.scheme.rebuild(have, &target);
+        let rebuilt = match recorded.scheme {
+            Some(mut over_recorded) => over_recorded.rebuild(have, &target),
+            None => self.scheme.rebuild(have, &target),
+        };
         if !job.comm.all_agree(rebuilt.is_ok()) {
             let failed = job.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
             let error = failed.expect_err("agreed fails on every rank when one failed");
@@ -157,7 +180,7 @@ impl Full {
         let rebuilt = rebuilt.expect("every rank rebuilt");
         let loaded = match (local, rebuilt.data) {
             (Ok(l), _) => Ok(l),
-            (Err(_), Some(data)) => self.rewrite(job, &level, name, version, data).map(Local::Loaded),
+            (Err(_), Some(data)) => Self::rebuilt(job, level, name, version, recorded.regions, data),
             (Err(e), None) => Err(e),
         };
         let loaded = job.comm.agree(loaded, &format!("reading version {version}"))?;
@@ -241,16 +264,28 @@ impl Full {
         all
     }
 
-    /// Stores data rebuilt by L2 as this rank's file again. Its footer was lost with the
-    /// node; the layout is that of the protected regions (as in FTI and SCR, the application
-    /// protects its regions before it restarts), which must add up to the rebuilt size.
-    fn rewrite(&self, job: &Job, level: &Level, name: &str, version: u64, data: Vec<u8>) -> Result<Loaded> {
+    /// Data rebuilt by L2, with the footer its lost file had: the region layout recorded
+    /// with the version (`recorded`, [`crate::relocate::scheme_for`]), or, for a version
+    /// recorded without one, that of the protected regions (as in FTI and SCR, the
+    /// application protects its regions before it restarts). Either must add up to the
+    /// rebuilt size; Err([`CkptError::Corrupt`]) names the layout that does not.
+    fn rebuilt(
+        job: &Job,
+        level: Level,
+        name: &str,
+        version: u64,
+        recorded: Option<Vec<(i32, u64)>>,
+        data: Vec<u8>,
+    ) -> Result<Local> {
         let rank = job.comm.rank();
-        let regions: Vec<(i32, u64)> = job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect();
-        let protected: u64 = regions.iter().map(|r| r.1).sum();
-        if protected != data.len() as u64 {
+        let (regions, which) = match recorded {
+            Some(regions) => (regions, format!("the region layout recorded with version {version}")),
+            None => (job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect(), "the protected regions".into()),
+        };
+        let total: u64 = regions.iter().map(|r| r.1).sum();
+        if total != data.len() as u64 {
             return Err(CkptError::Corrupt(format!(
-                "rank {rank}: rebuilt {} bytes, but the protected regions add up to {protected}",
+                "rank {rank}: rebuilt {} bytes of version {version}, but {which} ({regions:?}) adds up to {total}",
                 data.len()
             )));
         }
@@ -267,39 +302,70 @@ impl Full {
             parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
-        // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
-        // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
-        // rebuilt the same way; waiting for the disk here would hold up every rank's restart.
-        let opts = WriteOptions { fsync: false, ..self.write_options(job, level.kind) };
-        std::fs::create_dir_all(level.version_dir(name, version))
-            .map_err(|e| CkptError::io("create", level.dir.clone(), e))?;
-        format::write(&level.file(name, version, rank), &[&data], footer.clone(), &opts)?;
-        let _ = std::fs::write(level.marker(name, version, rank), b"");
-        Ok(Loaded { footer, data, repaired_chunks: 0 })
+        Ok(Local::Rebuilt { footer, data, level })
     }
 
-    /// Copies the loaded data into the regions (and routed files).
-    fn restore_into(job: &mut Job, loaded: &Loaded, ids: Option<&[i32]>) -> Result<()> {
-        let mut at = 0usize;
-        for (id, len) in &loaded.footer.regions {
-            let len = *len as usize;
-            if ids.is_none_or(|ids| ids.contains(id)) {
-                let region = job.regions.get(id).ok_or(CkptError::UnknownRegion(*id))?;
-                if region.len != len {
-                    return Err(CkptError::SizeMismatch { id: *id, stored: len as u64, protected: region.len as u64 });
+    /// Refuses, before the restart's agreement, a rebuilt rank whose selected regions are
+    /// not protected ([`CkptError::UnknownRegion`]) or not of the size recorded with the
+    /// version ([`CkptError::SizeMismatch`]): the copy after the agreement cannot fail.
+    fn check_regions(job: &Job, footer: &Footer, ids: Option<&[i32]>) -> Result<()> {
+        for &(id, len) in &footer.regions {
+            if ids.is_none_or(|ids| ids.contains(&id)) {
+                let region = job.regions.get(&id).ok_or(CkptError::UnknownRegion(id))?;
+                if region.len as u64 != len {
+                    return Err(CkptError::SizeMismatch { id, stored: len, protected: region.len as u64 });
                 }
-                // SAFETY: `protect`'s contract: the region is valid and not accessed concurrently.
-                unsafe { std::ptr::copy_nonoverlapping(loaded.data[at..].as_ptr(), region.ptr, len) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies rebuilt data into the selected regions ([`Full::check_regions`] passed).
+    fn restore_into(job: &Job, footer: &Footer, data: &[u8], ids: Option<&[i32]>) {
+        let mut at = 0usize;
+        for &(id, len) in &footer.regions {
+            let len = len as usize;
+            if ids.is_none_or(|ids| ids.contains(&id)) {
+                let region = job.regions[&id];
+                // SAFETY: `protect`'s contract: the region is valid and not accessed
+                // concurrently; check_regions made sure it has `len` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(data[at..].as_ptr(), region.ptr, len) };
             }
             at += len;
         }
-        for (file, len) in &loaded.footer.files {
-            let path = job.route_file(file)?;
-            std::fs::write(&path, &loaded.data[at..at + *len as usize])
-                .map_err(|e| CkptError::io("restore", &path, e))?;
-            at += *len as usize;
+    }
+
+    /// Not collective: stores data rebuilt by L2 as this rank's file again, with its commit
+    /// marker, in a thread of its own once the data is in the regions: the restart returns
+    /// without waiting for it, and the next checkpoint, restart, `latest`, dataset deletion,
+    /// `wait_flush` or finalize joins it first ([`Full::settle`]). A failed store is logged,
+    /// not returned, and leaves no marker, so the version counts as lost on this rank again
+    /// and [`crate::Checkpointer::latest`] judges it by its redundancy as before.
+    fn store_rebuilt(&self, job: &Job, level: &Level, footer: Footer, data: Vec<u8>) {
+        let (rank, name, version) = (job.comm.rank(), footer.name.clone(), footer.version);
+        // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
+        // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
+        // rebuilt the same way.
+        let opts = WriteOptions { fsync: false, ..self.write_options(job, level.kind) };
+        let (dir, file, marker) =
+            (level.version_dir(&name, version), level.file(&name, version, rank), level.marker(&name, version, rank));
+        let store = move || {
+            let stored = std::fs::create_dir_all(&dir)
+                .map_err(|e| CkptError::io("create", &dir, e))
+                .and_then(|_| format::write(&file, &[&data], footer, &opts))
+                .and_then(|_| std::fs::write(&marker, b"").map_err(|e| CkptError::io("commit", &marker, e)));
+            if let Err(e) = stored {
+                log::warn!("rank {rank}: restored {name} v{version}, but storing its rebuilt file again failed: {e}");
+            }
+        };
+        let spawned = std::thread::Builder::new().name("nam-ckpt-store".into()).spawn(store);
+        match spawned {
+            Ok(handle) => *self.pending_store.borrow_mut() = Some(handle),
+            Err(e) => log::warn!(
+                "rank {rank}: restored {} v{version}, but no thread to store it again: {e}",
+                level.kind.name()
+            ),
         }
-        Ok(())
     }
 
     /// Collective: `error` extended with why each rank could not read its own file.
@@ -320,28 +386,37 @@ impl Full {
     }
 }
 
+/// Collective: two words reduced with `op` in one allreduce (a restart's agreements ride
+/// in pairs, so each costs one collective).
+fn all_reduce_pair(job: &Job, mine: [u64; 2], op: mpi::collective::SystemOperation) -> [u64; 2] {
+    let mut out = [0u64; 2];
+    mpi::traits::CommunicatorCollectives::all_reduce_into(job.comm.raw(), &mine[..], &mut out[..], op);
+    out
+}
+
 /// A candidate's data on this rank once it is read.
 enum Local {
     /// Read from this rank's file straight into the regions it restores; `rest` holds the
     /// other bytes in file order (routed files, regions not selected or of another size);
     /// `slots` says which piece went where ([`Full::slots`]).
     InRegions { footer: Footer, slots: Vec<(usize, Option<Region>)>, rest: Vec<u8>, repaired_chunks: usize },
-    /// Held in memory: data the L2 scheme rebuilt, stored again as this rank's file.
-    Loaded(Loaded),
+    /// Rebuilt by the L2 scheme: copied into the regions and stored as this rank's file of
+    /// `level` again once the job agreed on the restart ([`Full::store_rebuilt`]).
+    Rebuilt { footer: Footer, data: Vec<u8>, level: Level },
 }
 
 impl Local {
     fn footer(&self) -> &Footer {
         match self {
             Local::InRegions { footer, .. } => footer,
-            Local::Loaded(l) => &l.footer,
+            Local::Rebuilt { footer, .. } => footer,
         }
     }
 
     fn repaired_chunks(&self) -> usize {
         match self {
             Local::InRegions { repaired_chunks, .. } => *repaired_chunks,
-            Local::Loaded(l) => l.repaired_chunks,
+            Local::Rebuilt { .. } => 0,
         }
     }
 
@@ -349,7 +424,7 @@ impl Local {
     /// buffer holds it all, else Err(its pieces in file order) for the caller to join.
     fn contiguous(&self) -> std::result::Result<&[u8], Vec<&[u8]>> {
         let (slots, rest) = match self {
-            Local::Loaded(l) => return Ok(&l.data),
+            Local::Rebuilt { data, .. } => return Ok(data),
             Local::InRegions { slots, rest, .. } => (slots, rest),
         };
         let mut at = 0;

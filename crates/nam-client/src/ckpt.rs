@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 /// Where the server writes a restore this rank asked for ([`CkptMember::restore_own`]).
 #[derive(Debug)]
 pub enum Restoring {
-    /// Straight into this rank's group buffer (the server maps it).
+    /// Straight into this rank's group buffer (the server maps it, or PUTs the verified
+    /// bytes into it).
     InBuffer,
     /// Into this allocation, copied into the buffer by [`CkptMember::finish_restore`].
     Allocation(Allocation),
@@ -535,7 +536,26 @@ impl<'c> CkptMember<'c> {
                 self.client.lock().worker.progress();
                 backoff(polls, max)
             }
-            None => backoff(polls, max),
+            None => self.progress_and_sleep(polls, max),
+        }
+    }
+
+    /// A wait over the network: the server's GETs of this rank's buffer and a pushed
+    /// restore's PUTs into it travel as messages that only this process's progress serves
+    /// over TCP (UCX emulates RMA there). Sleeping a fixed backoff let the socket fill and
+    /// stalled the server's transfer for the rest of each sleep; sleeping on the worker's
+    /// event fd (up to `max`) wakes the rank as soon as a message arrives, and costs it no
+    /// CPU while none does.
+    fn progress_and_sleep(&self, polls: &mut u32, max: Duration) {
+        let inner = self.client.lock();
+        while inner.worker.progress() > 0 {}
+        *polls = polls.saturating_add(1);
+        if *polls <= CKPT_SPIN_POLLS {
+            drop(inner);
+            std::thread::yield_now();
+        } else if inner.worker.wait_for_events(max).is_err() {
+            drop(inner);
+            backoff(polls, max);
         }
     }
 
@@ -574,7 +594,9 @@ impl<'c> CkptMember<'c> {
     /// `epoch` (0: the newest complete). The buffer must have this rank's size in that epoch
     /// ([`CkptMember::recorded_len`] after the join, or [`CkptMember::resize`]). When the
     /// server maps the buffer (same host) it writes the rebuilt bytes straight into it;
-    /// elsewhere into an allocation. Either way, finish with [`CkptMember::finish_restore`].
+    /// elsewhere it PUTs them into it as they are verified ([`Restoring::InBuffer`] either
+    /// way), or, for a buffer it cannot reach, into an allocation. Either way, finish with
+    /// [`CkptMember::finish_restore`], which waits progressing, as the PUTs need over TCP.
     pub fn restore_own(&mut self, epoch: u64) -> Result<Restoring> {
         self.ensure_idle()?;
         self.request_restore(self.rank, epoch, CKPT_RESTORE_INTO_BUFFER)

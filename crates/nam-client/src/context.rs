@@ -10,9 +10,10 @@
 //! - **Direct** (mapped same-host memory): loads, stores and CPU atomics, which take no lock
 //!   on any stream and complete when they retire; nothing is shared but the memory.
 //! - **Messages** (TCP): the server's replies arrive on the client's control endpoint, so a
-//!   context's message-path operations go through the client's stream and lock: its quiet
-//!   then completes the client's outstanding message-path operations too (more than
-//!   OpenSHMEM requires, never less).
+//!   context's message-path operations take the client's lock to send and to collect; but
+//!   they are recorded in a stream of the context's own ([`crate::pending::StreamScope`]):
+//!   its quiet waits for its own requests only, never for the client's or another
+//!   context's (which may be stuck on a slow or stopped server), and theirs never for it.
 //!
 //! A context is made from a [`Client`] and borrows it; it may move to another thread (one
 //! thread at a time is the intended use, as `SHMEM_CTX_PRIVATE`, but it is safe to share).
@@ -20,10 +21,11 @@
 
 use crate::allocation::Allocation;
 use crate::amo::AtomicWord;
+use crate::amo_op::{AmoKind, AtomicOp};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::path::{Atomic, Path, Store};
-use crate::pending::FetchSink;
+use crate::pending::{FetchSink, StreamScope};
 use crate::session::{Inner, Session};
 use nam_proto::{AtomicKind, TrafficReport};
 use nam_ucx::Worker;
@@ -34,6 +36,8 @@ pub struct Context<'c> {
     client: &'c Client,
     /// The context's own worker, RMA endpoints and pending set.
     session: Session,
+    /// Its message-path stream ([`crate::pending::StreamScope`]).
+    stream: u64,
 }
 
 impl Client {
@@ -60,7 +64,7 @@ impl Client {
             };
             Session::new(inner, self.session.servers.clone(), self.session.timeout)
         };
-        Ok(Context { client: self, session })
+        Ok(Context { client: self, session, stream: crate::pending::new_stream() })
     }
 }
 
@@ -72,9 +76,12 @@ impl<'c> Context<'c> {
 
     /// The stream an operation on `a` over `path` belongs to: the context's own for UCX RMA
     /// (its remote keys brought up to date first), the client's otherwise.
-    fn stream(&self, a: &Allocation, path: Path) -> Result<&Session> {
+    /// While the returned scope lives, message-path operations of this thread are this
+    /// context's ([`crate::pending::StreamScope`]).
+    fn stream(&self, a: &Allocation, path: Path) -> Result<(StreamScope, &Session)> {
+        let scope = StreamScope::enter(self.stream);
         if path != Path::Rma {
-            return Ok(&self.client.session);
+            return Ok((scope, &self.client.session));
         }
         if !self.session.lock().links[a.server].has_rkey(a.key) {
             // An allocation granted after the context was made: its key is the client's.
@@ -82,7 +89,7 @@ impl<'c> Context<'c> {
             let mut mine = self.session.lock();
             mine.links[a.server].adopt_rkeys(&parent.links[a.server])?;
         }
-        Ok(&self.session)
+        Ok((scope, &self.session))
     }
 
     /// [`Client::put`] on this context: returns when `data` may be reused; this context's
@@ -90,14 +97,16 @@ impl<'c> Context<'c> {
     pub fn put(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
         allocation.target(offset, data.len())?;
         let path = self.client.paths.transfer(allocation, data.len());
-        path.put(self.stream(allocation, path)?, allocation, offset, data, Store::Cached)
+        let (_scope, stream) = self.stream(allocation, path)?;
+        path.put(stream, allocation, offset, data, Store::Cached)
     }
 
     /// [`Client::get`] on this context: returns with the data.
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
         let path = self.client.paths.transfer(allocation, buffer.len());
-        path.get(self.stream(allocation, path)?, allocation, offset, buffer)
+        let (_scope, stream) = self.stream(allocation, path)?;
+        path.get(stream, allocation, offset, buffer)
     }
 
     /// [`Client::put_nbi`] on this context (`shmem_ctx_putmem_nbi`): completed by this
@@ -108,7 +117,8 @@ impl<'c> Context<'c> {
     pub unsafe fn put_nbi(&self, allocation: &Allocation, offset: u64, data: &[u8]) -> Result<()> {
         allocation.target(offset, data.len())?;
         let path = self.client.paths.transfer(allocation, data.len());
-        path.put_nbi(self.stream(allocation, path)?, allocation, offset, (data.as_ptr(), data.len()))
+        let (_scope, stream) = self.stream(allocation, path)?;
+        path.put_nbi(stream, allocation, offset, (data.as_ptr(), data.len()))
     }
 
     /// [`Client::get_nbi`] on this context (`shmem_ctx_getmem_nbi`): `buffer` holds the data
@@ -119,7 +129,8 @@ impl<'c> Context<'c> {
     pub unsafe fn get_nbi(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
         let path = self.client.paths.transfer(allocation, buffer.len());
-        path.get_nbi(self.stream(allocation, path)?, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
+        let (_scope, stream) = self.stream(allocation, path)?;
+        path.get_nbi(stream, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
     }
 
     /// `op` on the `T` at `offset`, on this context; the old word.
@@ -127,7 +138,8 @@ impl<'c> Context<'c> {
         self.client.word_of::<T>(a, offset)?;
         let atomic = Atomic { op: op.with_width(T::WIDTH_BYTES), value: value.to_bits(), compare: compare.to_bits() };
         let path = self.client.paths.word(a);
-        Ok(T::from_bits(path.atomic(self.stream(a, path)?, a, offset, atomic)?))
+        let (_scope, stream) = self.stream(a, path)?;
+        Ok(T::from_bits(path.atomic(stream, a, offset, atomic)?))
     }
 
     /// [`Client::atomic_fetch_add`] on this context (`shmem_ctx_atomic_fetch_add`).
@@ -203,7 +215,24 @@ impl<'c> Context<'c> {
         let atomic = Atomic { op: AtomicKind::FetchAdd.with_width(T::WIDTH_BYTES), value: value.to_bits(), compare: 0 };
         let sink = FetchSink::new(fetch as *mut T as *mut u8, T::WIDTH_BYTES);
         let path = self.client.paths.word(allocation);
-        path.atomic_nbi(self.stream(allocation, path)?, allocation, offset, atomic, sink)
+        let (_scope, stream) = self.stream(allocation, path)?;
+        path.atomic_nbi(stream, allocation, offset, atomic, sink)
+    }
+
+    /// [`Client::atomic_nb`] on this context: the handle completes it, and so does this
+    /// context's [`Context::quiet`] (not the client's, nor another context's).
+    pub fn atomic_nb<T: AtomicWord>(
+        &self,
+        allocation: &Allocation,
+        offset: u64,
+        kind: AmoKind,
+        value: T,
+        compare: T,
+    ) -> Result<AtomicOp<'_, T>> {
+        self.client.word_of::<T>(allocation, offset)?;
+        let path = self.client.paths.word(allocation);
+        let (_scope, stream) = self.stream(allocation, path)?;
+        AtomicOp::post(stream, (path, self.stream), allocation, offset, kind.atomic(value, compare))
     }
 
     /// Orders this context's operations (`shmem_ctx_fence`): those issued before complete
@@ -221,9 +250,12 @@ impl<'c> Context<'c> {
     }
 
     /// Remote completion of every operation issued on this context (`shmem_ctx_quiet`):
-    /// its RMA endpoints flushed and its handle-less operations waited for; on the message
-    /// path the client's stream is completed (see the module docs).
+    /// its RMA endpoints flushed, its handle-less operations waited for, and the replies to
+    /// its message-path requests collected; the client's and other contexts' operations are
+    /// not waited for (see the module docs).
     pub fn quiet(&self) -> Result<()> {
+        let _scope = StreamScope::enter(self.stream);
+        let _call = self.client.session.begin_call();
         let mut first = Ok(());
         for server in 0..self.client.server_count() {
             let result = match self.client.paths.link(server) {
@@ -241,5 +273,6 @@ impl Drop for Context<'_> {
         if let Err(e) = self.quiet() {
             log::warn!("a context's operations failed to complete as it was destroyed: {e}");
         }
+        self.client.session.lock().end_stream(self.stream);
     }
 }

@@ -53,6 +53,7 @@
 // the protocols built on the client: `mailbox`, `reduce`, `ckpt`.
 mod allocation;
 mod amo;
+mod amo_op;
 pub mod ckpt;
 mod client;
 pub mod config;
@@ -77,6 +78,7 @@ mod wake;
 
 pub use allocation::{AllocOptions, Allocation};
 pub use amo::AtomicWord;
+pub use amo_op::{AmoKind, AtomicOp};
 pub use ckpt::{CkptMember, GroupSpec, Restoring};
 pub use client::{server_status, server_status_as, Client, StatusCredentials};
 pub use config::ClientConfig;

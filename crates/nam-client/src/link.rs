@@ -173,6 +173,19 @@ impl Link {
         // Calls are serialized by the client lock, so anything queued now is a late reply to
         // a call that already timed out.
         replies.lock().clear();
+        self.call_keeping(replies, (request_id, request), what, timeout, patient)
+    }
+
+    /// [`Link::call`] for a caller that emptied the reply queue of late replies itself,
+    /// keeping those that other streams still await ([`crate::pending`]).
+    pub(crate) fn call_keeping(
+        &self,
+        replies: &ReplyQueue,
+        (request_id, request): (u64, &Request),
+        what: &'static str,
+        timeout: Duration,
+        patient: bool,
+    ) -> Result<Reply> {
         // One deadline for the send and the wait for the reply: the call's (`nam.h`).
         let deadline = Instant::now() + timeout;
         self.send(request_id, request, what, timeout)?;

@@ -56,12 +56,87 @@ impl FetchSink {
     }
 }
 
-/// The unanswered requests of every server, oldest first (with where a fetching atomic's
-/// answer goes), and the first refusal among the answers collected since the last flush.
+/// An atomic with a handle, as its path left it ([`crate::path::Path::atomic_nb`]).
+pub(crate) enum AmoPending {
+    /// Done: the old word.
+    Done(u64),
+    /// Sent on the message path as request `id` of the stream that sent it.
+    Message { id: u64 },
+    /// Posted on UCX RMA: its request, and the words UCX reads and writes until it completes.
+    Rma { request: nam_ucx::Request, operand: Box<u64>, reply: Box<u64> },
+}
+
+/// What the reply to an outstanding message-path request is for.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// A put or signal: only a refusal matters (reported by the next flush).
+    Ack,
+    /// A fetching atomic without a handle: its old word goes to the sink.
+    Fetch(FetchSink),
+    /// An atomic with a handle ([`crate::AtomicOp`]): its outcome is kept for the handle.
+    Handle,
+}
+
+/// The unanswered requests of one stream (the client's, or a context's), per server and
+/// oldest first; the first refusal among the answers collected since its last flush; and
+/// the outcomes of handle atomics collected before their handle asked.
+#[derive(Default)]
+struct Answers {
+    ids: Vec<VecDeque<(u64, Answer)>>,
+    refused: Option<Error>,
+    finished: std::collections::HashMap<u64, Result<u64>>,
+}
+
+impl Answers {
+    /// Whether request `id` is still to be answered or its outcome is still to be taken.
+    fn awaits(&self, id: u64) -> bool {
+        self.ids.iter().any(|q| q.iter().any(|(i, _)| *i == id))
+    }
+
+    fn idle(&self) -> bool {
+        self.ids.iter().all(VecDeque::is_empty)
+    }
+}
+
+thread_local! {
+    /// The message-path stream this thread's operations belong to: 0 is the client's, others
+    /// are contexts' ([`StreamScope`]).
+    static STREAM: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// While it lives, this thread's message-path operations belong to a context's stream: its
+/// requests are recorded, settled and flushed apart from the client's and other contexts'
+/// (the replies still arrive on the client's endpoint, under the client lock).
+pub(crate) struct StreamScope {
+    outer: u64,
+}
+
+impl StreamScope {
+    /// Enters stream `id` (from [`new_stream`]; 0 is the client's).
+    pub(crate) fn enter(id: u64) -> StreamScope {
+        StreamScope { outer: STREAM.replace(id) }
+    }
+}
+
+impl Drop for StreamScope {
+    fn drop(&mut self) {
+        STREAM.set(self.outer);
+    }
+}
+
+/// A new stream id for a context, never 0 nor reused in this process.
+pub(crate) fn new_stream() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The unanswered requests of every stream, and the handle-less RMA operations.
 #[derive(Default)]
 pub(crate) struct Unacked {
-    ids: Vec<VecDeque<(u64, Option<FetchSink>)>>,
-    refused: Option<Error>,
+    /// The client's stream.
+    client: Answers,
+    /// Contexts' streams, by id ([`StreamScope`]).
+    contexts: std::collections::HashMap<u64, Answers>,
     /// Per server: an RMA put was posted since its last flush.
     rma_unflushed: Vec<bool>,
     /// RMA puts and gets posted without a handle ([`crate::Client::put_nbi`]), by server,
@@ -72,71 +147,172 @@ pub(crate) struct Unacked {
     nbi_operands: Vec<(usize, Box<u64>)>,
 }
 
+impl Unacked {
+    /// The current thread's stream.
+    fn current(&mut self) -> &mut Answers {
+        match STREAM.get() {
+            0 => &mut self.client,
+            id => self.contexts.entry(id).or_default(),
+        }
+    }
+}
+
+/// Waits for the reply to the oldest outstanding request of `answers` to `server`.
+fn collect_oldest(
+    answers: &mut Answers,
+    link: &crate::link::Link,
+    replies: &crate::link::ReplyQueue,
+    server: usize,
+    timeout: Duration,
+) -> Result<()> {
+    let Some((id, answer)) = answers.ids[server].pop_front() else { return Ok(()) };
+    let result = link.receive(replies, id, "put", timeout);
+    match (answer, result) {
+        (Answer::Handle, Ok(nam_proto::Reply::Value(old))) => {
+            answers.finished.insert(id, Ok(old));
+            Ok(())
+        }
+        (Answer::Handle, Ok(reply)) => {
+            answers.finished.insert(id, Err(crate::session::unexpected(link.addr, "atomic_nb", reply)));
+            Ok(())
+        }
+        (Answer::Handle, Err(e @ Error::Refused { .. })) => {
+            answers.finished.insert(id, Err(e));
+            Ok(())
+        }
+        (_, Ok(nam_proto::Reply::Value(old))) => {
+            if let Answer::Fetch(sink) = answer {
+                sink.deliver(old);
+            }
+            Ok(())
+        }
+        (Answer::Fetch(_), Ok(reply)) => {
+            let e = crate::session::unexpected(link.addr, "atomic_nbi", reply);
+            answers.refused.get_or_insert(e);
+            Ok(())
+        }
+        (_, Ok(_)) => Ok(()),
+        (_, Err(e @ Error::Refused { .. })) => {
+            answers.refused.get_or_insert(e);
+            Ok(())
+        }
+        (answer, Err(e)) => {
+            // The server is gone or late: forget the rest, whose replies may never come;
+            // their handles learn why.
+            if let Answer::Handle = answer {
+                answers.finished.insert(id, Err(e.clone()));
+            }
+            for (id, answer) in answers.ids[server].drain(..) {
+                if let Answer::Handle = answer {
+                    answers.finished.insert(id, Err(e.clone()));
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
 impl Inner {
     /// Notes that request `id` to `server` was sent and its reply is to be collected later;
     /// collects the oldest first when too many are outstanding.
     pub(crate) fn expect_reply(&mut self, server: usize, id: u64, timeout: Duration) -> Result<()> {
-        self.expect_answer(server, (id, None), timeout)
+        self.expect_answer(server, (id, Answer::Ack), timeout)
     }
 
     /// [`Inner::expect_reply`] for a fetching atomic whose old word goes to `sink`.
     pub(crate) fn expect_fetch(&mut self, server: usize, id: u64, sink: FetchSink, timeout: Duration) -> Result<()> {
-        self.expect_answer(server, (id, Some(sink)), timeout)
+        self.expect_answer(server, (id, Answer::Fetch(sink)), timeout)
     }
 
-    fn expect_answer(&mut self, server: usize, pending: (u64, Option<FetchSink>), timeout: Duration) -> Result<()> {
-        if self.unacked.ids.len() <= server {
-            self.unacked.ids.resize_with(server + 1, VecDeque::new);
+    /// [`Inner::expect_reply`] for an atomic whose handle takes its outcome
+    /// ([`Inner::take_handle`]).
+    pub(crate) fn expect_handle(&mut self, server: usize, id: u64, timeout: Duration) -> Result<()> {
+        self.expect_answer(server, (id, Answer::Handle), timeout)
+    }
+
+    fn expect_answer(&mut self, server: usize, pending: (u64, Answer), timeout: Duration) -> Result<()> {
+        let answers = self.unacked.current();
+        if answers.ids.len() <= server {
+            answers.ids.resize_with(server + 1, VecDeque::new);
         }
-        self.unacked.ids[server].push_back(pending);
-        if self.unacked.ids[server].len() > MESSAGE_PUTS_IN_FLIGHT_MAX {
-            self.collect_oldest(server, timeout)?;
+        answers.ids[server].push_back(pending);
+        if answers.ids[server].len() > MESSAGE_PUTS_IN_FLIGHT_MAX {
+            collect_oldest(answers, &self.links[server], &self.replies, server, timeout)?;
         }
         Ok(())
     }
 
-    /// Waits for the reply to `server`'s oldest outstanding request.
-    fn collect_oldest(&mut self, server: usize, timeout: Duration) -> Result<()> {
-        let Some((id, sink)) = self.unacked.ids[server].pop_front() else { return Ok(()) };
-        match self.links[server].receive(&self.replies, id, "put", timeout) {
-            Ok(nam_proto::Reply::Value(old)) => {
-                if let Some(sink) = sink {
-                    sink.deliver(old);
-                }
-                Ok(())
-            }
-            Ok(reply) if sink.is_some() => {
-                let e = crate::session::unexpected(self.links[server].addr, "atomic_nbi", reply);
-                self.unacked.refused.get_or_insert(e);
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(e @ Error::Refused { .. }) => {
-                self.unacked.refused.get_or_insert(e);
-                Ok(())
-            }
-            Err(e) => {
-                // The server is gone or late: forget the rest, whose replies may never come.
-                self.unacked.ids[server].clear();
-                Err(e)
-            }
-        }
-    }
-
-    /// Collects every outstanding reply of every server (before a call that clears the
-    /// reply queue, and by flushes). Refusals stay for [`Inner::take_refusal`].
-    /// All of it within `timeout`, however many servers are late.
+    /// Collects every outstanding reply of this thread's stream ([`StreamScope`]) from every
+    /// server (before a call that clears the reply queue, and by flushes). Refusals stay for
+    /// [`Inner::take_refusal`]. All of it within `timeout`, however many servers are late.
+    /// Other streams' requests are not waited for: their replies stay queued for them.
     pub(crate) fn settle(&mut self, timeout: Duration) -> Result<()> {
         let _call = crate::deadline::CallDeadline::begin(timeout);
+        let answers = self.unacked.current();
         let mut first = Ok(());
-        for server in 0..self.unacked.ids.len() {
-            while !self.unacked.ids[server].is_empty() {
-                if let Err(e) = self.collect_oldest(server, crate::deadline::time_left(timeout)) {
+        for server in 0..answers.ids.len() {
+            while !answers.ids[server].is_empty() {
+                let left = crate::deadline::time_left(timeout);
+                if let Err(e) = collect_oldest(answers, &self.links[server], &self.replies, server, left) {
                     first = first.and(Err(e));
                 }
             }
         }
         first
+    }
+
+    /// The outcome of handle atomic `id` to `server` of stream `stream`: `None` while its
+    /// reply has not come. `wait` waits for it that long; otherwise it only progresses once.
+    /// Other requests' replies stay queued for whoever waits for them.
+    pub(crate) fn take_handle(
+        &mut self,
+        (stream, server, id): (u64, usize, u64),
+        wait: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let _scope = StreamScope::enter(stream);
+        let answers = self.unacked.current();
+        if let Some(outcome) = answers.finished.remove(&id) {
+            return outcome.map(Some);
+        }
+        let Some(position) = answers.ids.get(server).and_then(|q| q.iter().position(|(i, _)| *i == id)) else {
+            return Err(Error::InvalidArgument("the atomic's outcome was already taken"));
+        };
+        let link = &self.links[server];
+        let outcome = match wait {
+            Some(timeout) => link.receive(&self.replies, id, "atomic_nb", timeout).map(Some),
+            None => link.poll_reply(&self.replies, id, "atomic_nb"),
+        };
+        let outcome = match outcome {
+            Ok(None) => return Ok(None),
+            Ok(Some(nam_proto::Reply::Value(old))) => Ok(Some(old)),
+            Ok(Some(reply)) => Err(crate::session::unexpected(link.addr, "atomic_nb", reply)),
+            Err(e) => Err(e),
+        };
+        answers.ids[server].remove(position);
+        outcome
+    }
+
+    /// Empties the reply queue of late replies (to calls that timed out) before a call waits
+    /// for one of its own, keeping those that any stream still awaits.
+    pub(crate) fn clear_stale_replies(&self) {
+        let unacked = &self.unacked;
+        let mut queue = self.replies.lock();
+        if unacked.client.idle() && unacked.contexts.values().all(Answers::idle) {
+            queue.clear();
+            return;
+        }
+        queue.retain(|bytes| match nam_proto::decode_header(bytes) {
+            Ok((h, _)) => {
+                unacked.client.awaits(h.request_id) || unacked.contexts.values().any(|a| a.awaits(h.request_id))
+            }
+            Err(_) => false,
+        });
+    }
+
+    /// Forgets a context's stream as it is destroyed (after its quiet): late replies to it
+    /// become stale.
+    pub(crate) fn end_stream(&mut self, stream: u64) {
+        self.unacked.contexts.remove(&stream);
     }
 
     /// Notes an RMA put to `server` (call with the lock held, once it is posted).
@@ -188,8 +364,8 @@ impl Inner {
         first
     }
 
-    /// The first refusal of a message-path put since the last call.
+    /// The first refusal of a message-path put of this thread's stream since the last call.
     pub(crate) fn take_refusal(&mut self) -> Result<()> {
-        self.unacked.refused.take().map_or(Ok(()), Err)
+        self.unacked.current().refused.take().map_or(Ok(()), Err)
     }
 }

@@ -249,7 +249,8 @@ impl Inner {
         // The call clears the reply queue: collect the outstanding puts' replies first.
         self.settle(timeout)?;
         let id = self.request_id();
-        self.links[server].call(&self.replies, (id, request), what, timeout, patient)
+        self.clear_stale_replies();
+        self.links[server].call_keeping(&self.replies, (id, request), what, timeout, patient)
     }
 
     /// Sends a request whose reply grants an allocation, and adopts it.

@@ -125,6 +125,9 @@ impl Client {
         timeout: Duration,
     ) -> Result<u64> {
         let path = self.paths.word(allocation);
+        if path == Path::Messages {
+            return self.watch_word(path, allocation, offset, watch, deadline, timeout);
+        }
         let spin_until = Instant::now() + self.session.wait_spin;
         loop {
             let word = self.read_watched(path, allocation, offset, watch.width_bytes)?;
@@ -141,6 +144,38 @@ impl Client {
             }
             let until = deadline.min(now + WAIT_SLEEP_SLICE);
             if let Some(word) = path.sleep(&self.session, allocation, offset, watch, word, until)? {
+                if watch.holds(word) {
+                    return Ok(word);
+                }
+            }
+        }
+    }
+
+    /// [`Client::wait_word`] on the message path, where the server executes every change of
+    /// the word: no polling reads, each a round trip, before sleeping; a Watch at once, which the server answers
+    /// at once when the word already holds (one round trip, as one read would) and otherwise
+    /// as soon as it changes. The waiter spins on its replies for `wait_spin` before it
+    /// sleeps on the worker ([`crate::path::messages`]).
+    fn watch_word(
+        &self,
+        path: Path,
+        allocation: &Allocation,
+        offset: u64,
+        watch: WordWatch,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<u64> {
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                let last = self.read_watched(path, allocation, offset, watch.width_bytes)?;
+                if watch.holds(last) {
+                    return Ok(last);
+                }
+                return Err(Error::WaitTimeout { timeout_ms: timeout.as_millis() as u64, last });
+            }
+            let until = deadline.min(now + WAIT_SLEEP_SLICE);
+            if let Some(word) = path.sleep(&self.session, allocation, offset, watch, 0, until)? {
                 if watch.holds(word) {
                     return Ok(word);
                 }

@@ -119,6 +119,10 @@ pub(crate) const BACKING_FILE_MODE: u32 = 0o600;
 /// still gets several segments per step to spread over the cores: at 2 MiB, 8 ranks and
 /// 256 KiB segments made one segment per step, folded on one core.
 pub(crate) const CKPT_DIRECT_BUDGET_BYTES: u64 = 16 << 20;
+/// Largest run of rebuilt segments a pushed restore PUTs into the lost rank's buffer at
+/// once: large enough that UCX streams it without a round trip per segment, small enough
+/// that the first bytes leave while later segments are still being rebuilt.
+pub(crate) const CKPT_PUSH_RUN_BYTES: u64 = 4 << 20;
 
 /// Bytes of a fold sub-block: eight sources and the output (576 KiB) stay in a 1 MiB L2
 /// cache, and each checksum call is long enough for the carry-less-multiply kernel to pay

@@ -59,6 +59,24 @@ pub(crate) fn atomic_nbi(
     Ok(())
 }
 
+/// Sends an atomic the server executes and returns at once; its handle (or the next flush,
+/// which keeps the outcome for it) collects the reply.
+pub(crate) fn atomic_nb(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    atomic: Atomic,
+) -> Result<crate::pending::AmoPending> {
+    let Atomic { op, value, compare } = atomic;
+    let request = Request::Atomic { handle: a.handle(), offset, op, value, compare };
+    let mut inner = session.lock();
+    let id = inner.request_id();
+    inner.links[a.server()].send(id, &request, "atomic_nb", session.time_left())?;
+    inner.expect_handle(a.server(), id, session.time_left())?;
+    inner.traffic.atomics += 1;
+    Ok(crate::pending::AmoPending::Message { id })
+}
+
 /// Puts `data`, then updates the signal word: the server executes messages in order, so
 /// the data is stored before the signal.
 pub(crate) fn put_signal(session: &Session, put: SignalPut<'_>) -> Result<()> {
@@ -110,13 +128,19 @@ pub(crate) fn watch(
         timeout_ms: remaining.as_millis().clamp(1, nam_proto::limits::WATCH_TIMEOUT_MS_MAX.into()) as u32,
     });
     let mut inner = session.lock();
-    inner.settle(session.time_left())?;
-    inner.replies.lock().clear();
+    // Not settled first: the replies to earlier puts and signals (a ping-pong's) stay
+    // queued for whoever collects them, instead of costing this wait a round trip; the
+    // server executes the Watch after them anyway.
+    inner.clear_stale_replies();
     let id = inner.request_id();
     let link = &inner.links[a.server()];
     link.send(id, &request, "watch", session.time_left())?;
     // The server answers by `until` (rounded up to its millisecond) plus a trip.
     let give_up = until + WATCH_REPLY_GRACE;
+    // A reply within `wait_spin` is taken without arming the worker's event fd and
+    // sleeping on it, whose wake-up costs tens of microseconds. The polls yield the core
+    // between them.
+    let spin_until = std::time::Instant::now() + session.wait_spin;
     let mut can_sleep = true;
     loop {
         if let Some(reply) = link.poll_reply(&inner.replies, id, "watch")? {
@@ -130,6 +154,12 @@ pub(crate) fn watch(
             // No news: the caller reads the word itself (its late reply is dropped with the
             // next call's stale replies).
             return Ok(None);
+        }
+        if now < spin_until.min(give_up) {
+            // Yield, not spin: the server (or the peer that will signal) may need this core
+            // (as `Link::receive_until` does).
+            std::thread::yield_now();
+            continue;
         }
         // Sleep on the worker's event fd: the reply wakes it. Without one, short naps.
         if can_sleep {
@@ -218,7 +248,7 @@ impl Inner {
             Error::Timeout { addr, what, .. } => Error::Timeout { addr, what, timeout_ms: timeout.as_millis() as u64 },
             e => e,
         };
-        self.replies.lock().clear();
+        self.clear_stale_replies();
         let mut in_flight: std::collections::VecDeque<(usize, u64)> = std::collections::VecDeque::new();
         let mut first_error = None;
         let mut requests = requests.enumerate().peekable();

@@ -199,6 +199,23 @@ impl Path {
         }
     }
 
+    /// An atomic with a handle ([`crate::AtomicOp`]): posted and left in flight on RMA
+    /// (64-bit kinds) and on the message path, where the handle or the next flush completes
+    /// it; done at once on the direct path and for RMA's 32-bit kinds.
+    pub(crate) fn atomic_nb(
+        self,
+        s: &Session,
+        a: &Allocation,
+        offset: u64,
+        atomic: Atomic,
+    ) -> Result<crate::pending::AmoPending> {
+        match self {
+            Path::Rma if atomic.op.width_bytes() == 8 => rma::atomic_nb(s, a, offset, atomic),
+            Path::Messages => messages::atomic_nb(s, a, offset, atomic),
+            path => path.atomic(s, a, offset, atomic).map(crate::pending::AmoPending::Done),
+        }
+    }
+
     /// Reads the 64-bit word at `offset` (aligned, checked by the caller) without a
     /// read-modify-write, so that polling it does not take its cache line from the writer:
     /// an acquire load on the direct path, an 8-byte get elsewhere. Counted as a get.

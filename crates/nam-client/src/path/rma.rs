@@ -167,6 +167,36 @@ pub(crate) unsafe fn atomic_nbi(
     Ok(())
 }
 
+/// Posts a 64-bit atomic for a handle ([`crate::AtomicOp`]), which owns its operand and
+/// reply word until it completes; a flush of the server completes it too.
+pub(crate) fn atomic_nb(
+    session: &Session,
+    a: &Allocation,
+    offset: u64,
+    atomic: Atomic,
+) -> Result<crate::pending::AmoPending> {
+    let (op, operand, reply_in) = ucx_form(atomic.op, atomic.value, atomic.compare);
+    let (operand, mut reply) = (Box::new(operand), Box::new(reply_in));
+    let mut inner = session.lock();
+    let link = &inner.links[a.server];
+    // SAFETY: both words are on the heap and move into the handle, which keeps them until
+    // the request completes (its drop waits for it).
+    let posted = unsafe {
+        link.data("atomic")?.atomic_nbx(op, &*operand, &mut *reply, a.remote_addr + offset, link.rkey(a.key))
+    };
+    let addr = link.addr;
+    let posted = posted.map_err(|source| Error::Transport { addr, what: "atomic_nb", source })?;
+    inner.traffic.atomics += 1;
+    match posted {
+        Posted::Done => Ok(crate::pending::AmoPending::Done(*reply)),
+        Posted::InFlight(request) => {
+            // The next flush of the server flushes the endpoint, which completes it.
+            inner.note_rma_put(a.server);
+            Ok(crate::pending::AmoPending::Rma { request, operand, reply })
+        }
+    }
+}
+
 /// One UCX 64-bit atomic, waited for; `reply` receives the old word.
 fn atomic64(
     session: &Session,

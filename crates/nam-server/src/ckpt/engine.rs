@@ -55,6 +55,7 @@ impl Engine for CkptEngine {
             let (progressed, pending) = group.step(ctx.pool);
             busy |= progressed;
             self.draining.extend(pending.into_iter().flatten());
+            Self::release_staging(ctx, group);
         }
         busy
     }
@@ -69,6 +70,7 @@ impl Engine for CkptEngine {
                 let message = "the client that asked for the restore disconnected".to_string();
                 let pending = group.fail(ctx.pool, JobFailure { status: Status::CkptRankFailed, message });
                 self.draining.extend(pending);
+                Self::release_staging(ctx, group);
             }
             for r in 0..group.ranks {
                 let Some(peer) = &group.peers[r as usize] else { continue };

@@ -76,6 +76,9 @@ pub(super) struct Group {
     pub(super) last_job_cpu: Duration,
     /// The client a running restore writes into an allocation of.
     pub(super) restorer: Option<u64>,
+    /// The handle of a pushed restore's staging allocation, the engine's own until the job
+    /// ends ([`super::engine::CkptEngine::release_staging`]).
+    pub(super) staging: Option<u64>,
 }
 
 /// GETs still in flight after their job ended, with the buffers UCX writes into: kept until
@@ -109,7 +112,7 @@ impl Group {
             .iter()
             .map(|p| {
                 let p = p.as_ref()?;
-                Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr })
+                Some(RankSource { endpoint: &p.endpoint, rkey: p.rkey.as_ref()?, addr: p.addr, len: p.len })
             })
             .collect();
         let target = Self::resolve_target(&self.peers, pool, job);

@@ -87,6 +87,23 @@ pub(super) struct Job {
     /// Parity segments written so far (an epoch): each cohort or fetched segment writes its
     /// segments once, so over the segment count this is the passes over the parity.
     pub(super) parity_segment_writes: u64,
+    /// A pushed restore's PUTs into the lost rank's buffer ([`RestoreInto::Pushed`]).
+    pub(super) push: Push,
+}
+
+/// Progress of a pushed restore: the rebuilt bytes go out in verified runs of segments,
+/// PUT into the lost rank's registered buffer while later segments are still being rebuilt,
+/// then one flush makes them all remotely complete before the restore word says done.
+#[derive(Default)]
+pub(super) struct Push {
+    /// The first segment not yet PUT.
+    pub(super) next: u64,
+    /// PUTs not yet locally complete.
+    pub(super) posted: Vec<nam_ucx::Posted>,
+    /// The flush posted once every segment is PUT.
+    pub(super) flush: Option<nam_ucx::Posted>,
+    /// Every PUT is complete at the lost rank.
+    pub(super) flushed: bool,
 }
 
 impl Job {
@@ -148,6 +165,7 @@ impl Job {
             fused: false,
             fused_next: 0,
             parity_segment_writes: 0,
+            push: Push::default(),
         }
     }
 
@@ -186,6 +204,7 @@ impl Job {
     /// Whether every segment has every contribution.
     pub(super) fn finished(&self) -> bool {
         (!self.fused || self.fused_next == self.counts.len() as u64)
+            && (!self.pushes() || self.push.flushed)
             && self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
     }
 
@@ -206,6 +225,7 @@ impl Job {
         let mut busy = self.fold_direct(pool, sources, target)?;
         busy |= self.issue(sources)?;
         busy |= self.reap(pool, target)?;
+        busy |= self.push_rebuilt(pool, sources, target)?;
         Ok(busy)
     }
 

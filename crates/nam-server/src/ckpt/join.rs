@@ -132,6 +132,7 @@ impl CkptEngine {
             last_job_busy: Duration::ZERO,
             last_job_cpu: Duration::ZERO,
             restorer: None,
+            staging: None,
         };
         group.recover_from_pool(ctx.pool);
         Ok(group)

@@ -17,6 +17,8 @@ pub(super) struct RankSource<'a> {
     pub(super) rkey: &'a RemoteKey,
     /// Remote address of byte 0.
     pub(super) addr: u64,
+    /// Length of the buffer the rank joined with: nothing is written past it.
+    pub(super) len: u64,
 }
 
 pub(super) struct Pending {

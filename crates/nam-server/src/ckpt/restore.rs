@@ -11,13 +11,15 @@ use super::pull::RankSource;
 use super::refuse;
 use super::slot::{Slot, SlotHeader};
 use super::sys::prefault;
-use crate::constants::{CKPT_BUFFER_ALIGN, CKPT_DIRECT_BUDGET_BYTES};
+use crate::constants::{CKPT_BUFFER_ALIGN, CKPT_DIRECT_BUDGET_BYTES, CKPT_PUSH_RUN_BYTES};
 use crate::engine::EngineCtx;
+use crate::manager::Grant;
 use crate::manager::Refusal;
 use crate::pool::Pool;
 use nam_proto::checksum::crc32c;
 use nam_proto::ckpt::*;
-use nam_proto::{Alloc, Reply, Status};
+use nam_proto::{Alloc, Reply, Status, ALLOC_FLAG_PERSISTENT};
+use nam_ucx::Posted;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -75,6 +77,10 @@ pub(super) enum RestoreInto {
     Pool(u64),
     /// The lost rank's own group buffer, mapped into the server (same host): no copy after.
     RankBuffer,
+    /// The engine's staging allocation at this offset, each verified run of segments PUT
+    /// from there into the lost rank's registered buffer as soon as it is rebuilt (a rank
+    /// the server does not map: another host, or TCP only).
+    Pushed(u64),
 }
 
 /// The rebuilt buffer of a running restore: `len` bytes at `base`, resolved by the group at
@@ -123,14 +129,30 @@ impl CkptEngine {
         };
         let in_place = flags & CKPT_RESTORE_INTO_BUFFER != 0
             && mapped(lost).is_some_and(|(peer, _)| peer.client == client && peer.len == lost_len);
+        // Elsewhere (another host, or TCP only) the engine PUTs the rebuilt bytes into the
+        // replacement's registered buffer as they are verified, pipelined with the rebuild,
+        // instead of leaving them in an allocation the replacement then fetches chunk by
+        // chunk through the message path after the rebuild (a second pass over the network).
+        let push = !in_place
+            && flags & CKPT_RESTORE_INTO_BUFFER != 0
+            && lost_len > 0
+            && group.peers[lost as usize]
+                .as_ref()
+                .is_some_and(|peer| peer.client == client && peer.len == lost_len && peer.rkey.is_some());
         let fused = (0..group.ranks).filter(|&r| r != lost).all(|r| mapped(r).is_some());
         let grant = if in_place {
             None
+        } else if push {
+            Some(group.staging_allocation(ctx, client, lost_len)?)
         } else {
             let alloc = Alloc { size: lost_len.max(1), align: CKPT_BUFFER_ALIGN, flags: 0, name: String::new() };
             Some(ctx.manager.allocate(client, &alloc)?)
         };
-        let into = grant.as_ref().map_or(RestoreInto::RankBuffer, |g| RestoreInto::Pool(g.offset));
+        let into = match &grant {
+            None => RestoreInto::RankBuffer,
+            Some(g) if push => RestoreInto::Pushed(g.offset),
+            Some(g) => RestoreInto::Pool(g.offset),
+        };
         group.write_word(ctx.pool, CKPT_WORD_RESTORE, 0);
         let mut job = Job::new(
             epoch,
@@ -149,8 +171,10 @@ impl CkptEngine {
             prefault(target.base, target.len, libc::MADV_POPULATE_WRITE);
         }
         if let Err(f) = job.start_restore(ctx.pool, target) {
-            if let Some(grant) = &grant {
-                ctx.manager.free(client, grant.handle)?;
+            match &grant {
+                Some(grant) if push => ctx.manager.destroy_handle(grant.handle),
+                Some(grant) => ctx.manager.free(client, grant.handle)?,
+                None => {}
             }
             group.last_error = f.message.clone();
             group.last_status = f.status;
@@ -158,7 +182,48 @@ impl CkptEngine {
         }
         group.job = Some(job);
         group.restorer = Some(client);
-        Ok(grant.map_or(Reply::Done, |grant| Reply::Alloc(ctx.alloc_reply(&grant))))
+        match grant {
+            Some(grant) if push => {
+                group.staging = Some(grant.handle);
+                Ok(Reply::Done)
+            }
+            grant => Ok(grant.map_or(Reply::Done, |grant| Reply::Alloc(ctx.alloc_reply(&grant)))),
+        }
+    }
+}
+
+impl Group {
+    /// The engine's own pool allocation a pushed restore rebuilds into before it PUTs the
+    /// bytes out: charged to the requester's tenant like the allocation a fetched restore
+    /// hands out, but under a reserved name and held by no client, so that no client can
+    /// free it while the job writes it; the engine destroys it when the job ends
+    /// ([`CkptEngine::release_staging`]). A stale one (a file-backed pool kept over a
+    /// server restart) is replaced.
+    fn staging_allocation(&mut self, ctx: &mut EngineCtx<'_>, client: u64, len: u64) -> Result<Grant, Refusal> {
+        let name = format!("{CKPT_NAME_PREFIX}{}:restore", self.name);
+        if let Some(stale) = ctx.manager.lookup(&self.tenant, &name) {
+            ctx.manager.destroy_handle(stale.handle);
+        }
+        let alloc = Alloc { size: len, align: CKPT_BUFFER_ALIGN, flags: ALLOC_FLAG_PERSISTENT, name };
+        let grant = ctx.manager.allocate(client, &alloc).map_err(|r| Refusal {
+            status: r.status,
+            message: format!("restore staging of {len} bytes: {}", r.message),
+        })?;
+        ctx.manager.release_hold(client, grant.handle);
+        Ok(grant)
+    }
+}
+
+impl CkptEngine {
+    /// Destroys a finished or failed pushed restore's staging allocation. PUTs a failed
+    /// job left in flight may still read it; they only ever write the failed replacement's
+    /// own buffer, which its restore word already declares unrestored.
+    pub(super) fn release_staging(ctx: &mut EngineCtx<'_>, group: &mut Group) {
+        if group.job.is_none() {
+            if let Some(handle) = group.staging.take() {
+                ctx.manager.destroy_handle(handle);
+            }
+        }
     }
 }
 
@@ -206,7 +271,7 @@ impl Group {
         let len = job.header.sizes[lost as usize] as usize;
         let base = match into {
             // SAFETY: the allocation is the requester's, of at least `len` bytes, in the pool.
-            RestoreInto::Pool(offset) => pool.ptr(offset, len as u64),
+            RestoreInto::Pool(offset) | RestoreInto::Pushed(offset) => pool.ptr(offset, len as u64),
             RestoreInto::RankBuffer => {
                 let peer = peers[lost as usize].as_ref()?;
                 peer.rkey.as_ref()?.local_ptr(peer.addr)?
@@ -376,12 +441,127 @@ impl Job {
         )
     }
 
+    /// Whether this job PUTs the rebuilt bytes into the lost rank's buffer.
+    pub(super) fn pushes(&self) -> bool {
+        matches!(self.purpose, Purpose::Restore { into: RestoreInto::Pushed(_), .. })
+    }
+
+    /// Whether segment `s` of the rebuilt buffer has every contribution.
+    fn segment_rebuilt(&self, s: u64) -> bool {
+        if self.fused {
+            s < self.fused_next
+        } else {
+            self.counts[s as usize] == self.expected[s as usize]
+        }
+    }
+
+    /// A pushed restore's step: reaps completed PUTs, PUTs every run of segments rebuilt
+    /// since the last step (each segment first checked against the lost rank's stored
+    /// checksum, so no unverified byte leaves the server), and once everything is PUT,
+    /// flushes the endpoint so that the bytes are in the lost rank's buffer before the
+    /// restore word says so. The lost rank only waits (progressing, as TCP needs).
+    pub(super) fn push_rebuilt(
+        &mut self,
+        pool: &Pool,
+        sources: &[Option<RankSource<'_>>],
+        target: Option<RestoreTarget>,
+    ) -> Result<bool, JobFailure> {
+        let Purpose::Restore { lost, into: RestoreInto::Pushed(_) } = self.purpose else { return Ok(false) };
+        let target = target.expect("a restore steps with its target");
+        let source = sources[lost as usize].as_ref().ok_or_else(|| {
+            failure(Status::CkptRankFailed, format!("rank {lost} left before its rebuilt bytes were written back"))
+        })?;
+        let write_failed =
+            |e| failure(Status::CkptRankFailed, format!("writing the rebuilt bytes into rank {lost}'s buffer: {e}"));
+        let mut busy = false;
+        let mut i = 0;
+        while i < self.push.posted.len() {
+            let state = match &self.push.posted[i] {
+                Posted::Done => Some(Ok(())),
+                Posted::InFlight(request) => request.check(),
+            };
+            match state {
+                None => i += 1,
+                Some(Err(e)) => return Err(write_failed(e)),
+                Some(Ok(())) => {
+                    self.push.posted.swap_remove(i);
+                    busy = true;
+                }
+            }
+        }
+        let (seg, total) = (self.header.segment as u64, self.counts.len() as u64);
+        let run_max = (CKPT_PUSH_RUN_BYTES / seg).max(1);
+        while self.push.next < total && self.segment_rebuilt(self.push.next) {
+            let first = self.push.next;
+            let mut end = first + 1;
+            while end < total && end - first < run_max && self.segment_rebuilt(end) {
+                end += 1;
+            }
+            if !self.fused {
+                // (A fused restore checked each segment as it rebuilt it.)
+                for s in first..end {
+                    let (at, n) = self.segment_range(s, target.len as u64);
+                    // SAFETY: the target is the job's alone; read-only here.
+                    let rebuilt = unsafe { target.bytes(at as usize, n) };
+                    if crc32c(rebuilt) != self.slot.load_crc(pool, self.header.rank_crc_at(lost), s) {
+                        return Err(self.corrupted(&format!("rebuilt segment {s} of rank {lost} fails its checksum")));
+                    }
+                }
+            }
+            let at = first * seg;
+            let stop = (end * seg).min(target.len as u64);
+            // The lost rank joined with exactly its recorded size (checked when the restore
+            // started, and a rank cannot join again while it runs): never past its buffer.
+            if stop > source.len {
+                return Err(failure(
+                    Status::CkptRankFailed,
+                    format!("rank {lost}'s buffer of {} bytes is shorter than its {stop}-byte checkpoint", source.len),
+                ));
+            }
+            // SAFETY: the staging allocation stays the engine's until the job has ended; the
+            // bytes are only read here.
+            let posted = unsafe {
+                source.endpoint.put_nbx(
+                    target.base.add(at as usize),
+                    (stop - at) as usize,
+                    source.addr + at,
+                    source.rkey,
+                )
+            }
+            .map_err(write_failed)?;
+            self.push.posted.push(posted);
+            self.push.next = end;
+            busy = true;
+        }
+        if self.push.next == total && self.push.posted.is_empty() && !self.push.flushed {
+            let state = match &self.push.flush {
+                None => {
+                    self.push.flush = Some(source.endpoint.flush_nbx().map_err(write_failed)?);
+                    busy = true;
+                    None
+                }
+                Some(Posted::Done) => Some(Ok(())),
+                Some(Posted::InFlight(request)) => request.check(),
+            };
+            match state {
+                None => {}
+                Some(Err(e)) => return Err(write_failed(e)),
+                Some(Ok(())) => {
+                    self.push.flush = None;
+                    self.push.flushed = true;
+                    busy = true;
+                }
+            }
+        }
+        Ok(busy)
+    }
+
     /// After a restore's last segment: the rebuilt buffer must match the lost rank's
     /// checksums, or it is not handed out.
     pub(super) fn verify_restore(&self, pool: &Pool, target: RestoreTarget) -> Result<(), JobFailure> {
         let Purpose::Restore { lost, .. } = self.purpose else { return Ok(()) };
-        if self.fused {
-            return Ok(()); // every segment was checked as it was rebuilt
+        if self.fused || self.pushes() {
+            return Ok(()); // every segment was checked as it was rebuilt or before it was PUT
         }
         let seg = self.header.segment as usize;
         // SAFETY: the target is the job's alone; read-only here.
