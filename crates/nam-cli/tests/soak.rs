@@ -437,8 +437,22 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
     let started = Instant::now();
     let mut restarts = 0u32;
     let mut next_restart = started + restart_every;
+    let mut deaths = 0u32;
     while started.elapsed() < duration {
         std::thread::sleep(Duration::from_millis(200));
+        // A server that exits without being killed was crashed by a peer (UCX aborts on an
+        // assertion print their message on the inherited stderr above): the violation this
+        // test exists to find. It is restarted so that the run goes on counting.
+        if let Ok(Some(status)) = server.child.try_wait() {
+            deaths += 1;
+            stats.violation(format!(
+                "the server died on its own after {:?} ({status}); its last words are on stderr above",
+                started.elapsed()
+            ));
+            server = ServerProcess::start_on(&listen, "tcp", &args);
+            pid.store(server.child.id(), Ordering::Relaxed);
+            next_restart = Instant::now() + restart_every;
+        }
         if Instant::now() >= next_restart && started.elapsed() + Duration::from_secs(5) < duration {
             server.kill();
             // Binds the port at once (SO_REUSEADDR); a failure to start fails the test here.
@@ -463,7 +477,7 @@ fn sixty_four_clients_keep_every_acknowledged_write_through_floods_garbage_and_k
     let s = &*stats;
     let max_rss = max_rss.load(Ordering::Relaxed);
     eprintln!(
-        "soak: {:?}, {restarts} restarts (kill -9), {} ops ({} acknowledged puts, {} fetch-adds, {} checked gets), \
+        "soak: {:?}, {restarts} restarts (kill -9), {deaths} unplanned server deaths, {} ops ({} acknowledged puts, {} fetch-adds, {} checked gets), \
          {} errors (slowest {} ms, deadline {} ms), {} reconnects, {} regions verified; hostile: {} flood rounds, \
          {} garbage connections, {} half-open connections; server anonymous memory at most {} MiB (reply bound \
          {} MiB + {} MiB allowance); last server: {} clients cut off, {} connections refused, {} sockets closed, \
