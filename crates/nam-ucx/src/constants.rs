@@ -16,20 +16,19 @@ pub const IFACES_MAX: usize = 64;
 /// UCX settings whose defaults nam changes, unless the environment variable named first
 /// sets them: (environment variable, configuration key, value).
 ///
-/// `UCX_TCP_PUT_ENABLE`: UCX 1.13's TCP transport with zero-copy PUT crashes (SIGSEGV in
-/// `uct_tcp_ep_handle_io_err`, from `uct_tcp_iface_progress`) when a peer closes its endpoint
+/// `UCX_TCP_PUT_ENABLE`: UCX 1.13's TCP transport with zero-copy PUT crashed (SIGSEGV in
+/// `uct_tcp_ep_handle_io_err`, from `uct_tcp_iface_progress`) when a peer closed its endpoint
 /// on an oversubscribed machine; the `ckpt_parity` tests beside four busy loops crashed in 2 of
-/// 3 runs with it on and passed 6 of 6 with it off. Puts over TCP then travel as active
-/// messages; shared memory and RDMA transports are not affected. The key is the transport's
-/// own field name: UCP keeps keys it does not know and applies them to each transport's
-/// configuration, where the `TCP_` prefix is not part of the name.
+/// 3 runs with it on and passed 6 of 6 with it off. Kept off with UCX 1.22 until measured
+/// again: puts over TCP then travel as active messages; shared memory and RDMA transports are
+/// not affected. The keys are the full names (UCX 1.22 checks that some component has them).
 ///
 /// `UCX_TCP_CM_REUSEADDR`: a listener sets `SO_REUSEADDR`, so a server restarted on its port
 /// right after a crash (kill -9) binds at once instead of failing with "Address already in
 /// use" while the dead process's connections sit in TIME-WAIT (about a minute). It does not
 /// let two live listeners share a port: Linux refuses a second bind to a listening address.
 pub const OVERRIDDEN_DEFAULTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 2] =
-    [("UCX_TCP_PUT_ENABLE", c"PUT_ENABLE", c"n"), ("UCX_TCP_CM_REUSEADDR", c"CM_REUSEADDR", c"y")];
+    [("UCX_TCP_PUT_ENABLE", c"TCP_PUT_ENABLE", c"n"), ("UCX_TCP_CM_REUSEADDR", c"TCP_CM_REUSEADDR", c"y")];
 
 /// Worker progress calls between two looks at the clock and the watched endpoint while a
 /// request is waited for: 64, so a blocking wait reads the time rarely against the progress

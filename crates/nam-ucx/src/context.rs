@@ -1,7 +1,7 @@
 //! The UCP context: one per process and purpose, shared by its workers.
 
 use crate::constants::OVERRIDDEN_DEFAULTS;
-use crate::error::{check, Result};
+use crate::error::{check, Error, Result};
 use crate::ffi;
 use std::ptr;
 use std::sync::Arc;
@@ -76,6 +76,7 @@ impl Context {
     /// Like [`Context::new`], but with `UCX_TLS` replaced by `transports` when given
     /// (for example `"tcp"` or `"sm,self,tcp"`).
     pub fn with_transports(features: Features, transports: Option<&str>) -> Result<Context> {
+        check_loaded_version()?;
         let mut config: *mut ffi::ucp_config_t = ptr::null_mut();
         // SAFETY: out-pointer is valid; null prefix and file mean "environment only".
         check("ucp_config_read", unsafe { ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config) })?;
@@ -117,4 +118,20 @@ impl Context {
         check("ucp_init", status)?;
         Ok(Context { inner: Arc::new(ContextInner { raw }) })
     }
+}
+
+/// Refuses a UCX library whose `major.minor` differs from the headers nam was built with
+/// ([`Error::VersionMismatch`]): an `LD_PRELOAD` or another UCX earlier in the search path
+/// must not silently change the packed layouts [`crate::peer`] checks peers' bytes against.
+fn check_loaded_version() -> Result<()> {
+    let (mut major, mut minor, mut release) = (0u32, 0u32, 0u32);
+    // SAFETY: three valid out-pointers.
+    unsafe { ffi::ucp_get_version(&mut major, &mut minor, &mut release) };
+    if (major, minor) == (ffi::UCP_API_MAJOR, ffi::UCP_API_MINOR) {
+        return Ok(());
+    }
+    Err(Error::VersionMismatch {
+        built: format!("{}.{}", ffi::UCP_API_MAJOR, ffi::UCP_API_MINOR),
+        loaded: format!("{major}.{minor}.{release}"),
+    })
 }

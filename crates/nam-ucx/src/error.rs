@@ -51,6 +51,19 @@ pub enum Error {
     /// An argument violates the wrapper's contract (for example an unaligned atomic).
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    /// The UCX library loaded at run time is not the release nam was built against. The
+    /// checks of a peer's packed addresses and keys ([`crate::peer`]) follow the layouts of
+    /// the release built against, so another one is refused rather than trusted.
+    #[error(
+        "UCX {loaded} is loaded, but nam was built against UCX {built}: rebuild nam, or load the \
+         UCX it was built with (scripts/setup.sh installs it in /opt/nam/ucx)"
+    )]
+    VersionMismatch {
+        /// `major.minor` of the headers nam was built with.
+        built: String,
+        /// `major.minor.release` of the library this process loaded.
+        loaded: String,
+    },
 }
 
 /// Result of a transport operation.

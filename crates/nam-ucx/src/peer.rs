@@ -1,11 +1,11 @@
 //! Checks of UCX bytes that come from a peer: packed worker addresses and packed remote keys.
 //!
-//! UCX 1.13 trusts both blindly. `ucp_ep_create` unpacks a worker address without knowing
-//! its length and asserts (aborting the process) on a version it does not know;
+//! UCX trusts both blindly. `ucp_ep_create` unpacks a worker address without knowing its
+//! length and asserts (aborting the process) on a version it does not know;
 //! `ucp_ep_rkey_unpack` takes no length at all and reads, indexes and maps whatever the
 //! bytes say. So a peer's bytes are checked here against the packed layouts of the UCX
 //! release nam is built with (`src/ucp/wireup/address.c` and `src/ucp/core/ucp_rkey.c` of
-//! v1.13.x) *and* against this process's own address and keys: every length must lie
+//! v1.22.x; `Context::new` refuses any other release at run time) *and* against this process's own address and keys: every length must lie
 //! inside the buffer, the buffer must end where the layout ends, and every transport and
 //! memory domain named must be one this process has, with the field sizes this process's
 //! UCX packs for it (so that what each transport's unpack reads is inside the buffer).
@@ -30,6 +30,8 @@ const IFACE_ATTR_LEN_V1: usize = 16;
 const IFACE_ATTR_LEN_V2: usize = 8;
 /// `UCS_MEMORY_TYPE_HOST`: the only memory type a peer's key may name.
 const MEMORY_TYPE_HOST: u8 = 0;
+/// `UCS_SYS_DEVICE_ID_UNKNOWN`: the system device of host memory in a packed key.
+const SYS_DEVICE_UNKNOWN: u8 = 0xff;
 
 /// One transport interface in a packed worker address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +92,7 @@ fn parse_address(bytes: &[u8]) -> std::result::Result<AddressShape, String> {
     let flags = match version {
         ADDRESS_V1 => first >> 4,
         ADDRESS_V2 => c.byte("the header")?,
-        v => return Err(format!("address version {v} is not one UCX 1.13 packs (0 or 1)")),
+        v => return Err(format!("address version {v} is not one UCX 1.22 packs (0 or 1)")),
     };
     if flags & !HEADER_FLAGS_KNOWN != 0 || flags & HEADER_FLAG_DEBUG_INFO != 0 {
         return Err(format!("header flags {flags:#x} are not ones a worker address carries here"));
@@ -318,6 +320,15 @@ fn parse_rkey(bytes: &[u8]) -> std::result::Result<Vec<(usize, &[u8])>, String> 
     for md in (0..64).filter(|b| map & (1u64 << b) != 0) {
         let len = c.byte("a key size")? as usize;
         blobs.push((md, c.skip(len, "a memory domain's key")?));
+    }
+    // Since UCX 1.20 a non-empty key ends with the system device of its memory. A known device
+    // is followed by distances that UCX reads until a terminator, whatever the key's length:
+    // host memory has none, and a peer's key may not name one.
+    if map != 0 {
+        let sys_dev = c.byte("the system device")?;
+        if sys_dev != SYS_DEVICE_UNKNOWN {
+            return Err(format!("system device {sys_dev:#04x} is not host memory's (unknown, 0xff)"));
+        }
     }
     if c.at != bytes.len() {
         return Err(format!("the layout ends at byte {} but the key has {} bytes", c.at, bytes.len()));
