@@ -41,7 +41,15 @@ includedir=$(absolute "$includedir")
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
 [ -n "$version" ] || { echo "$0: no version in $root/Cargo.toml [workspace.package]" >&2; exit 1; }
 
+# UCX as nam was built against it: the 1.22 that scripts/setup.sh installs in /opt/nam/ucx
+# (.cargo/config.toml points the build there too), unless PKG_CONFIG_PATH names another.
+PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-/opt/nam/ucx/lib/pkgconfig}
+export PKG_CONFIG_PATH
+ucx_libdir=$(pkg-config --variable=libdir ucx) ||
+    { echo "$0: pkg-config cannot find UCX (run scripts/setup.sh)" >&2; exit 1; }
+ucx_libs="-Wl,-rpath,$ucx_libdir $(pkg-config --static --libs ucx)"
+
 mkdir -p "$out_dir"
-sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$includedir|" -e "s|@VERSION@|$version|" \
+sed -e "s|@UCX_LIBS@|$ucx_libs|" -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$includedir|" -e "s|@VERSION@|$version|" \
     "$root/nam.pc.in" >"$out_dir/nam.pc"
 echo "$out_dir/nam.pc"

@@ -26,6 +26,10 @@ fn main() {
         // the UCX documentation is the reference for these raw bindings.
         .generate_comments(false)
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    // Where the UCX nam links keeps its tools (ucx_perftest, the benchmarks' baseline):
+    // `nam_ucx::UCX_BIN_DIR`.
+    let bindir = pkg_config::get_variable("ucx", "bindir").unwrap_or_default();
+    println!("cargo:rustc-env=NAM_UCX_BINDIR={bindir}");
     for path in &ucx.include_paths {
         builder = builder.clang_arg(format!("-I{}", path.display()));
     }

@@ -41,6 +41,11 @@ mod sockaddr;
 mod worker;
 
 pub use context::{Context, Features};
+
+/// The `bin` directory of the UCX release nam was built against (from its pkg-config file;
+/// empty if it names none): where its `ucx_perftest` and `ucx_info` are, so that tools
+/// compare nam with the very UCX it runs on.
+pub const UCX_BIN_DIR: &str = env!("NAM_UCX_BINDIR");
 pub use endpoint::{AtomicOp, Endpoint};
 pub use error::{Error, Result};
 pub use listener::{ConnRequest, Listener};

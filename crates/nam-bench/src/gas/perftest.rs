@@ -47,23 +47,34 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// The `ucx_perftest` of the UCX nam is built against (the same release, so that the ratio
+/// compares nam with its own transport), or the one on `PATH` if that UCX has none.
+fn perftest() -> std::path::PathBuf {
+    let beside = std::path::Path::new(nam_ucx::UCX_BIN_DIR).join("ucx_perftest");
+    if beside.is_file() {
+        beside
+    } else {
+        "ucx_perftest".into()
+    }
+}
+
 /// Runs a `ucx_perftest` server and client with `UCX_TLS=transports` and parses the result.
 pub fn run(op: Op, size: u64, iters: u64, transports: &str) -> Result<Baseline> {
     let port = free_port()?.to_string();
-    let mut server = Command::new("ucx_perftest")
+    let mut server = Command::new(perftest())
         .args(["-p", &port])
         .env("UCX_TLS", transports)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .context("cannot run ucx_perftest (Debian package ucx-utils; run scripts/setup.sh)")?;
+        .with_context(|| format!("cannot run {} (scripts/setup.sh installs it with UCX)", perftest().display()))?;
     let size_arg = size.max(8).to_string();
     let iters_arg = iters.to_string();
     let warmup = (iters / 10).clamp(1, 1000).to_string();
     // Every run has a deadline: ucx_perftest itself can stall (seen over TCP with ucp_get).
     let deadline = Instant::now() + RUN_TIMEOUT;
     let result = loop {
-        let mut client = Command::new("ucx_perftest")
+        let mut client = Command::new(perftest())
             .args(["127.0.0.1", "-p", &port, "-t", test_name(op), "-s", &size_arg, "-n", &iters_arg, "-w", &warmup])
             .env("UCX_TLS", transports)
             .stdout(Stdio::piped())
