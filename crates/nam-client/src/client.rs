@@ -93,7 +93,7 @@ impl Client {
                     link.server_name = h.server_name;
                     let path =
                         config.data_path.unwrap_or_else(|| choose_data_path(&h.host_id, config.transports.as_deref()));
-                    link.open_data_plane(&h.worker_address, path)?;
+                    link.open_data_plane(&h.worker_address, path, h.host_id == nam_proto::host_id())?;
                 }
                 other => return Err(unexpected(addr, "hello", other)),
             }

@@ -14,19 +14,21 @@ pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 
 /// Two endpoints to one server. The *control* endpoint is a sockaddr connection with peer
 /// failure detection; it carries requests and replies. The *data* endpoint is opened to
-/// the server worker's address. When the server is on this host and shared memory is among
-/// the transports, it is opened without failure detection, so that UCX may choose shared
-/// memory (UCX 1.13's shared-memory transports cannot do peer error handling, and UCX skips
-/// them when it is asked for); its operations then complete synchronously on mapped
-/// memory. Otherwise it detects failures itself, so that a dead server fails its requests
-/// cleanly. Data operations check the control endpoint first and watch it while they wait.
+/// the server worker's address. When the server is on this host, it is opened without
+/// failure detection, whatever the data path: UCX's shared-memory transports cannot do
+/// peer error handling, and UCX skips them when it is asked for; it would then emulate RMA
+/// over TCP, which in UCX 1.22 has no fetching atomics. Its operations then run on mapped
+/// memory. Across hosts it detects failures itself, so that a dead server fails its
+/// requests cleanly. Data operations check the control endpoint first and watch it while
+/// they wait.
 /// How data operations reach one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataPath {
     /// One-sided UCX RMA through shared memory: same host, data endpoint without failure
     /// detection (see [`Link`]).
     SharedMemory,
-    /// One-sided UCX RMA over a fabric with hardware RMA (RDMA), with failure detection.
+    /// One-sided UCX RMA over a fabric with hardware RMA (RDMA), with failure detection
+    /// when the server is on another host (see [`Link`]).
     Rdma,
     /// Control messages the server executes (put, get, atomics), for peers with neither:
     /// UCX would emulate RMA in the server there, and UCX 1.13 aborts a server whose
@@ -46,6 +48,8 @@ pub(crate) struct Link {
     /// The server worker's address the data endpoint was opened to (for contexts' own).
     worker_address: Vec<u8>,
     pub(crate) server_name: String,
+    /// Whether the server runs on this host (its Hello carried this host's id).
+    server_is_local: bool,
     /// The server has answered once: a peer failure after that is a transport error of the
     /// operation at hand, not a failure to connect.
     established: std::sync::atomic::AtomicBool,
@@ -62,17 +66,20 @@ impl Link {
             rkeys: Vec::new(),
             worker_address: Vec::new(),
             server_name: String::new(),
+            server_is_local: false,
             established: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Sets up the data path chosen for this server (see [`DataPath`]).
-    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], path: DataPath) -> Result<()> {
+    /// Sets up the data path chosen for this server (see [`DataPath`]); `server_is_local`
+    /// says whether the server runs on this host (see [`Link`] for what that changes).
+    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], path: DataPath, server_is_local: bool) -> Result<()> {
         self.path = path;
+        self.server_is_local = server_is_local;
         if path == DataPath::Messages {
             return Ok(());
         }
-        let detect_failure = path != DataPath::SharedMemory;
+        let detect_failure = !server_is_local;
         let data = Endpoint::connect_to_worker(self.control.worker(), worker_address, detect_failure)
             .map_err(|source| Error::Connect { addr: self.addr, source })?;
         self.data = Some(data);
@@ -92,10 +99,11 @@ impl Link {
             rkeys: Vec::new(),
             worker_address: Vec::new(),
             server_name: self.server_name.clone(),
+            server_is_local: self.server_is_local,
             established: std::sync::atomic::AtomicBool::new(true),
         };
         if self.data.is_some() {
-            let detect_failure = self.path != DataPath::SharedMemory;
+            let detect_failure = !self.server_is_local;
             let data = Endpoint::connect_to_worker(worker, &self.worker_address, detect_failure)
                 .map_err(|source| Error::Connect { addr: self.addr, source })?;
             link.data = Some(data);
