@@ -73,7 +73,12 @@ impl Link {
 
     /// Sets up the data path chosen for this server (see [`DataPath`]); `server_is_local`
     /// says whether the server runs on this host (see [`Link`] for what that changes).
-    pub(crate) fn open_data_plane(&mut self, worker_address: &[u8], path: DataPath, server_is_local: bool) -> Result<()> {
+    pub(crate) fn open_data_plane(
+        &mut self,
+        worker_address: &[u8],
+        path: DataPath,
+        server_is_local: bool,
+    ) -> Result<()> {
         self.path = path;
         self.server_is_local = server_is_local;
         if path == DataPath::Messages {

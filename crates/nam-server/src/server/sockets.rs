@@ -24,9 +24,9 @@
 //! (and leaves UCX's event set with it) while the descriptor number stays valid for UCX, which
 //! owns it. UCX keeps that number and its small record of the connection until the server
 //! stops: a leak of one descriptor per such connection (not of a socket, a buffer or CPU),
-//! which `nam status` counts ("unfinished sockets closed"). Either way the descriptor's inode
-//! is checked again just before, so a number that UCX closed and reused meanwhile for another
-//! socket is left alone.
+//! which `nam status` counts ("unfinished sockets closed"). Either way the descriptor is
+//! duplicated and the duplicate's inode checked just before ([`SocketReaper::close`] says
+//! what that guarantees).
 
 use crate::constants::{CLOSE_WAIT_GRACE, CM_BYTES_MAX, SOCKET_SCAN_INTERVAL};
 use std::collections::HashMap;
@@ -205,23 +205,34 @@ impl SocketReaper {
         }
     }
 
-    /// Ends the socket behind `fd` if `fd` still refers to socket `inode` (module docs):
-    /// under UCX if its peer `closed` already, else by shutting it down; true if it did.
+    /// Ends socket `inode` if descriptor `fd` still refers to it (module docs); true if it
+    /// did. The descriptor is duplicated first and the duplicate checked: a number that UCX
+    /// closed and reused meanwhile names another socket and is left alone. A silent socket
+    /// is shut down through the duplicate, which holds the very socket checked, so that step
+    /// cannot touch another. A socket whose peer `closed` is replaced under UCX's number by
+    /// `/dev/null` while the duplicate still holds it; that `dup2` acts on the number, so it
+    /// is exact unless UCX closes and reuses the number between the check and the `dup2`
+    /// (a few instructions; UCX has left these sockets alone for [`CLOSE_WAIT_GRACE`]).
     fn close(&self, fd: i32, inode: u64, closed: bool) -> bool {
         let Some(dev_null) = &self.dev_null else { return false };
-        // SAFETY: fstat on a descriptor number; shutdown and dup2 act only on a descriptor
-        // that still is the socket found (checked just before); dup2 keeps the number valid
-        // for UCX.
+        // SAFETY: dup of a descriptor number (a stale one fails with EBADF); fstat, shutdown
+        // and close act on the duplicate this function owns; dup2 keeps UCX's number valid.
         unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_ino != inode {
+            let dup = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0);
+            if dup < 0 {
                 return false;
             }
-            if closed {
-                libc::dup2(dev_null.as_raw_fd(), fd) == fd
-            } else {
-                libc::shutdown(fd, libc::SHUT_RDWR) == 0
-            }
+            let mut st: libc::stat = std::mem::zeroed();
+            let same =
+                libc::fstat(dup, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK && st.st_ino == inode;
+            let ended = same
+                && if closed {
+                    libc::dup2(dev_null.as_raw_fd(), fd) == fd
+                } else {
+                    libc::shutdown(dup, libc::SHUT_RDWR) == 0
+                };
+            libc::close(dup);
+            ended
         }
     }
 }
