@@ -331,7 +331,9 @@ fn nam_xor_checkpoint_and_lost_rank(cluster: &Cluster, dir: &Path) {
     // Each server keeps its set's parity (two slots), asked from the head node.
     for server in [SERVER_A, SERVER_B] {
         let mut cmd = cluster.exec("head", env!("CARGO_BIN_EXE_nam-bench"));
+        // The head's address is on the bridge, which UCX uses only when told to.
         cmd.args(["status", server, "--json"]).env("UCX_TLS", "tcp").env("UCX_NET_DEVICES", "br0");
+        cmd.env("UCX_TCP_BRIDGE_ENABLE", "y");
         cmd.env(nam_client::config::ADMIN_TOKEN_VAR, common::ADMIN_TOKEN);
         let out = run(cmd, Duration::from_secs(30));
         assert!(out.status.success(), "nam status {server}: {}", text(&out));

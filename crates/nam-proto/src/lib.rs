@@ -130,4 +130,14 @@ pub enum DecodeError {
         /// How many.
         extra: usize,
     },
+    /// A total is smaller than the entries the same message lists, so one of them lies.
+    #[error("field `{field}` says {total}, but the message lists {listed}")]
+    TotalBelowListed {
+        /// The total field.
+        field: &'static str,
+        /// Its value.
+        total: u64,
+        /// Entries listed.
+        listed: u64,
+    },
 }

@@ -803,6 +803,13 @@ fn decode_status(r: &mut Reader<'_>) -> Result<StatusReply, DecodeError> {
     if listed > CKPT_GROUPS_LISTED_MAX {
         return Err(DecodeError::TooLong { field: "ckpt_groups", len: listed, max: CKPT_GROUPS_LISTED_MAX });
     }
+    if s.ckpt_groups_total < listed as u64 {
+        return Err(DecodeError::TotalBelowListed {
+            field: "ckpt_groups_total",
+            total: s.ckpt_groups_total,
+            listed: listed as u64,
+        });
+    }
     for _ in 0..listed {
         s.ckpt_groups.push(crate::ckpt::CkptGroupStatus::decode(r)?);
     }

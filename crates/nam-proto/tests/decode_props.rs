@@ -551,4 +551,13 @@ fn status_replies_carry_checkpoint_groups() {
     assert_eq!(decoded, Reply::Status(status));
     let without = Reply::Status(StatusReply::default()).encode(kind, 1);
     assert_eq!(bytes.len() - without.len(), 8 + 2 + 1 + 2 + 12 + 4 + 4 + 8 + 8);
+
+    // A total below the entries listed is a lie, refused by name (the encoder never writes one).
+    let total_at = without.len() - 12;
+    let mut lying = bytes.clone();
+    lying[total_at..total_at + 8].copy_from_slice(&0u64.to_le_bytes());
+    assert_eq!(
+        Reply::decode(&lying),
+        Err(DecodeError::TotalBelowListed { field: "ckpt_groups_total", total: 0, listed: 1 })
+    );
 }
