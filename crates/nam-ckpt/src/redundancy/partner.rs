@@ -179,7 +179,7 @@ fn open_copy(target: &Target, of: usize) -> Result<RedReader> {
 /// Where an outgoing stream of a rebuild reads its bytes: a partner copy, checked as it is
 /// read, or this rank's own data.
 enum Origin<'d> {
-    Copy(RedReader),
+    Copy(Box<RedReader>),
     Data(&'d [u8]),
 }
 
@@ -254,7 +254,7 @@ impl Partner {
             .map(|(l, copy)| {
                 let len = copy.header().payload as usize;
                 let bufs = [vec![0u8; block], vec![0u8; block]];
-                Outgoing { to: l, tag: TAG_RETURN, len, source: Origin::Copy(copy), bufs, failed: None }
+                Outgoing { to: l, tag: TAG_RETURN, len, source: Origin::Copy(Box::new(copy)), bufs, failed: None }
             })
             .collect();
         if let Some(mine) = data.filter(|_| lost.contains(&self.partner[me])) {
