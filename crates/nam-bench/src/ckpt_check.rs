@@ -57,6 +57,11 @@ pub struct RedundancyArgs {
     /// Memory servers for nam-xor (`host:port`, comma-separated).
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
+    /// Rebuild with `Redundancy::rebuild_into`: a lost rank's data goes straight into three
+    /// arrays of uneven sizes, as into an application's registered regions, which are filled
+    /// with other bytes first.
+    #[arg(long)]
+    into_pieces: bool,
 }
 
 fn pattern(rank: usize, len: usize) -> Vec<u8> {
@@ -121,7 +126,18 @@ fn check_redundancy(args: RedundancyArgs, universe: &mpi::environment::Universe)
     };
     comm.agree(lost(), "losing the data")?;
     let local = std::fs::read(dir.join("check.1.data")).ok();
-    let rebuilt = comm.agree(scheme.rebuild(local.as_deref(), &target), "the rebuild");
+    // With --into-pieces, a lost rank's three arrays: cut where no block boundary falls.
+    let cuts = [size / 3, size / 3 + size / 4 + 7].map(|c| c.min(size));
+    let mut arrays = [vec![0xA5u8; cuts[0]], vec![0xA5u8; cuts[1] - cuts[0]], vec![0xA5u8; size - cuts[1]]];
+    let rebuilt = if args.into_pieces {
+        let mut into: Vec<&mut [u8]> = match local {
+            Some(_) => Vec::new(),
+            None => arrays.iter_mut().map(|a| &mut a[..]).collect(),
+        };
+        comm.agree(scheme.rebuild_into(local.as_deref(), &mut into, &target), "the rebuild into the arrays")
+    } else {
+        comm.agree(scheme.rebuild(local.as_deref(), &target), "the rebuild")
+    };
     let rebuilt = match rebuilt {
         Ok(r) => r,
         Err(e) => {
@@ -131,7 +147,13 @@ fn check_redundancy(args: RedundancyArgs, universe: &mpi::environment::Universe)
             bail!("rank {rank}: rebuild failed: {e}");
         }
     };
-    let back = local.or(rebuilt.data).context("no data after rebuild")?;
+    let back = match (local, rebuilt.data) {
+        (Some(local), _) => local,
+        (None, Some(_)) if args.into_pieces => bail!("rank {rank}: rebuild_into returned the data instead"),
+        (None, Some(data)) => data,
+        (None, None) if args.into_pieces => arrays.concat(),
+        (None, None) => bail!("rank {rank}: no data after rebuild"),
+    };
     let ok = comm.all_agree(back == data);
     let restore_s = comm.max_f64(rebuilt.seconds);
     if rank == 0 {

@@ -305,6 +305,14 @@ struct Described {
 }
 
 impl Described {
+    /// Why no scheme can rebuild `target`: no rank recorded which descriptor protected it.
+    fn unrecorded(&self, target: &Target) -> CkptError {
+        CkptError::Unrecoverable(format!(
+            "no rank recorded which redundancy descriptor protected {}",
+            target.dir.display()
+        ))
+    }
+
     fn active(&self) -> usize {
         self.selection.lock().expect("not poisoned").active
     }
@@ -353,10 +361,16 @@ impl Redundancy for Described {
         let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
         match known {
             Some(i) => self.schemes[i].rebuild(data, target),
-            None => Err(CkptError::Unrecoverable(format!(
-                "no rank recorded which redundancy descriptor protected {}",
-                target.dir.display()
-            ))),
+            None => Err(self.unrecorded(target)),
+        }
+    }
+
+    fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
+        // As `rebuild`: the pooled records choose the scheme on every rank alike.
+        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
+        match known {
+            Some(i) => self.schemes[i].rebuild_into(data, into, target),
+            None => Err(self.unrecorded(target)),
         }
     }
 

@@ -62,10 +62,10 @@ impl Full {
     /// or only `ids`, every one protected) and routed files ([`crate::Checkpointer::restart`]).
     ///
     /// What survivors wait for when a rank is rebuilt: the L2 rebuild itself (it needs their
-    /// data) and one allreduce after it, which agrees that the rebuilt rank's data fits the
-    /// region layout recorded with the version (a check of sizes). They do not wait for the
-    /// rebuilt rank to copy its data into its regions or to store its file again: it does
-    /// both after that allreduce, while the survivors already compute.
+    /// data, and writes the lost rank's straight into its regions) and one allreduce after
+    /// it, which agrees that the rebuilt rank's data fits the region layout recorded with the
+    /// version (a check of sizes). They do not wait for the rebuilt rank to store its file
+    /// again: it does that after the allreduce, while the survivors already compute.
     pub(crate) fn restart_from(
         &mut self,
         job: &mut Job,
@@ -81,16 +81,18 @@ impl Full {
                 Ok((local, rebuilt_ranks)) => {
                     // Whatever can fail is checked before the one allreduce that agrees on it
                     // and sums the repaired chunks; the rebuilt rank's copy and file follow it.
-                    let checked = match &local {
-                        Local::InRegions { footer, rest, .. } => Self::finish_in_regions(job, footer, rest, ids),
-                        Local::Rebuilt { footer, .. } => Self::check_regions(job, footer, ids),
-                    };
-                    let mine = [u64::from(checked.is_err()), local.repaired_chunks() as u64];
+                    let checked = Self::finish_in_regions(job, &local.footer, &local.rest, ids);
+                    let mine = [u64::from(checked.is_err()), local.repaired_chunks as u64];
                     let sums = all_reduce_pair(job, mine, mpi::collective::SystemOperation::sum());
                     agreed(job.comm.raw(), checked, sums[0] == 0, "copying restored data into regions")?;
-                    if let Local::Rebuilt { footer, data, level } = local {
-                        Self::restore_into(job, &footer, &data, ids);
-                        self.store_rebuilt(job, &level, footer, data);
+                    if let Some(level) = &local.rebuilt {
+                        // The regions are the application's once the restart returns: the
+                        // store takes its own copy of the rebuilt bytes.
+                        let data = match local.contiguous() {
+                            Ok(whole) => whole.to_vec(),
+                            Err(parts) => parts.concat(),
+                        };
+                        self.store_rebuilt(job, level, local.footer.clone(), data);
                     }
                     let repaired_chunks = sums[1] as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
@@ -168,9 +170,20 @@ impl Full {
         };
         // The scheme agrees within its sets only: every rank learns here whether every set
         // rebuilt, so all go on to the next candidate together, or to the restore together.
-        let rebuilt = match recorded.scheme {
-            Some(mut over_recorded) => over_recorded.rebuild(have, &target),
-            None => self.scheme.rebuild(have, &target),
+        // A rank that lost its file has its data rebuilt straight into its regions, laid out
+        // as recorded with the version (what does not go to a region goes to `rest`).
+        let mut lost_here =
+            local.is_err().then(|| Self::rebuilt(job, level.clone(), name, version, recorded.regions, ids));
+        let rebuilt = {
+            // A rank with no places takes part all the same and fails with the scheme.
+            let mut into = match lost_here.as_mut() {
+                Some(Ok(l)) => l.pieces(),
+                _ => Vec::new(),
+            };
+            match recorded.scheme {
+                Some(mut over_recorded) => over_recorded.rebuild_into(have, &mut into, &target),
+                None => self.scheme.rebuild_into(have, &mut into, &target),
+            }
         };
         if !job.comm.all_agree(rebuilt.is_ok()) {
             let failed = job.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
@@ -178,10 +191,11 @@ impl Full {
             return Err(Self::with_local_causes(job, &local, error));
         }
         let rebuilt = rebuilt.expect("every rank rebuilt");
-        let loaded = match (local, rebuilt.data) {
+        let loaded = match (local, lost_here) {
             (Ok(l), _) => Ok(l),
-            (Err(_), Some(data)) => Self::rebuilt(job, level, name, version, recorded.regions, data),
-            (Err(e), None) => Err(e),
+            (Err(_), Some(Ok(l))) if rebuilt.lost.contains(&rank) => Ok(l),
+            (Err(_), Some(Err(e))) => Err(e),
+            (Err(e), _) => Err(e),
         };
         let loaded = job.comm.agree(loaded, &format!("reading version {version}"))?;
         // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
@@ -191,26 +205,11 @@ impl Full {
     /// Reads this rank's file (footer checked by [`format::open`]) straight into the
     /// regions it restores: those selected by `ids` that are protected with the stored size.
     /// Everything else (routed files, regions not selected, regions whose size differs, which
-    /// the restore then refuses as before) goes to [`Local::InRegions`]'s `rest`.
+    /// the restore then refuses as before) goes to [`Local`]'s `rest`.
     fn read_local(job: &Job, file: &format::Opened, ids: Option<&[i32]>) -> Result<Local> {
-        let slots = Self::slots(job, &file.footer, ids);
-        let mut rest = vec![0u8; slots.iter().filter(|s| s.1.is_none()).map(|s| s.0).sum()];
-        let mut tail: &mut [u8] = &mut rest;
-        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(slots.len());
-        for &(len, region) in &slots {
-            match region {
-                // SAFETY: `protect`'s contract: the region is valid and not accessed concurrently.
-                Some(r) if r.len > 0 => parts.push(unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) }),
-                Some(_) => parts.push(&mut []),
-                None => {
-                    let (head, t) = std::mem::take(&mut tail).split_at_mut(len);
-                    tail = t;
-                    parts.push(head);
-                }
-            }
-        }
-        let repaired_chunks = file.read_into(&mut parts)?;
-        Ok(Local::InRegions { footer: file.footer.clone(), slots, rest, repaired_chunks })
+        let mut local = Local::new(job, file.footer.clone(), ids, None)?;
+        local.repaired_chunks = file.read_into(&mut local.pieces())?;
+        Ok(local)
     }
 
     /// The file's data pieces in order, `(bytes, region)`: the protected region that takes
@@ -225,7 +224,7 @@ impl Full {
     }
 
     /// After a candidate was read into the regions: refuses selected regions that are not
-    /// protected or whose size differs (as [`Full::restore_into`] does) and writes the routed
+    /// protected or whose size differs and writes the routed
     /// files from the bytes kept aside.
     fn finish_in_regions(job: &mut Job, footer: &Footer, rest: &[u8], ids: Option<&[i32]>) -> Result<()> {
         for &(id, len) in &footer.regions {
@@ -264,35 +263,27 @@ impl Full {
         all
     }
 
-    /// Data rebuilt by L2, with the footer its lost file had: the region layout recorded
-    /// with the version (`recorded`, [`crate::relocate::scheme_for`]), or, for a version
-    /// recorded without one, that of the protected regions (as in FTI and SCR, the
-    /// application protects its regions before it restarts). Either must add up to the
-    /// rebuilt size; Err([`CkptError::Corrupt`]) names the layout that does not.
+    /// Where L2 rebuilds this rank's lost data, with the footer its lost file had: the region
+    /// layout recorded with the version (`recorded`, [`crate::relocate::scheme_for`]), or,
+    /// for a version recorded without one, that of the protected regions (as in FTI and SCR,
+    /// the application protects its regions before it restarts). The scheme refuses a
+    /// layout that does not add up to the rebuilt size ([`crate::redundancy::Redundancy::rebuild_into`]).
     fn rebuilt(
         job: &Job,
         level: Level,
         name: &str,
         version: u64,
         recorded: Option<Vec<(i32, u64)>>,
-        data: Vec<u8>,
+        ids: Option<&[i32]>,
     ) -> Result<Local> {
-        let rank = job.comm.rank();
-        let (regions, which) = match recorded {
-            Some(regions) => (regions, format!("the region layout recorded with version {version}")),
-            None => (job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect(), "the protected regions".into()),
+        let regions = match recorded {
+            Some(regions) => regions,
+            None => job.regions.iter().map(|(&id, r)| (id, r.len as u64)).collect(),
         };
-        let total: u64 = regions.iter().map(|r| r.1).sum();
-        if total != data.len() as u64 {
-            return Err(CkptError::Corrupt(format!(
-                "rank {rank}: rebuilt {} bytes of version {version}, but {which} ({regions:?}) adds up to {total}",
-                data.len()
-            )));
-        }
         let footer = format::Footer {
             name: name.into(),
             version,
-            rank,
+            rank: job.comm.rank(),
             ranks: job.comm.size(),
             regions,
             files: Vec::new(),
@@ -302,37 +293,7 @@ impl Full {
             parity_code: Default::default(),
             parity_crcs: Vec::new(),
         };
-        Ok(Local::Rebuilt { footer, data, level })
-    }
-
-    /// Refuses, before the restart's agreement, a rebuilt rank whose selected regions are
-    /// not protected ([`CkptError::UnknownRegion`]) or not of the size recorded with the
-    /// version ([`CkptError::SizeMismatch`]): the copy after the agreement cannot fail.
-    fn check_regions(job: &Job, footer: &Footer, ids: Option<&[i32]>) -> Result<()> {
-        for &(id, len) in &footer.regions {
-            if ids.is_none_or(|ids| ids.contains(&id)) {
-                let region = job.regions.get(&id).ok_or(CkptError::UnknownRegion(id))?;
-                if region.len as u64 != len {
-                    return Err(CkptError::SizeMismatch { id, stored: len, protected: region.len as u64 });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Copies rebuilt data into the selected regions ([`Full::check_regions`] passed).
-    fn restore_into(job: &Job, footer: &Footer, data: &[u8], ids: Option<&[i32]>) {
-        let mut at = 0usize;
-        for &(id, len) in &footer.regions {
-            let len = len as usize;
-            if ids.is_none_or(|ids| ids.contains(&id)) {
-                let region = job.regions[&id];
-                // SAFETY: `protect`'s contract: the region is valid and not accessed
-                // concurrently; check_regions made sure it has `len` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(data[at..].as_ptr(), region.ptr, len) };
-            }
-            at += len;
-        }
+        Local::new(job, footer, ids, Some(level))
     }
 
     /// Not collective: stores data rebuilt by L2 as this rank's file again, with its commit
@@ -394,48 +355,76 @@ fn all_reduce_pair(job: &Job, mine: [u64; 2], op: mpi::collective::SystemOperati
     out
 }
 
-/// A candidate's data on this rank once it is read.
-enum Local {
-    /// Read from this rank's file straight into the regions it restores; `rest` holds the
-    /// other bytes in file order (routed files, regions not selected or of another size);
-    /// `slots` says which piece went where ([`Full::slots`]).
-    InRegions { footer: Footer, slots: Vec<(usize, Option<Region>)>, rest: Vec<u8>, repaired_chunks: usize },
-    /// Rebuilt by the L2 scheme: copied into the regions and stored as this rank's file of
-    /// `level` again once the job agreed on the restart ([`Full::store_rebuilt`]).
-    Rebuilt { footer: Footer, data: Vec<u8>, level: Level },
+/// A candidate's data on this rank once it is read, or rebuilt: in the regions it restores,
+/// and `rest` (the other bytes in file order: routed files, regions not selected or of
+/// another size); `slots` says which piece went where ([`Full::slots`]).
+struct Local {
+    footer: Footer,
+    slots: Vec<(usize, Option<Region>)>,
+    rest: Vec<u8>,
+    repaired_chunks: usize,
+    /// Rebuilt by L2 (this rank had lost its file): stored as its file of this level again
+    /// once the job agreed on the restart ([`Full::store_rebuilt`]).
+    rebuilt: Option<Level>,
 }
 
 impl Local {
-    fn footer(&self) -> &Footer {
-        match self {
-            Local::InRegions { footer, .. } => footer,
-            Local::Rebuilt { footer, .. } => footer,
+    /// The places for `footer`'s data on this rank, nothing in them yet.
+    /// Err([`CkptError::Corrupt`]) when the bytes kept aside cannot be allocated (a layout
+    /// no rank could have written).
+    fn new(job: &Job, footer: Footer, ids: Option<&[i32]>, rebuilt: Option<Level>) -> Result<Local> {
+        let slots = Full::slots(job, &footer, ids);
+        let aside = slots.iter().filter(|s| s.1.is_none()).try_fold(0usize, |sum, s| sum.checked_add(s.0));
+        let mut rest = Vec::new();
+        match aside.map(|n| (n, rest.try_reserve_exact(n))) {
+            Some((n, Ok(()))) => rest.resize(n, 0),
+            _ => {
+                let what = format!("rank {}: version {} of `{}`", footer.rank, footer.version, footer.name);
+                return Err(CkptError::Corrupt(format!(
+                    "{what}: a layout of {:?} does not fit in memory",
+                    footer.regions
+                )));
+            }
         }
+        Ok(Local { footer, slots, rest, repaired_chunks: 0, rebuilt })
     }
 
-    fn repaired_chunks(&self) -> usize {
-        match self {
-            Local::InRegions { repaired_chunks, .. } => *repaired_chunks,
-            Local::Rebuilt { .. } => 0,
+    fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// The places the data goes to, in file order.
+    fn pieces(&mut self) -> Vec<&mut [u8]> {
+        let mut tail: &mut [u8] = &mut self.rest;
+        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(self.slots.len());
+        for &(len, region) in &self.slots {
+            match region {
+                // SAFETY: `protect`'s contract: the region is valid and not accessed
+                // concurrently; `Full::slots` gave it only to a piece of its size.
+                Some(r) if r.len > 0 => parts.push(unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) }),
+                Some(_) => parts.push(&mut []),
+                None => {
+                    let (head, t) = std::mem::take(&mut tail).split_at_mut(len);
+                    tail = t;
+                    parts.push(head);
+                }
+            }
         }
+        parts
     }
 
     /// The data as the scheme protected it: Ok(the one slice) when a single region or
     /// buffer holds it all, else Err(its pieces in file order) for the caller to join.
     fn contiguous(&self) -> std::result::Result<&[u8], Vec<&[u8]>> {
-        let (slots, rest) = match self {
-            Local::Rebuilt { data, .. } => return Ok(data),
-            Local::InRegions { slots, rest, .. } => (slots, rest),
-        };
         let mut at = 0;
         let mut pieces = Vec::new();
-        for &(len, region) in slots {
+        for &(len, region) in &self.slots {
             match region {
                 // SAFETY: `protect`'s contract; the region was just read and is only read here.
                 Some(r) if r.len > 0 => pieces.push(unsafe { std::slice::from_raw_parts(r.ptr as *const u8, r.len) }),
                 Some(_) => pieces.push(&[]),
                 None => {
-                    pieces.push(&rest[at..at + len]);
+                    pieces.push(&self.rest[at..at + len]);
                     at += len;
                 }
             }

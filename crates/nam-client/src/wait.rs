@@ -3,7 +3,8 @@
 //! [`Client::wait_until_any`] and [`Client::wait_until_some`].
 //!
 //! A wait reads its word for [`crate::ClientConfig::wait_spin`] (a signal that comes within
-//! it is seen at once), then sleeps on a wake-up that the signalling side triggers, as
+//! it is seen at once; after the first [`WAIT_SPIN_BUSY`] it yields its core between reads,
+//! so a signaller waiting for that core runs), then sleeps on a wake-up that the signalling side triggers, as
 //! [`crate::path::Path::sleep`] does it per path: a futex on the mapped word on the direct
 //! path ([`crate::wake`]), a Watch the server answers when the word changes on the others.
 //! After every wake-up it reads the word again, so spurious and missed wake-ups cost at most
@@ -13,7 +14,7 @@
 use crate::allocation::Allocation;
 use crate::amo::AtomicWord;
 use crate::client::Client;
-use crate::constants::{WAIT_SLEEP_SLICE, WAIT_SLEEP_UNREGISTERED};
+use crate::constants::{WAIT_SLEEP_SLICE, WAIT_SLEEP_UNREGISTERED, WAIT_SPIN_BUSY};
 use crate::error::{Error, Result};
 use crate::path::Path;
 use crate::signal::Compare;
@@ -48,6 +49,35 @@ impl WordWatch {
     /// Whether `word` satisfies it.
     pub(crate) fn holds(self, word: u64) -> bool {
         nam_proto::watch::watch_holds(self.code, self.width_bytes, word, self.value).unwrap_or(false)
+    }
+}
+
+/// The spinning phase of a wait: [`WAIT_SPIN_BUSY`] of busy polling, then polls that yield
+/// the core between them, until the configured spin has passed.
+struct Spin {
+    busy_until: Instant,
+    until: Instant,
+}
+
+impl Spin {
+    fn new(spin: Duration) -> Spin {
+        let now = Instant::now();
+        Spin { busy_until: now + spin.min(WAIT_SPIN_BUSY), until: now + spin }
+    }
+
+    /// Pauses before the next poll and returns true while the spin lasts; false once the
+    /// waiter should sleep.
+    #[inline]
+    fn pause(&self, now: Instant) -> bool {
+        if now >= self.until {
+            return false;
+        }
+        if now < self.busy_until {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        true
     }
 }
 
@@ -128,7 +158,7 @@ impl Client {
         if path == Path::Messages {
             return self.watch_word(path, allocation, offset, watch, deadline, timeout);
         }
-        let spin_until = Instant::now() + self.session.wait_spin;
+        let spin = Spin::new(self.session.wait_spin);
         loop {
             let word = self.read_watched(path, allocation, offset, watch.width_bytes)?;
             if watch.holds(word) {
@@ -138,8 +168,7 @@ impl Client {
             if now >= deadline {
                 return Err(Error::WaitTimeout { timeout_ms: timeout.as_millis() as u64, last: word });
             }
-            if now < spin_until {
-                std::hint::spin_loop();
+            if spin.pause(now) {
                 continue;
             }
             let until = deadline.min(now + WAIT_SLEEP_SLICE);
@@ -234,7 +263,7 @@ impl Client {
         }
         let watch = WordWatch::new(compare, value);
         let deadline = Instant::now() + timeout;
-        let spin_until = Instant::now() + self.session.wait_spin;
+        let spin = Spin::new(self.session.wait_spin);
         let mut turn = 0usize;
         loop {
             let mut ready = Vec::new();
@@ -252,8 +281,7 @@ impl Client {
             if now >= deadline {
                 return Err(Error::WaitTimeout { timeout_ms: timeout.as_millis() as u64, last });
             }
-            if now < spin_until {
-                std::hint::spin_loop();
+            if spin.pause(now) {
                 continue;
             }
             let (allocation, offset) = words[turn % words.len()];

@@ -35,6 +35,9 @@ pub const WAKE_TABLE_NAME: &str = "nam.wake-table";
 pub const WAKE_SLOTS: usize = 255;
 /// Slots a waiter probes from its word's hash.
 const WAKE_PROBES: usize = 8;
+/// Changed ranges of at most this many bytes (a signal, an atomic) wake by probing their
+/// words' slots; longer ones (puts) scan the table.
+const WAKE_PROBED_BYTES_MAX: u64 = 8;
 /// Direct operations between two looks for a wake table a signaller found missing.
 const WAKE_RECHECK_OPS: u64 = 4096;
 
@@ -68,10 +71,33 @@ impl WakeTable {
         unsafe { &*((self.base + index * 8) as *const AtomicU64) }
     }
 
+    /// The first slot of `key`'s probe window.
+    #[inline]
+    fn window(key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % WAKE_SLOTS
+    }
+
+    /// The slot that holds `key`, if a sleeper ever registered on it: the slot in its probe
+    /// window whose key it is. Slots are claimed in window order and never released, so no
+    /// slot before it in the window is free, and the search stops at the first free one.
+    #[inline]
+    fn find(&self, key: u64) -> Option<usize> {
+        let start = Self::window(key);
+        for probe in 0..WAKE_PROBES {
+            let slot = (start + probe) % WAKE_SLOTS;
+            match self.word(1 + 2 * slot).load(SeqCst) {
+                k if k == key => return Some(slot),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Registers a sleeper on the word at server address `key`: the slot it counts in, or
     /// `None` when its probes are all taken by other words.
     fn register(&self, key: u64) -> Option<usize> {
-        let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % WAKE_SLOTS;
+        let start = Self::window(key);
         for probe in 0..WAKE_PROBES {
             let slot = (start + probe) % WAKE_SLOTS;
             let slot_key = self.word(1 + 2 * slot);
@@ -99,6 +125,22 @@ impl WakeTable {
     #[inline]
     fn wake_range(&self, low: u64, high: u64, local: impl Fn(u64) -> usize) {
         if self.word(0).load(SeqCst) == 0 {
+            return;
+        }
+        if high - low <= WAKE_PROBED_BYTES_MAX {
+            // A signal or an atomic: only its word's (at most two) 32-bit halves can have
+            // sleepers, each in its own probe window (a slot keeps its key once claimed, so
+            // a key's slot is the first in its window that holds it): a few loads instead of
+            // the whole table, on the path between the store and the waiter's wake-up.
+            let mut key = low & !3;
+            while key < high {
+                if let Some(slot) = self.find(key) {
+                    if self.word(2 + 2 * slot).load(SeqCst) > 0 {
+                        futex_wake(local(key));
+                    }
+                }
+                key += 4;
+            }
             return;
         }
         for slot in 0..WAKE_SLOTS {

@@ -173,6 +173,15 @@ fn measure_wake(args: &ShmemArgs, transport: Transport) -> Result<String> {
     let word = a.alloc(4096, &AllocOptions::shared(&name))?;
     let view = b.open(&name)?;
     let rounds = u64::from(args.wake_rounds);
+    // The round trip the TCP target is stated in: a fetch of the word by the signalling
+    // client (on shared memory a CPU atomic), median of as many as there are rounds.
+    let mut trips = Vec::new();
+    for _ in 0..rounds.max(20) {
+        let t0 = Instant::now();
+        a.fetch(&word, 8)?;
+        trips.push(t0.elapsed().as_nanos() as f64 / 1000.0);
+    }
+    let trip = stats::median(trips);
     let (tx, rx) = std::sync::mpsc::channel::<Instant>();
     let (latencies, cpu_share) = std::thread::scope(|scope| -> Result<(Vec<f64>, f64)> {
         let waiter = scope.spawn(move || -> nam_client::Result<f64> {
@@ -194,16 +203,70 @@ fn measure_wake(args: &ShmemArgs, transport: Transport) -> Result<String> {
         let share = waiter.join().expect("waiter thread")?;
         Ok((latencies, share))
     })?;
-    let median = stats::median(latencies.clone());
-    let mut sorted = latencies;
-    sorted.sort_by(f64::total_cmp);
-    let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)];
+    let (median, p99) = median_p99(latencies);
+    let (floor_median, floor_p99) = futex_floor(rounds)?;
     Ok(format!(
         "Wake-up over {}: a waiter asleep for 2 ms wakes {median:.1} us (median) and {p99:.1} us (p99) after \
-         the signal, over {rounds} rounds; its thread used {:.1}% of a core.",
+         the signal, over {rounds} rounds; its thread used {:.1}% of a core. A fetch of the word (one round \
+         trip on the message path) takes {trip:.1} us (median). The platform's floor, a bare futex wake-up \
+         between two threads after the same 2 ms sleep, measured just after: {floor_median:.1} us (median), \
+         {floor_p99:.1} us (p99).",
         transport.name(),
         cpu_share * 100.0
     ))
+}
+
+/// Median and 99th percentile of `samples` (not empty).
+fn median_p99(samples: Vec<f64>) -> (f64, f64) {
+    let median = stats::median(samples.clone());
+    let mut sorted = samples;
+    sorted.sort_by(f64::total_cmp);
+    (median, sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)])
+}
+
+/// What a wake-up costs on this machine without nam: a thread asleep on a futex for 2 ms,
+/// woken by a store and `FUTEX_WAKE` from another thread (median, p99 in us over `rounds`).
+/// A virtual machine's idle vCPU adds its own wake-up to every such measurement.
+fn futex_floor(rounds: u64) -> Result<(f64, f64)> {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    let word = AtomicU32::new(0);
+    let futex = |op: i32, value: u32| {
+        // SAFETY: FUTEX_WAIT/FUTEX_WAKE on a live AtomicU32 of this process, no timeout.
+        unsafe {
+            libc::syscall(libc::SYS_futex, word.as_ptr(), op | libc::FUTEX_PRIVATE_FLAG, value, 0usize, 0usize, 0u32)
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    let latencies = std::thread::scope(|scope| -> Result<Vec<f64>> {
+        scope.spawn(|| {
+            for round in 1..=rounds as u32 {
+                loop {
+                    let seen = word.load(SeqCst);
+                    if seen >= round {
+                        break;
+                    }
+                    futex(libc::FUTEX_WAIT, seen);
+                }
+                let _ = tx.send(Instant::now());
+            }
+        });
+        let mut latencies = Vec::new();
+        for round in 1..=rounds as u32 {
+            std::thread::sleep(Duration::from_millis(2));
+            let signalled = Instant::now();
+            word.store(round, SeqCst);
+            futex(libc::FUTEX_WAKE, i32::MAX as u32);
+            let Ok(woke) = rx.recv_timeout(Duration::from_secs(10)) else {
+                // Let the waiter leave, so that the scope can end.
+                word.store(u32::MAX, SeqCst);
+                futex(libc::FUTEX_WAKE, i32::MAX as u32);
+                bail!("the futex waiter did not wake within 10 s");
+            };
+            latencies.push(woke.saturating_duration_since(signalled).as_nanos() as f64 / 1000.0);
+        }
+        Ok(latencies)
+    })?;
+    Ok(median_p99(latencies))
 }
 
 /// CPU time of the calling thread.

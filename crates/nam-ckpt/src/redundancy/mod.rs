@@ -156,6 +156,22 @@ pub trait Redundancy {
     /// lost than the scheme survives, never wrong data.
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt>;
 
+    /// [`Redundancy::rebuild`] that puts a lost rank's data straight where it is restored:
+    /// `into`, the pieces the data goes to in order (the application's registered regions),
+    /// which must add up to the size the rank protected, else Err([`CkptError::Corrupt`]) on
+    /// that rank once the scheme's collectives completed. [`Rebuilt::data`] stays `None`;
+    /// `into` is not touched on a rank that has its data, nor when the rebuild fails. The
+    /// default rebuilds into a buffer and copies it; schemes that can write the pieces
+    /// themselves override it, which saves the lost rank a buffer of its whole checkpoint and
+    /// a pass over it.
+    fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
+        let mut rebuilt = self.rebuild(data, target)?;
+        if let Some(bytes) = rebuilt.data.take() {
+            scatter(&bytes, into)?;
+        }
+        Ok(rebuilt)
+    }
+
     /// Deletes this rank's redundancy files for `target.name` (retention).
     fn discard(&mut self, target: &Target) -> Result<()>;
 
@@ -310,6 +326,52 @@ pub(crate) fn agreed<T, C: mpi::traits::Communicator>(
     }
 }
 
+/// Copies `bytes` into `pieces` (consecutive, in order), which must hold exactly as many:
+/// Err([`CkptError::Corrupt`]) naming both sizes otherwise, and the pieces untouched.
+pub(crate) fn scatter(bytes: &[u8], pieces: &mut [&mut [u8]]) -> Result<()> {
+    let holds: usize = pieces.iter().map(|p| p.len()).sum();
+    if holds != bytes.len() {
+        return Err(CkptError::Corrupt(format!(
+            "rebuilt {} bytes, but the places to restore them hold {holds}",
+            bytes.len()
+        )));
+    }
+    write_at(pieces, 0, bytes);
+    Ok(())
+}
+
+/// Copies `bytes` to offset `at` of the concatenation of `pieces`; what falls past their
+/// end is dropped (a rank's zero padding in a parity segment).
+pub(crate) fn write_at(pieces: &mut [&mut [u8]], at: usize, bytes: &[u8]) {
+    let (mut start, mut from) = (0, 0);
+    for p in pieces.iter_mut() {
+        let end = start + p.len();
+        if from < bytes.len() && (start..end).contains(&(at + from)) {
+            let off = at + from - start;
+            let n = (p.len() - off).min(bytes.len() - from);
+            p[off..off + n].copy_from_slice(&bytes[from..from + n]);
+            from += n;
+        }
+        start = end;
+        if from == bytes.len() {
+            break;
+        }
+    }
+}
+
+/// `(piece, offset)` when bytes `at..at+len` of the concatenation of `pieces` lie in one
+/// piece (to receive them there directly), else `None`.
+pub(crate) fn piece_at(pieces: &[&mut [u8]], at: usize, len: usize) -> Option<(usize, usize)> {
+    let mut start = 0;
+    for (i, p) in pieces.iter().enumerate() {
+        if at < start + p.len() {
+            return (at + len <= start + p.len()).then_some((i, at - start));
+        }
+        start += p.len();
+    }
+    None
+}
+
 /// `dst ^= src` (equal lengths), eight bytes at a time.
 pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
@@ -326,7 +388,32 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::set_can_rebuild;
+    use super::{piece_at, scatter, set_can_rebuild, write_at};
+
+    #[test]
+    fn bytes_land_at_their_offset_across_pieces_and_past_the_end_is_dropped() {
+        let (mut a, mut b, mut c) = ([0u8; 3], [0u8; 0], [0u8; 4]);
+        let mut pieces: Vec<&mut [u8]> = vec![&mut a, &mut b, &mut c];
+        write_at(&mut pieces, 2, &[1, 2, 3]);
+        // Past the end (a rank's zero padding in a parity segment): dropped.
+        write_at(&mut pieces, 5, &[4, 5, 6, 7]);
+        assert_eq!((a, c), ([0, 0, 1], [2, 3, 4, 5]));
+        let pieces: Vec<&mut [u8]> = vec![&mut a, &mut b, &mut c];
+        assert_eq!(piece_at(&pieces, 0, 3), Some((0, 0)));
+        assert_eq!(piece_at(&pieces, 4, 3), Some((2, 1)));
+        assert_eq!(piece_at(&pieces, 2, 2), None, "straddles two pieces");
+        assert_eq!(piece_at(&pieces, 7, 1), None, "past the end");
+    }
+
+    #[test]
+    fn scatter_refuses_pieces_of_another_size_and_leaves_them_untouched() {
+        let (mut a, mut b) = ([9u8; 2], [9u8; 2]);
+        let mut pieces: Vec<&mut [u8]> = vec![&mut a, &mut b];
+        let refused = scatter(&[1, 2, 3], &mut pieces).unwrap_err().to_string();
+        assert!(refused.contains("rebuilt 3 bytes, but the places to restore them hold 4"), "{refused}");
+        scatter(&[1, 2, 3, 4], &mut pieces).unwrap();
+        assert_eq!((a, b), ([1, 2], [3, 4]));
+    }
 
     #[test]
     fn a_set_rebuilds_what_it_tolerates_from_the_redundancy_its_survivors_still_have() {

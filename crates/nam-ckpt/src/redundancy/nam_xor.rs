@@ -229,27 +229,20 @@ impl Redundancy for NamXor {
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        let clock = Stopwatch::start();
-        // Nothing lost in the set (the common restart): no copy into the group buffer, which
-        // would cost a pass over the whole checkpoint for nothing.
-        if patient::all_agree(&self.set_comm, data.is_some()) {
-            self.restore_seconds = None;
-            self.restore_profile = None;
-            return Ok(Rebuilt {
-                seconds: clock.wall_seconds(),
-                cpu_seconds: clock.cpu_seconds(),
-                ..Default::default()
-            });
-        }
-        let staged = match data {
-            Some(d) => self.stage(d),
-            None => Ok(()),
-        };
-        agree(&self.set_comm, staged, "staging the checkpoint")?;
-        let mut rebuilt = self.rebuild_staged(data.is_some(), target, clock)?;
+        let mut rebuilt = self.rebuild_in_buffer(data, target)?;
         if data.is_none() && !rebuilt.lost.is_empty() {
-            // This trait hands the rebuilt bytes back; the staged form leaves them in place.
+            // This method hands the rebuilt bytes back; the staged form leaves them in place.
             rebuilt.data = Some(self.member.as_ref().expect("restored").buffer().to_vec());
+        }
+        Ok(rebuilt)
+    }
+
+    /// The server rebuilds the lost rank into its group buffer, from which the bytes go
+    /// straight to `into`: no buffer of their own in between.
+    fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
+        let rebuilt = self.rebuild_in_buffer(data, target)?;
+        if data.is_none() && !rebuilt.lost.is_empty() {
+            super::scatter(self.member.as_ref().expect("restored").buffer(), into)?;
         }
         Ok(rebuilt)
     }
@@ -368,6 +361,29 @@ impl NamXor {
     /// survivors.
     pub fn restore_profile(&self) -> Option<RestoreProfile> {
         self.restore_profile
+    }
+
+    /// [`Redundancy::rebuild`] that leaves the lost rank's rebuilt bytes in its group buffer
+    /// ([`NamXor::buffer_mut`]) for the caller to take from there.
+    fn rebuild_in_buffer(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        // Nothing lost in the set (the common restart): no copy into the group buffer, which
+        // would cost a pass over the whole checkpoint for nothing.
+        if patient::all_agree(&self.set_comm, data.is_some()) {
+            self.restore_seconds = None;
+            self.restore_profile = None;
+            return Ok(Rebuilt {
+                seconds: clock.wall_seconds(),
+                cpu_seconds: clock.cpu_seconds(),
+                ..Default::default()
+            });
+        }
+        let staged = match data {
+            Some(d) => self.stage(d),
+            None => Ok(()),
+        };
+        agree(&self.set_comm, staged, "staging the checkpoint")?;
+        self.rebuild_staged(data.is_some(), target, clock)
     }
 
     /// [`Redundancy::rebuild`] where a survivor's checkpoint is already back in

@@ -10,11 +10,12 @@
 
 use super::xor::remove_if_exists;
 use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use super::{piece_at, write_at};
 use crate::comm::Comm;
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
 use crate::failure_groups::partners;
-use crate::redfile::{self, RedHeader, RedWriter};
+use crate::redfile::{RedHeader, RedReader, RedWriter};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
@@ -101,26 +102,6 @@ impl Partner {
             std::mem::swap(&mut cur, &mut prev);
         }
     }
-
-    /// Blocking send of `data` (length first) to `to`, in blocks.
-    fn send_all(&self, to: usize, data: &[u8], tag: i32) {
-        let p = self.comm.process_at_rank(to as i32);
-        p.send_with_tag(&(data.len() as u64), tag);
-        for chunk in data.chunks(self.block) {
-            p.send_with_tag(chunk, tag);
-        }
-    }
-
-    /// Blocking receive of what [`Partner::send_all`] sends.
-    fn recv_all(&self, from: usize, tag: i32) -> Vec<u8> {
-        let p = self.comm.process_at_rank(from as i32);
-        let (len, _) = p.receive_with_tag::<u64>(tag);
-        let mut out = vec![0u8; len as usize];
-        for chunk in out.chunks_mut(self.block) {
-            p.receive_into_with_tag(chunk, tag);
-        }
-        out
-    }
 }
 
 impl Redundancy for Partner {
@@ -152,43 +133,11 @@ impl Redundancy for Partner {
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        let clock = Stopwatch::start();
-        let me = self.comm.rank() as usize;
-        let lost = lost_ranks(&self.comm, data.is_some());
-        if let Some(&l) = lost.iter().find(|&&l| lost.contains(&self.partner[l])) {
-            return Err(CkptError::Unrecoverable(format!(
-                "rank {l} and its partner {} both lost their data",
-                self.partner[l]
-            )));
-        }
-        // Phase 1: partners return the copies of lost ranks.
-        let held: Result<Vec<(usize, Vec<u8>)>> =
-            lost.iter().filter(|&&l| self.partner[l] == me).map(|&l| read_copy(target, l).map(|c| (l, c))).collect();
-        let held = agree(&self.comm, held, "reading partner copies")?;
-        for (l, copy) in &held {
-            self.send_all(*l, copy, TAG_RETURN);
-        }
-        let rebuilt = data.is_none().then(|| self.recv_all(self.partner[me], TAG_RETURN));
-        // Phase 2: lost ranks get back the copies they held for their senders.
-        let mine = data.or(rebuilt.as_deref()).expect("data present or rebuilt");
-        if lost.contains(&self.partner[me]) {
-            self.send_all(self.partner[me], mine, TAG_RESTORE);
-        }
-        let restored: Result<()> = if data.is_none() {
-            self.senders.iter().try_for_each(|&s| {
-                let copy = self.recv_all(s, TAG_RESTORE);
-                redfile::write(
-                    &Self::copy_file(target, s),
-                    &Self::header(target, s, copy.len() as u64),
-                    &copy,
-                    target.fsync,
-                )
-            })
-        } else {
-            Ok(())
-        };
-        agree(&self.comm, restored, "restoring partner copies")?;
-        Ok(Rebuilt { data: rebuilt, lost, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+        self.rebuild_streamed(data, None, target)
+    }
+
+    fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
+        self.rebuild_streamed(data, Some(into), target)
     }
 
     fn discard(&mut self, target: &Target) -> Result<()> {
@@ -215,11 +164,267 @@ impl Redundancy for Partner {
     }
 }
 
-fn read_copy(target: &Target, of: usize) -> Result<Vec<u8>> {
+/// Opens the copy of rank `of`'s data this rank holds, its header checked; the payload is
+/// read (and its CRC32C checked) as it is sent back.
+fn open_copy(target: &Target, of: usize) -> Result<RedReader> {
     let path = Partner::copy_file(target, of);
-    let (h, payload) = redfile::read(&path)?;
+    let reader = RedReader::open(&path)?;
+    let h = reader.header();
     if h.name != target.name || h.rank != of || h.scheme != "partner" {
         return Err(CkptError::Corrupt(format!("{}: copy of another checkpoint or rank", path.display())));
     }
-    Ok(payload)
+    Ok(reader)
+}
+
+/// Where an outgoing stream of a rebuild reads its bytes: a partner copy, checked as it is
+/// read, or this rank's own data.
+enum Origin<'d> {
+    Copy(Box<RedReader>),
+    Data(&'d [u8]),
+}
+
+/// One stream this rank sends during a rebuild.
+struct Outgoing<'d> {
+    to: usize,
+    tag: i32,
+    len: usize,
+    source: Origin<'d>,
+    /// Two block buffers for a copy: one in flight while the next is read.
+    bufs: [Vec<u8>; 2],
+    failed: Option<CkptError>,
+}
+
+/// The copy of a sender's data a lost rank holds again, streamed to its file as it arrives.
+struct Incoming {
+    from: usize,
+    len: usize,
+    writer: Result<RedWriter>,
+    bufs: [Vec<u8>; 2],
+}
+
+/// A lost rank's own data as it comes back from its partner.
+struct Own {
+    from: usize,
+    len: usize,
+    /// Received, so that the partner completes, but dropped: a length that does not fit the
+    /// places to restore.
+    dropped: bool,
+}
+
+/// Block `b`'s range `(offset, len)` of a stream of `len` bytes, if it has one.
+fn block_range(len: usize, block: usize, b: usize) -> Option<(usize, usize)> {
+    let at = b.checked_mul(block)?;
+    (at < len).then(|| (at, block.min(len - at)))
+}
+
+impl Partner {
+    /// The rebuild: every lost rank's copy streams back from its partner while the
+    /// survivors whose partner was lost stream their data to it again (for the copy it held),
+    /// all in the same rounds of blocks. A copy is read from its file a block at a time, its
+    /// CRC32C running as it goes, and the next block is read while the previous one is in
+    /// flight; the lost rank receives its data straight into `into` (or a buffer it returns
+    /// when `into` is `None`) and writes the copies it holds again block by block, while the
+    /// next block arrives. A copy that fails its check fails the rebuild on every rank, after
+    /// the streams completed (the received bytes are then never reported as restored).
+    fn rebuild_streamed(
+        &mut self,
+        data: Option<&[u8]>,
+        into: Option<&mut [&mut [u8]]>,
+        target: &Target,
+    ) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        let me = self.comm.rank() as usize;
+        let lost = lost_ranks(&self.comm, data.is_some());
+        if let Some(&l) = lost.iter().find(|&&l| lost.contains(&self.partner[l])) {
+            return Err(CkptError::Unrecoverable(format!(
+                "rank {l} and its partner {} both lost their data",
+                self.partner[l]
+            )));
+        }
+        if lost.is_empty() {
+            return Ok(Rebuilt { lost, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds(), data: None });
+        }
+        // Holders open the copies they return: their headers are checked before anything moves.
+        let held: Result<Vec<(usize, RedReader)>> =
+            lost.iter().filter(|&&l| self.partner[l] == me).map(|&l| open_copy(target, l).map(|c| (l, c))).collect();
+        let held = agree(&self.comm, held, "reading partner copies")?;
+        let block = self.block;
+        let mut outgoing: Vec<Outgoing> = held
+            .into_iter()
+            .map(|(l, copy)| {
+                let len = copy.header().payload as usize;
+                let bufs = [vec![0u8; block], vec![0u8; block]];
+                Outgoing { to: l, tag: TAG_RETURN, len, source: Origin::Copy(Box::new(copy)), bufs, failed: None }
+            })
+            .collect();
+        if let Some(mine) = data.filter(|_| lost.contains(&self.partner[me])) {
+            let (to, len) = (self.partner[me], mine.len());
+            let bufs = [Vec::new(), Vec::new()];
+            outgoing.push(Outgoing { to, tag: TAG_RESTORE, len, source: Origin::Data(mine), bufs, failed: None });
+        }
+        // Lengths first (one word each, sent before any receive is waited for).
+        for o in &outgoing {
+            self.comm.process_at_rank(o.to as i32).send_with_tag(&(o.len as u64), o.tag);
+        }
+        let (mut own, mut incoming) = (None, Vec::new());
+        if data.is_none() {
+            let from = self.partner[me];
+            let (len, _) = self.comm.process_at_rank(from as i32).receive_with_tag::<u64>(TAG_RETURN);
+            own = Some(Own { from, len: len as usize, dropped: false });
+            for &s in &self.senders {
+                let (len, _) = self.comm.process_at_rank(s as i32).receive_with_tag::<u64>(TAG_RESTORE);
+                let writer = RedWriter::create(&Self::copy_file(target, s), &Self::header(target, s, len));
+                let bufs = [vec![0u8; block], vec![0u8; block]];
+                incoming.push(Incoming { from: s, len: len as usize, writer, bufs });
+            }
+        }
+        // The lost rank's own data: into `into` when its size fits, else into a buffer
+        // returned in `Rebuilt::data` (`into` is `None`), else received and dropped.
+        let own_len = own.as_ref().map_or(0, |o| o.len);
+        let returning = into.is_none();
+        let mut returned = Vec::new();
+        let mut done: Result<()> = Ok(());
+        let mut pieces: Vec<&mut [u8]> = match into {
+            _ if own.is_none() => Vec::new(),
+            Some(pieces) if pieces.iter().map(|p| p.len()).sum::<usize>() == own_len => {
+                pieces.iter_mut().map(|p| &mut **p).collect()
+            }
+            Some(pieces) => {
+                let holds = pieces.iter().map(|p| p.len()).sum::<usize>();
+                done = Err(CkptError::Corrupt(format!(
+                    "rank {me}: its partner returned {own_len} bytes, but the places to restore them hold {holds}"
+                )));
+                own.as_mut().expect("lost rank").dropped = true;
+                Vec::new()
+            }
+            None => {
+                returned = vec![0u8; own_len];
+                vec![&mut returned[..]]
+            }
+        };
+        self.stream(&mut outgoing, own.as_ref(), &mut pieces, &mut incoming);
+        drop(pieces);
+        // Every copy read to its end passed its CRC32C; every copy written is complete.
+        for o in outgoing {
+            done = done.and(match (o.failed, o.source) {
+                (Some(e), _) => Err(e),
+                (None, Origin::Copy(copy)) => copy.finish(),
+                (None, Origin::Data(_)) => Ok(()),
+            });
+        }
+        for i in incoming {
+            done = done.and(i.writer.and_then(|w| w.finish(target.fsync)));
+        }
+        agree(&self.comm, done, "returning and restoring partner copies")?;
+        let data = (own.is_some() && returning).then_some(returned);
+        Ok(Rebuilt { data, lost, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+    }
+
+    /// The rounds of [`Partner::rebuild_streamed`]: in round `b` every stream's block `b` is
+    /// in flight (non-blocking sends and receives) while the next block of each copy sent is
+    /// read and the previous block of each copy received is written.
+    fn stream(
+        &self,
+        outgoing: &mut [Outgoing],
+        own: Option<&Own>,
+        pieces: &mut [&mut [u8]],
+        incoming: &mut [Incoming],
+    ) {
+        let block = self.block;
+        let longest = outgoing.iter().map(|o| o.len).chain(incoming.iter().map(|i| i.len)).chain(own.map(|o| o.len));
+        let rounds = longest.max().unwrap_or(0).div_ceil(block);
+        for o in outgoing.iter_mut() {
+            o.read(block, 0);
+        }
+        // Own bytes that straddle two pieces, or that are dropped, arrive here.
+        let mut scratch = vec![0u8; if own.is_some() { block } else { 0 }];
+        for b in 0..rounds {
+            let mut straddles = None;
+            mpi::request::scope(|scope| {
+                let mut requests = Vec::new();
+                for o in outgoing.iter_mut() {
+                    let Some((at, len)) = block_range(o.len, block, b) else { continue };
+                    let dest = self.comm.process_at_rank(o.to as i32);
+                    let (first, second) = o.bufs.split_at_mut(1);
+                    let (cur, next) =
+                        if b % 2 == 0 { (&first[0], &mut second[0]) } else { (&second[0], &mut first[0]) };
+                    let bytes: &[u8] = match &o.source {
+                        Origin::Data(d) => {
+                            let d: &[u8] = d;
+                            &d[at..at + len]
+                        }
+                        Origin::Copy(_) => &cur[..len],
+                    };
+                    requests.push(dest.immediate_send_with_tag(scope, bytes, o.tag));
+                    // While it is in flight: the copy's next block.
+                    if let (Some((_, next_len)), Origin::Copy(copy), None) =
+                        (block_range(o.len, block, b + 1), &mut o.source, &o.failed)
+                    {
+                        if let Err(e) = copy.read(&mut next[..next_len]) {
+                            o.failed = Some(e);
+                        }
+                    }
+                }
+                if let Some((own, (at, len))) = own.and_then(|o| block_range(o.len, block, b).map(|r| (o, r))) {
+                    let src = self.comm.process_at_rank(own.from as i32);
+                    let into: &mut [u8] = match piece_at(pieces, at, len).filter(|_| !own.dropped) {
+                        Some((p, off)) => &mut pieces[p][off..off + len],
+                        None => {
+                            straddles = Some((at, len));
+                            &mut scratch[..len]
+                        }
+                    };
+                    requests.push(src.immediate_receive_into_with_tag(scope, into, TAG_RETURN));
+                }
+                for i in incoming.iter_mut() {
+                    let (first, second) = i.bufs.split_at_mut(1);
+                    let (cur, prev) =
+                        if b % 2 == 0 { (&mut first[0], &mut second[0]) } else { (&mut second[0], &mut first[0]) };
+                    if let Some((_, len)) = block_range(i.len, block, b) {
+                        let src = self.comm.process_at_rank(i.from as i32);
+                        requests.push(src.immediate_receive_into_with_tag(scope, &mut cur[..len], TAG_RESTORE));
+                    }
+                    // While it arrives: the previous block to the file.
+                    if let (Some((_, prev_len)), Ok(w)) =
+                        (b.checked_sub(1).and_then(|p| block_range(i.len, block, p)), &mut i.writer)
+                    {
+                        if let Err(e) = w.write(&prev[..prev_len]) {
+                            i.writer = Err(e);
+                        }
+                    }
+                }
+                for r in requests {
+                    r.wait_without_status();
+                }
+            });
+            if let (Some((at, len)), Some(own)) = (straddles, own) {
+                if !own.dropped {
+                    write_at(pieces, at, &scratch[..len]);
+                }
+            }
+        }
+        // The last round's block of each copy received (earlier blocks went in the rounds).
+        for i in incoming.iter_mut() {
+            let last = rounds.checked_sub(1).and_then(|b| block_range(i.len, block, b).map(|r| (b, r.1)));
+            if let (Some((b, len)), Ok(w)) = (last, &mut i.writer) {
+                if let Err(e) = w.write(&i.bufs[b % 2][..len]) {
+                    i.writer = Err(e);
+                }
+            }
+        }
+    }
+}
+
+impl Outgoing<'_> {
+    /// Reads block `b` of a copy into its buffer (nothing for this rank's own data, or past
+    /// the end); a failed read is kept, and the stream goes on so that no rank waits forever.
+    fn read(&mut self, block: usize, b: usize) {
+        if let (Some((_, len)), Origin::Copy(copy), None) =
+            (block_range(self.len, block, b), &mut self.source, &self.failed)
+        {
+            if let Err(e) = copy.read(&mut self.bufs[b % 2][..len]) {
+                self.failed = Some(e);
+            }
+        }
+    }
 }

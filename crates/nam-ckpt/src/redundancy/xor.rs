@@ -16,8 +16,8 @@
 //! other survivors' segments for j; L's own parity is the XOR of the survivors' segments for
 //! L. Each is an `MPI_Reduce(BXOR)` to L, block by block, into L's data.
 
-use super::ring::{blocks, place, Segments};
-use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use super::ring::{blocks, Segments};
+use super::{agree, lost_ranks, write_at, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
 use crate::comm::{all_gather_u64, broadcast_bytes, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
@@ -85,6 +85,92 @@ impl Xor {
             }
         }
     }
+
+    /// The rebuild: each block reduced to the lost rank goes straight to its place in `into`
+    /// (or in a buffer returned in [`Rebuilt::data`] when `into` is `None`).
+    fn rebuild_to(&mut self, data: Option<&[u8]>, into: Option<&mut [&mut [u8]]>, target: &Target) -> Result<Rebuilt> {
+        let clock = Stopwatch::start();
+        let (me, n) = self.me_n();
+        let lost = lost_ranks(&self.set_comm, data.is_some());
+        let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
+        if lost.len() > 1 {
+            return Err(CkptError::Unrecoverable(format!(
+                "XOR set {:?} lost ranks {lost_world:?}; XOR rebuilds one rank per set",
+                self.set
+            )));
+        }
+        let Some(&l) = lost.first() else {
+            return Ok(Rebuilt::default());
+        };
+        let parity = if me == l { Ok(None) } else { read_parity(target, &self.set).map(Some) };
+        let parity = agree(&self.set_comm, parity, "reading XOR parity")?;
+        let root = if l == 0 { 1 } else { 0 };
+        let header_json = parity.as_ref().map(|(h, _)| serde_json::to_vec(h).expect("serializes")).unwrap_or_default();
+        let header: RedHeader = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &header_json))
+            .map_err(|e| CkptError::Corrupt(format!("XOR header: {e}")))?;
+        let seg = header.segment as usize;
+        // Where the lost rank's data goes: `into` when it holds exactly its size (else the
+        // blocks are dropped and the rank fails once the set's reductions are done), or a
+        // buffer it returns.
+        let Some(size) = header.sizes.get(l).map(|&s| s as usize) else {
+            return Err(CkptError::Corrupt(format!("XOR header of set {:?} has no size for member {l}", self.set)));
+        };
+        let returning = into.is_none();
+        let mut returned = Vec::new();
+        let mut fits: Result<()> = Ok(());
+        let mut out: Vec<&mut [u8]> = match into {
+            _ if me != l => Vec::new(),
+            Some(pieces) if pieces.iter().map(|p| p.len()).sum::<usize>() == size => {
+                pieces.iter_mut().map(|p| &mut **p).collect()
+            }
+            Some(pieces) => {
+                let holds: usize = pieces.iter().map(|p| p.len()).sum();
+                fits = Err(CkptError::Corrupt(format!(
+                    "rank {}: the XOR set rebuilt {size} bytes, but the places to restore them hold {holds}",
+                    self.rank
+                )));
+                Vec::new()
+            }
+            None => {
+                returned = vec![0u8; size];
+                vec![&mut returned[..]]
+            }
+        };
+        let mut own_parity = vec![0u8; if me == l { seg } else { 0 }];
+        let segs = Segments::new(data.unwrap_or(&[]), seg);
+        let (mut scratch, mut result) = (vec![0u8; self.block.min(seg)], vec![0u8; self.block.min(seg)]);
+        let zeros = vec![0u8; self.block.min(seg)];
+        let root_proc = self.set_comm.process_at_rank(l as i32);
+        for j in 0..n {
+            for (o, len) in blocks(seg, self.block) {
+                if me == l {
+                    root_proc.reduce_into_root(&zeros[..len], &mut result[..len], SystemOperation::bitwise_xor());
+                    if j == l {
+                        own_parity[o..o + len].copy_from_slice(&result[..len]);
+                    } else {
+                        let k = (j + n - l - 1) % n;
+                        write_at(&mut out, k * seg + o, &result[..len]);
+                    }
+                } else if me == j {
+                    let p = &parity.as_ref().expect("survivor").1;
+                    root_proc.reduce_into(&p[o..o + len], SystemOperation::bitwise_xor());
+                } else {
+                    let k = (j + n - me - 1) % n;
+                    root_proc.reduce_into(segs.get(k, o, len, &mut scratch), SystemOperation::bitwise_xor());
+                }
+            }
+        }
+        let stored = if me == l {
+            let h = RedHeader { rank: self.rank, ..header };
+            fits.and_then(|()| redfile::write(&target.file("xor"), &h, &own_parity, target.fsync))
+        } else {
+            Ok(())
+        };
+        drop(out);
+        let out = (me == l && returning).then_some(returned);
+        agree(&self.set_comm, stored, "storing the rebuilt XOR parity")?;
+        Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+    }
 }
 
 impl Redundancy for Xor {
@@ -121,59 +207,11 @@ impl Redundancy for Xor {
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        let clock = Stopwatch::start();
-        let (me, n) = self.me_n();
-        let lost = lost_ranks(&self.set_comm, data.is_some());
-        let lost_world: Vec<usize> = lost.iter().map(|&i| self.set[i]).collect();
-        if lost.len() > 1 {
-            return Err(CkptError::Unrecoverable(format!(
-                "XOR set {:?} lost ranks {lost_world:?}; XOR rebuilds one rank per set",
-                self.set
-            )));
-        }
-        let Some(&l) = lost.first() else {
-            return Ok(Rebuilt::default());
-        };
-        let parity = if me == l { Ok(None) } else { read_parity(target, &self.set).map(Some) };
-        let parity = agree(&self.set_comm, parity, "reading XOR parity")?;
-        let root = if l == 0 { 1 } else { 0 };
-        let header_json = parity.as_ref().map(|(h, _)| serde_json::to_vec(h).expect("serializes")).unwrap_or_default();
-        let header: RedHeader = serde_json::from_slice(&broadcast_bytes(&self.set_comm, root, &header_json))
-            .map_err(|e| CkptError::Corrupt(format!("XOR header: {e}")))?;
-        let seg = header.segment as usize;
-        let mut out = (me == l).then(|| vec![0u8; header.sizes[l] as usize]);
-        let mut own_parity = vec![0u8; if me == l { seg } else { 0 }];
-        let segs = Segments::new(data.unwrap_or(&[]), seg);
-        let (mut scratch, mut result) = (vec![0u8; self.block.min(seg)], vec![0u8; self.block.min(seg)]);
-        let zeros = vec![0u8; self.block.min(seg)];
-        let root_proc = self.set_comm.process_at_rank(l as i32);
-        for j in 0..n {
-            for (o, len) in blocks(seg, self.block) {
-                if me == l {
-                    root_proc.reduce_into_root(&zeros[..len], &mut result[..len], SystemOperation::bitwise_xor());
-                    if j == l {
-                        own_parity[o..o + len].copy_from_slice(&result[..len]);
-                    } else {
-                        let k = (j + n - l - 1) % n;
-                        place(out.as_mut().expect("lost rank"), seg, k, o, &result[..len]);
-                    }
-                } else if me == j {
-                    let p = &parity.as_ref().expect("survivor").1;
-                    root_proc.reduce_into(&p[o..o + len], SystemOperation::bitwise_xor());
-                } else {
-                    let k = (j + n - me - 1) % n;
-                    root_proc.reduce_into(segs.get(k, o, len, &mut scratch), SystemOperation::bitwise_xor());
-                }
-            }
-        }
-        let stored = if me == l {
-            let h = RedHeader { rank: self.rank, ..header };
-            redfile::write(&target.file("xor"), &h, &own_parity, target.fsync)
-        } else {
-            Ok(())
-        };
-        agree(&self.set_comm, stored, "storing the rebuilt XOR parity")?;
-        Ok(Rebuilt { data: out, lost: lost_world, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
+        self.rebuild_to(data, None, target)
+    }
+
+    fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
+        self.rebuild_to(data, Some(into), target)
     }
 
     fn discard(&mut self, target: &Target) -> Result<()> {
