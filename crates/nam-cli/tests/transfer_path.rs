@@ -1,7 +1,8 @@
 //! Transfer-path choice against a real `nam serve` on this host: transfers up to the
 //! crossover take the direct load/store path, larger ones UCX RMA (both sides of a
 //! configured crossover, data intact either way); without configuration the crossover is
-//! measured on connecting; a server reached over TCP has no direct path at all.
+//! measured on connecting, for puts, and gets are direct at every size; a server reached
+//! over TCP has no direct path at all.
 
 mod common;
 
@@ -47,6 +48,15 @@ fn the_crossover_is_measured_on_connecting_and_absent_over_tcp() {
     assert_eq!(sizes.last(), Some(&nam_client::path::PROBE_BYTES_MAX));
     assert!(split.probes.iter().all(|&(_, d, r)| d > 0.0 && r > 0.0));
     assert_eq!(split.direct_max_bytes, nam_client::path::crossover(&split.probes));
+    // A measured crossover is the puts'; gets from mapped memory are direct at every size.
+    let client = server.client();
+    let a = client.alloc(1 << 20, &AllocOptions::default()).unwrap();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 13) as u8).collect();
+    client.put_sync(&a, 0, &data).unwrap();
+    let mut back = vec![0u8; 1 << 20];
+    client.get(&a, 0, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert_eq!((client.direct_traffic().gets, client.traffic().gets), (1, 1), "a 1 MiB get: direct");
     let tcp = ServerProcess::start("tcp", &["--capacity", "8MiB"]);
     assert!(tcp.client().transfer_path(0).is_none());
 }

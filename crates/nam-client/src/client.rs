@@ -235,7 +235,7 @@ impl Client {
     #[inline]
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
-        self.paths.transfer(allocation, buffer.len()).get(&self.session, allocation, offset, buffer)
+        self.paths.transfer_get(allocation, buffer.len()).get(&self.session, allocation, offset, buffer)
     }
 
     /// Non-blocking put; complete it with [`Op::wait`], [`Op::test`] or [`Client::wait_all`].
@@ -247,7 +247,7 @@ impl Client {
     /// Non-blocking get into `buffer`; read it only after the [`Op`] completes.
     pub fn get_nb<'a>(&'a self, allocation: &Allocation, offset: u64, buffer: &'a mut [u8]) -> Result<Op<'a>> {
         allocation.target(offset, buffer.len())?;
-        self.paths.transfer(allocation, buffer.len()).get_nb(&self.session, allocation, offset, buffer)
+        self.paths.transfer_get(allocation, buffer.len()).get_nb(&self.session, allocation, offset, buffer)
     }
 
     /// Non-blocking put without a handle (OpenSHMEM's `shmem_putmem_nbi`): returns at once;
@@ -270,7 +270,7 @@ impl Client {
     /// `buffer` must stay valid, and must not be read, until that flush returns.
     pub unsafe fn get_nbi(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
-        let path = self.paths.transfer(allocation, buffer.len());
+        let path = self.paths.transfer_get(allocation, buffer.len());
         path.get_nbi(&self.session, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
     }
 
@@ -397,7 +397,7 @@ impl Client {
         len: usize,
         read: impl FnOnce(*const u8) -> R,
     ) -> Result<Option<R>> {
-        if !self.takes_direct_path(allocation, len) {
+        if self.paths.transfer_get(allocation, len) != Path::Direct {
             allocation.target(offset, len)?;
             return Ok(None);
         }
@@ -406,8 +406,8 @@ impl Client {
 
     // ---- Path choice. ----
 
-    /// Whether a `len`-byte transfer to `allocation` takes the direct path (and is so
-    /// visible at the server when it returns, without a flush).
+    /// Whether a `len`-byte put to `allocation` takes the direct path (and is so visible at
+    /// the server when it returns, without a flush).
     #[inline]
     pub fn takes_direct_path(&self, allocation: &Allocation, len: usize) -> bool {
         self.paths.transfer(allocation, len) == Path::Direct

@@ -104,7 +104,7 @@ impl<'c> Context<'c> {
     /// [`Client::get`] on this context: returns with the data.
     pub fn get(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
-        let path = self.client.paths.transfer(allocation, buffer.len());
+        let path = self.client.paths.transfer_get(allocation, buffer.len());
         let (_scope, stream) = self.stream(allocation, path)?;
         path.get(stream, allocation, offset, buffer)
     }
@@ -128,7 +128,7 @@ impl<'c> Context<'c> {
     /// `buffer` must stay valid, and unread, until that quiet returns.
     pub unsafe fn get_nbi(&self, allocation: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
         allocation.target(offset, buffer.len())?;
-        let path = self.client.paths.transfer(allocation, buffer.len());
+        let path = self.client.paths.transfer_get(allocation, buffer.len());
         let (_scope, stream) = self.stream(allocation, path)?;
         path.get_nbi(stream, allocation, offset, (buffer.as_mut_ptr(), buffer.len()))
     }
