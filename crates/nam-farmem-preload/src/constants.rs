@@ -12,7 +12,8 @@ pub const PAGE: usize = nam_farmem::constants::PAGE_BYTES as usize;
 /// extents, Python's arenas) are far themselves when they are this large.
 pub const THRESHOLD_DEFAULT: u64 = 64 << 10;
 
-/// Default far address space of the region (`NAM_FARMEM_BYTES`): 4 GiB.
+/// Smallest default far address space of the region (`NAM_FARMEM_BYTES` unset): 4 GiB, or
+/// twice the machine's memory if that is more ([`crate::arena::far_bytes_default`]).
 pub const FAR_BYTES_DEFAULT: u64 = 4 << 30;
 
 /// Default local-memory budget of the region (`NAM_FARMEM_LOCAL_BYTES`): 256 MiB.

@@ -15,7 +15,8 @@
 //!   back to that same allocator. What this library allocates itself goes to glibc's
 //!   allocator by its internal names (`__libc_malloc`), apart from the program's.
 //! - [`arena`]: a first-fit allocator of page-aligned blocks over one
-//!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default 4 GiB of address space)
+//!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default twice the machine's memory
+//!   in address space, 4 GiB at least: [`arena::far_bytes_default`])
 //!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
 //! - [`syscalls`]: `read`, `readv`, `recv`, `recvfrom`, `recvmsg`, `write`, `writev`, `send`,
 //!   `sendto` and `sendmsg`, retried after touching their far buffers when they fail with
