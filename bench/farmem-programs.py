@@ -92,10 +92,11 @@ class PeakRss:
 
 
 # The client's reply timeout for this benchmark (NAM_TIMEOUT_MS; 10 s by default). The pager's
-# first write-back into each 1 GiB extent of far memory allocates a chunk that the server zeroes
-# before it answers; on a machine as loaded as this shared one (a load average near 100 on 2
-# cores was seen), that took longer than 10 s and the program ended with the library's fatal
-# error. The page says so; it is no far-memory setting.
+# first write-back into each extent of far memory allocates a chunk that the server zeroes
+# before it answers; with 1 GiB extents, on a machine as loaded as this shared one (a load
+# average near 100 on 2 cores was seen), that took longer than 10 s and the program ended with
+# the library's fatal error. Extents are 4 MiB since; the longer timeout stays for a loaded
+# machine. The page says so; it is no far-memory setting.
 TIMEOUT_MS = "120000"
 
 

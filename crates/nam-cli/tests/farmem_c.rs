@@ -1,8 +1,9 @@
 //! Far memory is usable from C: `tests/farmem.c` is compiled against `include/nam.h` and
 //! `libnam.so` (made by `cargo build --workspace`) and run against a real `nam serve`; and an
 //! unmodified C program streams through huge far pages under the `LD_PRELOAD` library, and
-//! another one's `madvise` of far memory reaches the pager (without UCX's memory hooks) or
-//! at least leaves the program running to its end with its data (with them).
+//! another one's `madvise` of far memory reaches the pager (with the environment a user
+//! gets, and without UCX's memory hooks) or at least leaves the program running to its end
+//! with its data (with the hooks forced on).
 
 mod common;
 
@@ -150,30 +151,40 @@ int main(int argc, char **argv) {
 fn an_unmodified_programs_madvise_on_far_memory_reaches_the_pager_or_at_least_ends() {
     let (preload, dir, program_path) = preload_and_program("advice", ADVICE_PROGRAM);
     let server = ServerProcess::start("sm,self,tcp", &[]);
-    // With UCX's memory hooks (its default) the advice reaches the kernel, and the program
-    // must still run to its end; without them it reaches the pager.
-    for (mode, hooks) in [("signal", false), ("thread", false), ("signal", true), ("thread", true)] {
-        let mut program = Command::new(&program_path);
-        if !hooks {
-            program.arg("exact").env("UCX_MEM_EVENTS", "no");
-        }
-        let out = program
-            .env("LD_PRELOAD", &preload)
-            .env("NAM_SERVERS", server.addr.to_string())
-            .env("NAM_TRANSPORTS", "sm,self,tcp")
-            .env("NAM_FARMEM_FAULT_MODE", mode)
-            .env("NAM_FARMEM_PREFETCH", "off") // every prefetch counted is the program's advice
-            .env("NAM_FARMEM_BYTES", "64MiB")
-            .env("NAM_FARMEM_LOCAL_BYTES", "4MiB")
-            .env("NAM_FARMEM_STATS", "1")
-            .output()
-            .expect("run the C program");
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && text.contains("advice.c: ok"), "{mode}, UCX hooks {hooks}: {text}");
-        if !hooks {
-            let prefetches = text.split(" prefetches ").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
-            // The two MiB asked for, 512 pages, came in ahead of their reads.
-            assert!(prefetches.is_some_and(|n| n >= 512), "{mode}: {text}");
+    // `UCX_MEM_EVENTS` unset is what a user gets: the library restarts the program without
+    // UCX's memory hooks, so the advice reaches the pager exactly, as with the hooks turned
+    // off by hand. Only with the hooks forced on (`yes`) does the advice reach the kernel,
+    // and then the program must still run to its end.
+    for mode in ["signal", "thread"] {
+        for events in [None, Some("no"), Some("yes")] {
+            let exact = events != Some("yes");
+            let mut program = Command::new(&program_path);
+            match events {
+                Some(value) => program.env("UCX_MEM_EVENTS", value),
+                None => program.env_remove("UCX_MEM_EVENTS"),
+            };
+            if exact {
+                program.arg("exact");
+            }
+            let out = program
+                .env("LD_PRELOAD", &preload)
+                .env("NAM_SERVERS", server.addr.to_string())
+                .env("NAM_TRANSPORTS", "sm,self,tcp")
+                .env("NAM_FARMEM_FAULT_MODE", mode)
+                .env("NAM_FARMEM_PREFETCH", "off") // every prefetch counted is the program's advice
+                .env("NAM_FARMEM_BYTES", "64MiB")
+                .env("NAM_FARMEM_LOCAL_BYTES", "4MiB")
+                .env("NAM_FARMEM_STATS", "1")
+                .output()
+                .expect("run the C program");
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && text.contains("advice.c: ok"), "{mode}, UCX_MEM_EVENTS {events:?}: {text}");
+            if exact {
+                let prefetches =
+                    text.split(" prefetches ").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
+                // The two MiB asked for, 512 pages, came in ahead of their reads.
+                assert!(prefetches.is_some_and(|n| n >= 512), "{mode}, UCX_MEM_EVENTS {events:?}: {text}");
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -254,6 +265,91 @@ fn file_transfers_over_mostly_missing_far_pages_move_every_byte_in_both_fault_mo
             .expect("run the C program");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && text.contains("file-io.c: ok"), "{mode}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A C program that makes its far pages unreadable and readable again, then gives them up
+/// (`MADV_DONTNEED`) and uses them again, checking what it reads each time.
+const KEEP_PROGRAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#define MIB ((size_t)1 << 20)
+static int all(const unsigned char *a, size_t len, unsigned char v, const char *when) {
+    for (size_t i = 0; i < len; i += 1024)
+        if (a[i] != v) { printf("%s: byte %zu is %d, not %d\n", when, i, a[i], v); return 0; }
+    return 1;
+}
+int main(void) {
+    size_t len = 8 * MIB;
+    unsigned char *a = aligned_alloc(4096, len);
+    if (a == NULL) return 2;
+    memset(a, 7, len);
+    if (mprotect(a, len, PROT_NONE) != 0 || mprotect(a, len, PROT_READ | PROT_WRITE) != 0) { perror("mprotect"); return 1; }
+    if (!all(a, len, 7, "after mprotect")) return 1;
+    if (madvise(a, len, MADV_DONTNEED) != 0) { perror("MADV_DONTNEED"); return 1; }
+    if (!all(a, len, 0, "after MADV_DONTNEED")) return 1;
+    memset(a, 9, len);
+    /* Half paged out, then all given up: the missing half must read as zeros too. */
+    if (madvise(a + len / 2, len / 2, MADV_PAGEOUT) != 0) { perror("MADV_PAGEOUT"); return 1; }
+    if (madvise(a, len, MADV_DONTNEED) != 0) { perror("MADV_DONTNEED"); return 1; }
+    if (!all(a, len, 0, "after MADV_DONTNEED of resident and missing pages")) return 1;
+    if (madvise(a, len, MADV_PAGEOUT) != 0 || !all(a, len, 0, "zeros written back")) return 1;
+    if (madvise(a, len, MADV_PAGEOUT) != 0) return 1;
+    /* A block written, paged out and freed: the next block in its place is not fetched. */
+    free(a); /* (its pages are not resident: the budget holds one block) */
+    unsigned char *b = aligned_alloc(4096, len);
+    if (b == NULL) return 2;
+    memset(b, 3, len);
+    if (madvise(b, len, MADV_PAGEOUT) != 0) { perror("MADV_PAGEOUT"); return 1; }
+    free(b);
+    unsigned char *c = aligned_alloc(4096, len);
+    if (c != b) { printf("the new block is not in the freed one's place\n"); return 1; }
+    memset(c, 4, len);
+    if (!all(c, len, 4, "the new block")) return 1;
+    printf("keep.c: ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn pages_written_back_for_mprotect_or_given_up_are_not_fetched_again() {
+    let (preload, dir, program_path) = preload_and_program("keep", KEEP_PROGRAM);
+    let server = ServerProcess::start("sm,self,tcp", &[]);
+    for mode in ["signal", "thread"] {
+        let out = Command::new(&program_path)
+            .env("LD_PRELOAD", &preload)
+            .env("NAM_SERVERS", server.addr.to_string())
+            .env("NAM_TRANSPORTS", "sm,self,tcp")
+            .env("NAM_FARMEM_FAULT_MODE", mode)
+            .env("NAM_FARMEM_PREFETCH", "off")
+            .env("NAM_FARMEM_PREDICT_WRITES", "off")
+            .env("NAM_FARMEM_BYTES", "64MiB")
+            .env("NAM_FARMEM_LOCAL_BYTES", "16MiB")
+            .env("NAM_FARMEM_STATS", "1")
+            .output()
+            .expect("run the C program");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("keep.c: ok"), "{mode}: {text}");
+        let count = |name: &str| {
+            let n = text.split(&format!(" {name} ")).nth(1).and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next());
+            n.and_then(|n| n.parse::<u64>().ok()).unwrap_or_else(|| panic!("no {name} count: {text}"))
+        };
+        // 2048 pages a block, each block within the budget. The first misses when first
+        // written (2048), when the half paged out on purpose is read (1024) and when the
+        // whole range paged out at the end is read (2048); write-backs: the dirty pages made
+        // unreadable (2048), the half paged out (1024), the resident zeros paged out at the
+        // end (1024), and not the pages only read (installed dirty after a dirty page, 1024
+        // more). Before, the mprotect round trip and MADV_DONTNEED dropped every page and
+        // fetched it again (13312 misses). The second and third blocks, in the first one's
+        // place, miss when written (4096) and the second is written back once (2048).
+        assert!(count("misses") <= 5120 + 4096 + 32, "{mode}: pages fetched again: {text}");
+        assert!(count("write-backs") <= 4096 + 2048 + 32, "{mode}: pages written back again: {text}");
+        // Nothing is fetched for pages the program gave up or freed: the half given up
+        // while paged out (1024, read) and the freed block's pages (2048, written).
+        assert!(count("zero fills") >= 1024 + 2048, "{mode}: given up or freed pages were fetched: {text}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -278,6 +278,39 @@ fn gnu_sort_output_on_far_memory_hashes_as_a_local_run() {
 }
 
 #[test]
+fn gnu_sort_with_its_default_buffer_and_the_default_address_space_is_far() {
+    // No `-S` and no `NAM_FARMEM_BYTES`: sort sizes its buffer by the machine's memory
+    // (2.6 GB at once on a 23 GB machine), which the 2 GiB heap half of the old 4 GiB
+    // default address space could not take, so the whole buffer stayed local.
+    let dir = common::temp_dir("farmem-sort-default");
+    let input = dir.join("input");
+    let input_bytes = sort_input();
+    std::fs::write(&input, &input_bytes).unwrap();
+    let server = ServerProcess::start("tcp", &[]);
+    let mut command = Command::new("sort");
+    command.args(["--parallel=1"]).arg(&input).env("LC_ALL", "C");
+    command
+        .env("LD_PRELOAD", preload())
+        .env("NAM_SERVERS", server.addr.to_string())
+        .env("NAM_TRANSPORTS", &server.transports)
+        .env("NAM_FARMEM_LOCAL_BYTES", BUDGET)
+        .env_remove("NAM_FARMEM_BYTES")
+        .env("NAM_FARMEM_STATS", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = command.output().expect("run sort");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "sort ended with {}: {stderr}", out.status);
+    let mut lines: Vec<&[u8]> = input_bytes.split_inclusive(|&b| b == b'\n').collect();
+    lines.sort(); // LC_ALL=C: byte order
+    assert!(out.stdout == lines.concat(), "sort's output is not its input sorted: {stderr}");
+    assert!(stderr.contains(" 0 requests far memory could not take"), "a request stayed local: {stderr}");
+    let (bytes, evictions) = far_use(&stderr);
+    assert!(bytes > 7 << 20 && evictions > 0, "sort's buffer was not far: {stderr}");
+}
+
+#[test]
 fn gnu_sort_ends_with_the_fatal_status_when_its_server_dies() {
     let mut server = ServerProcess::start("tcp", &["--capacity", "1GiB"]);
     let mut command = Command::new("sort");

@@ -43,6 +43,11 @@ pub const PATIENT_SPIN: Duration = Duration::from_micros(100);
 /// of this process's buffer with messages only this process's progress answers: as short as
 /// the checkpoint waits' poll while their buffer is being pulled ([`CKPT_PULL_POLL_MAX`]).
 pub const PATIENT_SLEEP_MAX: Duration = Duration::from_micros(200);
+/// How long a call that is not patient polls for its reply without yielding the core. A
+/// yield on a core that a CPU-bound thread shares hands it the core for the rest of its
+/// scheduler slice (a millisecond or more), and the reply, due in tens of microseconds from
+/// a server on another core, waits for it.
+pub const RECEIVE_SPIN: Duration = Duration::from_micros(100);
 /// A sleeping poller (a patient call, a checkpoint wait) sleeps this much longer on each
 /// poll, up to its maximum: short waits stay short, long ones stop costing CPU.
 pub const POLL_BACKOFF_STEP: Duration = Duration::from_micros(10);

@@ -1,7 +1,7 @@
 //! One connection to one memory server: its endpoint, the pool's remote key, and
 //! request/reply over active messages with a deadline.
 
-use crate::constants::{PATIENT_SLEEP_MAX, PATIENT_SPIN, POLL_BACKOFF_STEP};
+use crate::constants::{PATIENT_SLEEP_MAX, PATIENT_SPIN, POLL_BACKOFF_STEP, RECEIVE_SPIN};
 use crate::error::{Error, Result};
 use nam_proto::{decode_header, Reply, Request, AM_ID_REQUEST};
 use nam_ucx::{Endpoint, RemoteKey, Worker};
@@ -257,6 +257,12 @@ impl Link {
             if patient && start.elapsed() >= PATIENT_SPIN {
                 polls += 1;
                 std::thread::sleep((POLL_BACKOFF_STEP * polls as u32).min(PATIENT_SLEEP_MAX));
+            } else if start.elapsed() < RECEIVE_SPIN {
+                // First keep the core (RECEIVE_SPIN): yielding it to a CPU-bound thread
+                // costs that thread's whole slice, where the reply takes microseconds.
+                // A far-memory page fault is one such round trip: numpy pinned to a core
+                // shared with a busy loop ran 10x slower yielding from the first poll.
+                std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }

@@ -184,9 +184,24 @@ fn announce(region: &PagedRegion) {
     );
 }
 
+/// The far address space when `NAM_FARMEM_BYTES` is unset: twice the machine's memory
+/// (whole GiB), [`FAR_BYTES_DEFAULT`] at least. Each half of the region (blocks, mappings)
+/// then takes any request a program could make of local memory: programs size buffers by
+/// the machine's memory (GNU sort asked for 2.6 GB at once on a 23 GB machine, more than
+/// the 2 GiB half of a 4 GiB region, and its whole buffer stayed local). Address space
+/// costs nothing until pages are written: the mapping reserves no memory, the servers
+/// allocate chunks on first write, and the pager's per-page tables start as zeros the
+/// allocator does not write.
+pub fn far_bytes_default() -> u64 {
+    // SAFETY: sysconf takes a name and returns a value or -1.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    memory.saturating_mul(2).next_multiple_of(1 << 30).clamp(FAR_BYTES_DEFAULT, nam_farmem::constants::FAR_BYTES_MAX)
+}
+
 fn make_region() -> Result<PagedRegion, Box<dyn std::error::Error>> {
     let client = nam_client::Client::from_env()?;
-    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or(FAR_BYTES_DEFAULT);
+    let bytes = env_bytes("NAM_FARMEM_BYTES").unwrap_or_else(far_bytes_default);
     let local = env_bytes("NAM_FARMEM_LOCAL_BYTES").unwrap_or(LOCAL_BYTES_DEFAULT);
     let mut config = PagerConfig::new(bytes, local);
     if std::env::var("NAM_FARMEM_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "1" | "on")) {
@@ -262,7 +277,7 @@ extern "C" fn print_stats() {
         let s = region.stats();
         eprintln!("nam-farmem-preload: {}", crate::report::summary());
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes, zero fills {}",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
@@ -273,7 +288,8 @@ extern "C" fn print_stats() {
             s.predicted_writes,
             s.prefetch_hits,
             s.prefetch_wasted,
-            region.page_bytes()
+            region.page_bytes(),
+            s.zero_fills
         );
     }
 }
@@ -348,9 +364,37 @@ pub fn allocate_zeroed(size: usize) -> *mut u8 {
     }
     let Some((off, used_before)) = take(MAPS, size) else { return std::ptr::null_mut() };
     let p = (BASE.load(Ordering::Relaxed) + off) as *mut u8;
-    // SAFETY: the start of the block just taken, `used_before` bytes of it.
-    unsafe { std::ptr::write_bytes(p, 0, used_before as usize) };
+    zero(off, used_before);
     p
+}
+
+/// Makes the region's bytes `off..off + len` (whole pages) read as zeros: through the pager,
+/// which fetches none of them (`PagedRegion::zero_range`), or by writing zeros where the
+/// pager's pages are huge and the range is not whole ones.
+fn zero(off: u64, len: u64) {
+    if len == 0 {
+        return;
+    }
+    if let Some(region) = region().filter(|r| off.is_multiple_of(r.page_bytes()) && len.is_multiple_of(r.page_bytes()))
+    {
+        match region.zero_range(off, len) {
+            Ok(_) => return,
+            Err(e) => nam_farmem::exit_fatal(&format!("zeroing far memory for a new mapping: {e}")),
+        }
+    }
+    // SAFETY: `len` bytes of the arena from `off`, taken by the caller.
+    unsafe { std::ptr::write_bytes((BASE.load(Ordering::Relaxed) + off) as *mut u8, 0, len as usize) };
+}
+
+/// Tells the pager that the region's bytes `off..off + len` are free: their pages not
+/// resident are never fetched again, but installed from zeros when next handed out and
+/// touched (`PagedRegion::discard_range`): a freed block's old contents would be read over
+/// the network only to be overwritten.
+fn discard(off: u64, len: u64) {
+    if let Some(region) = region() {
+        // Out of range cannot be: the block is the arena's.
+        let _ = region.discard_range(off, len);
+    }
 }
 
 /// Gives the pages `addr..addr + len` (page-aligned, in the arena) back, whichever blocks
@@ -380,6 +424,7 @@ pub fn release_range(addr: usize, len: usize) {
         }
         let (free_start, free_end) = (off.max(start), block_end.min(end));
         free_run(&mut blocks, free_start, free_end - free_start);
+        discard(free_start, free_end - free_start);
     }
 }
 
@@ -405,8 +450,7 @@ pub fn grow_in_place(addr: usize, old_len: usize, new_len: usize) -> bool {
     drop(blocks);
     let high = HIGH[half].fetch_max(off + new, Ordering::Relaxed);
     let dirty = high.saturating_sub(off + old).min(new - old);
-    // SAFETY: the pages just added to the block.
-    unsafe { std::ptr::write_bytes((base + off + old) as *mut u8, 0, dirty as usize) };
+    zero(off + old, dirty);
     true
 }
 
@@ -447,4 +491,6 @@ pub fn release(ptr: *mut u8) {
         nam_farmem::exit_fatal(&format!("free of {ptr:p}, which is not an allocated far block (freed twice?)"));
     };
     free_run(&mut blocks, off, len);
+    drop(blocks);
+    discard(off, len);
 }

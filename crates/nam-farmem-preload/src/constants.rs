@@ -12,7 +12,8 @@ pub const PAGE: usize = nam_farmem::constants::PAGE_BYTES as usize;
 /// extents, Python's arenas) are far themselves when they are this large.
 pub const THRESHOLD_DEFAULT: u64 = 64 << 10;
 
-/// Default far address space of the region (`NAM_FARMEM_BYTES`): 4 GiB.
+/// Smallest default far address space of the region (`NAM_FARMEM_BYTES` unset): 4 GiB, or
+/// twice the machine's memory if that is more ([`crate::arena::far_bytes_default`]).
 pub const FAR_BYTES_DEFAULT: u64 = 4 << 30;
 
 /// Default local-memory budget of the region (`NAM_FARMEM_LOCAL_BYTES`): 256 MiB.
@@ -41,3 +42,17 @@ const _: () = assert!(PIECE.is_multiple_of(PAGE) && THRESHOLD_DEFAULT >= PAGE as
 // The default budget is within the default far space and above the pager's smallest budget.
 const _: () = assert!(LOCAL_BYTES_DEFAULT <= FAR_BYTES_DEFAULT);
 const _: () = assert!(LOCAL_BYTES_DEFAULT >= nam_farmem::constants::BUDGET_PAGES_MIN * PAGE as u64);
+
+/// Address space reserved for the heap of the library's own threads when the program's
+/// allocator is not glibc's ([`crate::internal`]): only the pages written cost memory.
+pub const INTERNAL_HEAP_BYTES: usize = 4 << 30;
+
+/// Smallest and largest block of that heap, as powers of two: 16 bytes (glibc's alignment)
+/// to 256 MiB (larger requests go to the program's allocator, as before the heap existed).
+pub const INTERNAL_CLASS_MIN: u32 = 4;
+/// See [`INTERNAL_CLASS_MIN`].
+pub const INTERNAL_CLASS_MAX: u32 = 28;
+
+// The internal heap's smallest block holds a free list's link and has malloc's alignment.
+const _: () = assert!(1 << INTERNAL_CLASS_MIN >= MALLOC_ALIGN && INTERNAL_CLASS_MAX < usize::BITS);
+const _: () = assert!(1usize << INTERNAL_CLASS_MAX <= INTERNAL_HEAP_BYTES);

@@ -2,7 +2,9 @@
 //! thread is already inside the library (making the region allocates through these very
 //! functions) or is serving the region's page faults (the pager's handler thread, whose
 //! UCX calls allocate buffers too: a page of those would fault on the only thread that
-//! serves faults); all others go to the program's own allocator ([`crate::program_alloc`]:
+//! serves faults). Those threads' requests go to the library's own local heap
+//! ([`crate::internal`]) when the program's allocator is not glibc's (jemalloc's heap is far
+//! memory itself); all others go to the program's own allocator ([`crate::program_alloc`]:
 //! jemalloc's when the program is linked with it, glibc's by default).
 //!
 //! Which allocator a block belongs to is decided by its address: the far arena's range,
@@ -10,7 +12,8 @@
 //! ever handed to an allocator that did not make it.
 
 use crate::arena;
-use crate::program_alloc::{bootstrap_alloc, bootstrap_size, in_bootstrap, next};
+use crate::internal;
+use crate::program_alloc::{bootstrap_alloc, bootstrap_size, in_bootstrap, next, Next};
 use crate::report::{self, Local};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -60,6 +63,17 @@ fn far(size: usize, align: usize) -> *mut c_void {
         report::far_block(size);
     }
     p
+}
+
+/// A block of the library's own heap ([`crate::internal`]) when this thread serves the
+/// region's faults or is inside the library and the program's allocator is not glibc's
+/// (whose heap is far memory then, where such a thread must never fault); null otherwise,
+/// or when that heap cannot take the request (then the program's allocator does, as before).
+fn internal_block(next: &Next, size: usize, align: usize) -> *mut c_void {
+    if next.glibc || !(nam_farmem::serving_faults() || inside()) {
+        return std::ptr::null_mut();
+    }
+    internal::allocate(size, align)
 }
 
 /// `pthread_create(3)`: a thread started from inside the library (the pager's handler,
@@ -114,6 +128,10 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     let Some(next) = next() else {
         return bootstrap_alloc(size, 16);
     };
+    let p = internal_block(next, size, 16);
+    if !p.is_null() {
+        return p;
+    }
     let p = far(size, 16);
     if p.is_null() {
         (next.malloc)(size)
@@ -135,6 +153,11 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         return (next.calloc)(count, size);
     };
+    let p = internal_block(next, total, 16);
+    if !p.is_null() {
+        std::ptr::write_bytes(p.cast::<u8>(), 0, total); // a reused block is not zeros
+        return p;
+    }
     let p = far(total, 16);
     if p.is_null() {
         return (next.calloc)(count, size);
@@ -149,7 +172,9 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn free(ptr: *mut c_void) {
-    if arena::contains(ptr.cast()) {
+    if internal::contains(ptr) {
+        internal::release(ptr);
+    } else if arena::contains(ptr.cast()) {
         arena::release(ptr.cast());
     } else if in_bootstrap(ptr) {
         // Never reused: the buffer only serves the few blocks of the allocator's lookup.
@@ -172,6 +197,13 @@ pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     if in_bootstrap(ptr) {
         return moved(ptr, bootstrap_size(ptr), malloc(size), size);
     }
+    if internal::contains(ptr) {
+        let old_size = internal::usable_size(ptr);
+        if size <= old_size {
+            return ptr;
+        }
+        return moved(ptr, old_size, malloc(size), size);
+    }
     let old_far = arena::contains(ptr.cast());
     if old_far {
         let old_size = arena::usable_size(ptr.cast());
@@ -183,6 +215,13 @@ pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     let Some(next) = next() else {
         return std::ptr::null_mut(); // a block of the program's allocator while it is looked up
     };
+    // A thread that must not fault on far memory moves its block out of the program's heap.
+    if next.sizes_known {
+        let new = internal_block(next, size, 16);
+        if !new.is_null() {
+            return moved(ptr, (next.malloc_usable_size)(ptr), new, size);
+        }
+    }
     // A block of the program's allocator grown past the threshold moves into far memory
     // when its size can be asked for; everything else stays with the program's allocator.
     if size >= arena::threshold() && next.sizes_known {
@@ -221,7 +260,10 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
         *out = p;
         return 0;
     };
-    let p = far(size, align);
+    let mut p = internal_block(next, size, align);
+    if p.is_null() {
+        p = far(size, align);
+    }
     if p.is_null() {
         return (next.posix_memalign)(out, align, size);
     }
@@ -238,7 +280,10 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
     let Some(next) = next() else {
         return bootstrap_alloc(size, align);
     };
-    let p = far(size, align);
+    let mut p = internal_block(next, size, align);
+    if p.is_null() {
+        p = far(size, align);
+    }
     if p.is_null() {
         (next.aligned_alloc)(align, size)
     } else {
@@ -255,7 +300,10 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
     let Some(next) = next() else {
         return bootstrap_alloc(size, align);
     };
-    let p = far(size, align);
+    let mut p = internal_block(next, size, align);
+    if p.is_null() {
+        p = far(size, align);
+    }
     if p.is_null() {
         (next.memalign)(align, size)
     } else {
@@ -269,7 +317,9 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
-    if arena::contains(ptr.cast()) {
+    if internal::contains(ptr) {
+        internal::usable_size(ptr)
+    } else if arena::contains(ptr.cast()) {
         arena::usable_size(ptr.cast())
     } else if in_bootstrap(ptr) {
         bootstrap_size(ptr)

@@ -13,9 +13,12 @@
 //!   own allocator ([`program_alloc`]: jemalloc, tcmalloc or mimalloc when the program is
 //!   linked with one, glibc otherwise), and every block not in the far arena is handed
 //!   back to that same allocator. What this library allocates itself goes to glibc's
-//!   allocator by its internal names (`__libc_malloc`), apart from the program's.
+//!   allocator by its internal names (`__libc_malloc`), apart from the program's; what the
+//!   C code on its own threads (UCX on the pager's handler) allocates goes to [`internal`],
+//!   a local heap, when the program's allocator is not glibc's.
 //! - [`arena`]: a first-fit allocator of page-aligned blocks over one
-//!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default 4 GiB of address space)
+//!   [`nam_farmem::PagedRegion`] of `NAM_FARMEM_BYTES` (default twice the machine's memory
+//!   in address space, 4 GiB at least: [`arena::far_bytes_default`])
 //!   whose resident set stays within `NAM_FARMEM_LOCAL_BYTES` (default 256 MiB).
 //! - [`syscalls`]: `read`, `readv`, `recv`, `recvfrom`, `recvmsg`, `write`, `writev`, `send`,
 //!   `sendto` and `sendmsg`, retried after touching their far buffers when they fail with
@@ -63,6 +66,7 @@ pub mod advice;
 pub mod arena;
 pub mod constants;
 pub mod hooks;
+pub mod internal;
 mod libc_alloc;
 pub mod maps;
 pub mod program_alloc;

@@ -19,9 +19,10 @@
 //! - `mremap`: a far mapping shrinks in place, grows in place when the pages after it are
 //!   free, or moves (`MREMAP_MAYMOVE`) to a new far block, or a local one when the arena is
 //!   full. `MREMAP_FIXED` and `MREMAP_DONTUNMAP` of far memory fail with `EINVAL`.
-//! - `mprotect`: goes to the kernel (the pager's `UFFDIO_COPY` honours the protection); a
-//!   range made unreadable is written back and dropped first, so that the pager never reads
-//!   a page the program forbade.
+//! - `mprotect`: goes to the kernel (the pager's `UFFDIO_COPY` honours the protection); the
+//!   dirty pages of a range made unreadable are written back first, so that the pager never
+//!   reads a page the program forbade (clean pages are dropped without a read). They stay
+//!   resident, clean: made readable again, the range is not fetched again.
 //! - `mlock`, `mlock2`, `mlockall`: far pages are fetched but not pinned (a pinned page could
 //!   not be evicted, and the budget is what keeps the program's local memory bounded); the
 //!   rest is locked by the kernel. `mlockall(MCL_CURRENT)` locks every mapping but those
@@ -250,7 +251,7 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) ->
     if prot & libc::PROT_READ == 0 {
         if let (Some(far), Some(region)) = (far_part(addr, len), arena::region()) {
             let base = region.as_ptr() as usize;
-            if let Err(e) = region.evict_range((far.0 - base) as u64, (far.1 - far.0) as u64) {
+            if let Err(e) = region.write_back_range((far.0 - base) as u64, (far.1 - far.0) as u64) {
                 eprintln!("nam-farmem-preload: mprotect of far memory failed: {e}");
                 errno(libc::ENOMEM);
                 return -1;

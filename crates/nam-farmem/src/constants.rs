@@ -14,8 +14,14 @@ use std::time::Duration;
 /// (`nam_proto::limits::ALLOC_SIZE_MAX`).
 pub const FAR_BYTES_MAX: u64 = 1 << 40;
 
-/// Size of one extent of the far address space (Mao 2020 maps memory in large extents).
-pub const EXTENT_BYTES: u64 = 1 << 30;
+/// Size of one extent of the far address space (Mao 2020 maps memory in large extents),
+/// unless its interleaving granules across the servers need more
+/// ([`crate::ExtentTable::extent_bytes`]). Each server's chunk of an extent is allocated,
+/// and zeroed by the server, on the first write into it, while the write waits: with 1 GiB
+/// extents that first write-back stalled for the zeroing of 512 MiB per server (seconds on
+/// a loaded machine, past the client's reply timeout). 4 MiB keeps that stall near a
+/// millisecond, and a region of the preload library's default size a few thousand chunks.
+pub const EXTENT_BYTES: u64 = 4 << 20;
 
 /// Smallest cache line: one CPU cache line; smaller lines would cost more in per-line
 /// metadata than they save in transfer.

@@ -2,7 +2,7 @@
 //! blades, and this process keeps a cache of their memory in a local-memory budget.
 //!
 //! A tour:
-//! - [`ExtentTable`] maps the far address space in 1 GiB extents to per-server chunks,
+//! - [`ExtentTable`] maps the far address space in 4 MiB extents to per-server chunks,
 //!   interleaving granules (pages by default) across servers; chunks are allocated on
 //!   first write.
 //! - [`SpanService`] reads and writes fixed-size spans (Mao 2020 Ch. 6) with nam's one-sided

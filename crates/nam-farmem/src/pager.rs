@@ -212,9 +212,18 @@ const DIRTY: u8 = 2;
 /// Pages and their states; locked by the handler for each fault and by `flush`.
 struct Pages {
     state: Vec<u8>,
-    /// Resident pages, and each page's index in it (u32::MAX when not resident).
+    /// Resident pages, and each page's index in it plus one (0 when not resident: the
+    /// vector starts as zeros the allocator need not write, so the address space of a large
+    /// region costs no local memory for it until its pages are used).
     resident: Vec<u32>,
     position: Vec<u32>,
+    /// Pages whose copy on the servers is dead until they are written back: given up to
+    /// read as zeros (`madvise(MADV_DONTNEED)`) or freed by the program
+    /// ([`PagedRegion::discard_range`]). A missing stale page is installed from zeros
+    /// without a fetch (`handler.rs`), clean for a read (then dropped at eviction without a
+    /// write-back, and installed from zeros again): its old contents would be read over the
+    /// network only to be overwritten.
+    stale: Vec<bool>,
     /// Whether each page came in with a stream when it was last installed: prefetched, or
     /// a demand miss that a stream matched or that followed one of the last few misses
     /// (eviction runs only continue over such pages).
@@ -368,7 +377,8 @@ impl PagedRegion {
         let state = Pages {
             state: vec![MISSING; pages as usize],
             resident: Vec::new(),
-            position: vec![u32::MAX; pages as usize],
+            position: vec![0; pages as usize],
+            stale: vec![false; pages as usize],
             streamed: vec![false; pages as usize],
             installs: vec![0; pages as usize],
             recent_misses: [u32::MAX; RECENT_MISSES],
@@ -535,6 +545,53 @@ impl PagedRegion {
         let dropped = serving(|| self.shared.evict_pages(&mut self.shared.state.lock(), first, end))?;
         self.shared.span.flush()?;
         Ok(dropped)
+    }
+
+    /// Writes the dirty pages of `offset..offset + len` back and keeps every page there
+    /// resident, clean and write-protected: for a program about to make the range
+    /// unreadable (`mprotect(PROT_NONE)`), after which the pager must not read those pages,
+    /// and finds them again without a fetch once it is readable again. Returns how many pages
+    /// it wrote back. Errors: [`Error::OutOfRange`], or a server's failure, after which the
+    /// pages not yet written back stay dirty (nothing is lost).
+    pub fn write_back_range(&self, offset: u64, len: u64) -> Result<u64> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset / page_bytes, (offset + len).div_ceil(page_bytes));
+        let written = serving(|| self.shared.write_back_pages(&mut self.shared.state.lock(), first, end))?;
+        self.shared.span.flush()?;
+        Ok(written)
+    }
+
+    /// Makes `offset..offset + len` (whole pages) read as zeros, as `madvise(MADV_DONTNEED)`
+    /// makes anonymous memory, without fetching a page: resident pages are zeroed in place
+    /// and stay (dirty), the others are zeroed on the servers. Returns how many pages were
+    /// resident. Errors: [`Error::Unaligned`] for a range not made of whole pages,
+    /// [`Error::OutOfRange`], or a server's failure (the range's contents are then
+    /// unspecified, as the program gave them up).
+    pub fn zero_range(&self, offset: u64, len: u64) -> Result<u64> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        if !offset.is_multiple_of(page_bytes) || !len.is_multiple_of(page_bytes) {
+            return Err(Error::Unaligned { addr: offset, len, span_bytes: page_bytes });
+        }
+        serving(|| {
+            self.shared.zero_pages(&mut self.shared.state.lock(), offset / page_bytes, (offset + len) / page_bytes)
+        })
+    }
+
+    /// Tells the pager that the contents of `offset..offset + len` are dead (the program
+    /// freed the memory): the missing pages wholly inside are never fetched again, but
+    /// installed from zeros when next touched, as a fresh page would be (a new allocation's
+    /// contents are unspecified). Resident pages are left as they are. Errors:
+    /// [`Error::OutOfRange`].
+    pub fn discard_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset.div_ceil(page_bytes), (offset + len) / page_bytes);
+        if first < end {
+            self.shared.discard_pages(&mut self.shared.state.lock(), first, end);
+        }
+        Ok(())
     }
 
     fn check_range(&self, offset: u64, len: u64) -> Result<()> {

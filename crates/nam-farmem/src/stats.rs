@@ -48,6 +48,9 @@ pub struct Stats {
     /// itself in signal mode (what background reclaim is there to avoid), or by the handler
     /// before a fault or prefetch it serves in thread mode.
     pub full_evictions: u64,
+    /// Pages the pager installed from zeros instead of fetching them, their servers' copy
+    /// being dead (given up with `MADV_DONTNEED`, or freed: `PagedRegion::discard_range`).
+    pub zero_fills: u64,
     /// Misses in flight now.
     pub inflight: u64,
     /// Most misses that were ever in flight at once.

@@ -123,7 +123,7 @@ enum Behind {
 fn behind_at(pages: &Pages, at: usize, runs: &[(u64, u64)]) -> Behind {
     let (q, installs) = pages.behind[at];
     let q = q as u64;
-    if pages.installs[q as usize] != installs || pages.position[q as usize] == u32::MAX {
+    if pages.installs[q as usize] != installs || pages.position[q as usize] == 0 {
         return Behind::Stale;
     }
     let streams_are_here = pages.recent_misses.contains(&(q as u32));
@@ -264,7 +264,7 @@ impl Shared {
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
         let mut chosen = self.drop_behind(pages, need, &mut runs);
         let last = pages.last_fault as usize;
-        let mru_resident = last < pages.position.len() && pages.position[last] != u32::MAX;
+        let mru_resident = last < pages.position.len() && pages.position[last] != 0;
         let candidates = pages.resident.len() as u64 - mru_resident as u64;
         // A few more draws than pages: a draw may land on a page chosen already.
         for _ in 0..2 * need {
@@ -445,13 +445,13 @@ impl Shared {
     pub(super) fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
         for page in first..end {
             pages.state[page as usize] = MISSING;
-            let k = pages.position[page as usize] as usize;
+            let k = pages.position[page as usize] as usize - 1;
             pages.resident.swap_remove(k);
             if k < pages.resident.len() {
                 let moved = pages.resident[k];
-                pages.position[moved as usize] = k as u32;
+                pages.position[moved as usize] = k as u32 + 1;
             }
-            pages.position[page as usize] = u32::MAX;
+            pages.position[page as usize] = 0;
             pages.accuracy.evicted(page);
             pages.stats.evictions += 1;
         }
@@ -489,6 +489,7 @@ impl Shared {
             }
             for r in p..q {
                 pages.state[r as usize] = CLEAN;
+                pages.stale[r as usize] = false; // the servers hold its contents now
             }
             pages.stats.writebacks += q - p;
             p = q;

@@ -136,7 +136,7 @@ impl Shared {
     }
 
     fn handle(&self, fault: &Fault) -> Result<()> {
-        let page = (fault.address - self.base) / self.page_bytes;
+        let page = self.fault_page(fault.address)?;
         let addr = self.base + page * self.page_bytes;
         let mut pages = self.state.lock();
         let state = pages.state[page as usize];
@@ -151,6 +151,14 @@ impl Shared {
             return Ok(());
         }
         self.serve_missing(&mut pages, page, fault.flags & FAULT_WRITE != 0)
+    }
+
+    /// The page of this region that the fault at `address` is in, or
+    /// [`crate::Error::OutOfRange`] (the offset from the region's base, wrapped when below it)
+    /// for an address outside the region: a fault the kernel reports there is a bug or a
+    /// race with an unregistration, to be named, not an index past the page tables.
+    pub(super) fn fault_page(&self, address: u64) -> Result<u64> {
+        fault_page(self.base, self.pages, self.page_bytes, address)
     }
 
     /// Fetches and installs the missing `page` (thread and signal mode) and trains the
@@ -173,8 +181,12 @@ impl Shared {
                 overtaken_end = overtaken_end.max(Some(p.end));
             }
         }
-        // A page after a dirty one belongs to a writing stream: install it writable.
-        let mut dirty = write || (page > 0 && pages.state[page as usize - 1] == DIRTY);
+        // Only a write, or a zone whose reads are followed by writes (`writes.rs`), installs
+        // a page writable. "The page before is dirty" used to as well, but a page installed
+        // dirty so made the next read miss dirty too: a read stream that started right after
+        // a written page was written back page by page at eviction, never having been
+        // written (twice the traffic of its evictions).
+        let mut dirty = write;
         if !dirty && pages.writes.install_writable(page) {
             dirty = true;
             pages.stats.predicted_writes += 1;
@@ -300,6 +312,25 @@ impl Shared {
     pub(super) fn fetch_install(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
         let bytes = count * self.page_bytes as usize;
         self.make_room(pages, count)?;
+        let end = first + count as u64;
+        if (first..end).any(|p| pages.stale[p as usize]) {
+            // Stale pages come from zeros, the others from the servers, each stretch at once.
+            let mut p = first;
+            while p < end {
+                let stale = pages.stale[p as usize];
+                let mut q = p + 1;
+                while q < end && pages.stale[q as usize] == stale {
+                    q += 1;
+                }
+                if stale {
+                    self.install_zeros(pages, p, (q - p) as usize, dirty)?;
+                } else {
+                    self.fetch_install(pages, p, (q - p) as usize, dirty)?;
+                }
+                p = q;
+            }
+            return Ok(());
+        }
         // A run to be writable goes in on recycled pages where the pool has them (`pool.rs`).
         if dirty && count >= 2 && self.install_recycled(pages, first, count)? {
             self.kick_reclaim(pages);
@@ -308,6 +339,20 @@ impl Shared {
         let mut bounce = std::mem::take(&mut pages.bounce);
         let result = self.fetch_install_with(pages, first, count, dirty, &mut bounce[..bytes]);
         pages.bounce = bounce;
+        self.kick_reclaim(pages);
+        result
+    }
+
+    /// Installs the missing, stale pages `first..first + count` from zeros (no fetch),
+    /// read-only unless `dirty`. They stay stale until written back: a clean one is dropped
+    /// at eviction and comes from zeros again.
+    fn install_zeros(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
+        let mut bounce = std::mem::take(&mut pages.bounce);
+        let zeros = &mut bounce[..count * self.page_bytes as usize];
+        zeros.fill(0);
+        let result = self.install(pages, first, count, dirty, zeros.as_ptr());
+        pages.bounce = bounce;
+        pages.stats.zero_fills += count as u64;
         self.kick_reclaim(pages);
         result
     }
@@ -361,10 +406,21 @@ impl Shared {
     }
 }
 
+/// The page of the region of `pages` pages of `page_bytes` at `base` that `address` is in
+/// (see [`Shared::fault_page`]).
+fn fault_page(base: u64, pages: u64, page_bytes: u64, address: u64) -> Result<u64> {
+    let offset = address.wrapping_sub(base);
+    let size = pages * page_bytes;
+    if address < base || offset >= size {
+        return Err(crate::error::Error::OutOfRange { addr: offset, len: 1, size });
+    }
+    Ok(offset / page_bytes)
+}
+
 /// Records the missing page `p` as installed in `state` (resident, counted).
 pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
     pages.state[p as usize] = state;
-    pages.position[p as usize] = pages.resident.len() as u32;
+    pages.position[p as usize] = pages.resident.len() as u32 + 1;
     pages.resident.push(p as u32);
     pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);
     pages.aging.installed(p);
@@ -394,7 +450,25 @@ fn queue(pages: &mut Pages, new: Pending) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Duration, Spin};
+    use super::{fault_page, Duration, Spin};
+    use crate::error::Error;
+
+    #[test]
+    fn a_fault_outside_the_region_is_a_typed_error_not_an_index_out_of_range() {
+        let (base, pages, page) = (0x7000_0000u64, 16u64, 4096u64);
+        assert_eq!(fault_page(base, pages, page, base).unwrap(), 0);
+        assert_eq!(fault_page(base, pages, page, base + 5 * page + 17).unwrap(), 5);
+        assert_eq!(fault_page(base, pages, page, base + pages * page - 1).unwrap(), pages - 1);
+        for outside in [base + pages * page, base + (1 << 40), base - 1, 0, u64::MAX] {
+            match fault_page(base, pages, page, outside) {
+                Err(Error::OutOfRange { addr, size, .. }) => {
+                    assert_eq!(addr, outside.wrapping_sub(base), "names the offset of {outside:#x}");
+                    assert_eq!(size, pages * page);
+                }
+                other => panic!("a fault at {outside:#x} gave {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn the_handler_stops_spinning_once_two_threads_take_turns_faulting() {

@@ -8,7 +8,7 @@
 //! one `UFFDIO_COPY`. Dropping a range (`MADV_PAGEOUT`) writes its dirty pages back and frees
 //! the budget for what comes next, instead of leaving random replacement to find out.
 
-use super::{Pages, Shared, MISSING};
+use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
 use crate::constants::RUNS_PER_BATCH;
 use crate::error::{Error, Result};
 
@@ -119,6 +119,80 @@ impl Shared {
             self.evict_runs(pages, &batch)?;
         }
         Ok(dropped)
+    }
+}
+
+impl Shared {
+    /// Writes back the dirty resident pages of `first..end` and keeps them resident, clean
+    /// and write-protected; returns how many it wrote. For a range the program is about to
+    /// make unreadable (`mprotect(PROT_NONE)`): the pager must not read those pages later,
+    /// and need not, since clean pages are dropped without a read; their copies stay, so
+    /// that the program finds them again without a fetch when it makes the range readable.
+    pub(super) fn write_back_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        let before = pages.stats.writebacks;
+        let mut page = first;
+        while page < end {
+            if pages.state[page as usize] != DIRTY {
+                page += 1;
+                continue;
+            }
+            let mut run_end = page + 1;
+            while run_end < end && run_end - page < self.evict_run_max && pages.state[run_end as usize] == DIRTY {
+                run_end += 1;
+            }
+            self.write_back_run(pages, page, run_end)?;
+            page = run_end;
+        }
+        Ok(pages.stats.writebacks - before)
+    }
+
+    /// Marks the missing pages of `first..end` stale (see `Pages::stale`): installed from
+    /// zeros when next touched, never fetched. (Resident ones are left: a clean one's
+    /// servers' copy is as good as zeros to a program that freed it, a dirty one is written
+    /// back at eviction anyway.)
+    pub(super) fn discard_pages(&self, pages: &mut Pages, first: u64, end: u64) {
+        for p in first..end {
+            if pages.state[p as usize] == MISSING {
+                pages.stale[p as usize] = true;
+            }
+        }
+    }
+
+    /// Makes the pages `first..end` read as zeros, as `madvise(MADV_DONTNEED)` does to
+    /// anonymous memory, without fetching any and without a request to the servers:
+    /// resident pages are zeroed in place and stay resident (dirty: the servers still hold
+    /// their old contents), missing ones are marked stale (installed from zeros when next
+    /// touched). Returns how many pages were resident.
+    pub(super) fn zero_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        let mut resident_total = 0;
+        let mut page = first;
+        while page < end {
+            let resident = pages.state[page as usize] != MISSING;
+            let mut run_end = page + 1;
+            while run_end < end
+                && run_end - page < self.evict_run_max
+                && (pages.state[run_end as usize] != MISSING) == resident
+            {
+                run_end += 1;
+            }
+            let (addr, len) = (self.base + page * self.page_bytes, (run_end - page) * self.page_bytes);
+            if resident {
+                if (page..run_end).any(|p| pages.state[p as usize] == CLEAN) {
+                    self.uffd.write_protect(addr, len, false)?;
+                }
+                for p in page..run_end {
+                    pages.state[p as usize] = DIRTY;
+                }
+                // SAFETY: resident pages of the region, writable now; the program gave their
+                // contents up.
+                unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
+                resident_total += run_end - page;
+            } else {
+                self.discard_pages(pages, page, run_end);
+            }
+            page = run_end;
+        }
+        Ok(resident_total)
     }
 }
 

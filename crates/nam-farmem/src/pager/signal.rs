@@ -188,7 +188,7 @@ impl Shared {
     /// every eviction and write-protect change of either thread cost a TLB-shootdown IPI to
     /// the other (docs/farmem.md, "Signal mode installs its prefetches itself").
     fn serve_signal(&self, addr: u64, access: Access) -> Result<()> {
-        let page = (addr - self.base) / self.page_bytes;
+        let page = self.fault_page(addr)?;
         let mut pages = self.state.lock();
         let state = pages.state[page as usize];
         if state == super::MISSING {
