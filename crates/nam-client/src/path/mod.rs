@@ -328,6 +328,19 @@ struct Row {
     link: Path,
 }
 
+impl Row {
+    /// The direct path for a `len`-byte transfer on mapped `a` within `direct_max`, else the
+    /// link's.
+    #[inline]
+    fn pick(&self, a: &Allocation, len: usize, direct_max: u64) -> Path {
+        if a.local != 0 && len as u64 <= direct_max {
+            Path::Direct
+        } else {
+            self.link
+        }
+    }
+}
+
 /// The path of every operation to every server, fixed once the client has connected.
 #[derive(Debug, Default)]
 pub(crate) struct PathTable {
@@ -373,22 +386,14 @@ impl PathTable {
     #[inline]
     pub(crate) fn transfer(&self, a: &Allocation, len: usize) -> Path {
         let row = self.rows[a.server];
-        if a.local != 0 && len as u64 <= row.direct_max {
-            Path::Direct
-        } else {
-            row.link
-        }
+        row.pick(a, len, row.direct_max)
     }
 
     /// The path of a `len`-byte get from `a` (module docs: a measured crossover is for puts).
     #[inline]
     pub(crate) fn transfer_get(&self, a: &Allocation, len: usize) -> Path {
         let row = self.rows[a.server];
-        if a.local != 0 && len as u64 <= row.get_direct_max {
-            Path::Direct
-        } else {
-            row.link
-        }
+        row.pick(a, len, row.get_direct_max)
     }
 
     /// The path of an atomic or a signal on a word of `a`.
