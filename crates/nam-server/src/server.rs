@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod devices;
 mod manifest;
 mod sockets;
 
@@ -153,7 +154,8 @@ impl Server {
             let what = what.to_string();
             move |source| ServerError::Transport { what, source }
         };
-        let context = Context::new(Features::SERVER).map_err(transport("cannot initialise UCX"))?;
+        let context = Context::configured(Features::SERVER, None, &devices::settings_for(config.listen.ip()))
+            .map_err(transport("cannot initialise UCX"))?;
         let worker = Worker::new(&context).map_err(transport("cannot create a UCX worker"))?;
         let mut manager = Manager::new(config.capacity_bytes, &config.tenants);
         let manifest_path = config.backing.as_ref().map(|b| manifest_path_for(b));

@@ -67,41 +67,64 @@ pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
 }
 
+/// A UCX setting a caller asks for, applied like [`OVERRIDDEN_DEFAULTS`]: unless the
+/// environment variable `variable` is set, configuration key `key` gets `value`.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// The environment variable that, when set, wins over this setting (`UCX_NET_DEVICES`).
+    pub variable: &'static str,
+    /// UCP's configuration key (the variable's name without `UCX_`).
+    pub key: &'static std::ffi::CStr,
+    /// The value.
+    pub value: std::ffi::CString,
+}
+
 impl Context {
     /// Creates a context with `features`, configured from the `UCX_*` environment.
     pub fn new(features: Features) -> Result<Context> {
-        Self::with_transports(features, None)
+        Self::configured(features, None, &[])
     }
 
     /// Like [`Context::new`], but with `UCX_TLS` replaced by `transports` when given
     /// (for example `"tcp"` or `"sm,self,tcp"`).
     pub fn with_transports(features: Features, transports: Option<&str>) -> Result<Context> {
+        Self::configured(features, transports, &[])
+    }
+
+    /// Like [`Context::with_transports`], plus `settings` (each yielding to its environment
+    /// variable, as nam's [`OVERRIDDEN_DEFAULTS`] do).
+    pub fn configured(features: Features, transports: Option<&str>, settings: &[Setting]) -> Result<Context> {
         check_loaded_version()?;
         let mut config: *mut ffi::ucp_config_t = ptr::null_mut();
         // SAFETY: out-pointer is valid; null prefix and file mean "environment only".
         check("ucp_config_read", unsafe { ffi::ucp_config_read(ptr::null(), ptr::null(), &mut config) })?;
-        if let Some(tls) = transports {
-            let value = std::ffi::CString::new(tls)
-                .map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))?;
+        let modify = |key: &std::ffi::CStr, value: &std::ffi::CStr| {
             // SAFETY: config is live; both strings are NUL-terminated.
-            let status = unsafe { ffi::ucp_config_modify(config, c"TLS".as_ptr(), value.as_ptr()) };
-            if status != ffi::UCS_OK {
-                // SAFETY: released exactly once on this path.
-                unsafe { ffi::ucp_config_release(config) };
-                check("ucp_config_modify(TLS)", status)?;
+            let status = unsafe { ffi::ucp_config_modify(config, key.as_ptr(), value.as_ptr()) };
+            check("ucp_config_modify", status)
+        };
+        let mut applied = Ok(());
+        if let Some(tls) = transports {
+            applied = std::ffi::CString::new(tls)
+                .map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))
+                .and_then(|value| modify(c"TLS", &value));
+        }
+        let chosen = OVERRIDDEN_DEFAULTS
+            .iter()
+            .map(|&(variable, key, value)| (variable, key, value))
+            .chain(settings.iter().map(|s| (s.variable, s.key, s.value.as_c_str())));
+        for (variable, key, value) in chosen {
+            if applied.is_err() {
+                break;
+            }
+            if std::env::var_os(variable).is_none() {
+                applied = modify(key, value);
             }
         }
-        for (variable, name, value) in OVERRIDDEN_DEFAULTS {
-            if std::env::var_os(variable).is_some() {
-                continue;
-            }
-            // SAFETY: config is live; both strings are NUL-terminated.
-            let status = unsafe { ffi::ucp_config_modify(config, name.as_ptr(), value.as_ptr()) };
-            if status != ffi::UCS_OK {
-                // SAFETY: released exactly once on this path.
-                unsafe { ffi::ucp_config_release(config) };
-                check("ucp_config_modify", status)?;
-            }
+        if let Err(e) = applied {
+            // SAFETY: released exactly once on this path.
+            unsafe { ffi::ucp_config_release(config) };
+            return Err(e);
         }
         let params = ffi::ucp_params_t {
             field_mask: (ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED) as u64,

@@ -40,7 +40,7 @@ mod request;
 mod sockaddr;
 mod worker;
 
-pub use context::{Context, Features};
+pub use context::{Context, Features, Setting};
 
 /// The `bin` directory of the UCX release nam was built against (from its pkg-config file;
 /// empty if it names none): where its `ucx_perftest` and `ucx_info` are, so that tools
