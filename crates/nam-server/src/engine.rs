@@ -20,8 +20,9 @@ pub(crate) struct EngineCtx<'a> {
     pub(crate) pool: &'a Pool,
     /// The server's worker, for endpoints an engine makes itself.
     pub(crate) worker: &'a Worker,
-    /// The server worker's own packed address: a peer's address is checked against it.
-    pub(crate) own_address: &'a [u8],
+    /// A worker address of this host on every device its UCX uses (the server's own, unless
+    /// `--listen` narrowed its devices): a same-host peer's address is checked against it.
+    pub(crate) address_reference: &'a [u8],
     /// The remote-key layout of the server's UCX context: a peer's key is checked against it.
     pub(crate) rkey_layout: &'a RkeyLayout,
     /// This server's tag in global addresses.

@@ -115,7 +115,7 @@ macro_rules! engine_ctx {
             manager: &mut $server.manager,
             pool: &$server.pool,
             worker: &$server.worker,
-            own_address: &$server.worker_address,
+            address_reference: &$server.address_reference,
             rkey_layout: &$server.rkey_layout,
             server_tag: $server.server_tag,
         }
@@ -139,6 +139,8 @@ pub struct Server {
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
     worker_address: Vec<u8>,
+    /// What a same-host peer's worker address is checked against ([`devices::address_reference`]).
+    address_reference: Vec<u8>,
     rkey_layout: RkeyLayout,
     listener: Listener,
     pool: Arc<Pool>,
@@ -154,7 +156,8 @@ impl Server {
             let what = what.to_string();
             move |source| ServerError::Transport { what, source }
         };
-        let context = Context::configured(Features::SERVER, None, &devices::settings_for(config.listen.ip()))
+        let device_settings = devices::settings_for(config.listen.ip());
+        let context = Context::configured(Features::SERVER, None, &device_settings)
             .map_err(transport("cannot initialise UCX"))?;
         let worker = Worker::new(&context).map_err(transport("cannot create a UCX worker"))?;
         let mut manager = Manager::new(config.capacity_bytes, &config.tenants);
@@ -190,6 +193,8 @@ impl Server {
             })
             .map_err(transport("cannot register the request handler"))?;
         let worker_address = worker.address().map_err(transport("cannot query the worker address"))?;
+        let address_reference = devices::address_reference(&device_settings, &worker_address)
+            .map_err(transport("cannot learn this host's UCX address layout"))?;
         let rkey_layout =
             RkeyLayout::of_context(&context).map_err(transport("cannot learn the layout of this UCX's remote keys"))?;
         let listener = Listener::bind(&worker, config.listen)
@@ -214,6 +219,7 @@ impl Server {
             next_client_id: 1,
             manifest_path,
             worker_address,
+            address_reference,
             rkey_layout,
             listener,
             pool,

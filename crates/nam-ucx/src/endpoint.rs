@@ -184,8 +184,9 @@ impl Endpoint {
     }
 
     /// [`Endpoint::connect_to_worker`] for an address a peer sent: it reaches UCX only after
-    /// [`crate::check_worker_address`] against `own_address` (this worker's address; a peer
-    /// whose address is used this way runs on this host, with this UCX) accepts it.
+    /// [`crate::check_worker_address`] against `own_address` (an address of a worker of this
+    /// host on the devices the peer may list; a peer whose address is used this way runs on
+    /// this host, with this UCX) accepts it.
     pub fn connect_to_peer_worker(
         worker: &Worker,
         address: &[u8],

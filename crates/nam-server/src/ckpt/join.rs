@@ -217,14 +217,13 @@ pub(super) fn rank_endpoint(
         drop(rkey);
         return Ok((endpoint, true, join.worker_address.clone()));
     }
-    let endpoint = Endpoint::connect_to_peer_worker(ctx.worker, &join.worker_address, ctx.own_address, false).map_err(
-        |e| match e {
+    let endpoint = Endpoint::connect_to_peer_worker(ctx.worker, &join.worker_address, ctx.address_reference, false)
+        .map_err(|e| match e {
             nam_ucx::Error::Malformed { .. } => {
                 Refusal { status: Status::InvalidArgument, message: format!("rank {}: {e}", join.rank) }
             }
             e => Refusal { status: Status::CkptRankFailed, message: format!("cannot reach rank {}: {e}", join.rank) },
-        },
-    )?;
+        })?;
     Ok((endpoint, true, join.worker_address.clone()))
 }
 

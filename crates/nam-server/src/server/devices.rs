@@ -11,8 +11,14 @@
 //! device (and, for a bridge, `UCX_TCP_BRIDGE_ENABLE=y`, without which UCX skips bridges); a
 //! server listening on every address (`0.0.0.0`, `::`) keeps every device. Either yields to
 //! the environment variable when the administrator sets it.
+//!
+//! A same-host checkpoint rank's worker address lists TCP on every device of the host, and
+//! the server checks each entry against how this host's UCX packs it
+//! ([`nam_ucx::check_worker_address`]). A server whose own worker has fewer devices checks
+//! against [`address_reference`] instead: the address of a worker on every device, made
+//! once at start and closed at once.
 
-use nam_ucx::Setting;
+use nam_ucx::{Context, Features, Setting, Worker};
 use std::ffi::{CStr, CString};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -33,6 +39,18 @@ pub(super) fn settings_for(listen: IpAddr) -> Vec<Setting> {
         settings.push(Setting { variable: "UCX_TCP_BRIDGE_ENABLE", key: c"TCP_BRIDGE_ENABLE", value: c"y".into() });
     }
     settings
+}
+
+/// The worker address that peers' addresses are checked against: `own` when `settings`
+/// restrict nothing, else the address of a short-lived worker of a context without them (so
+/// listing every device this host's UCX uses).
+pub(super) fn address_reference(settings: &[Setting], own: &[u8]) -> nam_ucx::Result<Vec<u8>> {
+    if settings.is_empty() {
+        return Ok(own.to_vec());
+    }
+    let context = Context::new(Features::SERVER)?;
+    let worker = Worker::new(&context)?;
+    worker.address()
 }
 
 /// Names of the network devices that have `ip` as one of their addresses (`getifaddrs(3)`).
