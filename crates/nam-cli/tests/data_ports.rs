@@ -2,7 +2,8 @@
 //! network device it uses, and UCX's TCP receiver trusts those ports' peers
 //! (`docs/security.md`, "UCX's TCP transport"), so a server told to listen on one address
 //! must not accept connections on any other: a server on `127.0.0.1` is unreachable from
-//! the network, and still serves its clients over TCP and shared memory.
+//! the network, and still serves its clients over TCP and shared memory. A client of servers
+//! on `127.0.0.1` (this test's process) likewise opens its data ports on loopback only.
 
 mod common;
 
@@ -51,7 +52,7 @@ fn parse_proc_ip(hex: &str) -> IpAddr {
 }
 
 #[test]
-fn a_server_on_loopback_listens_on_loopback_only_and_serves_over_tcp_and_shared_memory() {
+fn a_server_and_a_client_on_loopback_listen_on_loopback_only_and_work_over_tcp_and_shared_memory() {
     for transports in ["tcp", "sm,self,tcp"] {
         let server = ServerProcess::start(transports, &["--capacity", "64MiB"]);
         let addresses = listening_addresses(server.child.id());
@@ -64,6 +65,11 @@ fn a_server_on_loopback_listens_on_loopback_only_and_serves_over_tcp_and_shared_
             "over {transports}: a server listening on 127.0.0.1 accepts connections on {addresses:?}"
         );
         let client = server.client();
+        let own = listening_addresses(std::process::id());
+        assert!(
+            !own.is_empty() && own.iter().all(|a| a.is_loopback()),
+            "over {transports}: a client of a server on 127.0.0.1 accepts connections on {own:?}"
+        );
         let a = client.alloc(1 << 16, &AllocOptions::default()).expect("alloc");
         let data: Vec<u8> = (0..1 << 16).map(|i| (i * 7) as u8).collect();
         client.put(&a, 0, &data).expect("put");

@@ -60,7 +60,9 @@ impl Client {
         let transport = |source| Error::Connect { addr: addr0, source };
         // Wake-up: a waiter sleeps on the worker's event fd until the server's answer comes.
         let features = Features { wakeup: true, ..Features::CLIENT };
-        let context = Context::with_transports(features, config.transports.as_deref()).map_err(transport)?;
+        // UCX's TCP data ports only on the devices that lead to the servers (`nam_ucx::devices`).
+        let devices = nam_ucx::devices::for_reaching(&config.servers);
+        let context = Context::configured(features, config.transports.as_deref(), &devices).map_err(transport)?;
         let worker = Worker::new(&context).map_err(transport)?;
         let replies: ReplyQueue = Arc::default();
         let sink = replies.clone();
@@ -628,7 +630,8 @@ impl StatusCredentials {
 /// leaves nothing held on the server.
 pub fn server_status_as(addr: SocketAddr, who: &StatusCredentials, timeout: Duration) -> Result<StatusReply> {
     let transport = |source| Error::Connect { addr, source };
-    let context = Context::new(Features::CLIENT).map_err(transport)?;
+    let devices = nam_ucx::devices::for_reaching(&[addr]);
+    let context = Context::configured(Features::CLIENT, None, &devices).map_err(transport)?;
     let worker = Worker::new(&context).map_err(transport)?;
     let replies: ReplyQueue = Arc::default();
     let sink = replies.clone();

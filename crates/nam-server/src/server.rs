@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-mod devices;
 mod manifest;
 mod sockets;
 
@@ -139,7 +138,7 @@ pub struct Server {
     next_client_id: u64,
     manifest_path: Option<PathBuf>,
     worker_address: Vec<u8>,
-    /// What a same-host peer's worker address is checked against ([`devices::address_reference`]).
+    /// What a same-host peer's worker address is checked against ([`nam_ucx::devices::address_reference`]).
     address_reference: Vec<u8>,
     rkey_layout: RkeyLayout,
     listener: Listener,
@@ -156,7 +155,7 @@ impl Server {
             let what = what.to_string();
             move |source| ServerError::Transport { what, source }
         };
-        let device_settings = devices::settings_for(config.listen.ip());
+        let device_settings = nam_ucx::devices::for_listening_on(config.listen.ip());
         let context = Context::configured(Features::SERVER, None, &device_settings)
             .map_err(transport("cannot initialise UCX"))?;
         let worker = Worker::new(&context).map_err(transport("cannot create a UCX worker"))?;
@@ -193,7 +192,7 @@ impl Server {
             })
             .map_err(transport("cannot register the request handler"))?;
         let worker_address = worker.address().map_err(transport("cannot query the worker address"))?;
-        let address_reference = devices::address_reference(&device_settings, &worker_address)
+        let address_reference = nam_ucx::devices::address_reference(&device_settings, &worker_address)
             .map_err(transport("cannot learn this host's UCX address layout"))?;
         let rkey_layout =
             RkeyLayout::of_context(&context).map_err(transport("cannot learn the layout of this UCX's remote keys"))?;

@@ -12,6 +12,8 @@
 //! - [`check_worker_address`] and [`RkeyLayout`] check a peer's packed worker address and
 //!   remote key against the layouts this UCX packs before any of it reaches UCX
 //!   ([`Endpoint::connect_to_peer_worker`], [`Endpoint::unpack_peer_rkey`]).
+//! - [`devices`] narrows the network devices a context opens TCP data ports on
+//!   ([`Context::configured`] takes its [`Setting`]s).
 //!
 //! Every blocking call takes a timeout. When an operation outlives it, the endpoint is
 //! force-closed so that UCX completes all its requests and releases their buffers, and the
@@ -30,6 +32,7 @@
 
 pub mod constants;
 mod context;
+pub mod devices;
 mod endpoint;
 mod error;
 pub mod ffi;
