@@ -43,9 +43,10 @@ const WAKE_RECHECK_OPS: u64 = 4096;
 /// Least time between two looks (each a round trip to the server) for a wake table that a
 /// putter found missing. Counted in operations alone, a client of small puts looked every
 /// 4096 puts, some 80 µs of them, and the look (100 µs and more when the server sleeps)
-/// more than doubled their cost. Until it looks again, a waiter its puts would wake sleeps
-/// at most [`crate::constants::WAIT_SLEEP_SLICE`] anyway.
-const WAKE_RECHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// more than doubled their cost. Until it looks again, a waiter its puts would wake (which
+/// created the table as it first slept) sleeps at most [`crate::constants::WAIT_SLEEP_SLICE`]
+/// at a time; signals and atomics look for the table, or create it, at once.
+const WAKE_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One server's wake table, mapped.
 pub(crate) struct WakeTable {
@@ -202,7 +203,7 @@ impl Session {
         if !create {
             // A plain put does not create the table (a client that only puts should not
             // allocate one); it looks for one now and then: at its first put, then at most
-            // once per WAKE_RECHECK_INTERVAL. Not read-modify-writes: racing threads may skip
+            // once per WAKE_RECHECK_INTERVAL, checked every WAKE_RECHECK_OPS. Not read-modify-writes: racing threads may skip
             // a count or look twice, which only shifts the next look.
             let misses = tables.misses.load(Relaxed);
             tables.misses.store(misses + 1, Relaxed);
