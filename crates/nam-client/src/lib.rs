@@ -59,6 +59,7 @@ mod client;
 pub mod config;
 pub mod constants;
 mod context;
+mod copy;
 mod deadline;
 mod error;
 mod futex;

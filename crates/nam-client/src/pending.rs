@@ -331,6 +331,17 @@ impl Inner {
         self.unacked.rma_unflushed.get_mut(server).map(std::mem::take).unwrap_or(false)
     }
 
+    /// Whether a flush of `server`'s RMA path has nothing to complete: no put posted since
+    /// the last flush and no handle-less operation (or leftover operand) of it kept. Lets an
+    /// idle flush return without reading the clock for a deadline.
+    #[inline]
+    pub(crate) fn rma_idle(&self, server: usize) -> bool {
+        let unacked = &self.unacked;
+        !unacked.rma_unflushed.get(server).copied().unwrap_or(false)
+            && !unacked.nbi.iter().any(|(s, _)| *s == server)
+            && !unacked.nbi_operands.iter().any(|(s, _)| *s == server)
+    }
+
     /// Keeps an RMA operation posted without a handle for the next flush of `server`.
     pub(crate) fn keep_nbi(&mut self, server: usize, request: nam_ucx::Request) {
         self.unacked.nbi.push((server, request));

@@ -26,7 +26,7 @@ use nam_proto::{Alloc, Request, Status, ALLOC_FLAG_SHARED};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Name of the per-tenant wake table on each server.
 pub const WAKE_TABLE_NAME: &str = "nam.wake-table";
@@ -38,8 +38,15 @@ const WAKE_PROBES: usize = 8;
 /// Changed ranges of at most this many bytes (a signal, an atomic) wake by probing their
 /// words' slots; longer ones (puts) scan the table.
 const WAKE_PROBED_BYTES_MAX: u64 = 8;
-/// Direct operations between two looks for a wake table a signaller found missing.
+/// Direct operations between two glances at the clock of a putter that found no wake table.
 const WAKE_RECHECK_OPS: u64 = 4096;
+/// Least time between two looks (each a round trip to the server) for a wake table that a
+/// putter found missing. Counted in operations alone, a client of small puts looked every
+/// 4096 puts, some 80 µs of them, and the look (100 µs and more when the server sleeps)
+/// more than doubled their cost. Until it looks again, a waiter its puts would wake (which
+/// created the table as it first slept) sleeps at most [`crate::constants::WAIT_SLEEP_SLICE`]
+/// at a time; signals and atomics look for the table, or create it, at once.
+const WAKE_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One server's wake table, mapped.
 pub(crate) struct WakeTable {
@@ -54,12 +61,20 @@ pub(crate) struct WakeTables {
     tables: Vec<OnceLock<WakeTable>>,
     /// Direct operations since a signaller last looked for a missing table.
     misses: AtomicU64,
+    /// When a putter last looked for a missing table, in ns since `epoch`.
+    looked_ns: AtomicU64,
+    epoch: Instant,
 }
 
 impl WakeTables {
     /// No table looked up yet, for `servers` servers.
     pub(crate) fn new(servers: usize) -> WakeTables {
-        WakeTables { tables: (0..servers).map(|_| OnceLock::new()).collect(), misses: AtomicU64::new(0) }
+        WakeTables {
+            tables: (0..servers).map(|_| OnceLock::new()).collect(),
+            misses: AtomicU64::new(0),
+            looked_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
     }
 }
 
@@ -187,13 +202,21 @@ impl Session {
         }
         if !create {
             // A plain put does not create the table (a client that only puts should not
-            // allocate one); it looks for one now and then. Not a read-modify-write: racing
-            // threads may skip a count, which only shifts the next look.
+            // allocate one); it looks for one now and then: at its first put, then at most
+            // once per WAKE_RECHECK_INTERVAL, checked every WAKE_RECHECK_OPS. Not read-modify-writes: racing threads may skip
+            // a count or look twice, which only shifts the next look.
             let misses = tables.misses.load(Relaxed);
             tables.misses.store(misses + 1, Relaxed);
             if !misses.is_multiple_of(WAKE_RECHECK_OPS) {
                 return None;
             }
+            let now = tables.epoch.elapsed().as_nanos() as u64;
+            if misses != 0
+                && now.saturating_sub(tables.looked_ns.load(Relaxed)) < WAKE_RECHECK_INTERVAL.as_nanos() as u64
+            {
+                return None;
+            }
+            tables.looked_ns.store(now, Relaxed);
         }
         match self.open_wake_table(server, create) {
             Ok(Some(allocation)) if allocation.local != 0 => {

@@ -45,6 +45,14 @@ type Results = BTreeMap<(String, u64), f64>;
 const SIZE_MAX: u64 = 1 << 20;
 /// Puts per burst of the bandwidth measurement.
 const BURST: u64 = 64;
+/// Untimed iterations (at most; never more than the timed ones) before every measurement, on
+/// both sides, so that each size is measured warm: first-touch page faults, a ping-pong
+/// thread's start, a wait's first sleep and the like are not charged to whichever size
+/// happens to come first.
+const WARMUP: u64 = 100;
+/// Longer than a server's default idle spin (`idle_spin_us`, 2 ms): the pause between a
+/// ping-pong's warm-up and its timed rounds.
+const SERVER_IDLE_SPIN_OUT: Duration = Duration::from_millis(5);
 
 /// Runs the suite.
 pub fn run(args: ShmemArgs) -> Result<()> {
@@ -89,13 +97,21 @@ fn iterations(base: u64, size: u64) -> u64 {
     (base * 4096 / size.max(4096)).max(20)
 }
 
-/// ns per call of `f`, over `n` calls.
+/// ns per call of `f`, over `n` calls after [`warmup`]`(n)` untimed ones.
 fn time(n: u64, mut f: impl FnMut() -> nam_client::Result<()>) -> Result<f64> {
+    for _ in 0..warmup(n) {
+        f()?;
+    }
     let t0 = Instant::now();
     for _ in 0..n {
         f()?;
     }
     Ok(t0.elapsed().as_nanos() as f64 / n as f64)
+}
+
+/// Untimed iterations before `n` timed ones (the same rule as `osh_bench.c`'s).
+fn warmup(n: u64) -> u64 {
+    n.min(WARMUP)
 }
 
 /// nam's side: two clients of a local server over `transport`.
@@ -126,7 +142,7 @@ fn measure_nam(args: &ShmemArgs, transport: Transport) -> Result<Results> {
     }
     let n = iterations(args.iters, 8);
     let fadd = time(n, || a.fetch_add(&target, 0, 1).map(drop))?;
-    if a.fetch(&target, 0)? != n {
+    if a.fetch(&target, 0)? != warmup(n) + n {
         bail!("fetch-add check failed");
     }
     results.insert(("fadd".into(), 8), fadd);
@@ -134,13 +150,15 @@ fn measure_nam(args: &ShmemArgs, transport: Transport) -> Result<Results> {
 }
 
 /// Half a round trip of put-with-signal: `a` signals word 8 of `target`, `b` waits for it and
-/// answers on word 16; ns per half round trip over `rounds`.
+/// answers on word 16; ns per half round trip over `rounds`, after [`warmup`]`(rounds)`
+/// untimed ones.
 fn ping_pong(a: &Client, target: &Allocation, b: &Client, view: &Allocation, data: &[u8], rounds: u64) -> Result<f64> {
-    let base = a.fetch(target, 8)?.max(b.fetch(view, 16)?) + 1;
+    let warm = a.fetch(target, 8)?.max(b.fetch(view, 16)?) + 1;
+    let base = warm + warmup(rounds);
     let timeout = Duration::from_secs(10);
     std::thread::scope(|scope| -> Result<f64> {
         let answer = scope.spawn(|| -> nam_client::Result<()> {
-            for round in base..base + rounds {
+            for round in warm..base + rounds {
                 b.wait_until(view, 8, Compare::Eq, round, timeout)?;
                 b.put_signal(
                     view,
@@ -151,11 +169,18 @@ fn ping_pong(a: &Client, target: &Allocation, b: &Client, view: &Allocation, dat
             }
             Ok(())
         });
-        let t0 = Instant::now();
-        let asked = (base..base + rounds).try_for_each(|round| {
+        let ask = |round| {
             a.put_signal(target, 4096, data, Signal { word: target, offset: 8, value: round, op: SignalOp::Set })?;
             a.wait_until(target, 16, Compare::Eq, round, timeout).map(drop)
-        });
+        };
+        let warmed = (warm..base).try_for_each(ask);
+        // The warm-up's first rounds asked the server for the wake tables (once per client),
+        // and a server busy-polls for its idle spin (2 ms by default) after a request: on a
+        // machine with two cores that took a core from the two threads timed here. The
+        // steady state is a server asleep, as during OpenSHMEM's rounds.
+        std::thread::sleep(SERVER_IDLE_SPIN_OUT);
+        let t0 = Instant::now();
+        let asked = warmed.and_then(|()| (base..base + rounds).try_for_each(ask));
         let ns = t0.elapsed().as_nanos() as f64 / (2 * rounds) as f64;
         // The answering side's error first: it is why the asking side waited in vain.
         answer.join().expect("ping-pong thread").context("ping-pong: answering")?;

@@ -11,6 +11,9 @@
  *              sees the flag, then answers the same way
  *   bw64       64 puts then one shmem_quiet; time per put
  *
+ * Every measurement follows untimed iterations of the same operation (warmup(), the rule
+ * of the Rust driver), so that each size is measured warm.
+ *
  * Usage: osh_bench ITERS SIZE...   (sizes in bytes, at most 1 MiB)
  */
 #include <shmem.h>
@@ -22,6 +25,7 @@
 
 #define SIZE_MAX_BYTES (1L << 20)
 #define BURST 64
+#define WARMUP 100
 
 static double now_ns(void) {
     struct timespec t;
@@ -32,6 +36,11 @@ static double now_ns(void) {
 static long iterations(long base, long size) {
     long n = base * 4096 / (size < 4096 ? 4096 : size);
     return n < 20 ? 20 : n;
+}
+
+/* Untimed iterations before n timed ones. */
+static long warmup(long n) {
+    return n < WARMUP ? n : WARMUP;
 }
 
 static void report(const char *op, long size, double ns) {
@@ -62,12 +71,20 @@ int main(int argc, char **argv) {
         }
         long n = iterations(base, size);
         if (me == 0) {
+            for (long i = 0; i < warmup(n); i++) {
+                shmem_putmem(target, source, (size_t)size, 1);
+                shmem_quiet();
+            }
             double t0 = now_ns();
             for (long i = 0; i < n; i++) {
                 shmem_putmem(target, source, (size_t)size, 1);
                 shmem_quiet();
             }
             report("put_quiet", size, (now_ns() - t0) / (double)n);
+            for (long i = 0; i < warmup(n); i++) {
+                shmem_putmem(target, source, (size_t)size, 1);
+            }
+            shmem_quiet();
             t0 = now_ns();
             for (long i = 0; i < n; i++) {
                 shmem_putmem(target, source, (size_t)size, 1);
@@ -75,12 +92,21 @@ int main(int argc, char **argv) {
             double put = (now_ns() - t0) / (double)n;
             shmem_quiet();
             report("put", size, put);
+            for (long i = 0; i < warmup(n); i++) {
+                shmem_getmem(source, target, (size_t)size, 1);
+            }
             t0 = now_ns();
             for (long i = 0; i < n; i++) {
                 shmem_getmem(source, target, (size_t)size, 1);
             }
             report("get", size, (now_ns() - t0) / (double)n);
             long bursts = n / BURST < 4 ? 4 : n / BURST;
+            for (long b = 0; b < warmup(bursts); b++) {
+                for (int i = 0; i < BURST; i++) {
+                    shmem_putmem(target, source, (size_t)size, 1);
+                }
+                shmem_quiet();
+            }
             t0 = now_ns();
             for (long b = 0; b < bursts; b++) {
                 for (int i = 0; i < BURST; i++) {
@@ -93,10 +119,14 @@ int main(int argc, char **argv) {
         shmem_barrier_all();
         /* Ping-pong: PE 0 sends round i, PE 1 answers with round i on PE 0's flag. */
         long rounds = n < 2000 ? n : 2000;
+        long warm = warmup(rounds);
         shmem_barrier_all();
         double t0 = now_ns();
-        for (long i = 1; i <= rounds; i++) {
+        for (long i = 1; i <= warm + rounds; i++) {
             long round = (long)a * 1000000 + i;
+            if (i == warm + 1) {
+                t0 = now_ns();
+            }
             if (me == 0) {
                 shmem_putmem(target, source, (size_t)size, 1);
                 shmem_fence();
@@ -116,8 +146,11 @@ int main(int argc, char **argv) {
     }
     if (me == 0) {
         long n = iterations(base, 8);
-        double t0 = now_ns();
         long sum = 0;
+        for (long i = 0; i < warmup(n); i++) {
+            sum += shmem_atomic_fetch_add(word, 1, 1);
+        }
+        double t0 = now_ns();
         for (long i = 0; i < n; i++) {
             sum += shmem_atomic_fetch_add(word, 1, 1);
         }
@@ -127,8 +160,8 @@ int main(int argc, char **argv) {
         }
         /* The check: PE 1's word counts every add. */
         long total = shmem_atomic_fetch(word, 1);
-        if (total != n) {
-            printf("check failed: fetch-add total %ld, expected %ld\n", total, n);
+        if (total != warmup(n) + n) {
+            printf("check failed: fetch-add total %ld, expected %ld\n", total, warmup(n) + n);
         }
     }
     shmem_barrier_all();

@@ -44,7 +44,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8], s
     // the pool mapping that this client's remote key keeps mapped.
     unsafe {
         match store {
-            Store::Cached => std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()),
+            Store::Cached => crate::copy::copy(dst, data.as_ptr(), data.len()),
             Store::Streaming => copy_streaming(dst, data),
         }
     }
@@ -59,7 +59,7 @@ pub(crate) fn put(session: &Session, a: &Allocation, offset: u64, data: &[u8], s
 pub(crate) fn get(session: &Session, a: &Allocation, offset: u64, buffer: &mut [u8]) -> Result<()> {
     session.alive(a.server, "get")?;
     // SAFETY: as in `put`.
-    unsafe { std::ptr::copy_nonoverlapping(at(a, offset) as *const u8, buffer.as_mut_ptr(), buffer.len()) };
+    unsafe { crate::copy::copy(buffer.as_mut_ptr(), at(a, offset) as *const u8, buffer.len()) };
     session.count_direct_get(buffer.len());
     Ok(())
 }
