@@ -86,6 +86,38 @@ fn random_put_get_sequences_match_a_local_model() {
     }
 }
 
+/// Puts that the message path splits into several messages (sizes around its chunk and
+/// the 64 KiB protocol limit, at odd offsets), each with its signal, land byte for byte
+/// where they belong.
+#[test]
+fn multi_message_puts_land_at_their_offsets() {
+    for tls in TRANSPORTS {
+        let server = ServerProcess::start(tls, &["--capacity", "16MiB"]);
+        let client = server.client();
+        let size = 1u64 << 20;
+        let a = client.alloc(size, &AllocOptions::default()).unwrap();
+        let signal = client.alloc(64, &AllocOptions::default()).unwrap();
+        let mut model = vec![0u8; size as usize];
+        client.put_sync(&a, 0, &model).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0xc4a2);
+        for (step, len) in [65475usize, 65476, 65477, 65536, 65537, 3 * 65536 + 123, 500_000].into_iter().enumerate() {
+            let offset = rng.gen_range(0..size as usize - len) | 1;
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let signal_op = Signal { word: &signal, offset: 0, value: step as u64 + 1, op: SignalOp::Set };
+            client.put_signal(&a, offset as u64, &data, signal_op).unwrap();
+            model[offset..offset + len].copy_from_slice(&data);
+            assert_eq!(client.fetch(&signal, 0).unwrap(), step as u64 + 1, "signal of put {step} over {tls}");
+            let mut back = vec![0u8; len];
+            client.get(&a, offset as u64, &mut back).unwrap();
+            assert!(back == data, "put {step} of {len} bytes at {offset} over {tls} differs");
+        }
+        let mut all = vec![0u8; size as usize];
+        client.flush().unwrap();
+        client.get(&a, 0, &mut all).unwrap();
+        assert!(all == model, "final contents differ over {tls}");
+    }
+}
+
 #[test]
 fn non_blocking_operations_and_wait_all() {
     for tls in TRANSPORTS {
