@@ -203,8 +203,9 @@ impl Session {
         if !create {
             // A plain put does not create the table (a client that only puts should not
             // allocate one); it looks for one now and then: at its first put, then at most
-            // once per WAKE_RECHECK_INTERVAL, checked every WAKE_RECHECK_OPS. Not read-modify-writes: racing threads may skip
-            // a count or look twice, which only shifts the next look.
+            // once per WAKE_RECHECK_INTERVAL, checked every WAKE_RECHECK_OPS. Not
+            // read-modify-writes: racing threads may skip a count or look twice, which only
+            // shifts the next look.
             let misses = tables.misses.load(Relaxed);
             tables.misses.store(misses + 1, Relaxed);
             if !misses.is_multiple_of(WAKE_RECHECK_OPS) {
