@@ -109,10 +109,8 @@ impl Context {
                 .map_err(|_| crate::Error::InvalidArgument("transport list contains NUL"))
                 .and_then(|value| modify(c"TLS", &value));
         }
-        let chosen = OVERRIDDEN_DEFAULTS
-            .iter()
-            .map(|&(variable, key, value)| (variable, key, value))
-            .chain(settings.iter().map(|s| (s.variable, s.key, s.value.as_c_str())));
+        let chosen =
+            OVERRIDDEN_DEFAULTS.into_iter().chain(settings.iter().map(|s| (s.variable, s.key, s.value.as_c_str())));
         for (variable, key, value) in chosen {
             if applied.is_err() {
                 break;

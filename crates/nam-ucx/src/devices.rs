@@ -36,7 +36,8 @@ pub fn for_listening_on(listen: IpAddr) -> Vec<Setting> {
 pub fn for_reaching(servers: &[SocketAddr]) -> Vec<Setting> {
     let mut devices: Vec<String> = Vec::new();
     for server in servers {
-        let bind: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
+        let any: IpAddr = if server.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let bind = SocketAddr::new(any, 0);
         let source = UdpSocket::bind(bind).and_then(|s| s.connect(server).and_then(|()| s.local_addr()));
         let Ok(source) = source else { return Vec::new() };
         let holding = devices_holding(source.ip());
@@ -55,10 +56,10 @@ pub fn for_reaching(servers: &[SocketAddr]) -> Vec<Setting> {
 /// `UCX_NET_DEVICES` naming `devices` (and bridges enabled if one is a bridge); none for none.
 fn settings_naming(devices: &[String]) -> Vec<Setting> {
     // A device name never holds a NUL (the kernel's names are C strings).
-    let Ok(list) = CString::new(devices.join(",")) else { return Vec::new() };
-    if devices.is_empty() {
-        return Vec::new();
-    }
+    let list = match CString::new(devices.join(",")) {
+        Ok(list) if !devices.is_empty() => list,
+        _ => return Vec::new(),
+    };
     let mut settings = vec![Setting { variable: "UCX_NET_DEVICES", key: c"NET_DEVICES", value: list }];
     if devices.iter().any(|d| std::path::Path::new(&format!("/sys/class/net/{d}/bridge")).exists()) {
         settings.push(Setting { variable: "UCX_TCP_BRIDGE_ENABLE", key: c"TCP_BRIDGE_ENABLE", value: c"y".into() });
