@@ -277,7 +277,7 @@ extern "C" fn print_stats() {
         let s = region.stats();
         eprintln!("nam-farmem-preload: {}", crate::report::summary());
         eprintln!(
-            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes, zero fills {}",
+            "nam-farmem-preload: {} bytes allocated in far memory, {} resident pages, misses {}, prefetches {}, evictions {}, write-backs {}, write faults {}, predicted writes {}, prefetches used {}, wasted {}, page size {} bytes, zero fills {}, given up {}",
             allocated_bytes(),
             region.resident_pages(),
             s.misses,
@@ -289,7 +289,8 @@ extern "C" fn print_stats() {
             s.prefetch_hits,
             s.prefetch_wasted,
             region.page_bytes(),
-            s.zero_fills
+            s.zero_fills,
+            s.given_up
         );
     }
 }
@@ -337,7 +338,15 @@ pub fn allocate(size: usize, align: usize) -> *mut u8 {
     if align > PAGE as usize || !make() {
         return std::ptr::null_mut();
     }
-    take(HEAP, size).map_or(std::ptr::null_mut(), |(off, _)| (BASE.load(Ordering::Relaxed) + off) as *mut u8)
+    let Some((off, used_before)) = take(HEAP, size) else { return std::ptr::null_mut() };
+    if used_before > 0 {
+        if let Some(region) = region() {
+            // Space freed before (`release`): its resident pages are live again. Out of
+            // range cannot be: the block is the arena's.
+            let _ = region.reuse_range(off, used_before);
+        }
+    }
+    (BASE.load(Ordering::Relaxed) + off) as *mut u8
 }
 
 /// Takes a free run of `size` bytes (rounded up to pages) from `half` and returns its offset
@@ -368,6 +377,14 @@ pub fn allocate_zeroed(size: usize) -> *mut u8 {
     p
 }
 
+/// Makes the far block at `ptr` (from [`allocate`], of `size` bytes) read as zeros, for
+/// `calloc`: its whole pages through the pager, which fetches none of them and drops any
+/// resident ([`zero`]).
+pub fn zero_block(ptr: *mut u8, size: usize) {
+    let off = ptr as u64 - BASE.load(Ordering::Relaxed);
+    zero(off, (size as u64).div_ceil(PAGE).max(1) * PAGE);
+}
+
 /// Makes the region's bytes `off..off + len` (whole pages) read as zeros: through the pager,
 /// which fetches none of them (`PagedRegion::zero_range`), or by writing zeros where the
 /// pager's pages are huge and the range is not whole ones.
@@ -386,13 +403,17 @@ fn zero(off: u64, len: u64) {
     unsafe { std::ptr::write_bytes((BASE.load(Ordering::Relaxed) + off) as *mut u8, 0, len as usize) };
 }
 
-/// Tells the pager that the region's bytes `off..off + len` are free: their pages not
-/// resident are never fetched again, but installed from zeros when next handed out and
-/// touched (`PagedRegion::discard_range`): a freed block's old contents would be read over
-/// the network only to be overwritten.
+/// Tells the pager that the region's bytes `off..off + len` are unmapped, as `munmap` tells
+/// the kernel (`PagedRegion::discard_range`): their resident pages leave the local budget at
+/// once without a write-back (a mapping made there later must read as zeros, so they could
+/// not serve it), and no page of them is fetched again, but installed from zeros when
+/// touched: the old contents would be written back and read over the network only to be
+/// overwritten. Called with the half's lock held, so that no other thread has the space
+/// again before the pager has forgotten it.
 fn discard(off: u64, len: u64) {
     if let Some(region) = region() {
-        // Out of range cannot be: the block is the arena's.
+        // Out of range cannot be (the block is the arena's); a failed drop leaves the pages
+        // resident, to be written back at eviction as before, which loses nothing.
         let _ = region.discard_range(off, len);
     }
 }
@@ -491,6 +512,13 @@ pub fn release(ptr: *mut u8) {
         nam_farmem::exit_fatal(&format!("free of {ptr:p}, which is not an allocated far block (freed twice?)"));
     };
     free_run(&mut blocks, off, len);
-    drop(blocks);
-    discard(off, len);
+    // Before the lock goes: once it does, another thread may take the block and write it,
+    // and the pager would then take those writes for dead.
+    if let Some(region) = region() {
+        // As `MADV_FREE` (`PagedRegion::free_range`): the block's resident pages stay for
+        // the next block here (numpy's next array of the same size) and are never written
+        // back, and eviction takes them first; `allocate` hands the space out again with
+        // `reuse_range`. Out of range cannot be: the block is the arena's.
+        let _ = region.free_range(off, len);
+    }
 }

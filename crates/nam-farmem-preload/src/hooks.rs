@@ -162,7 +162,10 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     if p.is_null() {
         return (next.calloc)(count, size);
     }
-    std::ptr::write_bytes(p.cast::<u8>(), 0, total);
+    // Through the pager, which fetches and touches nothing (the pages come from zeros when
+    // first touched), rather than by writing zeros, which would fault every page in now
+    // and write it back at eviction.
+    arena::zero_block(p.cast(), total);
     p
 }
 

@@ -217,13 +217,25 @@ struct Pages {
     /// region costs no local memory for it until its pages are used).
     resident: Vec<u32>,
     position: Vec<u32>,
-    /// Pages whose copy on the servers is dead until they are written back: given up to
-    /// read as zeros (`madvise(MADV_DONTNEED)`) or freed by the program
-    /// ([`PagedRegion::discard_range`]). A missing stale page is installed from zeros
-    /// without a fetch (`handler.rs`), clean for a read (then dropped at eviction without a
-    /// write-back, and installed from zeros again): its old contents would be read over the
-    /// network only to be overwritten.
-    stale: Vec<bool>,
+    /// Pages whose contents the servers hold: written back since the region was made, and
+    /// not given up since (to read as zeros, `madvise(MADV_DONTNEED)`, or freed by the
+    /// program, [`PagedRegion::discard_range`]). A missing page the servers do not hold
+    /// reads as zeros, as a fresh anonymous page does in the kernel: it is installed from
+    /// zeros without a fetch (`handler.rs`), clean for a read (then dropped at eviction
+    /// without a write-back, and installed from zeros again). Fetching it would read
+    /// zeros, or dead contents, over the network only to be overwritten: a program's first
+    /// touch of new memory, the commonest miss of all, would cost a round trip whenever an
+    /// earlier write-back had allocated its chunk. Starts as zeros (held by none), which the
+    /// allocator need not write.
+    held: Vec<bool>,
+    /// Resident pages of space the program freed and has not been handed again
+    /// ([`PagedRegion::free_range`]): their contents are dead, so eviction drops them without
+    /// a write-back, and takes them before any live page (`evict.rs`); handed out again
+    /// ([`PagedRegion::reuse_range`]), they are live again, resident, with no fault.
+    dead: Vec<bool>,
+    /// The ranges freed with resident pages, oldest first: where eviction looks for dead
+    /// pages (an entry whose pages were reused or evicted since yields none).
+    freed: VecDeque<(u64, u64)>,
     /// Whether each page came in with a stream when it was last installed: prefetched, or
     /// a demand miss that a stream matched or that followed one of the last few misses
     /// (eviction runs only continue over such pages).
@@ -378,7 +390,9 @@ impl PagedRegion {
             state: vec![MISSING; pages as usize],
             resident: Vec::new(),
             position: vec![0; pages as usize],
-            stale: vec![false; pages as usize],
+            held: vec![false; pages as usize],
+            dead: vec![false; pages as usize],
+            freed: VecDeque::new(),
             streamed: vec![false; pages as usize],
             installs: vec![0; pages as usize],
             recent_misses: [u32::MAX; RECENT_MISSES],
@@ -563,11 +577,12 @@ impl PagedRegion {
     }
 
     /// Makes `offset..offset + len` (whole pages) read as zeros, as `madvise(MADV_DONTNEED)`
-    /// makes anonymous memory, without fetching a page: resident pages are zeroed in place
-    /// and stay (dirty), the others are zeroed on the servers. Returns how many pages were
+    /// makes anonymous memory, without fetching or writing back a page: resident pages are
+    /// dropped from local memory (their part of the budget is free again), and every page
+    /// of the range is installed from zeros when next touched. Returns how many pages were
     /// resident. Errors: [`Error::Unaligned`] for a range not made of whole pages,
-    /// [`Error::OutOfRange`], or a server's failure (the range's contents are then
-    /// unspecified, as the program gave them up).
+    /// [`Error::OutOfRange`], or the failure to drop pages (`madvise`; the range's contents
+    /// are then unspecified, as the program gave them up).
     pub fn zero_range(&self, offset: u64, len: u64) -> Result<u64> {
         self.check_range(offset, len)?;
         let page_bytes = self.shared.page_bytes;
@@ -575,22 +590,58 @@ impl PagedRegion {
             return Err(Error::Unaligned { addr: offset, len, span_bytes: page_bytes });
         }
         serving(|| {
-            self.shared.zero_pages(&mut self.shared.state.lock(), offset / page_bytes, (offset + len) / page_bytes)
+            self.shared.give_up_pages(&mut self.shared.state.lock(), offset / page_bytes, (offset + len) / page_bytes)
         })
     }
 
     /// Tells the pager that the contents of `offset..offset + len` are dead (the program
-    /// freed the memory): the missing pages wholly inside are never fetched again, but
-    /// installed from zeros when next touched, as a fresh page would be (a new allocation's
-    /// contents are unspecified). Resident pages are left as they are. Errors:
-    /// [`Error::OutOfRange`].
+    /// freed the memory), as unmapping anonymous memory tells the kernel: the pages wholly
+    /// inside are never fetched nor written back again; the resident ones leave local
+    /// memory at once, which frees their part of the budget, and every one is installed
+    /// from zeros when next touched, as a fresh page would be (a new allocation's contents
+    /// are unspecified). Errors: [`Error::OutOfRange`], or the failure to drop pages
+    /// (`madvise`).
     pub fn discard_range(&self, offset: u64, len: u64) -> Result<()> {
         self.check_range(offset, len)?;
         let page_bytes = self.shared.page_bytes;
         let (first, end) = (offset.div_ceil(page_bytes), (offset + len) / page_bytes);
         if first < end {
-            self.shared.discard_pages(&mut self.shared.state.lock(), first, end);
+            serving(|| self.shared.give_up_pages(&mut self.shared.state.lock(), first, end))?;
         }
+        Ok(())
+    }
+
+    /// Tells the pager that the contents of `offset..offset + len` are dead but the space
+    /// will likely be handed out again (a heap's `free`), as `madvise(MADV_FREE)` tells the
+    /// kernel: the pages wholly inside are never fetched nor written back again. The
+    /// resident ones stay, so that the next block there is written without a fault per page
+    /// (numpy's next array of the same size), until [`PagedRegion::reuse_range`] says the
+    /// space is in use again; evicted before that, they are dropped without a write-back,
+    /// and they are the first pages eviction takes. Every page not resident comes from zeros
+    /// when touched. Returns how many pages were resident. Errors: [`Error::OutOfRange`].
+    ///
+    /// The caller must call [`PagedRegion::reuse_range`] before anything writes the range
+    /// again: a write in between may be dropped at eviction.
+    pub fn free_range(&self, offset: u64, len: u64) -> Result<u64> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset.div_ceil(page_bytes), (offset + len) / page_bytes);
+        if first >= end {
+            return Ok(0);
+        }
+        Ok(self.shared.free_pages(&mut self.shared.state.lock(), first, end))
+    }
+
+    /// Tells the pager that `offset..offset + len`, freed with [`PagedRegion::free_range`],
+    /// is in use again (the heap handed it out): its resident pages are live again, kept
+    /// as they are (their contents are unspecified to the new owner, as a new allocation's
+    /// are), and written back at eviction once written. Errors: [`Error::OutOfRange`].
+    pub fn reuse_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range(offset, len)?;
+        let page_bytes = self.shared.page_bytes;
+        let (first, end) = (offset / page_bytes, (offset + len).div_ceil(page_bytes));
+        let mut pages = self.shared.state.lock();
+        pages.dead[first as usize..end as usize].fill(false);
         Ok(())
     }
 

@@ -48,9 +48,14 @@ pub struct Stats {
     /// itself in signal mode (what background reclaim is there to avoid), or by the handler
     /// before a fault or prefetch it serves in thread mode.
     pub full_evictions: u64,
-    /// Pages the pager installed from zeros instead of fetching them, their servers' copy
-    /// being dead (given up with `MADV_DONTNEED`, or freed: `PagedRegion::discard_range`).
+    /// Pages the pager installed from zeros instead of fetching them: never written back
+    /// (a program's first touch of new memory), or their servers' copy dead (given up with
+    /// `MADV_DONTNEED`, or freed: `PagedRegion::discard_range`).
     pub zero_fills: u64,
+    /// Resident pages the pager dropped without a write-back because the program gave
+    /// them up (freed, unmapped, or advised `MADV_DONTNEED`: `PagedRegion::discard_range`,
+    /// `PagedRegion::zero_range`); not counted in `evictions`.
+    pub given_up: u64,
     /// Misses in flight now.
     pub inflight: u64,
     /// Most misses that were ever in flight at once.

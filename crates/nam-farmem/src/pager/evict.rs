@@ -133,6 +133,42 @@ fn behind_at(pages: &Pages, at: usize, runs: &[(u64, u64)]) -> Behind {
     Behind::Victim(q)
 }
 
+/// Takes up to `need` dead resident pages (freed by the program, `Pages::dead`), the oldest
+/// freed first, as runs into `runs`: memory the program gave up goes before any page it
+/// still uses, as the kernel reclaims `MADV_FREE` pages first. Returns how many it took.
+fn take_freed(pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
+    let mut chosen = 0;
+    while chosen < need {
+        let Some(&(first, end)) = pages.freed.front() else { break };
+        // Entries may overlap (space freed, handed out and freed again): a page taken from
+        // one already is not taken again.
+        let free = |pages: &Pages, runs: &[(u64, u64)], p: u64| {
+            pages.dead[p as usize]
+                && pages.state[p as usize] != MISSING
+                && !runs.iter().any(|&(a, b)| (a..b).contains(&p))
+        };
+        let mut p = first;
+        while p < end && chosen < need {
+            if !free(pages, runs, p) {
+                p += 1;
+                continue;
+            }
+            let start = p;
+            while p < end && chosen < need && free(pages, runs, p) {
+                p += 1;
+                chosen += 1;
+            }
+            runs.push((start, p));
+        }
+        if p >= end {
+            pages.freed.pop_front();
+        } else {
+            pages.freed[0].0 = p;
+        }
+    }
+    chosen
+}
+
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
@@ -262,7 +298,10 @@ impl Shared {
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
         let need = need.clamp(1, self.evict_run_max as usize) as u64;
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
-        let mut chosen = self.drop_behind(pages, need, &mut runs);
+        let mut chosen = take_freed(pages, need, &mut runs);
+        if chosen < need {
+            chosen += self.drop_behind(pages, need - chosen, &mut runs);
+        }
         let last = pages.last_fault as usize;
         let mru_resident = last < pages.position.len() && pages.position[last] != 0;
         let candidates = pages.resident.len() as u64 - mru_resident as u64;
@@ -391,14 +430,26 @@ impl Shared {
     pub(super) fn evict_runs(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
         for &(first, end) in runs {
             for page in first..end {
+                if pages.dead[page as usize] {
+                    // Freed: nothing of it is worth a write-back, and nobody writes it
+                    // before it is dropped below (the space is not handed out).
+                    pages.state[page as usize] = CLEAN;
+                    continue;
+                }
                 if pages.state[page as usize] == CLEAN {
                     pages.writes.unwritten(page); // read, never written, while resident
                 }
             }
             self.write_back_run(pages, first, end)?;
         }
-        // A stream's run goes to the page pool while it has room (`pool.rs`); the rest of
-        // the runs are dropped together.
+        self.drop_runs(pages, runs)
+    }
+
+    /// Drops the resident runs `runs` from local memory as they are, without a write-back
+    /// (the caller wrote the dirty pages back, or their contents are dead): a stream's run
+    /// goes to the page pool while it has room (`pool.rs`), the rest are dropped with one
+    /// `process_madvise(2)`; every page is then missing.
+    pub(super) fn drop_runs(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
         let mut dropped_runs = Vec::with_capacity(runs.len());
         for &(first, end) in runs {
             let rest = if end - first >= 2 { self.recycle_run(pages, first, end).unwrap_or(first) } else { first };
@@ -445,6 +496,7 @@ impl Shared {
     pub(super) fn forget_run(&self, pages: &mut Pages, first: u64, end: u64) {
         for page in first..end {
             pages.state[page as usize] = MISSING;
+            pages.dead[page as usize] = false;
             let k = pages.position[page as usize] as usize - 1;
             pages.resident.swap_remove(k);
             if k < pages.resident.len() {
@@ -489,7 +541,7 @@ impl Shared {
             }
             for r in p..q {
                 pages.state[r as usize] = CLEAN;
-                pages.stale[r as usize] = false; // the servers hold its contents now
+                pages.held[r as usize] = true; // the servers hold its contents now
             }
             pages.stats.writebacks += q - p;
             p = q;

@@ -313,16 +313,17 @@ impl Shared {
         let bytes = count * self.page_bytes as usize;
         self.make_room(pages, count)?;
         let end = first + count as u64;
-        if (first..end).any(|p| pages.stale[p as usize]) {
-            // Stale pages come from zeros, the others from the servers, each stretch at once.
+        if (first..end).any(|p| !pages.held[p as usize]) {
+            // Pages the servers do not hold come from zeros, the others from the servers,
+            // each stretch at once.
             let mut p = first;
             while p < end {
-                let stale = pages.stale[p as usize];
+                let zeros = !pages.held[p as usize];
                 let mut q = p + 1;
-                while q < end && pages.stale[q as usize] == stale {
+                while q < end && pages.held[q as usize] != zeros {
                     q += 1;
                 }
-                if stale {
+                if zeros {
                     self.install_zeros(pages, p, (q - p) as usize, dirty)?;
                 } else {
                     self.fetch_install(pages, p, (q - p) as usize, dirty)?;
@@ -343,9 +344,9 @@ impl Shared {
         result
     }
 
-    /// Installs the missing, stale pages `first..first + count` from zeros (no fetch),
-    /// read-only unless `dirty`. They stay stale until written back: a clean one is dropped
-    /// at eviction and comes from zeros again.
+    /// Installs the missing pages `first..first + count`, which the servers do not hold
+    /// (`Pages::held`), from zeros (no fetch), read-only unless `dirty`. Until written back,
+    /// a clean one is dropped at eviction and comes from zeros again.
     fn install_zeros(&self, pages: &mut Pages, first: u64, count: usize, dirty: bool) -> Result<()> {
         let mut bounce = std::mem::take(&mut pages.bounce);
         let zeros = &mut bounce[..count * self.page_bytes as usize];
@@ -420,6 +421,7 @@ fn fault_page(base: u64, pages: u64, page_bytes: u64, address: u64) -> Result<u6
 /// Records the missing page `p` as installed in `state` (resident, counted).
 pub(super) fn mark_installed(pages: &mut Pages, p: u64, state: u8) {
     pages.state[p as usize] = state;
+    pages.dead[p as usize] = false;
     pages.position[p as usize] = pages.resident.len() as u32 + 1;
     pages.resident.push(p as u32);
     pages.installs[p as usize] = pages.installs[p as usize].saturating_add(1);

@@ -8,8 +8,8 @@
 //! one `UFFDIO_COPY`. Dropping a range (`MADV_PAGEOUT`) writes its dirty pages back and frees
 //! the budget for what comes next, instead of leaving random replacement to find out.
 
-use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
-use crate::constants::RUNS_PER_BATCH;
+use super::{Pages, Shared, DIRTY, MISSING};
+use crate::constants::{FREED_RANGES_MAX, RUNS_PER_BATCH};
 use crate::error::{Error, Result};
 
 impl Shared {
@@ -146,53 +146,71 @@ impl Shared {
         Ok(pages.stats.writebacks - before)
     }
 
-    /// Marks the missing pages of `first..end` stale (see `Pages::stale`): installed from
-    /// zeros when next touched, never fetched. (Resident ones are left: a clean one's
-    /// servers' copy is as good as zeros to a program that freed it, a dirty one is written
-    /// back at eviction anyway.)
-    pub(super) fn discard_pages(&self, pages: &mut Pages, first: u64, end: u64) {
-        for p in first..end {
-            if pages.state[p as usize] == MISSING {
-                pages.stale[p as usize] = true;
-            }
-        }
-    }
-
-    /// Makes the pages `first..end` read as zeros, as `madvise(MADV_DONTNEED)` does to
-    /// anonymous memory, without fetching any and without a request to the servers:
-    /// resident pages are zeroed in place and stay resident (dirty: the servers still hold
-    /// their old contents), missing ones are marked stale (installed from zeros when next
-    /// touched). Returns how many pages were resident.
-    pub(super) fn zero_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
-        let mut resident_total = 0;
+    /// Gives the pages `first..end` up, as the kernel gives up anonymous memory that is
+    /// unmapped or advised `MADV_DONTNEED`: they read as zeros from now on, none is fetched
+    /// and none written back. The resident ones are dropped from local memory at once (dirty
+    /// ones too: their contents are dead), which frees their part of the budget for the
+    /// pages the program still uses, instead of leaving them to be written back at eviction;
+    /// the servers' copies are forgotten (`Pages::held`), so every page of the range comes
+    /// from zeros when next touched. Returns how many pages were resident.
+    pub(super) fn give_up_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        let mut batch: Vec<(u64, u64)> = Vec::with_capacity(RUNS_PER_BATCH);
+        let mut dropped = 0;
         let mut page = first;
         while page < end {
-            let resident = pages.state[page as usize] != MISSING;
+            pages.held[page as usize] = false;
+            if pages.state[page as usize] == MISSING {
+                page += 1;
+                continue;
+            }
             let mut run_end = page + 1;
-            while run_end < end
-                && run_end - page < self.evict_run_max
-                && (pages.state[run_end as usize] != MISSING) == resident
-            {
+            while run_end < end && run_end - page < self.evict_run_max && pages.state[run_end as usize] != MISSING {
+                pages.held[run_end as usize] = false;
                 run_end += 1;
             }
-            let (addr, len) = (self.base + page * self.page_bytes, (run_end - page) * self.page_bytes);
-            if resident {
-                if (page..run_end).any(|p| pages.state[p as usize] == CLEAN) {
-                    self.uffd.write_protect(addr, len, false)?;
-                }
-                for p in page..run_end {
-                    pages.state[p as usize] = DIRTY;
-                }
-                // SAFETY: resident pages of the region, writable now; the program gave their
-                // contents up.
-                unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
-                resident_total += run_end - page;
-            } else {
-                self.discard_pages(pages, page, run_end);
-            }
+            batch.push((page, run_end));
+            dropped += run_end - page;
             page = run_end;
+            if batch.len() == RUNS_PER_BATCH {
+                self.drop_given_up(pages, &batch)?;
+                batch.clear();
+            }
         }
-        Ok(resident_total)
+        if !batch.is_empty() {
+            self.drop_given_up(pages, &batch)?;
+        }
+        Ok(dropped)
+    }
+
+    /// Frees the pages `first..end` lazily (see [`super::PagedRegion::free_range`]): none
+    /// is held on the servers any more, and the resident ones are dead until reused.
+    /// Returns how many pages were resident.
+    pub(super) fn free_pages(&self, pages: &mut Pages, first: u64, end: u64) -> u64 {
+        let mut resident = 0;
+        for p in first..end {
+            pages.held[p as usize] = false;
+            if pages.state[p as usize] != MISSING {
+                pages.dead[p as usize] = true;
+                resident += 1;
+            }
+        }
+        if resident > 0 {
+            if pages.freed.len() >= FREED_RANGES_MAX {
+                pages.freed.pop_front();
+            }
+            pages.freed.push_back((first, end));
+        }
+        resident
+    }
+
+    /// Drops the resident runs `runs`, whose contents the program gave up, without a
+    /// write-back, counting them as given up rather than evicted.
+    fn drop_given_up(&self, pages: &mut Pages, runs: &[(u64, u64)]) -> Result<()> {
+        let evictions = pages.stats.evictions;
+        self.drop_runs(pages, runs)?;
+        pages.stats.given_up += pages.stats.evictions - evictions;
+        pages.stats.evictions = evictions;
+        Ok(())
     }
 }
 
