@@ -3,11 +3,12 @@
 //! a new array and a write-back for every page of a freed one):
 //! - a page never written back reads as zeros without a fetch, also where an earlier
 //!   write-back allocated its chunk on the server (`Stats::zero_fills`);
-//! - a range given up (`zero_range`, as `MADV_DONTNEED` and `munmap` do) leaves local memory
-//!   at once without a write-back and reads as zeros afterwards;
+//! - a range given up (`discard_range`, as `munmap` does) leaves local memory at once
+//!   without a write-back and reads as zeros afterwards; one zeroed (`zero_range`, as
+//!   `MADV_DONTNEED` does) reads as zeros at once, its resident pages zeroed in place;
 //! - a range freed (`free_range`, a heap's `free`) keeps its resident pages, which eviction
-//!   takes first and drops without a write-back, while pages still in use stay; handed out
-//!   again (`reuse_range`), its pages are live: written, they are written back and read back.
+//!   drops without a write-back; handed out again (`reuse_range`), its pages are live:
+//!   written, they are written back and read back.
 //!
 //! Prefetching, background reclaim and write prediction are off, so that every count is
 //! the program's own doing.
@@ -88,7 +89,7 @@ fn a_range_given_up_leaves_local_memory_at_once_without_a_write_back() {
     }
     let before = region.stats();
     assert_eq!(region.resident_pages(), 16);
-    assert_eq!(region.zero_range(4 * PAGE as u64, 8 * PAGE as u64).unwrap(), 8, "eight pages were resident");
+    region.discard_range(4 * PAGE as u64, 8 * PAGE as u64).unwrap();
     let after = region.stats();
     assert_eq!(region.resident_pages(), 8, "the pages given up left the budget");
     assert_eq!(after.writebacks, before.writebacks, "none was written back");
@@ -103,56 +104,50 @@ fn a_range_given_up_leaves_local_memory_at_once_without_a_write_back() {
         assert_eq!(mem[page * PAGE], 0xee, "page {page} keeps its data");
         assert_eq!(mem[page * PAGE + 1], page as u8 + 1, "page {page} keeps its data");
     }
-    // Given up without being resident: the server's copy is forgotten too.
+    // Zeroed: resident pages at once, in place; pages written back before come from zeros.
     region.evict_all().unwrap();
-    region.discard_range(0, 2 * PAGE as u64).unwrap();
-    assert!(mem[..2 * PAGE].iter().all(|&b| b == 0), "a discarded page written back before reads as zeros");
-    assert_eq!(mem[2 * PAGE + 1], 3, "the page after the range is fetched");
+    mem[0] = 0x11; // page 0 resident again, and dirty
+    assert_eq!(region.zero_range(0, 3 * PAGE as u64).unwrap(), 1, "one page of three was resident");
+    let zero_fills = region.stats().zero_fills;
+    assert!(mem[..3 * PAGE].iter().all(|&b| b == 0), "a zeroed range reads as zeros");
+    assert_eq!(region.stats().zero_fills - zero_fills, 2, "the pages not resident came from zeros");
+    assert_eq!(mem[3 * PAGE + 1], 4, "the page after the range is fetched");
+    region.evict_all().unwrap();
+    assert!(mem[..PAGE].iter().all(|&b| b == 0), "the page zeroed in place was written back as zeros");
 }
 
 #[test]
-fn freed_pages_are_evicted_first_without_a_write_back_and_live_again_once_reused() {
+fn freed_pages_are_never_written_back_and_live_again_once_reused() {
     let _serial = serial();
     let server = ServerProcess::start("sm,self,tcp", &[]);
-    let budget = 32;
-    let region = region(&server, 128, budget);
+    let region = region(&server, 128, 32);
     // SAFETY: the only view of the region in this test.
     let mem = unsafe { region.as_slice_mut() };
-    // Pages 0..16 are a block the program frees, 16..32 one it keeps: the budget is full.
+    // Pages 0..16 are a block the program frees; 16..32 one it frees and is handed again
+    // at once (a heap's next block of the same size), then writes.
     for page in 0..32 {
         mem[page * PAGE..(page + 1) * PAGE].fill(page as u8 + 1);
     }
     assert_eq!(region.free_range(0, 16 * PAGE as u64).unwrap(), 16, "sixteen freed pages were resident");
-    assert_eq!(region.resident_pages(), 32, "freed pages stay until room is needed");
-    // Twelve new pages need room for themselves and the slack a fault leaves behind it (an
-    // eighth of the budget): sixteen pages, which the freed ones give; the kept block stays.
-    for page in 64..76 {
-        mem[page * PAGE] = 9;
-    }
-    let stats = region.stats();
-    assert!((12..=16).contains(&stats.evictions), "{} evictions for twelve pages", stats.evictions);
-    assert_eq!(stats.writebacks, 0, "nothing written back: the victims were dead");
+    assert_eq!(region.resident_pages(), 32, "freed pages stay resident");
+    let reused = (16 * PAGE) as u64..(32 * PAGE) as u64;
+    assert_eq!(region.free_range(reused.start, reused.end - reused.start).unwrap(), 16);
+    region.reuse_range(reused.start, reused.end - reused.start).unwrap();
+    assert_eq!(region.resident_pages(), 32, "handed out again without a fault");
+    let misses = region.stats().misses;
     for page in 16..32 {
-        assert!(resident(mem[page * PAGE..].as_ptr()), "page {page} of the kept block stayed resident");
-    }
-    let freed_gone = (0..16).filter(|&page| !resident(mem[page * PAGE..].as_ptr())).count();
-    assert_eq!(freed_gone as u64, stats.evictions, "every victim was a freed page");
-    // Freed and handed out again while resident: the pages are live again and keep what
-    // is written.
-    assert_eq!(region.free_range(64 * PAGE as u64, 12 * PAGE as u64).unwrap(), 12);
-    region.reuse_range(64 * PAGE as u64, 12 * PAGE as u64).unwrap();
-    for page in 64..76 {
         mem[page * PAGE + 1] = 0x42;
     }
+    assert_eq!(region.stats().misses, misses, "the reused block was written without a miss");
     region.evict_all().unwrap();
-    assert_eq!(region.stats().writebacks, 16 + 12, "the kept block and the reused one were written back");
-    for page in 64..76 {
-        assert_eq!((mem[page * PAGE], mem[page * PAGE + 1]), (9, 0x42), "reused page {page} kept its data");
-    }
+    assert_eq!(region.stats().writebacks, 16, "the reused block was written back, the freed one not");
     for page in 16..32 {
-        assert!(mem[page * PAGE..(page + 1) * PAGE].iter().all(|&b| b == page as u8 + 1), "page {page} intact");
+        let p = &mem[page * PAGE..(page + 1) * PAGE];
+        assert_eq!((p[0], p[1], p[2]), (page as u8 + 1, 0x42, page as u8 + 1), "reused page {page} kept its data");
     }
+    let zero_fills = region.stats().zero_fills;
     for page in 0..16 {
-        assert!(mem[page * PAGE..(page + 1) * PAGE].iter().all(|&b| b == 0), "freed page {page} reads zeros");
+        assert!(mem[page * PAGE..(page + 1) * PAGE].iter().all(|&b| b == 0), "freed page {page} reads as zeros");
     }
+    assert_eq!(region.stats().zero_fills - zero_fills, 16, "from zeros, not fetched");
 }

@@ -8,13 +8,10 @@
 //! - `MADV_PAGEOUT`: dirty pages are written back and the range is dropped from local memory
 //!   ([`nam_farmem::PagedRegion::evict_range`]).
 //! - `MADV_DONTNEED`, `MADV_DONTNEED_LOCKED`: the range reads as zeros afterwards, as
-//!   anonymous memory does, and leaves local memory as it does in the kernel
-//!   ([`nam_farmem::PagedRegion::zero_range`]: resident pages are dropped without a
-//!   write-back, and every page comes from zeros when next touched; none is fetched, none
-//!   is sent). Allocators give memory back this way (jemalloc's purging): kept resident, it
-//!   held budget the program's live data needed, and was written back at eviction. Passed
-//!   to the kernel, the pages would come back from the servers with their old contents
-//!   instead.
+//!   anonymous memory does ([`nam_farmem::PagedRegion::zero_range`]: resident pages are
+//!   zeroed in place and stay, missing ones come from zeros when next touched, none is
+//!   fetched; allocators give ranges up this way and soon use them again). Passed to the
+//!   kernel, the pages would come back from the servers with their old contents instead.
 //! - `MADV_FREE`, `MADV_COLD`: nothing (the kernel may keep the contents too; the pager
 //!   chooses what to evict).
 //! - `MADV_HUGEPAGE`, `MADV_NOHUGEPAGE`, `MADV_COLLAPSE`, `MADV_MERGEABLE`,
@@ -184,7 +181,8 @@ fn advise_far(far: (usize, usize), advice: c_int) -> nam_farmem::Result<()> {
         libc::MADV_DONTNEED | MADV_DONTNEED_LOCKED => {
             let page = region.page_bytes();
             if offset.is_multiple_of(page) && len.is_multiple_of(page) {
-                // Zeros without a fetch or a write-back; the resident pages leave the budget.
+                // Zeroed without a fetch: resident pages in place (they stay, the allocator
+                // that gave them up usually reuses them soon), missing ones from zeros.
                 return region.zero_range(offset, len).map(drop);
             }
             // Parts of huge pages: the pager's unit is the huge page, so the range is

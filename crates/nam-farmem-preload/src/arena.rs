@@ -516,8 +516,8 @@ pub fn release(ptr: *mut u8) {
     // and the pager would then take those writes for dead.
     if let Some(region) = region() {
         // As `MADV_FREE` (`PagedRegion::free_range`): the block's resident pages stay for
-        // the next block here (numpy's next array of the same size) and are never written
-        // back, and eviction takes them first; `allocate` hands the space out again with
+        // the next block here (numpy's next array of the same size) and are not written
+        // back while the space is free; `allocate` hands the space out again with
         // `reuse_range`. Out of range cannot be: the block is the arena's.
         let _ = region.free_range(off, len);
     }

@@ -230,12 +230,6 @@ pub const AGING_WINDOW: u32 = 64;
 /// for up to 64 runs, each run an `iovec` of the call.
 pub const RUNS_PER_BATCH: usize = 64;
 
-/// Most freed ranges a paged region remembers as holding dead resident pages
-/// (`PagedRegion::free_range`), for eviction to take those pages first; a range beyond it is
-/// forgotten, and its dead pages are still dropped without a write-back when eviction meets
-/// them. A heap frees a block per entry: thousands in flight are rare.
-pub const FREED_RANGES_MAX: usize = 4096;
-
 /// Bytes per zone of the write predictor (1 MiB; one page where pages are larger): coarse
 /// enough that a zone learns from many pages, fine enough to tell a written array from a
 /// read one.

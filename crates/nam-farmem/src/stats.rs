@@ -53,8 +53,7 @@ pub struct Stats {
     /// `MADV_DONTNEED`, or freed: `PagedRegion::discard_range`).
     pub zero_fills: u64,
     /// Resident pages the pager dropped without a write-back because the program gave
-    /// them up (freed, unmapped, or advised `MADV_DONTNEED`: `PagedRegion::discard_range`,
-    /// `PagedRegion::zero_range`); not counted in `evictions`.
+    /// them up (unmapped: `PagedRegion::discard_range`); not counted in `evictions`.
     pub given_up: u64,
     /// Misses in flight now.
     pub inflight: u64,

@@ -133,42 +133,6 @@ fn behind_at(pages: &Pages, at: usize, runs: &[(u64, u64)]) -> Behind {
     Behind::Victim(q)
 }
 
-/// Takes up to `need` dead resident pages (freed by the program, `Pages::dead`), the oldest
-/// freed first, as runs into `runs`: memory the program gave up goes before any page it
-/// still uses, as the kernel reclaims `MADV_FREE` pages first. Returns how many it took.
-fn take_freed(pages: &mut Pages, need: u64, runs: &mut Vec<(u64, u64)>) -> u64 {
-    let mut chosen = 0;
-    while chosen < need {
-        let Some(&(first, end)) = pages.freed.front() else { break };
-        // Entries may overlap (space freed, handed out and freed again): a page taken from
-        // one already is not taken again.
-        let free = |pages: &Pages, runs: &[(u64, u64)], p: u64| {
-            pages.dead[p as usize]
-                && pages.state[p as usize] != MISSING
-                && !runs.iter().any(|&(a, b)| (a..b).contains(&p))
-        };
-        let mut p = first;
-        while p < end && chosen < need {
-            if !free(pages, runs, p) {
-                p += 1;
-                continue;
-            }
-            let start = p;
-            while p < end && chosen < need && free(pages, runs, p) {
-                p += 1;
-                chosen += 1;
-            }
-            runs.push((start, p));
-        }
-        if p >= end {
-            pages.freed.pop_front();
-        } else {
-            pages.freed[0].0 = p;
-        }
-    }
-    chosen
-}
-
 /// `PIDFD_SELF` (Linux 6.15): the calling process for `process_madvise(2)`, without a pidfd
 /// that a forked child would inherit pointing at its parent.
 const PIDFD_SELF: libc::c_int = -10000;
@@ -298,10 +262,7 @@ impl Shared {
     fn evict_victim(&self, pages: &mut Pages, need: usize) -> Result<bool> {
         let need = need.clamp(1, self.evict_run_max as usize) as u64;
         let mut runs: Vec<(u64, u64)> = Vec::with_capacity(need as usize);
-        let mut chosen = take_freed(pages, need, &mut runs);
-        if chosen < need {
-            chosen += self.drop_behind(pages, need - chosen, &mut runs);
-        }
+        let mut chosen = self.drop_behind(pages, need, &mut runs);
         let last = pages.last_fault as usize;
         let mru_resident = last < pages.position.len() && pages.position[last] != 0;
         let candidates = pages.resident.len() as u64 - mru_resident as u64;

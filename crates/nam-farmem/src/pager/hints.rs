@@ -8,8 +8,8 @@
 //! one `UFFDIO_COPY`. Dropping a range (`MADV_PAGEOUT`) writes its dirty pages back and frees
 //! the budget for what comes next, instead of leaving random replacement to find out.
 
-use super::{Pages, Shared, DIRTY, MISSING};
-use crate::constants::{FREED_RANGES_MAX, RUNS_PER_BATCH};
+use super::{Pages, Shared, CLEAN, DIRTY, MISSING};
+use crate::constants::RUNS_PER_BATCH;
 use crate::error::{Error, Result};
 
 impl Shared {
@@ -182,6 +182,49 @@ impl Shared {
         Ok(dropped)
     }
 
+    /// Makes the pages `first..end` read as zeros, as `madvise(MADV_DONTNEED)` does to
+    /// anonymous memory, without fetching any and without a request to the servers:
+    /// resident pages are zeroed in place and stay resident (dirty: the servers still hold
+    /// their old contents), missing ones are no longer held on the servers (installed from
+    /// zeros when next touched). Returns how many pages were resident.
+    ///
+    /// The resident pages stay because allocators give memory up this way and soon use it
+    /// again: jemalloc under Redis with 128 KiB values purges and refills the same extents
+    /// all the time, and dropping them made every refill a fault per page (GET at 0.07x of
+    /// local throughput instead of 0.16x).
+    pub(super) fn zero_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        let mut resident_total = 0;
+        let mut page = first;
+        while page < end {
+            let resident = pages.state[page as usize] != MISSING;
+            let mut run_end = page + 1;
+            while run_end < end
+                && run_end - page < self.evict_run_max
+                && (pages.state[run_end as usize] != MISSING) == resident
+            {
+                run_end += 1;
+            }
+            let (addr, len) = (self.base + page * self.page_bytes, (run_end - page) * self.page_bytes);
+            if resident {
+                if (page..run_end).any(|p| pages.state[p as usize] == CLEAN) {
+                    self.uffd.write_protect(addr, len, false)?;
+                }
+                for p in page..run_end {
+                    pages.state[p as usize] = DIRTY;
+                    pages.dead[p as usize] = false; // its zeros are contents now
+                }
+                // SAFETY: resident pages of the region, writable now; the program gave their
+                // contents up.
+                unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
+                resident_total += run_end - page;
+            } else {
+                pages.held[page as usize..run_end as usize].fill(false);
+            }
+            page = run_end;
+        }
+        Ok(resident_total)
+    }
+
     /// Frees the pages `first..end` lazily (see [`super::PagedRegion::free_range`]): none
     /// is held on the servers any more, and the resident ones are dead until reused.
     /// Returns how many pages were resident.
@@ -193,12 +236,6 @@ impl Shared {
                 pages.dead[p as usize] = true;
                 resident += 1;
             }
-        }
-        if resident > 0 {
-            if pages.freed.len() >= FREED_RANGES_MAX {
-                pages.freed.pop_front();
-            }
-            pages.freed.push_back((first, end));
         }
         resident
     }
