@@ -95,8 +95,21 @@ impl Shared {
     /// there, in batches of runs (one `process_madvise` each). Returns how many it dropped.
     /// On error the pages not yet written back stay resident and dirty.
     pub(super) fn evict_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
+        self.resident_batches(pages, first, end, |shared, pages, batch| shared.evict_runs(pages, batch))
+    }
+
+    /// Calls `act` on the resident pages of `first..end`, as batches of up to
+    /// [`RUNS_PER_BATCH`] runs of up to `evict_run_max` pages each (one `process_madvise` a
+    /// batch when `act` drops them). Returns how many pages were resident.
+    fn resident_batches(
+        &self,
+        pages: &mut Pages,
+        first: u64,
+        end: u64,
+        mut act: impl FnMut(&Self, &mut Pages, &[(u64, u64)]) -> Result<()>,
+    ) -> Result<u64> {
         let mut batch: Vec<(u64, u64)> = Vec::with_capacity(RUNS_PER_BATCH);
-        let mut dropped = 0;
+        let mut resident = 0;
         let mut page = first;
         while page < end {
             if pages.state[page as usize] == MISSING {
@@ -108,17 +121,17 @@ impl Shared {
                 run_end += 1;
             }
             batch.push((page, run_end));
-            dropped += run_end - page;
+            resident += run_end - page;
             page = run_end;
             if batch.len() == RUNS_PER_BATCH {
-                self.evict_runs(pages, &batch)?;
+                act(self, pages, &batch)?;
                 batch.clear();
             }
         }
         if !batch.is_empty() {
-            self.evict_runs(pages, &batch)?;
+            act(self, pages, &batch)?;
         }
-        Ok(dropped)
+        Ok(resident)
     }
 }
 
@@ -147,39 +160,15 @@ impl Shared {
     }
 
     /// Gives the pages `first..end` up, as the kernel gives up anonymous memory that is
-    /// unmapped or advised `MADV_DONTNEED`: they read as zeros from now on, none is fetched
-    /// and none written back. The resident ones are dropped from local memory at once (dirty
-    /// ones too: their contents are dead), which frees their part of the budget for the
-    /// pages the program still uses, instead of leaving them to be written back at eviction;
-    /// the servers' copies are forgotten (`Pages::held`), so every page of the range comes
-    /// from zeros when next touched. Returns how many pages were resident.
+    /// unmapped: they read as zeros from now on, none is fetched and none written back. The
+    /// resident ones are dropped from local memory at once (dirty ones too: their contents
+    /// are dead), which frees their part of the budget for the pages the program still uses,
+    /// instead of leaving them to be written back at eviction; the servers' copies are
+    /// forgotten (`Pages::held`), so every page of the range comes from zeros when next
+    /// touched. Returns how many pages were resident.
     pub(super) fn give_up_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
-        let mut batch: Vec<(u64, u64)> = Vec::with_capacity(RUNS_PER_BATCH);
-        let mut dropped = 0;
-        let mut page = first;
-        while page < end {
-            pages.held[page as usize] = false;
-            if pages.state[page as usize] == MISSING {
-                page += 1;
-                continue;
-            }
-            let mut run_end = page + 1;
-            while run_end < end && run_end - page < self.evict_run_max && pages.state[run_end as usize] != MISSING {
-                pages.held[run_end as usize] = false;
-                run_end += 1;
-            }
-            batch.push((page, run_end));
-            dropped += run_end - page;
-            page = run_end;
-            if batch.len() == RUNS_PER_BATCH {
-                self.drop_given_up(pages, &batch)?;
-                batch.clear();
-            }
-        }
-        if !batch.is_empty() {
-            self.drop_given_up(pages, &batch)?;
-        }
-        Ok(dropped)
+        pages.held[first as usize..end as usize].fill(false);
+        self.resident_batches(pages, first, end, |shared, pages, batch| shared.drop_given_up(pages, batch))
     }
 
     /// Makes the pages `first..end` read as zeros, as `madvise(MADV_DONTNEED)` does to
@@ -189,9 +178,8 @@ impl Shared {
     /// zeros when next touched). Returns how many pages were resident.
     ///
     /// The resident pages stay because allocators give memory up this way and soon use it
-    /// again: jemalloc under Redis with 128 KiB values purges and refills the same extents
-    /// all the time, and dropping them made every refill a fault per page (GET at 0.07x of
-    /// local throughput instead of 0.16x).
+    /// again (jemalloc purges and refills its extents): dropped, each refill would fault
+    /// page by page.
     pub(super) fn zero_pages(&self, pages: &mut Pages, first: u64, end: u64) -> Result<u64> {
         let mut resident_total = 0;
         let mut page = first;
