@@ -196,11 +196,12 @@ impl Group {
                 }
                 self.write_word(pool, CKPT_WORD_RESTORE, CkptWord::done(job.epoch).0);
                 log::info!(
-                    "group {:?}: rank {lost} rebuilt from epoch {} in {:?} ({:?} of work)",
+                    "group {:?}: rank {lost} rebuilt from epoch {} in {:?} ({:?} of work; the survivors' bytes all in after {:?})",
                     self.name,
                     job.epoch,
                     job.started.elapsed(),
-                    job.busy
+                    job.busy,
+                    job.pulled.map(|t| t.duration_since(job.started)).unwrap_or_default()
                 );
             }
         }

@@ -89,6 +89,9 @@ pub(super) struct Job {
     pub(super) parity_segment_writes: u64,
     /// A pushed restore's PUTs into the lost rank's buffer ([`RestoreInto::Pushed`]).
     pub(super) push: Push,
+    /// When the last rank's last segment was folded in (for the log: a restore's pull
+    /// against what follows it, the PUTs and their flush).
+    pub(super) pulled: Option<Instant>,
 }
 
 /// Progress of a pushed restore: the rebuilt bytes go out in verified runs of segments,
@@ -166,6 +169,7 @@ impl Job {
             fused_next: 0,
             parity_segment_writes: 0,
             push: Push::default(),
+            pulled: None,
         }
     }
 
@@ -225,6 +229,9 @@ impl Job {
         let mut busy = self.fold_direct(pool, sources, target)?;
         busy |= self.issue(sources)?;
         busy |= self.reap(pool, target)?;
+        if self.pulled.is_none() && self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments)) {
+            self.pulled = Some(Instant::now());
+        }
         busy |= self.push_rebuilt(pool, sources, target)?;
         Ok(busy)
     }
