@@ -113,6 +113,18 @@ impl Pool {
         Ok(Pool::new(context, Backing::File { file, path: path.into() }, length))
     }
 
+    /// Writes a file-backed pool's bytes to its file and waits for the disk (`fdatasync`,
+    /// which on Linux covers pages dirtied through the shared mappings); nothing for a pool
+    /// in memory.
+    pub(crate) fn sync(&self) -> Result<(), PoolError> {
+        match &self.backing {
+            Backing::Ucx => Ok(()),
+            Backing::File { file, path } => file
+                .sync_data()
+                .map_err(|e| PoolError::Backing { path: path.clone(), message: format!("cannot write to disk: {e}") }),
+        }
+    }
+
     fn new(context: &Context, backing: Backing, capacity: u64) -> Pool {
         Pool { segments: RwLock::default(), backing, capacity, context: context.clone() }
     }

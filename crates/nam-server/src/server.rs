@@ -266,6 +266,15 @@ impl Server {
         Ok(())
     }
 
+    /// Puts everything a restart needs on disk: the manifest and a file-backed pool's bytes.
+    /// [`Server::run`] saves the manifest when it stops; a caller about to end the process
+    /// without dropping the server (as `nam serve` does) calls this first.
+    pub fn sync(&mut self) -> Result<(), ServerError> {
+        self.save_manifest()?;
+        self.pool.sync()?;
+        Ok(())
+    }
+
     /// Sleeps on the worker's event fd until traffic arrives, the next lease expires or
     /// [`SLEEP_MAX`] passes, unless an engine finds work while preparing for it.
     fn sleep(&mut self, now: Instant) {
