@@ -209,7 +209,12 @@ impl Job {
     pub(super) fn finished(&self) -> bool {
         (!self.fused || self.fused_next == self.counts.len() as u64)
             && (!self.pushes() || self.push.flushed)
-            && self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
+            && self.all_pulled()
+    }
+
+    /// Whether every taking-part rank's whole buffer has been pulled and folded in.
+    fn all_pulled(&self) -> bool {
+        self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments))
     }
 
     /// Whether GETs are still in flight (their buffers must outlive them).
@@ -229,7 +234,7 @@ impl Job {
         let mut busy = self.fold_direct(pool, sources, target)?;
         busy |= self.issue(sources)?;
         busy |= self.reap(pool, target)?;
-        if self.pulled.is_none() && self.pullers.iter().all(|p| !p.active || (p.ready && p.done == p.segments)) {
+        if self.pulled.is_none() && self.all_pulled() {
             self.pulled = Some(Instant::now());
         }
         busy |= self.push_rebuilt(pool, sources, target)?;
