@@ -252,7 +252,7 @@ fn hostile_join(rng: &mut ChaCha8Rng, real: &RealValues, server_host: &str) -> C
 fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
     let group_id = groups.get(rng.gen_range(0..groups.len().max(1))).copied().unwrap_or_else(|| rng.gen());
     let handle = extreme_u64(rng, 1);
-    match rng.gen_range(0..21) {
+    match rng.gen_range(0..22) {
         0 => Request::Hello(Hello { tenant: "bob".into(), token: "b-secret".into(), client_name: "x".into(), pid: 1 }),
         1 => Request::Alloc(Alloc {
             size: extreme_u64(rng, 4096),
@@ -335,6 +335,17 @@ fn sample_request(rng: &mut ChaCha8Rng, groups: &[u64]) -> Request {
             // Mostly short: a watch on a word that never matches is held that long, and this
             // client waits for each reply in turn.
             timeout_ms: if rng.gen_bool(0.05) { u32::MAX } else { rng.gen_range(0..20) },
+        }),
+        // A put-with-signal: any atomic code (only swap and fetch-add are served), ranges
+        // in or out of bounds, aligned or not.
+        20 => Request::Gas(nam_proto::gas::GasRequest::PutSignal {
+            handle,
+            offset: extreme_u64(rng, 0),
+            signal_handle: extreme_u64(rng, 1),
+            signal_offset: extreme_u64(rng, 8),
+            op: nam_proto::AtomicKind::ALL[rng.gen_range(0..nam_proto::AtomicKind::ALL.len())],
+            value: rng.gen(),
+            data: random_bytes(rng, 300),
         }),
         _ => Request::Gas(nam_proto::gas::GasRequest::MailboxSend {
             handle,

@@ -46,7 +46,8 @@ pub const PATIENT_SLEEP_MAX: Duration = Duration::from_micros(200);
 /// How long a call that is not patient polls for its reply without yielding the core. A
 /// yield on a core that a CPU-bound thread shares hands it the core for the rest of its
 /// scheduler slice (a millisecond or more), and the reply, due in tens of microseconds from
-/// a server on another core, waits for it.
+/// a server on another core, waits for it. Not over TCP to a server on this host, which
+/// the request may have woken on this very core (`Link::yields_at_once`).
 pub const RECEIVE_SPIN: Duration = Duration::from_micros(100);
 /// A sleeping poller (a patient call, a checkpoint wait) sleeps this much longer on each
 /// poll, up to its maximum: short waits stay short, long ones stop costing CPU.

@@ -19,6 +19,8 @@ pub const KIND_REDUCE_KICK: u16 = 35;
 pub const KIND_MAILBOX_SEND: u16 = 36;
 /// Kind of [`GasRequest::Watch`].
 pub const KIND_WATCH: u16 = 37;
+/// Kind of [`GasRequest::PutSignal`].
+pub const KIND_PUT_SIGNAL: u16 = 38;
 pub use crate::limits::{REDUCE_CHUNK_MAX, REDUCE_RANKS_MAX};
 
 /// A request of the global address space or the allreduce engine.
@@ -85,6 +87,28 @@ pub enum GasRequest {
         /// How long the server keeps the watch.
         timeout_ms: u32,
     },
+    /// Kind 38: store `data` at `offset` of allocation `handle`, then apply `op` (64-bit
+    /// [`crate::AtomicKind::Swap`] or [`crate::AtomicKind::FetchAdd`]) with `value` to the
+    /// signal word at `signal_offset` of `signal_handle` (both held by the caller): a
+    /// put-with-signal in one message and one reply (Done) instead of a Put and an Atomic,
+    /// for peers that reach the server through messages. Both ranges are checked before
+    /// either is written.
+    PutSignal {
+        /// The data's allocation.
+        handle: u64,
+        /// Where the data goes in it.
+        offset: u64,
+        /// The signal word's allocation.
+        signal_handle: u64,
+        /// The signal word's offset, a multiple of 8.
+        signal_offset: u64,
+        /// How the signal word changes.
+        op: crate::AtomicKind,
+        /// The operand.
+        value: u64,
+        /// The data (at most [`crate::limits::DATA_CHUNK_MAX`] bytes).
+        data: Vec<u8>,
+    },
 }
 
 /// The reply to [`GasRequest::Domain`].
@@ -106,6 +130,7 @@ impl GasRequest {
             GasRequest::ReduceKick { .. } => KIND_REDUCE_KICK,
             GasRequest::MailboxSend { .. } => KIND_MAILBOX_SEND,
             GasRequest::Watch { .. } => KIND_WATCH,
+            GasRequest::PutSignal { .. } => KIND_PUT_SIGNAL,
         }
     }
 
@@ -135,6 +160,15 @@ impl GasRequest {
                 w.u16(u16::from(*compare) | u16::from(*width_bytes) << 8);
                 w.u64(*value);
                 w.u32(*timeout_ms);
+            }
+            GasRequest::PutSignal { handle, offset, signal_handle, signal_offset, op, value, data } => {
+                w.u64(*handle);
+                w.u64(*offset);
+                w.u64(*signal_handle);
+                w.u64(*signal_offset);
+                w.u16(*op as u16);
+                w.u64(*value);
+                w.bytes32(data);
             }
         }
     }
@@ -171,6 +205,21 @@ impl GasRequest {
                     timeout_ms,
                 }
             }
+            KIND_PUT_SIGNAL => {
+                let (handle, offset) = (r.u64("handle")?, r.u64("offset")?);
+                let (signal_handle, signal_offset) = (r.u64("signal_handle")?, r.u64("signal_offset")?);
+                let code = r.u16("op")?;
+                let op = crate::AtomicKind::from_code(code).ok_or(DecodeError::UnknownKind { kind: code })?;
+                GasRequest::PutSignal {
+                    handle,
+                    offset,
+                    signal_handle,
+                    signal_offset,
+                    op,
+                    value: r.u64("value")?,
+                    data: r.bytes32("data", crate::limits::DATA_CHUNK_MAX)?,
+                }
+            }
             kind => return Err(DecodeError::UnknownKind { kind }),
         })
     }
@@ -186,7 +235,7 @@ pub(crate) fn decode_ok_body(kind: u16, r: &mut Reader<'_>) -> Result<crate::Rep
     Ok(match kind {
         KIND_DOMAIN => crate::Reply::Domain(DomainReply { server_tag: r.u32("server_tag")?, domain: r.u16("domain")? }),
         KIND_RESOLVE | KIND_REDUCE_ATTACH => crate::Reply::Alloc(crate::message::read_alloc_reply(r)?),
-        KIND_REDUCE_KICK | KIND_MAILBOX_SEND => crate::Reply::Done,
+        KIND_REDUCE_KICK | KIND_MAILBOX_SEND | KIND_PUT_SIGNAL => crate::Reply::Done,
         KIND_WATCH => crate::Reply::Value(r.u64("value")?),
         kind => return Err(DecodeError::UnknownKind { kind }),
     })
@@ -206,6 +255,15 @@ mod tests {
             GasRequest::ReduceAttach { name: "world".into(), ranks: 8, rank: 3, chunk_bytes: 1 << 20 },
             GasRequest::ReduceKick { handle: 9 },
             GasRequest::MailboxSend { handle: 4, offset: 128, sender: 77, data: b"ping".to_vec() },
+            GasRequest::PutSignal {
+                handle: 4,
+                offset: 64,
+                signal_handle: 5,
+                signal_offset: 8,
+                op: crate::AtomicKind::Swap,
+                value: 7,
+                data: b"data".to_vec(),
+            },
         ] {
             let bytes = Request::Gas(request.clone()).encode(5);
             assert_eq!(Request::decode(&bytes).unwrap(), (5, Request::Gas(request.clone())));

@@ -94,7 +94,7 @@ pub const REDUCE_CHUNK_MAX: u64 = 256 << 20;
 
 /// Room for the fixed fields after the header of any message that carries a payload (a Put's
 /// handle, offset and length; a `MailboxSend`'s handle, offset, sender and length, plus the
-/// sub-kind): the assertions below reserve it when they fit a payload into a message.
+/// sub-kind; a `PutSignal`'s 46 bytes): the assertions below reserve it when they fit a payload into a message.
 const FIXED_FIELDS_LEN_MAX: usize = 64;
 /// Encoded size of one tenant in a Status reply: its name (u16 length + bytes) and three u64s.
 const STATUS_TENANT_LEN_MAX: usize = 2 + TENANT_NAME_LEN_MAX + 3 * 8;

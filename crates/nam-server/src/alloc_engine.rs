@@ -38,6 +38,9 @@ impl Engine for AllocEngine {
                 .domain_of(client)
                 .map(|domain| Reply::Domain(DomainReply { server_tag: ctx.server_tag, domain })),
             Request::Gas(GasRequest::Resolve { address }) => resolve(ctx, client, address),
+            Request::Gas(GasRequest::PutSignal { handle, offset, signal_handle, signal_offset, op, value, data }) => {
+                put_signal(ctx, client, (handle, offset, &data), (signal_handle, signal_offset, op, value))
+            }
             request => return Execution::Declined(request),
         })
     }
@@ -93,6 +96,35 @@ fn atomic(
     };
     crate::watch::wake(ctx.pool, at);
     Ok(Reply::Value(old))
+}
+
+/// A put-with-signal in one message ([`GasRequest::PutSignal`]): both ranges checked first,
+/// then the data stored, then the signal word changed (sequentially consistent, after the
+/// data for every observer) and its same-host sleepers woken.
+fn put_signal(
+    ctx: &EngineCtx<'_>,
+    client: u64,
+    (handle, offset, data): (u64, u64, &[u8]),
+    (signal_handle, signal_offset, op, value): (u64, u64, AtomicKind, u64),
+) -> Result<Reply, Refusal> {
+    if !matches!(op, AtomicKind::Swap | AtomicKind::FetchAdd) {
+        return Err(Refusal {
+            status: Status::InvalidArgument,
+            message: format!("a signal is a 64-bit swap or fetch-add, not {op:?}"),
+        });
+    }
+    if !signal_offset.is_multiple_of(8) {
+        return Err(Refusal {
+            status: Status::InvalidArgument,
+            message: format!("signal offset {signal_offset} is not 8-byte aligned"),
+        });
+    }
+    let at = checked_range(ctx.manager, client, handle, offset, data.len() as u64)?;
+    let signal_at = checked_range(ctx.manager, client, signal_handle, signal_offset, 8)?;
+    ctx.pool.write(at, data);
+    op.apply64(ctx.pool.word(signal_at), value, 0);
+    crate::watch::wake(ctx.pool, signal_at);
+    Ok(Reply::Done)
 }
 
 /// Resolves a global address of this server: the allocation it names, if the client's

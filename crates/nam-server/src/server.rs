@@ -126,6 +126,9 @@ pub struct Server {
     config: ServerConfig,
     connections: HashMap<EndpointId, Connection>,
     sends: Vec<Queued>,
+    /// Replies to this turn's requests, sent after the engines' late replies of the same
+    /// turn ([`Server::run`]).
+    held: Vec<(EndpointId, Vec<u8>)>,
     /// Reply bytes held for every client together (the sum of their `queued_bytes`).
     queued_bytes: u64,
     reaper: sockets::SocketReaper,
@@ -207,6 +210,7 @@ impl Server {
             config,
             connections: HashMap::new(),
             sends: Vec::new(),
+            held: Vec::new(),
             queued_bytes: 0,
             reaper,
             lingering: Vec::new(),
@@ -243,7 +247,12 @@ impl Server {
             busy |= self.handle_requests();
             let (engines, mut ctx) = self.engines_and_ctx();
             busy |= engines.poll(&mut ctx);
-            busy |= self.send_late_replies();
+            // The late replies first: a watch answered because a request of this turn
+            // changed its word wakes its waiter one send earlier than if the request's own
+            // reply (which its sender may not even wait for: a put-with-signal) went first.
+            let late = self.send_late_replies();
+            self.send_held_replies();
+            busy |= late;
             let now = Instant::now();
             if !busy || now >= housekeeping_at {
                 self.reap_sends(now);
@@ -402,6 +411,8 @@ impl Server {
         None
     }
 
+    /// Serves the requests that arrived; their replies are held for
+    /// [`Server::send_held_replies`], after the engines' late replies of the turn.
     fn handle_requests(&mut self) -> bool {
         let batch: Vec<_> = self.inbox.lock().unwrap().drain(..).collect();
         let any = !batch.is_empty();
@@ -435,7 +446,7 @@ impl Server {
             if matches!(reply, Reply::Error { .. }) {
                 self.counters.request_errors += 1;
             }
-            self.send_reply(ep, reply.encode(kind, request_id));
+            self.held.push((ep, reply.encode(kind, request_id)));
         }
         if unknown > 0 {
             log::warn!("dropped {unknown} requests from unknown (closed) endpoints");
@@ -690,6 +701,16 @@ impl Server {
             }
             Err(e) => log::info!("client {}: reply not sent: {e}", connection.client_id),
         }
+    }
+
+    /// Sends the replies to this turn's requests ([`Server::handle_requests`] holds them).
+    fn send_held_replies(&mut self) {
+        let mut held = std::mem::take(&mut self.held);
+        for (ep, bytes) in held.drain(..) {
+            self.send_reply(ep, bytes);
+        }
+        // The buffer is kept for the next turn.
+        self.held = held;
     }
 
     /// Sends the replies engines deferred and now have ready; true if any.
