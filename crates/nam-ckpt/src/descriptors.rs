@@ -29,7 +29,9 @@ use crate::error::{CkptError, Result};
 use crate::full::Full;
 use crate::level::LevelKind;
 use crate::memory_server::ServerClient;
-use crate::redundancy::{self, LocalWrite, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, Target};
+use crate::redundancy::{
+    self, Arrived, LocalWrite, ProtectStats, Rebuilt, Redundancy, RedundancyConfig, Scheme, Target,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -370,6 +372,21 @@ impl Redundancy for Described {
         let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
         match known {
             Some(i) => self.schemes[i].rebuild_into(data, into, target),
+            None => Err(self.unrecorded(target)),
+        }
+    }
+
+    fn rebuild_into_with(
+        &mut self,
+        data: Option<&[u8]>,
+        into: &mut [&mut [u8]],
+        arrived: &mut Arrived<'_>,
+        target: &Target,
+    ) -> Result<Rebuilt> {
+        // As `rebuild`: the pooled records choose the scheme on every rank alike.
+        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
+        match known {
+            Some(i) => self.schemes[i].rebuild_into_with(data, into, arrived, target),
             None => Err(self.unrecorded(target)),
         }
     }

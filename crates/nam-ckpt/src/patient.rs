@@ -18,7 +18,7 @@ pub use crate::constants::PATIENT_MAX_SLEEP as MAX_SLEEP;
 use crate::constants::PATIENT_YIELD_POLLS as YIELD_POLLS;
 
 /// Tests `request` until it completes, yielding, then sleeping a little longer each time.
-fn wait<'a, R: ?Sized, S: Scope<'a>>(mut request: Request<'a, R, S>) {
+pub(crate) fn wait<'a, R: ?Sized, S: Scope<'a>>(mut request: Request<'a, R, S>) {
     let mut polls = 0u32;
     loop {
         match request.test() {
@@ -56,4 +56,12 @@ pub fn all_agree<C: Communicator>(comm: &C, ok: bool) -> bool {
     let mut all = 0u8;
     mpi::request::scope(|scope| wait(comm.immediate_all_reduce_into(scope, &send, &mut all, SystemOperation::min())));
     all == 1
+}
+
+/// Collective over `comm`: `values` (the same count on every rank) reduced element by
+/// element with `op`, on every rank.
+pub fn all_reduce_u64s<C: Communicator>(comm: &C, values: &[u64], op: SystemOperation) -> Vec<u64> {
+    let mut out = vec![0u64; values.len()];
+    mpi::request::scope(|scope| wait(comm.immediate_all_reduce_into(scope, values, &mut out[..], op)));
+    out
 }

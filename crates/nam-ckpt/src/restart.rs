@@ -65,7 +65,9 @@ impl Full {
     /// data, and writes the lost rank's straight into its regions) and one allreduce after
     /// it, which agrees that the rebuilt rank's data fits the region layout recorded with the
     /// version (a check of sizes). They do not wait for the rebuilt rank to store its file
-    /// again: it does that after the allreduce, while the survivors already compute.
+    /// again: its bytes go to a staging file as the scheme hands them over during the
+    /// rebuild, and a thread of its own writes the file from there after the allreduce,
+    /// while the survivors already compute.
     pub(crate) fn restart_from(
         &mut self,
         job: &mut Job,
@@ -78,21 +80,16 @@ impl Full {
         let mut fell_back = Vec::new();
         for (v, kind) in candidates.into_iter().filter(|c| version.is_none_or(|v| v == c.0)) {
             match self.try_candidate(job, name, v, kind, ids) {
-                Ok((local, rebuilt_ranks)) => {
+                Ok((mut local, rebuilt_ranks)) => {
                     // Whatever can fail is checked before the one allreduce that agrees on it
-                    // and sums the repaired chunks; the rebuilt rank's copy and file follow it.
+                    // and sums the repaired chunks; the rebuilt rank's file is stored after it,
+                    // from the bytes staged while the rebuild ran.
                     let checked = Self::finish_in_regions(job, &local.footer, &local.rest, ids);
                     let mine = [u64::from(checked.is_err()), local.repaired_chunks as u64];
                     let sums = all_reduce_pair(job, mine, mpi::collective::SystemOperation::sum());
                     agreed(job.comm.raw(), checked, sums[0] == 0, "copying restored data into regions")?;
-                    if let Some(level) = &local.rebuilt {
-                        // The regions are the application's once the restart returns: the
-                        // store takes its own copy of the rebuilt bytes.
-                        let data = match local.contiguous() {
-                            Ok(whole) => whole.to_vec(),
-                            Err(parts) => parts.concat(),
-                        };
-                        self.store_rebuilt(job, level, local.footer.clone(), data);
+                    if let (Some(level), Some(staged)) = (&local.rebuilt, local.staged.take()) {
+                        self.store_rebuilt(job, level, local.footer.clone(), staged);
                     }
                     let repaired_chunks = sums[1] as usize;
                     return Ok(RestartOutcome { version: v, level: kind, rebuilt_ranks, repaired_chunks, fell_back });
@@ -174,18 +171,32 @@ impl Full {
         // as recorded with the version (what does not go to a region goes to `rest`).
         let mut lost_here =
             local.is_err().then(|| Self::rebuilt(job, level.clone(), name, version, recorded.regions, ids));
+        // The lost rank's file is stored again from the bytes as the scheme hands them over,
+        // still in the cache, not from a copy of the whole checkpoint after the rebuild.
+        let mut staged = match &lost_here {
+            Some(Ok(_)) => Some(Staged::create(level.file(name, version, rank).with_extension("rebuilt.tmp"))),
+            _ => None,
+        };
         let rebuilt = {
             // A rank with no places takes part all the same and fails with the scheme.
             let mut into = match lost_here.as_mut() {
                 Some(Ok(l)) => l.pieces(),
                 _ => Vec::new(),
             };
+            let mut arrived = |at: usize, bytes: &[u8]| {
+                if let Some(s) = staged.as_mut() {
+                    s.put(at, bytes);
+                }
+            };
             match recorded.scheme {
-                Some(mut over_recorded) => over_recorded.rebuild_into(have, &mut into, &target),
-                None => self.scheme.rebuild_into(have, &mut into, &target),
+                Some(mut over_recorded) => over_recorded.rebuild_into_with(have, &mut into, &mut arrived, &target),
+                None => self.scheme.rebuild_into_with(have, &mut into, &mut arrived, &target),
             }
         };
-        if !job.comm.all_agree(rebuilt.is_ok()) {
+        if let Some(Ok(l)) = lost_here.as_mut() {
+            l.staged = staged.take();
+        }
+        if !crate::patient::all_agree(job.comm.raw(), rebuilt.is_ok()) {
             let failed = job.comm.agreed(rebuilt, false, &format!("the L2 rebuild of version {version}"));
             let error = failed.expect_err("agreed fails on every rank when one failed");
             return Err(Self::with_local_causes(job, &local, error));
@@ -197,7 +208,8 @@ impl Full {
             (Err(_), Some(Err(e))) => Err(e),
             (Err(e), _) => Err(e),
         };
-        let loaded = job.comm.agree(loaded, &format!("reading version {version}"))?;
+        let all_loaded = crate::patient::all_agree(job.comm.raw(), loaded.is_ok());
+        let loaded = job.comm.agreed(loaded, all_loaded, &format!("reading version {version}"))?;
         // A set-based scheme names the lost ranks of this rank's set: the job's are the union.
         Ok((loaded, Self::all_lost(job, &rebuilt.lost)))
     }
@@ -245,22 +257,16 @@ impl Full {
         Ok(())
     }
 
-    /// Collective: the union, in order, of every rank's `lost` ranks.
+    /// Collective: the union, in order, of every rank's `lost` ranks (one allreduce of a
+    /// bit per rank, whose ranks sleep while they wait: [`crate::patient`]).
     fn all_lost(job: &Job, lost: &[usize]) -> Vec<usize> {
-        // A count word first: Open MPI refuses an all-gather of no bytes at all.
-        let words = std::iter::once(lost.len() as u64).chain(lost.iter().map(|&r| r as u64));
-        let mine: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
-        let mut all: Vec<usize> = job
-            .comm
-            .all_gather_bytes(&mine)
-            .iter()
-            .flat_map(|b| {
-                b.chunks_exact(8).skip(1).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
-            })
-            .collect();
-        all.sort_unstable();
-        all.dedup();
-        all
+        let mut mine = vec![0u64; job.comm.size().div_ceil(64)];
+        for &r in lost {
+            mine[r / 64] |= 1 << (r % 64);
+        }
+        let all =
+            crate::patient::all_reduce_u64s(job.comm.raw(), &mine, mpi::collective::SystemOperation::bitwise_or());
+        (0..job.comm.size()).filter(|r| all[r / 64] & (1 << (r % 64)) != 0).collect()
     }
 
     /// Where L2 rebuilds this rank's lost data, with the footer its lost file had: the region
@@ -297,12 +303,13 @@ impl Full {
     }
 
     /// Not collective: stores data rebuilt by L2 as this rank's file again, with its commit
-    /// marker, in a thread of its own once the data is in the regions: the restart returns
-    /// without waiting for it, and the next checkpoint, restart, `latest`, dataset deletion,
-    /// `wait_flush` or finalize joins it first ([`Full::settle`]). A failed store is logged,
-    /// not returned, and leaves no marker, so the version counts as lost on this rank again
-    /// and [`crate::Checkpointer::latest`] judges it by its redundancy as before.
-    fn store_rebuilt(&self, job: &Job, level: &Level, footer: Footer, data: Vec<u8>) {
+    /// marker, in a thread of its own from the bytes the scheme staged while it rebuilt
+    /// ([`Staged`]): the restart returns without waiting for it, and the next checkpoint,
+    /// restart, `latest`, dataset deletion, `wait_flush` or finalize joins it first
+    /// ([`Full::settle`]). A failed store is logged, not returned, and leaves no marker, so
+    /// the version counts as lost on this rank again and [`crate::Checkpointer::latest`]
+    /// judges it by its redundancy as before.
+    fn store_rebuilt(&self, job: &Job, level: &Level, footer: Footer, staged: Staged) {
         let (rank, name, version) = (job.comm.rank(), footer.name.clone(), footer.version);
         // Not fsynced: the set's redundancy, which just rebuilt these bytes, still covers
         // them, and a file the node loses again (or tears) fails its footer or CRC32C and is
@@ -311,9 +318,15 @@ impl Full {
         let (dir, file, marker) =
             (level.version_dir(&name, version), level.file(&name, version, rank), level.marker(&name, version, rank));
         let store = move || {
-            let stored = std::fs::create_dir_all(&dir)
-                .map_err(|e| CkptError::io("create", &dir, e))
-                .and_then(|_| format::write(&file, &[&data], footer, &opts))
+            // The staged bytes are read back here, off the restart's path, and written with
+            // their checksums (and the level's chunk parity) as any checkpoint file is.
+            let stored = staged
+                .data(footer.data_bytes() as usize)
+                .and_then(|data| {
+                    std::fs::create_dir_all(&dir)
+                        .map_err(|e| CkptError::io("create", &dir, e))
+                        .and_then(|_| format::write(&file, &[&data], footer, &opts))
+                })
                 .and_then(|_| std::fs::write(&marker, b"").map_err(|e| CkptError::io("commit", &marker, e)));
             if let Err(e) = stored {
                 log::warn!("rank {rank}: restored {name} v{version}, but storing its rebuilt file again failed: {e}");
@@ -349,10 +362,12 @@ impl Full {
 
 /// Collective: two words reduced with `op` in one allreduce (a restart's agreements ride
 /// in pairs, so each costs one collective).
+///
+/// The collective sleeps while it waits ([`crate::patient`]): a rank that finished reading
+/// its file early leaves the cores to those still reading, where ranks share them.
 fn all_reduce_pair(job: &Job, mine: [u64; 2], op: mpi::collective::SystemOperation) -> [u64; 2] {
-    let mut out = [0u64; 2];
-    mpi::traits::CommunicatorCollectives::all_reduce_into(job.comm.raw(), &mine[..], &mut out[..], op);
-    out
+    let out = crate::patient::all_reduce_u64s(job.comm.raw(), &mine, op);
+    [out[0], out[1]]
 }
 
 /// A candidate's data on this rank once it is read, or rebuilt: in the regions it restores,
@@ -360,6 +375,9 @@ fn all_reduce_pair(job: &Job, mine: [u64; 2], op: mpi::collective::SystemOperati
 /// another size); `slots` says which piece went where ([`Full::slots`]).
 struct Local {
     footer: Footer,
+    /// This rank's rebuilt bytes as the scheme handed them over (only on a rank that was
+    /// rebuilt), to store its file again from ([`Full::store_rebuilt`]).
+    staged: Option<Staged>,
     slots: Vec<(usize, Option<Region>)>,
     rest: Vec<u8>,
     repaired_chunks: usize,
@@ -386,7 +404,7 @@ impl Local {
                 )));
             }
         }
-        Ok(Local { footer, slots, rest, repaired_chunks: 0, rebuilt })
+        Ok(Local { footer, staged: None, slots, rest, repaired_chunks: 0, rebuilt })
     }
 
     fn footer(&self) -> &Footer {
@@ -433,5 +451,55 @@ impl Local {
             [one] => Ok(one),
             _ => Err(pieces),
         }
+    }
+}
+
+/// A rebuilt rank's data on its way back to its file: the scheme hands each stretch over as
+/// it lands ([`crate::redundancy::Redundancy::rebuild_into_with`]), and it goes to this
+/// staging file beside the checkpoint file at once (a copy into the page cache while the
+/// bytes are in the cache, during the rebuild), so that the restart does not copy the whole
+/// checkpoint once the rebuild is over. The first failed write is kept and fails the store;
+/// the staging file goes when this is dropped.
+struct Staged {
+    path: std::path::PathBuf,
+    file: Result<std::fs::File>,
+}
+
+impl Staged {
+    fn create(path: std::path::PathBuf) -> Staged {
+        let file = std::fs::File::create(&path).map_err(|e| CkptError::io("create", &path, e));
+        Staged { path, file }
+    }
+
+    /// Writes `bytes` at data offset `at`.
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        if let Ok(file) = &self.file {
+            if let Err(e) = file.write_all_at(bytes, at as u64) {
+                self.file = Err(CkptError::io("write", &self.path, e));
+            }
+        }
+    }
+
+    /// The staged data, which must be `len` bytes.
+    fn data(&self, len: usize) -> Result<Vec<u8>> {
+        if let Err(e) = &self.file {
+            return Err(CkptError::Corrupt(format!("staging the rebuilt data failed: {e}")));
+        }
+        let data = std::fs::read(&self.path).map_err(|e| CkptError::io("read", &self.path, e))?;
+        if data.len() != len {
+            return Err(CkptError::Corrupt(format!(
+                "{}: {} bytes staged, but the rebuilt data has {len}",
+                self.path.display(),
+                data.len()
+            )));
+        }
+        Ok(data)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }

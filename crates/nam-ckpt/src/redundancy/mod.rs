@@ -72,6 +72,10 @@ impl Scheme {
     }
 }
 
+/// Where [`Redundancy::rebuild_into_with`] hands a lost rank's rebuilt bytes as they land:
+/// `(offset in the rank's data, bytes)`.
+pub type Arrived<'a> = dyn FnMut(usize, &[u8]) + 'a;
+
 /// Parameters of the L2 schemes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RedundancyConfig {
@@ -168,6 +172,32 @@ pub trait Redundancy {
         let mut rebuilt = self.rebuild(data, target)?;
         if let Some(bytes) = rebuilt.data.take() {
             scatter(&bytes, into)?;
+        }
+        Ok(rebuilt)
+    }
+
+    /// [`Redundancy::rebuild_into`] that also hands the lost rank's bytes to `arrived`, as
+    /// `(offset in the concatenation of into, bytes)`, once each stretch of them is in place:
+    /// the checkpoint library stores the rebuilt file from them while the rebuild still runs,
+    /// instead of copying the whole checkpoint after it. Every byte of `into` is handed over
+    /// exactly once, in any order; nothing on a rank that has its data, nor when the rebuild
+    /// fails. The default hands over the pieces once the rebuild is done; schemes that
+    /// receive the data in blocks override it to hand each block over as it lands, while it
+    /// is still in the cache.
+    fn rebuild_into_with(
+        &mut self,
+        data: Option<&[u8]>,
+        into: &mut [&mut [u8]],
+        arrived: &mut Arrived<'_>,
+        target: &Target,
+    ) -> Result<Rebuilt> {
+        let rebuilt = self.rebuild_into(data, into, target)?;
+        if data.is_none() {
+            let mut at = 0;
+            for piece in into.iter() {
+                arrived(at, piece);
+                at += piece.len();
+            }
         }
         Ok(rebuilt)
     }
@@ -290,9 +320,10 @@ pub(crate) fn missing_file(path: &Path) -> Option<String> {
     (!path.exists()).then(|| format!("{} is missing", path.display()))
 }
 
-/// Ranks without data, agreed over `comm` (collective).
+/// Ranks without data, agreed over `comm` (collective; the survivors, which arrive once they
+/// read their data back, sleep while they wait: [`crate::patient`]).
 pub(crate) fn lost_ranks<C: mpi::traits::Communicator>(comm: &C, have: bool) -> Vec<usize> {
-    let flags = crate::comm::all_gather_u64(comm, u64::from(have));
+    let flags = crate::patient::all_gather_u64(comm, u64::from(have));
     flags.iter().enumerate().filter(|(_, &f)| f == 0).map(|(r, _)| r).collect()
 }
 
@@ -300,6 +331,14 @@ pub(crate) fn lost_ranks<C: mpi::traits::Communicator>(comm: &C, have: bool) -> 
 /// one naming that another rank failed).
 pub(crate) fn agree<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>, what: &str) -> Result<T> {
     let all_ok = crate::comm::all_agree(comm, local.is_ok());
+    agreed(comm, local, all_ok, what)
+}
+
+/// [`agree`] whose ranks sleep while they wait ([`crate::patient`]): for the agreements of a
+/// rebuild, where ranks arrive as far apart as one rank's share of the work, and the ranks
+/// still working need the shared cores.
+pub(crate) fn agree_patient<T, C: mpi::traits::Communicator>(comm: &C, local: Result<T>, what: &str) -> Result<T> {
+    let all_ok = crate::patient::all_agree(comm, local.is_ok());
     agreed(comm, local, all_ok, what)
 }
 

@@ -13,7 +13,7 @@
 //! against stored checksums, so wrong data is never returned. The ranks' collectives sleep
 //! while they wait ([`crate::patient`]), as their waits for the server do.
 
-use super::{agree, agreed, LocalWrite, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use super::{agree, agreed, Arrived, LocalWrite, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
 use crate::comm::{all_gather_u64, Comm};
 use crate::cpu::Stopwatch;
 use crate::error::{CkptError, Result};
@@ -243,6 +243,33 @@ impl Redundancy for NamXor {
         let rebuilt = self.rebuild_in_buffer(data, target)?;
         if data.is_none() && !rebuilt.lost.is_empty() {
             super::scatter(self.member.as_ref().expect("restored").buffer(), into)?;
+        }
+        Ok(rebuilt)
+    }
+
+    /// [`Redundancy::rebuild_into`] whose rebuilt bytes go from the group buffer to `into` in
+    /// a thread of its own while this thread hands them to `arrived` (the checkpoint library
+    /// stages the file from them): the two copies run on two cores, not one after the other.
+    fn rebuild_into_with(
+        &mut self,
+        data: Option<&[u8]>,
+        into: &mut [&mut [u8]],
+        arrived: &mut Arrived<'_>,
+        target: &Target,
+    ) -> Result<Rebuilt> {
+        let rebuilt = self.rebuild_in_buffer(data, target)?;
+        if data.is_none() && !rebuilt.lost.is_empty() {
+            let buffer = self.member.as_ref().expect("restored").buffer();
+            let holds: usize = into.iter().map(|p| p.len()).sum();
+            if holds != buffer.len() {
+                // The same refusal as `scatter`'s, before anything is copied or staged.
+                return super::scatter(buffer, into).map(|()| rebuilt);
+            }
+            std::thread::scope(|threads| {
+                let copy = threads.spawn(|| super::scatter(buffer, into));
+                arrived(0, buffer);
+                copy.join().expect("the copy into the regions does not panic")
+            })?;
         }
         Ok(rebuilt)
     }

@@ -9,7 +9,7 @@
 //! a lost rank's copy back from its partner, then restores the copies the lost rank held.
 
 use super::xor::remove_if_exists;
-use super::{agree, lost_ranks, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
+use super::{agree, agree_patient, lost_ranks, Arrived, ProtectStats, Rebuilt, Redundancy, Scheme, Target};
 use super::{piece_at, write_at};
 use crate::comm::Comm;
 use crate::cpu::Stopwatch;
@@ -133,11 +133,21 @@ impl Redundancy for Partner {
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        self.rebuild_streamed(data, None, target)
+        self.rebuild_streamed(data, None, None, target)
     }
 
     fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
-        self.rebuild_streamed(data, Some(into), target)
+        self.rebuild_streamed(data, Some(into), None, target)
+    }
+
+    fn rebuild_into_with(
+        &mut self,
+        data: Option<&[u8]>,
+        into: &mut [&mut [u8]],
+        arrived: &mut Arrived<'_>,
+        target: &Target,
+    ) -> Result<Rebuilt> {
+        self.rebuild_streamed(data, Some(into), Some(arrived), target)
     }
 
     fn discard(&mut self, target: &Target) -> Result<()> {
@@ -230,6 +240,7 @@ impl Partner {
         &mut self,
         data: Option<&[u8]>,
         into: Option<&mut [&mut [u8]]>,
+        arrived: Option<&mut Arrived<'_>>,
         target: &Target,
     ) -> Result<Rebuilt> {
         let clock = Stopwatch::start();
@@ -247,7 +258,7 @@ impl Partner {
         // Holders open the copies they return: their headers are checked before anything moves.
         let held: Result<Vec<(usize, RedReader)>> =
             lost.iter().filter(|&&l| self.partner[l] == me).map(|&l| open_copy(target, l).map(|c| (l, c))).collect();
-        let held = agree(&self.comm, held, "reading partner copies")?;
+        let held = agree_patient(&self.comm, held, "reading partner copies")?;
         let block = self.block;
         let mut outgoing: Vec<Outgoing> = held
             .into_iter()
@@ -302,7 +313,8 @@ impl Partner {
                 vec![&mut returned[..]]
             }
         };
-        self.stream(&mut outgoing, own.as_ref(), &mut pieces, &mut incoming);
+        let mut arrived = arrived.filter(|_| own.as_ref().is_some_and(|o| !o.dropped));
+        self.stream(&mut outgoing, own.as_ref(), &mut pieces, &mut incoming, &mut arrived);
         drop(pieces);
         // Every copy read to its end passed its CRC32C; every copy written is complete.
         for o in outgoing {
@@ -315,20 +327,21 @@ impl Partner {
         for i in incoming {
             done = done.and(i.writer.and_then(|w| w.finish(target.fsync)));
         }
-        agree(&self.comm, done, "returning and restoring partner copies")?;
+        agree_patient(&self.comm, done, "returning and restoring partner copies")?;
         let data = (own.is_some() && returning).then_some(returned);
         Ok(Rebuilt { data, lost, seconds: clock.wall_seconds(), cpu_seconds: clock.cpu_seconds() })
     }
 
     /// The rounds of [`Partner::rebuild_streamed`]: in round `b` every stream's block `b` is
     /// in flight (non-blocking sends and receives) while the next block of each copy sent is
-    /// read and the previous block of each copy received is written.
+    /// read, and the blocks of each copy received are written by a thread of their own.
     fn stream(
         &self,
         outgoing: &mut [Outgoing],
         own: Option<&Own>,
         pieces: &mut [&mut [u8]],
         incoming: &mut [Incoming],
+        arrived: &mut Option<&mut Arrived<'_>>,
     ) {
         let block = self.block;
         let longest = outgoing.iter().map(|o| o.len).chain(incoming.iter().map(|i| i.len)).chain(own.map(|o| o.len));
@@ -338,80 +351,130 @@ impl Partner {
         }
         // Own bytes that straddle two pieces, or that are dropped, arrive here.
         let mut scratch = vec![0u8; if own.is_some() { block } else { 0 }];
-        for b in 0..rounds {
-            let mut straddles = None;
-            mpi::request::scope(|scope| {
-                let mut requests = Vec::new();
-                for o in outgoing.iter_mut() {
-                    let Some((at, len)) = block_range(o.len, block, b) else { continue };
-                    let dest = self.comm.process_at_rank(o.to as i32);
-                    let (first, second) = o.bufs.split_at_mut(1);
-                    let (cur, next) =
-                        if b % 2 == 0 { (&first[0], &mut second[0]) } else { (&second[0], &mut first[0]) };
-                    let bytes: &[u8] = match &o.source {
-                        Origin::Data(d) => {
-                            let d: &[u8] = d;
-                            &d[at..at + len]
+        // The copies this rank holds again go to their files in a thread of their own: the
+        // lost rank receives two streams and stores both, and where ranks share the cores
+        // the other core takes the writes (and their CRC32C) while this thread receives.
+        // Each block buffer goes to the writer once filled and comes back once written.
+        let (to_writer, jobs) = std::sync::mpsc::channel::<(usize, Vec<u8>, usize)>();
+        let (give_back, written) = std::sync::mpsc::channel::<(usize, Vec<u8>)>();
+        let mut writers: Vec<Result<RedWriter>> = incoming
+            .iter_mut()
+            .map(|i| {
+                std::mem::replace(
+                    &mut i.writer,
+                    Err(CkptError::Unrecoverable("the copy is with its writer thread".into())),
+                )
+            })
+            .collect();
+        let mut free: Vec<Vec<Vec<u8>>> = incoming.iter_mut().map(|i| std::mem::take(&mut i.bufs).into()).collect();
+        std::thread::scope(|threads| {
+            let writer = (!incoming.is_empty()).then(|| {
+                threads.spawn(move || {
+                    for (i, buf, len) in jobs {
+                        if let Ok(w) = &mut writers[i] {
+                            if let Err(e) = w.write(&buf[..len]) {
+                                writers[i] = Err(e);
+                            }
                         }
-                        Origin::Copy(_) => &cur[..len],
-                    };
-                    requests.push(dest.immediate_send_with_tag(scope, bytes, o.tag));
-                    // While it is in flight: the copy's next block.
-                    if let (Some((_, next_len)), Origin::Copy(copy), None) =
-                        (block_range(o.len, block, b + 1), &mut o.source, &o.failed)
-                    {
-                        if let Err(e) = copy.read(&mut next[..next_len]) {
-                            o.failed = Some(e);
-                        }
+                        // The receiver is gone only once the rounds are over.
+                        let _ = give_back.send((i, buf));
                     }
-                }
-                if let Some((own, (at, len))) = own.and_then(|o| block_range(o.len, block, b).map(|r| (o, r))) {
-                    let src = self.comm.process_at_rank(own.from as i32);
-                    let into: &mut [u8] = match piece_at(pieces, at, len).filter(|_| !own.dropped) {
-                        Some((p, off)) => &mut pieces[p][off..off + len],
-                        None => {
-                            straddles = Some((at, len));
-                            &mut scratch[..len]
-                        }
-                    };
-                    requests.push(src.immediate_receive_into_with_tag(scope, into, TAG_RETURN));
-                }
-                for i in incoming.iter_mut() {
-                    let (first, second) = i.bufs.split_at_mut(1);
-                    let (cur, prev) =
-                        if b % 2 == 0 { (&mut first[0], &mut second[0]) } else { (&mut second[0], &mut first[0]) };
-                    if let Some((_, len)) = block_range(i.len, block, b) {
-                        let src = self.comm.process_at_rank(i.from as i32);
-                        requests.push(src.immediate_receive_into_with_tag(scope, &mut cur[..len], TAG_RESTORE));
-                    }
-                    // While it arrives: the previous block to the file.
-                    if let (Some((_, prev_len)), Ok(w)) =
-                        (b.checked_sub(1).and_then(|p| block_range(i.len, block, p)), &mut i.writer)
-                    {
-                        if let Err(e) = w.write(&prev[..prev_len]) {
-                            i.writer = Err(e);
-                        }
-                    }
-                }
-                for r in requests {
-                    r.wait_without_status();
-                }
+                    writers
+                })
             });
-            if let (Some((at, len)), Some(own)) = (straddles, own) {
-                if !own.dropped {
-                    write_at(pieces, at, &scratch[..len]);
+            for b in 0..rounds {
+                let mut straddles = None;
+                let mut landed = None;
+                // A buffer for each copy's block b: a free one, else the next the writer
+                // gives back.
+                let mut cur: Vec<Option<(Vec<u8>, usize)>> = Vec::with_capacity(incoming.len());
+                for (k, i) in incoming.iter().enumerate() {
+                    cur.push(block_range(i.len, block, b).map(|(_, len)| {
+                        while free[k].is_empty() {
+                            let (from, buf) = written.recv().expect("the writer gives every buffer back");
+                            free[from].push(buf);
+                        }
+                        (free[k].pop().expect("a free buffer"), len)
+                    }));
+                }
+                mpi::request::scope(|scope| {
+                    let mut requests = Vec::new();
+                    for o in outgoing.iter_mut() {
+                        let Some((at, len)) = block_range(o.len, block, b) else { continue };
+                        let dest = self.comm.process_at_rank(o.to as i32);
+                        let (first, second) = o.bufs.split_at_mut(1);
+                        let (cur, next) =
+                            if b % 2 == 0 { (&first[0], &mut second[0]) } else { (&second[0], &mut first[0]) };
+                        let bytes: &[u8] = match &o.source {
+                            Origin::Data(d) => {
+                                let d: &[u8] = d;
+                                &d[at..at + len]
+                            }
+                            Origin::Copy(_) => &cur[..len],
+                        };
+                        requests.push(dest.immediate_send_with_tag(scope, bytes, o.tag));
+                        // While it is in flight: the copy's next block.
+                        if let (Some((_, next_len)), Origin::Copy(copy), None) =
+                            (block_range(o.len, block, b + 1), &mut o.source, &o.failed)
+                        {
+                            if let Err(e) = copy.read(&mut next[..next_len]) {
+                                o.failed = Some(e);
+                            }
+                        }
+                    }
+                    if let Some((own, (at, len))) = own.and_then(|o| block_range(o.len, block, b).map(|r| (o, r))) {
+                        let src = self.comm.process_at_rank(own.from as i32);
+                        let into: &mut [u8] = match piece_at(pieces, at, len).filter(|_| !own.dropped) {
+                            Some((p, off)) => {
+                                landed = Some((p, off, at, len));
+                                &mut pieces[p][off..off + len]
+                            }
+                            None => {
+                                straddles = Some((at, len));
+                                &mut scratch[..len]
+                            }
+                        };
+                        requests.push(src.immediate_receive_into_with_tag(scope, into, TAG_RETURN));
+                    }
+                    for (i, c) in incoming.iter().zip(cur.iter_mut()) {
+                        if let Some((buf, len)) = c {
+                            let src = self.comm.process_at_rank(i.from as i32);
+                            requests.push(src.immediate_receive_into_with_tag(scope, &mut buf[..*len], TAG_RESTORE));
+                        }
+                    }
+                    // Sleeping while the other ends catch up: where ranks share the cores, the
+                    // lost rank, which receives two streams, needs them most.
+                    for r in requests {
+                        crate::patient::wait(r);
+                    }
+                });
+                for (k, c) in cur.into_iter().enumerate() {
+                    if let Some((buf, len)) = c {
+                        // The writer ends only when this sender is dropped.
+                        let _ = to_writer.send((k, buf, len));
+                    }
+                }
+                if let (Some((at, len)), Some(own)) = (straddles, own) {
+                    if !own.dropped {
+                        write_at(pieces, at, &scratch[..len]);
+                        if let Some(f) = arrived.as_mut() {
+                            f(at, &scratch[..len]);
+                        }
+                    }
+                }
+                // The block is in place: staged while it is still in the cache.
+                if let (Some((p, off, at, len)), Some(f)) = (landed, arrived.as_mut()) {
+                    f(at, &pieces[p][off..off + len]);
                 }
             }
-        }
-        // The last round's block of each copy received (earlier blocks went in the rounds).
-        for i in incoming.iter_mut() {
-            let last = rounds.checked_sub(1).and_then(|b| block_range(i.len, block, b).map(|r| (b, r.1)));
-            if let (Some((b, len)), Ok(w)) = (last, &mut i.writer) {
-                if let Err(e) = w.write(&i.bufs[b % 2][..len]) {
-                    i.writer = Err(e);
+            drop(to_writer);
+            if let Some(writer) = writer {
+                let writers = writer.join().expect("the partner copy writer does not panic");
+                for (i, w) in incoming.iter_mut().zip(writers) {
+                    i.writer = w;
                 }
             }
-        }
+        });
     }
 }
 
