@@ -466,8 +466,13 @@ struct Staged {
 }
 
 impl Staged {
+    /// Creates the staging file, and its directory: a node that lost its storage may have
+    /// lost the version's directory too.
     fn create(path: std::path::PathBuf) -> Staged {
-        let file = std::fs::File::create(&path).map_err(|e| CkptError::io("create", &path, e));
+        let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let file = std::fs::create_dir_all(&dir)
+            .map_err(|e| CkptError::io("create", &dir, e))
+            .and_then(|_| std::fs::File::create(&path).map_err(|e| CkptError::io("create", &path, e)));
         Staged { path, file }
     }
 
