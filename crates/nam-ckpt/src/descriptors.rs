@@ -329,6 +329,14 @@ impl Described {
         self.names.iter().position(|n| n == text.trim())
     }
 
+    /// The descriptor that protected the version in `target.dir` by the pooled records only,
+    /// for a rebuild: they are the same on every rank, so every rank takes the same scheme
+    /// into the rebuild's collectives, or fails alike.
+    fn pooled(&self, target: &Target) -> Result<usize> {
+        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
+        known.ok_or_else(|| self.unrecorded(target))
+    }
+
     fn record(&self, target: &Target) -> Result<()> {
         let path = target.file(RECORD_SUFFIX);
         let name = &self.names[self.active()];
@@ -358,22 +366,13 @@ impl Redundancy for Described {
     }
 
     fn rebuild(&mut self, data: Option<&[u8]>, target: &Target) -> Result<Rebuilt> {
-        // Only the pooled records: they are the same on every rank, so every rank takes the
-        // same scheme into this collective, or fails alike.
-        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
-        match known {
-            Some(i) => self.schemes[i].rebuild(data, target),
-            None => Err(self.unrecorded(target)),
-        }
+        let i = self.pooled(target)?;
+        self.schemes[i].rebuild(data, target)
     }
 
     fn rebuild_into(&mut self, data: Option<&[u8]>, into: &mut [&mut [u8]], target: &Target) -> Result<Rebuilt> {
-        // As `rebuild`: the pooled records choose the scheme on every rank alike.
-        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
-        match known {
-            Some(i) => self.schemes[i].rebuild_into(data, into, target),
-            None => Err(self.unrecorded(target)),
-        }
+        let i = self.pooled(target)?;
+        self.schemes[i].rebuild_into(data, into, target)
     }
 
     fn rebuild_into_with(
@@ -383,12 +382,8 @@ impl Redundancy for Described {
         arrived: &mut Arrived<'_>,
         target: &Target,
     ) -> Result<Rebuilt> {
-        // As `rebuild`: the pooled records choose the scheme on every rank alike.
-        let known = self.selection.lock().expect("not poisoned").known.get(target.dir).copied();
-        match known {
-            Some(i) => self.schemes[i].rebuild_into_with(data, into, arrived, target),
-            None => Err(self.unrecorded(target)),
-        }
+        let i = self.pooled(target)?;
+        self.schemes[i].rebuild_into_with(data, into, arrived, target)
     }
 
     fn discard(&mut self, target: &Target) -> Result<()> {
