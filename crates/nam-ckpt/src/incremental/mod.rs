@@ -210,7 +210,12 @@ impl Incremental {
         self.pin(job);
         let targeted = fault_targets(version, job.comm.rank());
         let engine = self.open().engine.as_ref().expect("started");
-        let die = targeted && engine.hold_next_commit();
+        // The fault kills the rank during the copy of `version` alone: the background copies
+        // of earlier versions finish first. On a loaded machine one can still run here, and
+        // holding the next commit would hold it too, so the rank would die with two versions
+        // uncommitted instead of the one the fault names.
+        let settled = !targeted || engine.wait().map_err(|e| log::warn!("before the injected fault: {e}")).is_ok();
+        let die = targeted && settled && engine.hold_next_commit();
         let before = engine.stats().bytes_written;
         let started = std::time::Instant::now();
         let local = engine.checkpoint_with(meta.encode()).map_err(ckpt_error);
