@@ -211,9 +211,10 @@ impl Incremental {
         let targeted = fault_targets(version, job.comm.rank());
         let engine = self.open().engine.as_ref().expect("started");
         // The fault kills the rank during the copy of `version` alone: the background copies
-        // of earlier versions finish first. On a loaded machine one can still run here, and
-        // holding the next commit would hold it too, so the rank would die with two versions
-        // uncommitted instead of the one the fault names.
+        // of earlier versions finish first. In early-late mode a copy goes on into later
+        // intervals, so on a loaded machine the previous one can still run here, the kill
+        // right after this checkpoint would end it too, and the rank would die with two
+        // versions uncommitted instead of the one the fault names.
         let settled = !targeted || engine.wait().map_err(|e| log::warn!("before the injected fault: {e}")).is_ok();
         let die = targeted && settled && engine.hold_next_commit();
         let before = engine.stats().bytes_written;
