@@ -545,7 +545,9 @@ impl<'c> CkptMember<'c> {
     /// over TCP (UCX emulates RMA there). Sleeping a fixed backoff let the socket fill and
     /// stalled the server's transfer for the rest of each sleep; sleeping on the worker's
     /// event fd (up to `max`) wakes the rank as soon as a message arrives, and costs it no
-    /// CPU while none does.
+    /// CPU while none does. A `max` under 1 ms ([`CKPT_PULL_POLL_MAX`], while the buffer is
+    /// being pulled or pushed) does not sleep at all ([`nam_ucx::Worker::wait_for_events`]):
+    /// the rank keeps progressing, which is what the transfer needs then.
     fn progress_and_sleep(&self, polls: &mut u32, max: Duration) {
         let inner = self.client.lock();
         while inner.worker.progress() > 0 {}

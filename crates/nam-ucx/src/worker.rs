@@ -163,6 +163,13 @@ impl Worker {
 
     /// Sleeps until the worker has events or `timeout` passes. Returns `true` if it slept
     /// (or was woken), `false` if events were already pending and the caller must progress.
+    ///
+    /// `poll` counts whole milliseconds, so a timeout under 1 ms does not sleep: the call
+    /// arms the worker and returns at once, and the caller progresses again. nam-client's
+    /// waits while a server pulls or pushes a rank's buffer over TCP (`CKPT_PULL_POLL_MAX`)
+    /// rely on that: the server's emulated GETs and PUTs move only while the rank
+    /// progresses, and a version that slept for real (`ppoll`) made a loopback restore's
+    /// rebuild 2-3x slower, the woken rank waiting for a core before it could answer.
     pub fn wait_for_events(&self, timeout: Duration) -> Result<bool> {
         let fd = self.event_fd()?;
         // SAFETY: worker alive.
