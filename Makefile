@@ -7,14 +7,16 @@ PREFIX ?= /usr/local
 setup:
 	scripts/setup.sh
 
-# Installs anything missing, checks formatting and lints, builds everything (the C tests
-# link the libnam.so this makes; --all-targets builds the dependencies once, with the
-# features the tests' dev-dependencies add), then runs every test binary, reporting every
-# failure (--no-fail-fast: one failing binary does not hide the ones after it).
+# Installs anything missing, checks formatting, lints and that the API docs build with no
+# broken or private link, builds everything (the C tests link the libnam.so this makes;
+# --all-targets builds the dependencies once, with the features the tests' dev-dependencies
+# add), then runs every test binary, reporting every failure (--no-fail-fast: one failing
+# binary does not hide the ones after it).
 test:
 	scripts/setup.sh --deps-only
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --lib
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace --no-fail-fast
 	.venv/bin/maturin develop -q -m python/Cargo.toml

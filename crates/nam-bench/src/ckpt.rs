@@ -48,7 +48,7 @@ pub struct CkptBenchArgs {
     /// Compute phase before each checkpoint, in milliseconds.
     #[arg(long, default_value_t = 100)]
     compute_ms: u64,
-    /// Node-local storage root (each rank uses <dir>/rank-<r>); disk or tmpfs.
+    /// Node-local storage root (each rank uses `<dir>/rank-<r>`); disk or tmpfs.
     #[arg(long)]
     dir: PathBuf,
     /// Write local checkpoints without fsync (tmpfs, or to show the page-cache case).

@@ -42,7 +42,7 @@ pub struct RedundancyArgs {
     /// Flip a byte of this rank's stored redundancy before the rebuild.
     #[arg(long)]
     corrupt_redundancy_of: Option<usize>,
-    /// Node-local directory root (each rank uses <dir>/rank-<r>).
+    /// Node-local directory root (each rank uses `<dir>/rank-<r>`).
     #[arg(long)]
     dir: PathBuf,
     /// Largest XOR / RS set.

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! `<dir>` is the job's control directory (the library's `datasets.dir`: by default its
-//! `flush.dir`, else its `ssd.dir`). [`list`] walks a level directory and reports each
+//! `flush.dir`, else its `ssd.dir`). [`list`](mod@list) walks a level directory and reports each
 //! dataset with its completeness. Every file is read as hostile: a malformed one is a
 //! [`ControlError`] naming the file and the cause, never a panic.
 

@@ -15,7 +15,7 @@
 //!   `rank-<r>.layout`: the node and failure group of every rank, and every rank's region
 //!   layout). When a restart, or [`crate::Checkpointer::latest`], judges a version that
 //!   needs a rebuild and the job runs on another layout than that version was written with,
-//!   the L2 scheme is formed over the version's own recorded layout ([`scheme_for`]), so
+//!   the L2 scheme is formed over the version's own recorded layout (`scheme_for`), so
 //!   XOR, RS, partner and NAM-XOR find the sets that hold their redundancy; ranks whose node
 //!   is gone (nothing left to move) are rebuilt from it, and a version no scheme can rebuild
 //!   falls back to the file-system level as any restart does. A rebuilt rank's data is cut

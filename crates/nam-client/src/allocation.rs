@@ -10,11 +10,11 @@ use std::sync::Arc;
 pub struct AllocOptions {
     /// Alignment (power of two); 0 means the server's default (64 bytes).
     pub align: u64,
-    /// Other clients of the tenant may [`Client::open`] it by name.
+    /// Other clients of the tenant may [`crate::Client::open`] it by name.
     pub shared: bool,
     /// Survives the disconnect of every holder until freed (needs a name).
     pub persistent: bool,
-    /// Name for [`Client::open`]; `None` for anonymous.
+    /// Name for [`crate::Client::open`]; `None` for anonymous.
     pub name: Option<String>,
     /// Server index in the configured list; `None` spreads allocations round-robin.
     pub server: Option<usize>,

@@ -56,7 +56,7 @@ pub const POLL_BACKOFF_STEP: Duration = Duration::from_micros(10);
 /// bandwidth is not one round trip per chunk.
 pub const MESSAGE_WINDOW: usize = 8;
 /// Message-path puts (chunks) sent without their reply collected, per server: a put returns
-/// once sent, and the oldest reply is awaited when more are outstanding ([`crate::pending`]).
+/// once sent, and the oldest reply is awaited when more are outstanding (`crate::pending`).
 pub const MESSAGE_PUTS_IN_FLIGHT_MAX: usize = 32;
 
 // ---- Path choice (direct / RMA crossover) -----------------------------------------------
@@ -103,7 +103,7 @@ pub const WAIT_SPIN_DEFAULT: Duration = Duration::from_micros(20);
 /// core still runs once the waiter sleeps on its futex.
 pub const WAIT_SPIN_BUSY: Duration = Duration::from_micros(20);
 /// Longest single sleep of a waiter on a wake-up: bounds the delay of a change no one
-/// announced (a store by a path that does not wake, see [`crate::wake`]).
+/// announced (a store by a path that does not wake, see `crate::wake`).
 pub const WAIT_SLEEP_SLICE: Duration = Duration::from_millis(10);
 /// Longest single sleep of a direct-path waiter that found no room in the wake table.
 pub const WAIT_SLEEP_UNREGISTERED: Duration = Duration::from_micros(200);

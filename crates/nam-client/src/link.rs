@@ -25,10 +25,10 @@ pub(crate) type ReplyQueue = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataPath {
     /// One-sided UCX RMA through shared memory: same host, data endpoint without failure
-    /// detection (see [`Link`]).
+    /// detection (see `Link`).
     SharedMemory,
     /// One-sided UCX RMA over a fabric with hardware RMA (RDMA), with failure detection
-    /// when the server is on another host (see [`Link`]).
+    /// when the server is on another host (see `Link`).
     Rdma,
     /// Control messages the server executes (put, get, atomics), for peers with neither:
     /// UCX would emulate RMA in the server there, and UCX 1.13 aborts a server whose

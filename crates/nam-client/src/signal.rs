@@ -2,7 +2,7 @@
 
 use crate::allocation::Allocation;
 
-/// How a signal word is updated by [`Client::put_signal`].
+/// How a signal word is updated by [`crate::Client::put_signal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignalOp {
     /// The word becomes the value.
@@ -11,7 +11,7 @@ pub enum SignalOp {
     Add,
 }
 
-/// The signal word a [`Client::put_signal`] updates after its data.
+/// The signal word a [`crate::Client::put_signal`] updates after its data.
 #[derive(Debug, Clone, Copy)]
 pub struct Signal<'a> {
     /// The allocation holding the 64-bit word.
@@ -24,7 +24,7 @@ pub struct Signal<'a> {
     pub op: SignalOp,
 }
 
-/// Comparison for [`Client::wait_until`].
+/// Comparison for [`crate::Client::wait_until`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compare {
     /// word == value

@@ -23,7 +23,7 @@
 //! * [`report`] — JSON records and Table-4.4-shaped text of results.
 //! * [`seed`] — Abeyratne 2017's published Table 4.4, for comparison (the module, [`SimConfig::seed_table`]
 //!   and the `seed_*` names refer to those published numbers, not to random seeds).
-//! * [`bench`] — throughput and trial-rate measurements, each with its baseline.
+//! * [`bench`](mod@bench) — throughput and trial-rate measurements, each with its baseline.
 //! * [`error`] — the typed errors.
 //!
 //! # Example

@@ -379,7 +379,7 @@ pub fn allocate_zeroed(size: usize) -> *mut u8 {
 
 /// Makes the far block at `ptr` (from [`allocate`], of `size` bytes) read as zeros, for
 /// `calloc`: its whole pages through the pager, which fetches none of them and drops any
-/// resident ([`zero`]).
+/// resident (`zero`).
 pub fn zero_block(ptr: *mut u8, size: usize) {
     let off = ptr as u64 - BASE.load(Ordering::Relaxed);
     zero(off, (size as u64).div_ceil(PAGE).max(1) * PAGE);

@@ -14,7 +14,7 @@
 //!
 //! Looking the functions up may itself allocate (the dynamic linker's bookkeeping, older
 //! glibc's `dlerror` buffer); while it runs, requests are served from a small static
-//! bootstrap buffer, whose blocks are never reused ([`in_bootstrap`]).
+//! bootstrap buffer, whose blocks are never reused (`in_bootstrap`).
 
 use crate::constants::{BOOTSTRAP_ALIGN, BOOTSTRAP_BYTES};
 use std::ffi::{c_void, CStr};

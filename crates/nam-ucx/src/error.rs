@@ -52,7 +52,7 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
     /// The UCX library loaded at run time is not the release nam was built against. The
-    /// checks of a peer's packed addresses and keys ([`crate::peer`]) follow the layouts of
+    /// checks of a peer's packed addresses and keys (`crate::peer`) follow the layouts of
     /// the release built against, so another one is refused rather than trusted.
     #[error(
         "UCX {loaded} is loaded, but nam was built against UCX {built}: rebuild nam, or load the \

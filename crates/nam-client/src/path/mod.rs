@@ -3,16 +3,16 @@
 //! get, atomic, word load, put with signal, flush).
 //!
 //! Three paths:
-//! - [`Path::Direct`] ([`direct`]): the server's pool is mapped into this process (same
+//! - [`Path::Direct`] (`direct`): the server's pool is mapped into this process (same
 //!   host, shared-memory data path): plain loads, stores and CPU atomics.
-//! - [`Path::Rma`] ([`rma`]): one-sided UCX operations through the pool's remote key, over
+//! - [`Path::Rma`] (`rma`): one-sided UCX operations through the pool's remote key, over
 //!   shared memory or RDMA.
-//! - [`Path::Messages`] ([`messages`]): control messages the server executes, for peers
+//! - [`Path::Messages`] (`messages`): control messages the server executes, for peers
 //!   with neither (TCP).
 //!
 //! The choice (the Unimem MPhil thesis, Ch. 4: native stores below a threshold, the RDMA
 //! engine above it; UCX selects its protocols from per-size thresholds the same way) is a
-//! small table, [`PathTable`]: for each server, its link's path ([`Path::Rma`] or
+//! small table, `PathTable`: for each server, its link's path ([`Path::Rma`] or
 //! [`Path::Messages`], from the [`DataPath`] picked at connect time) and, for a same-host
 //! server, the largest transfer that takes [`Path::Direct`] instead. That crossover is
 //! measured with puts when the client connects (unless configured with `direct_max_bytes` /
